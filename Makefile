@@ -1,0 +1,34 @@
+# The README's two commands:
+#   make run    install what is missing, build (release), start the server on 127.0.0.1
+#   make test   install what is missing, build the dev preset (ASan/UBSan), run every test
+# and the rest: make build | lint | bench | clean
+
+.PHONY: all deps build run test lint ci bench clean
+all: build
+
+deps:
+	@scripts/deps.sh
+
+build: deps
+	@[ -f build/release/build.ninja ] || cmake --preset release >/dev/null
+	@cmake --build build/release
+
+run: build
+	@scripts/run.sh
+
+test: deps
+	@cmake --preset dev >/dev/null
+	@cmake --build build/dev
+	@ctest --preset dev
+
+lint: deps
+	@scripts/lint.sh build/dev
+
+ci:
+	@bash .ci/run
+
+bench:
+	@bench/run
+
+clean:
+	rm -rf build

@@ -1,0 +1,16 @@
+# sbx_add_test(NAME <ctest name> TARGET <exe> SOURCES ... [LIBS ...] [TIMEOUT s] [LABELS ...])
+# Builds one test executable and registers it with CTest; exit code 77 means "skipped".
+function(sbx_add_test)
+  cmake_parse_arguments(T "" "NAME;TARGET;TIMEOUT" "SOURCES;LIBS;LABELS;ARGS;ENV" ${ARGN})
+  if(NOT T_TIMEOUT)
+    set(T_TIMEOUT 60)
+  endif()
+  add_executable(${T_TARGET} ${T_SOURCES})
+  target_link_libraries(${T_TARGET} PRIVATE ${T_LIBS})
+  add_test(NAME ${T_NAME} COMMAND ${T_TARGET} ${T_ARGS})
+  set_tests_properties(${T_NAME} PROPERTIES SKIP_RETURN_CODE 77 TIMEOUT ${T_TIMEOUT}
+                       LABELS "${T_LABELS}")
+  if(T_ENV)
+    set_tests_properties(${T_NAME} PROPERTIES ENVIRONMENT "${T_ENV}")
+  endif()
+endfunction()

@@ -1,0 +1,34 @@
+/*
+ * cli.h - the `sbx` command line: one verb per file (cmd_<verb>.c), dispatched from a table.
+ */
+#ifndef SBX_CLI_H
+#define SBX_CLI_H
+
+#include <stdio.h>
+
+struct sbx_cli_cmd {
+    const char *name;
+    const char *summary; /* one line, for `sbx help` */
+    const char *usage;   /* full text for `sbx VERB --help` */
+    int (*run)(int argc, char **argv);
+};
+
+/* The verb table (NULL-terminated by name). */
+extern const struct sbx_cli_cmd sbx_cli_commands[];
+
+const struct sbx_cli_cmd *sbx_cli_find(const char *name);
+void sbx_cli_print_usage(FILE *out, const struct sbx_cli_cmd *cmd);
+void sbx_cli_print_overview(FILE *out);
+
+/* True (and prints usage to stdout) when argv[1..] holds -h or --help before any "--". */
+int sbx_cli_wants_help(int argc, char **argv, const struct sbx_cli_cmd *cmd);
+
+/* Exit codes: 0 ok, 1 failure, 2 usage error (like most Unix tools). */
+#define SBX_EXIT_OK    0
+#define SBX_EXIT_FAIL  1
+#define SBX_EXIT_USAGE 2
+
+int sbx_cmd_version(int argc, char **argv);
+int sbx_cmd_help(int argc, char **argv);
+
+#endif

@@ -1,0 +1,48 @@
+/*
+ * util.h - small helpers for numbers, sizes, files and fds used across sbx.
+ */
+#ifndef SBX_COMMON_UTIL_H
+#define SBX_COMMON_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+
+#define SBX_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+
+/* Parse a whole decimal unsigned number (no sign, no junk, no overflow). */
+int sbx_parse_u64(const char *s, uint64_t *out, sbx_error **err);
+/* Parse a whole decimal signed number. */
+int sbx_parse_i64(const char *s, int64_t *out, sbx_error **err);
+/* Parse a size: "512", "256k", "256m", "1g", "512Mi", "2Gi", "1.5g" (k = 1024). */
+int sbx_parse_size(const char *s, uint64_t *out, sbx_error **err);
+
+/* write(2) all of buf, retrying on EINTR and short writes. 0 or -1 with errno. */
+int sbx_write_all(int fd, const void *buf, size_t n);
+/* read(2) until n bytes or EOF; returns bytes read or -1 with errno. */
+ssize_t sbx_read_full(int fd, void *buf, size_t n);
+
+/* Read a whole file (at most max bytes, else -SBX_ELIMIT). *out is NUL-terminated; caller frees. */
+int sbx_read_file(const char *path, size_t max, char **out, size_t *len, sbx_error **err);
+/* Write a file atomically: temp file in the same dir, fsync, rename. */
+int sbx_write_file_atomic(const char *path, const void *data, size_t n, mode_t mode,
+                          sbx_error **err);
+/* mkdir -p (existing dirs are fine). */
+int sbx_mkdir_p(const char *path, mode_t mode, sbx_error **err);
+/* rm -rf that never crosses into another filesystem (mount points are left alone and make
+ * the call fail with EBUSY) and never follows symlinks. Missing path is success. */
+int sbx_rm_rf(const char *path, sbx_error **err);
+
+/* Monotonic clock in nanoseconds / milliseconds. */
+uint64_t sbx_now_ns(void);
+uint64_t sbx_now_ms(void);
+/* Wall clock in milliseconds since the epoch. */
+int64_t sbx_wall_ms(void);
+
+/* True when s starts with prefix. */
+bool sbx_str_starts(const char *s, const char *prefix);
+
+#endif
