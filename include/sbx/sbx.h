@@ -6,5 +6,6 @@
 
 #include "error.h"
 #include "version.h"
+#include "client.h"
 
 #endif

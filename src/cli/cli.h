@@ -30,5 +30,14 @@ int sbx_cli_wants_help(int argc, char **argv, const struct sbx_cli_cmd *cmd);
 
 int sbx_cmd_version(int argc, char **argv);
 int sbx_cmd_help(int argc, char **argv);
+int sbx_cmd_create(int argc, char **argv);
+int sbx_cmd_ls(int argc, char **argv);
+int sbx_cmd_inspect(int argc, char **argv);
+int sbx_cmd_exec(int argc, char **argv);
+int sbx_cmd_cp(int argc, char **argv);
+int sbx_cmd_pause(int argc, char **argv);
+int sbx_cmd_resume(int argc, char **argv);
+int sbx_cmd_renew(int argc, char **argv);
+int sbx_cmd_rm(int argc, char **argv);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/client_util.h"
 #include "common/log.h"
 
 #define CMD(n, fn, sum, use)                                       \
@@ -14,6 +15,40 @@
     }
 
 const struct sbx_cli_cmd sbx_cli_commands[] = {
+    CMD("create", sbx_cmd_create, "Create a sandbox on a server and print its id",
+        "Usage: sbx create [OPTIONS] [-- ENTRYPOINT...]\n\n"
+        "Create a sandbox and print its id once it is running.\n\n"
+        "  -i, --image URI      image (default: the built-in `host` image)\n"
+        "  -t, --timeout SECS   time to live, >= 60 (default: 0 = never expires)\n"
+        "  -e, --env K=V        environment variable (repeatable)\n"
+        "  -l, --metadata K=V   metadata label (repeatable)\n"
+        "  -c, --limit K=V      resource limit, e.g. cpu=1, memory=512Mi (repeatable)\n"
+        "  -p, --provider NAME  provider (default: the server's default)\n"
+        "  -q, --quiet          print only the id\n" SBX_CLI_CLIENT_HELP),
+    CMD("ls", sbx_cmd_ls, "List sandboxes",
+        "Usage: sbx ls [--json] [--state STATE]... [--metadata K=V]...\n\n"
+        "  -j, --json           one JSON object per line instead of a table\n"
+        "  -s, --state STATE    only sandboxes in STATE (repeatable: any of them)\n"
+        "  -l, --metadata K=V   only sandboxes with this label (repeatable: all of "
+        "them)\n" SBX_CLI_CLIENT_HELP),
+    CMD("inspect", sbx_cmd_inspect, "Show a sandbox as JSON",
+        "Usage: sbx inspect ID...\n\n" SBX_CLI_CLIENT_HELP),
+    CMD("exec", sbx_cmd_exec, "Run a command in a sandbox, streaming its output",
+        "Usage: sbx exec [OPTIONS] ID -- CMD [ARG...]\n\n"
+        "Run CMD in the sandbox, print its output as it comes, exit with its exit code.\n"
+        "A single CMD argument is a shell command line; several are quoted word by word.\n\n"
+        "  -w, --workdir DIR    working directory\n"
+        "  -e, --env K=V        environment variable (repeatable)\n"
+        "  -t, --timeout MS     kill the command after MS milliseconds\n" SBX_CLI_CLIENT_HELP),
+    CMD("cp", sbx_cmd_cp, "Copy a file into or out of a sandbox",
+        "Usage: sbx cp LOCAL ID:/PATH\n       sbx cp ID:/PATH LOCAL\n\n" SBX_CLI_CLIENT_HELP),
+    CMD("pause", sbx_cmd_pause, "Pause (freeze) sandboxes",
+        "Usage: sbx pause ID...\n\n" SBX_CLI_CLIENT_HELP),
+    CMD("resume", sbx_cmd_resume, "Resume paused sandboxes",
+        "Usage: sbx resume ID...\n\n" SBX_CLI_CLIENT_HELP),
+    CMD("renew", sbx_cmd_renew, "Move a sandbox's expiry to now + SECONDS",
+        "Usage: sbx renew ID SECONDS\n\n" SBX_CLI_CLIENT_HELP),
+    CMD("rm", sbx_cmd_rm, "Delete sandboxes", "Usage: sbx rm ID...\n\n" SBX_CLI_CLIENT_HELP),
     CMD("help", sbx_cmd_help, "Show help for sbx or one of its commands",
         "Usage: sbx help [COMMAND]\n\nShow the list of commands, or the help of COMMAND.\n"),
     CMD("version", sbx_cmd_version, "Print the version of sbx",

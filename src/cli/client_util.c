@@ -1,0 +1,84 @@
+/*
+ * client_util.c - shared plumbing of the client verbs.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/client_util.h"
+#include "common/xalloc.h"
+
+int
+sbx_cli_conn_opt(struct sbx_cli_conn *conn, int opt, const char *arg)
+{
+    if (opt == 'H') {
+        conn->host = arg;
+        return 1;
+    }
+    if (opt == 'K') {
+        conn->api_key = arg;
+        return 1;
+    }
+    return 0;
+}
+
+sbx_client *
+sbx_cli_connect(const struct sbx_cli_conn *conn, const char *verb)
+{
+    sbx_client_options opts = SBX_CLIENT_OPTIONS_INIT;
+    opts.host = conn->host;
+    opts.api_key = conn->api_key;
+    sbx_client *c = NULL;
+    int ret = sbx_client_new(&c, &opts);
+    if (ret < 0) {
+        fprintf(stderr, "sbx %s: cannot set up the client: %s\n", verb, sbx_strerror(ret));
+        return NULL;
+    }
+    return c;
+}
+
+int
+sbx_cli_fail(sbx_client *c, const char *verb, const char *what, int ret)
+{
+    const char *msg = sbx_client_last_error(c);
+    fprintf(stderr, "sbx %s: %s: %s\n", verb, what, *msg ? msg : sbx_strerror(ret));
+    if (ret == -SBX_EUNAVAIL)
+        fprintf(stderr, "sbx %s: is the server running at %s? (start it with `sbx serve`)\n", verb,
+                sbx_client_host(c));
+    return SBX_EXIT_FAIL;
+}
+
+int
+sbx_cli_kvs_add(struct sbx_cli_kvs *kvs, char *arg, const char *verb, const char *what)
+{
+    char *eq = strchr(arg, '=');
+    if (!eq || eq == arg) {
+        fprintf(stderr, "sbx %s: %s `%s` is not KEY=VALUE\n", verb, what, arg);
+        return -1;
+    }
+    kvs->items = sbx_xrealloc(kvs->items, (kvs->n + 1) * sizeof *kvs->items);
+    *eq = '\0';
+    kvs->items[kvs->n].key = arg;
+    kvs->items[kvs->n].value = eq + 1;
+    kvs->n++;
+    return 0;
+}
+
+void
+sbx_cli_kvs_dispose(struct sbx_cli_kvs *kvs)
+{
+    free(kvs->items);
+    kvs->items = NULL;
+    kvs->n = 0;
+}
+
+int
+sbx_cli_positional(int argc, int optind_, int want, const char *verb, const char *names)
+{
+    if (argc - optind_ == want)
+        return 0;
+    fprintf(stderr, "sbx %s: expected %s (see `sbx %s --help`)\n", verb, names, verb);
+    return -1;
+}

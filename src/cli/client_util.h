@@ -1,0 +1,47 @@
+/*
+ * client_util.h - what the client verbs (create, ls, exec, ...) share: the connection
+ * options (--host, SBX_HOST), KEY=VALUE lists and error reporting.
+ */
+#ifndef SBX_CLI_CLIENT_UTIL_H
+#define SBX_CLI_CLIENT_UTIL_H
+
+#include <stddef.h>
+
+#include "sbx/client.h"
+
+/* getopt_long entries every client verb accepts (--host, --api-key). */
+#define SBX_CLI_CLIENT_LONGOPTS                 \
+    {"host", required_argument, NULL, 'H'},     \
+    {                                           \
+        "api-key", required_argument, NULL, 'K' \
+    }
+
+#define SBX_CLI_CLIENT_HELP                                                                    \
+    "  -H, --host URL       server to talk to (default: $SBX_HOST or http://127.0.0.1:8080)\n" \
+    "      --api-key KEY    API key (default: $SBX_API_KEY, else /var/lib/sbx/api-key)\n"
+
+struct sbx_cli_conn {
+    const char *host;
+    const char *api_key;
+};
+
+/* Handle --host/--api-key (opt 'H'/'K'); returns 1 when handled. */
+int sbx_cli_conn_opt(struct sbx_cli_conn *conn, int opt, const char *arg);
+/* Connect; prints the error as "sbx VERB: ..." and returns NULL on failure. */
+sbx_client *sbx_cli_connect(const struct sbx_cli_conn *conn, const char *verb);
+/* Print "sbx VERB: what: <last error>" and return the exit code for ret. */
+int sbx_cli_fail(sbx_client *c, const char *verb, const char *what, int ret);
+
+/* A growing list of KEY=VALUE pairs parsed from repeated options. */
+struct sbx_cli_kvs {
+    sbx_kv *items;
+    size_t n;
+};
+/* Add "K=V"; returns -1 (and prints) when there is no '='. The strings are borrowed from argv. */
+int sbx_cli_kvs_add(struct sbx_cli_kvs *kvs, char *arg, const char *verb, const char *what);
+void sbx_cli_kvs_dispose(struct sbx_cli_kvs *kvs);
+
+/* Exactly `want` positional args left, else usage error message; returns 0 or -1. */
+int sbx_cli_positional(int argc, int optind_, int want, const char *verb, const char *names);
+
+#endif

@@ -1,0 +1,68 @@
+/*
+ * cmd_cp.c - `sbx cp SRC DST`: copy a file into or out of a sandbox.
+ * One side is ID:/absolute/path, the other a local path.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/client_util.h"
+#include "common/xalloc.h"
+
+/* "ID:/path" → id and path (id allocated); a local path (no ':' before a '/') → 0. */
+static int
+split_remote(const char *arg, char **id, const char **path)
+{
+    const char *colon = strchr(arg, ':');
+    const char *slash = strchr(arg, '/');
+    if (!colon || colon == arg || (slash && slash < colon))
+        return 0;
+    *id = sbx_xstrndup(arg, (size_t)(colon - arg));
+    *path = colon + 1;
+    return 1;
+}
+
+static int
+copy(sbx_client *c, const char *src, const char *dst)
+{
+    char *id = NULL;
+    const char *path = NULL;
+    int ret;
+    if (split_remote(src, &id, &path))
+        ret = sbx_download(c, id, path, dst);
+    else if (split_remote(dst, &id, &path))
+        ret = sbx_upload(c, id, src, path);
+    else
+        ret = 1;
+    free(id);
+    return ret;
+}
+
+int
+sbx_cmd_cp(int argc, char **argv)
+{
+    static const struct option longopts[] = {SBX_CLI_CLIENT_LONGOPTS, {NULL, 0, NULL, 0}};
+    struct sbx_cli_conn conn = {0};
+    int opt;
+    while ((opt = getopt_long(argc, argv, "H:", longopts, NULL)) != -1) {
+        if (!sbx_cli_conn_opt(&conn, opt, optarg))
+            return SBX_EXIT_USAGE;
+    }
+    if (sbx_cli_positional(argc, optind, 2, "cp", "SRC DST") < 0)
+        return SBX_EXIT_USAGE;
+    sbx_client *c = sbx_cli_connect(&conn, "cp");
+    if (!c)
+        return SBX_EXIT_FAIL;
+    int ret = copy(c, argv[optind], argv[optind + 1]);
+    int rc = SBX_EXIT_OK;
+    if (ret == 1) {
+        fprintf(stderr, "sbx cp: one of SRC and DST must be ID:/path in a sandbox\n");
+        rc = SBX_EXIT_USAGE;
+    } else if (ret < 0) {
+        rc = sbx_cli_fail(c, "cp", "copy", ret);
+    }
+    sbx_client_free(c);
+    return rc;
+}

@@ -1,0 +1,96 @@
+/*
+ * cmd_ls.c - `sbx ls`: list sandboxes as a table (or JSON lines with --json).
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/client_util.h"
+#include "common/xalloc.h"
+
+struct ls_args {
+    struct sbx_cli_conn conn;
+    int json;
+    const char **states;
+    size_t n_states;
+    struct sbx_cli_kvs metadata;
+};
+
+static int
+parse_args(struct ls_args *a, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"json", no_argument, NULL, 'j'},
+        {"state", required_argument, NULL, 's'},
+        {"metadata", required_argument, NULL, 'l'},
+        SBX_CLI_CLIENT_LONGOPTS,
+        {NULL, 0, NULL, 0},
+    };
+    int opt;
+    while ((opt = getopt_long(argc, argv, "js:l:H:", longopts, NULL)) != -1) {
+        if (opt == 'j') {
+            a->json = 1;
+        } else if (opt == 's') {
+            a->states = sbx_xrealloc(a->states, (a->n_states + 1) * sizeof *a->states);
+            a->states[a->n_states++] = optarg;
+        } else if (opt == 'l') {
+            if (sbx_cli_kvs_add(&a->metadata, optarg, "ls", "--metadata") < 0)
+                return -1;
+        } else if (!sbx_cli_conn_opt(&a->conn, opt, optarg)) {
+            return -1;
+        }
+    }
+    return sbx_cli_positional(argc, optind, 0, "ls", "no arguments");
+}
+
+static const char *
+or_dash(const char *s)
+{
+    return s && *s ? s : "-";
+}
+
+static void
+print_table(sbx_sandbox **list, size_t n)
+{
+    printf("%-36s  %-10s  %-24s  %-20s  %s\n", "ID", "STATE", "IMAGE", "CREATED", "EXPIRES");
+    for (size_t i = 0; i < n; i++) {
+        const sbx_sandbox *s = list[i];
+        printf("%-36s  %-10s  %-24.24s  %-20.20s  %s\n", s->id, s->state, or_dash(s->image),
+               or_dash(s->created_at), s->expires_at ? s->expires_at : "never");
+    }
+}
+
+int
+sbx_cmd_ls(int argc, char **argv)
+{
+    struct ls_args a = {0};
+    int rc = SBX_EXIT_USAGE;
+    if (parse_args(&a, argc, argv) == 0) {
+        sbx_list_options opts = SBX_LIST_OPTIONS_INIT;
+        opts.states = a.states;
+        opts.n_states = a.n_states;
+        opts.metadata = a.metadata.items;
+        opts.n_metadata = a.metadata.n;
+        sbx_client *c = sbx_cli_connect(&a.conn, "ls");
+        sbx_sandbox **list = NULL;
+        size_t n = 0;
+        int ret = c ? sbx_sandbox_list(&list, &n, c, &opts) : -SBX_EGENERIC;
+        if (!c)
+            rc = SBX_EXIT_FAIL;
+        else if (ret < 0)
+            rc = sbx_cli_fail(c, "ls", "list sandboxes", ret);
+        else
+            rc = SBX_EXIT_OK;
+        for (size_t i = 0; ret == 0 && a.json && i < n; i++)
+            printf("%s\n", list[i]->json);
+        if (ret == 0 && !a.json)
+            print_table(list, n);
+        sbx_sandbox_list_free(list, n);
+        sbx_client_free(c);
+    }
+    free(a.states);
+    sbx_cli_kvs_dispose(&a.metadata);
+    return rc;
+}
