@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Wire compatibility: the published OpenSandbox JS SDK against a real sbx server.
+#   tests/compat/run.sh SBX_BINARY PROVIDER WORKDIR
+# Installs the pinned SDK with npm into WORKDIR, starts `sbx serve` on a free loopback port
+# with a fresh state dir, runs scenarios.test.mjs with node's test runner, stops the server
+# by PID. Exit 77 (skip) only when node/npm are missing.
+set -uo pipefail
+sbx=$1 provider=$2 work=$3
+here=$(cd "$(dirname "$0")" && pwd)
+command -v node >/dev/null && command -v npm >/dev/null || { echo "skip: node/npm not installed"; exit 77; }
+
+mkdir -p "$work"
+cp "$here/package.json" "$here/scenarios.test.mjs" "$work/"
+if [[ ! -d "$work/node_modules/@alibaba-group/opensandbox" ]]; then
+  (cd "$work" && npm install --no-package-lock --no-audit --no-fund --loglevel=error) || {
+    echo "npm install of the pinned SDK failed"; exit 1; }
+fi
+
+state=$(mktemp -d /tmp/sbx-compat-XXXXXX)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$sbx" serve --listen "127.0.0.1:$port" --state-dir "$state" >"$state/server.log" 2>&1 &
+pid=$!
+cleanup() {
+  kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+  "$sbx" gc --all --state-dir "$state" >/dev/null 2>&1
+  rm -rf "$state"
+}
+trap cleanup EXIT
+for _ in $(seq 100); do
+  curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+  kill -0 "$pid" 2>/dev/null || { echo "server died:"; cat "$state/server.log"; exit 1; }
+  sleep 0.1
+done
+key=$(cat "$state/api-key")
+cd "$work"
+OPEN_SANDBOX_DOMAIN="127.0.0.1:$port" OPEN_SANDBOX_API_KEY="$key" SBX_PROVIDER="$provider" \
+  node --test --test-reporter=spec scenarios.test.mjs
+rc=$?
+[[ $rc -ne 0 ]] && { echo "--- server log (last 60 lines)"; tail -60 "$state/server.log"; }
+exit $rc

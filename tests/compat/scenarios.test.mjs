@@ -1,0 +1,187 @@
+// OpenSandbox JS SDK (published, pinned in package.json) against a real `sbx serve`.
+// One scenario per feature. Environment (set by run.sh):
+//   OPEN_SANDBOX_DOMAIN   host:port of the server      OPEN_SANDBOX_API_KEY   its API key
+//   SBX_PROVIDER          provider to create sandboxes on (native, process, docker ...)
+//   SBX_IMAGE             image URI (default: host)
+import { test, after } from "node:test";
+import assert from "node:assert/strict";
+import { ConnectionConfig, Sandbox, SandboxManager } from "@alibaba-group/opensandbox";
+
+const provider = process.env.SBX_PROVIDER || "native";
+const image = process.env.SBX_IMAGE || "host";
+const config = new ConnectionConfig({
+  domain: process.env.OPEN_SANDBOX_DOMAIN,
+  apiKey: process.env.OPEN_SANDBOX_API_KEY,
+  requestTimeoutSeconds: 60,
+  disableMetrics: false, // exercise POST /v1/metrics/events too
+});
+const suite = `compat-${process.pid}`;
+const created = [];
+
+async function make(extra = {}) {
+  const sbx = await Sandbox.create({
+    connectionConfig: config,
+    image,
+    timeoutSeconds: 600,
+    resource: { cpu: "1", memory: "512Mi" },
+    metadata: { suite },
+    extensions: { provider },
+    readyTimeoutSeconds: 30,
+    ...extra,
+  });
+  created.push(sbx);
+  return sbx;
+}
+
+after(async () => {
+  for (const sbx of created) {
+    try { await sbx.kill(); } catch { /* already gone */ }
+    try { await sbx.close(); } catch { /* ignore */ }
+  }
+});
+
+test("lifecycle: create, info, kill", async () => {
+  const sbx = await make({ metadata: { suite, role: "lifecycle" } });
+  const info = await sbx.getInfo();
+  assert.equal(info.id, sbx.id);
+  assert.equal(info.status.state, "Running");
+  assert.equal(info.metadata.role, "lifecycle");
+  const ttl = new Date(info.expiresAt).getTime() - Date.now();
+  assert.ok(ttl > 500_000 && ttl <= 600_000, `expiresAt about 10 minutes ahead, got ${ttl} ms`);
+  assert.equal(await sbx.isHealthy(), true);
+  await sbx.kill();
+  await assert.rejects(sbx.getInfo(), (err) => {
+    assert.match(String(err.error?.code ?? err.message), /NOT_FOUND|404/);
+    return true;
+  });
+});
+
+test("lifecycle: no expiry when timeoutSeconds is null", async () => {
+  const sbx = await make({ timeoutSeconds: null });
+  const info = await sbx.getInfo();
+  assert.ok(info.expiresAt == null, `expected no expiresAt, got ${info.expiresAt}`);
+});
+
+test("commands: streaming handlers, exit codes", async () => {
+  const sbx = await make();
+  const seen = [];
+  let completed = false;
+  const ex = await sbx.commands.run(
+    "for i in 1 2 3; do echo line$i; done; echo oops >&2",
+    undefined,
+    {
+      onStdout: (m) => seen.push(m.text),
+      onExecutionComplete: () => { completed = true; },
+    },
+  );
+  assert.deepEqual(seen, ["line1", "line2", "line3"]);
+  assert.deepEqual(ex.logs.stdout.map((m) => m.text), ["line1", "line2", "line3"]);
+  assert.deepEqual(ex.logs.stderr.map((m) => m.text), ["oops"]);
+  assert.equal(completed, true);
+  assert.ok(!ex.error);
+  const bad = await sbx.commands.run("exit 3");
+  assert.equal(bad.error?.value ?? bad.error?.evalue, "3");
+  const env = await sbx.commands.run("echo $FOO; pwd", { envs: { FOO: "bar" }, workingDirectory: "/tmp" });
+  assert.deepEqual(env.logs.stdout.map((m) => m.text), ["bar", "/tmp"]);
+});
+
+test("commands: background, status, logs", async () => {
+  const sbx = await make();
+  const ex = await sbx.commands.run("echo start; sleep 0.3; echo done", { background: true });
+  assert.ok(ex.id, "background command has an id");
+  let status;
+  for (let i = 0; i < 100; i++) {
+    status = await sbx.commands.getCommandStatus(ex.id);
+    if (!status.running) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.equal(status.running, false);
+  assert.equal(status.exitCode, 0);
+  const logs = await sbx.commands.getBackgroundCommandLogs(ex.id);
+  assert.equal(logs.content, "start\ndone\n");
+  const again = await sbx.commands.getBackgroundCommandLogs(ex.id, logs.cursor);
+  assert.equal(again.content, "");
+});
+
+test("commands: interrupt a long command", async () => {
+  const sbx = await make();
+  const ex = await sbx.commands.run("sleep 30", { background: true });
+  await sbx.commands.interrupt(ex.id);
+  let status;
+  for (let i = 0; i < 100; i++) {
+    status = await sbx.commands.getCommandStatus(ex.id);
+    if (!status.running) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  assert.equal(status.running, false);
+});
+
+test("files: write, read, info, search, move, replace, permissions, delete", async () => {
+  const sbx = await make();
+  await sbx.files.createDirectories([{ path: "/tmp/demo/sub", mode: 755 }]);
+  await sbx.files.writeFiles([
+    { path: "/tmp/demo/hello.txt", data: "Hello World", mode: 644 },
+    { path: "/tmp/demo/sub/b.txt", data: "bee" },
+  ]);
+  assert.equal(await sbx.files.readFile("/tmp/demo/hello.txt"), "Hello World");
+  assert.equal(await sbx.files.readFile("/tmp/demo/hello.txt", { range: "bytes=6-10" }), "World");
+  const info = await sbx.files.getFileInfo(["/tmp/demo/hello.txt"]);
+  assert.equal(info["/tmp/demo/hello.txt"].size, 11);
+  assert.equal(info["/tmp/demo/hello.txt"].mode, 644);
+  const found = await sbx.files.search({ path: "/tmp/demo", pattern: "*.txt" });
+  assert.deepEqual(found.map((f) => f.path).sort(), ["/tmp/demo/hello.txt", "/tmp/demo/sub/b.txt"]);
+  await sbx.files.moveFiles([{ src: "/tmp/demo/sub/b.txt", dest: "/tmp/demo/c.txt" }]);
+  await sbx.files.replaceContents([{ path: "/tmp/demo/c.txt", oldContent: "bee", newContent: "sea" }]);
+  assert.equal(await sbx.files.readFile("/tmp/demo/c.txt"), "sea");
+  await sbx.files.setPermissions([{ path: "/tmp/demo/c.txt", mode: 600 }]);
+  const perm = await sbx.files.getFileInfo(["/tmp/demo/c.txt"]);
+  assert.equal(perm["/tmp/demo/c.txt"].mode, 600);
+  await sbx.files.deleteFiles(["/tmp/demo/c.txt"]);
+  await assert.rejects(sbx.files.getFileInfo(["/tmp/demo/c.txt"]));
+  await sbx.files.deleteDirectories(["/tmp/demo"]);
+  const gone = await sbx.commands.run("test -e /tmp/demo; echo $?");
+  assert.deepEqual(gone.logs.stdout.map((m) => m.text), ["1"]);
+});
+
+test("endpoints: any port, scheme-less", async () => {
+  const sbx = await make();
+  const ep = await sbx.getEndpoint(44772);
+  assert.ok(ep.endpoint && !ep.endpoint.includes("://"), `scheme-less endpoint, got ${ep.endpoint}`);
+  const other = await sbx.getEndpoint(8080);
+  assert.ok(other.endpoint);
+  const url = await sbx.getEndpointUrl(44772);
+  assert.match(url, /^http:\/\//);
+});
+
+test("pause and resume", async () => {
+  const sbx = await make();
+  await sbx.pause();
+  assert.equal((await sbx.getInfo()).status.state, "Paused");
+  const resumed = await sbx.resume();
+  created.push(resumed);
+  assert.equal((await resumed.getInfo()).status.state, "Running");
+  const ex = await resumed.commands.run("echo back");
+  assert.deepEqual(ex.logs.stdout.map((m) => m.text), ["back"]);
+});
+
+test("renew", async () => {
+  const sbx = await make();
+  await sbx.renew(1800);
+  const info = await sbx.getInfo();
+  const ttl = new Date(info.expiresAt).getTime() - Date.now();
+  assert.ok(ttl > 1_700_000 && ttl <= 1_800_000, `renewed to about 30 minutes, got ${ttl} ms`);
+});
+
+test("manager: list with metadata and state filters", async () => {
+  const sbx = await make({ metadata: { suite, role: "listed" } });
+  const manager = SandboxManager.create({ connectionConfig: config });
+  try {
+    const res = await manager.listSandboxInfos({ metadata: { suite, role: "listed" }, states: ["Running"] });
+    assert.deepEqual(res.items.map((i) => i.id), [sbx.id]);
+    assert.equal(res.pagination.totalItems, 1);
+    const none = await manager.listSandboxInfos({ metadata: { suite, role: "listed" }, states: ["Paused"] });
+    assert.equal(none.items.length, 0);
+  } finally {
+    await manager.close();
+  }
+});

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The whole lifecycle through the CLI against a real server and real sandboxes.
+#   cli_lifecycle.sh SBX_BINARY PROVIDER
+set -uo pipefail
+sbx=$1 provider=$2
+. "$(dirname "$0")/server_env.sh"
+[[ $(id -u) -eq 0 || $provider == process ]] || { echo "skip: needs root"; exit 77; }
+start_server "$sbx"
+fails=0 passes=0
+check() { # description expected actual
+  if [[ "$2" == "$3" ]]; then echo "ok: $1"; passes=$((passes+1))
+  else echo "FAIL: $1: want [$2] got [$3]"; fails=$((fails+1)); fi
+}
+
+id=$("$sbx" create -q --provider "$provider" --timeout 600 -l suite=cli -e GREETING=hi)
+check "create prints an id" 1 "$([[ $id =~ ^[0-9a-f-]{36}$ ]] && echo 1)"
+check "ls shows it Running" Running "$("$sbx" ls | awk -v id="$id" '$1==id {print $2}')"
+check "ls --json filters by metadata" "$id" "$("$sbx" ls --json -l suite=cli | python3 -c 'import json,sys; print(",".join(json.loads(l)["id"] for l in sys.stdin))')"
+check "ls filters by state" "" "$("$sbx" ls --json -s Paused -l suite=cli)"
+check "inspect gives JSON with the id" "$id" "$("$sbx" inspect "$id" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')"
+
+out=$("$sbx" exec "$id" -- 'echo $GREETING; echo err >&2; exit 7' 2>/tmp/sbx-cli-err.$$); rc=$?
+check "exec streams stdout" hi "$out"
+check "exec streams stderr" err "$(cat /tmp/sbx-cli-err.$$)"; rm -f /tmp/sbx-cli-err.$$
+check "exec exits with the command's code" 7 "$rc"
+check "exec quotes several words" "a b|c" "$("$sbx" exec "$id" -- printf '%s|%s\n' 'a b' c)"
+check "exec -w sets the directory" /tmp "$("$sbx" exec -w /tmp "$id" -- pwd)"
+
+tmp=$(mktemp -d)
+head -c 300000 /dev/urandom >"$tmp/in.bin"; chmod 640 "$tmp/in.bin"
+"$sbx" cp "$tmp/in.bin" "$id:/tmp/copied.bin"; check "cp into the sandbox" 0 $?
+check "the copy keeps its mode" 640 "$("$sbx" exec "$id" -- stat -c %a /tmp/copied.bin)"
+"$sbx" cp "$id:/tmp/copied.bin" "$tmp/out.bin"; check "cp out of the sandbox" 0 $?
+check "round trip is identical" "$(sha256sum <"$tmp/in.bin")" "$(sha256sum <"$tmp/out.bin")"
+"$sbx" cp "$id:/no/such/file" "$tmp/none" 2>/dev/null; check "cp of a missing file fails" 1 $?
+check "a failed cp leaves no file" 0 "$(ls "$tmp" | grep -c none)"
+rm -rf "$tmp"
+
+"$sbx" pause "$id"; check "pause" 0 $?
+check "state Paused" Paused "$("$sbx" ls | awk -v id="$id" '$1==id {print $2}')"
+"$sbx" pause "$id" 2>/dev/null; check "pause twice is a conflict" 1 $?
+"$sbx" resume "$id"; check "resume" 0 $?
+check "works after resume" back "$("$sbx" exec "$id" -- echo back)"
+exp=$("$sbx" renew "$id" 3600); check "renew prints the new expiry" 1 "$([[ $exp == 20* ]] && echo 1)"
+"$sbx" rm "$id"; check "rm" 0 $?
+"$sbx" inspect "$id" 2>/dev/null; check "inspect after rm fails" 1 $?
+"$sbx" exec "$id" -- true 2>/dev/null; check "exec in a removed sandbox fails" 1 $?
+"$sbx" ls --host http://127.0.0.1:1 2>/dev/null; check "unreachable server is a failure" 1 $?
+SBX_API_KEY=wrong "$sbx" ls 2>/dev/null; check "a wrong key is refused" 1 $?
+
+echo "$passes passed, $fails failed"
+[[ $fails -eq 0 ]]

@@ -1,0 +1,248 @@
+/*
+ * test_libsbx.c - libsbx against a real server (started by run_libsbx.sh, which exports
+ * SBX_HOST and SBX_API_KEY) and real sandboxes on the provider named in argv[1].
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "sbx/client.h"
+
+static const char *provider = "native";
+
+struct lines {
+    char text[8][64];
+    int n;
+    int stop_after;
+};
+
+static int
+collect(const char *data, size_t len, void *payload)
+{
+    struct lines *l = payload;
+    if (l->n < 8)
+        (void)snprintf(l->text[l->n++], sizeof l->text[0], "%.*s", (int)len, data);
+    return l->stop_after && l->n >= l->stop_after;
+}
+
+static sbx_client *
+connect_client(void)
+{
+    sbx_client *c = NULL;
+    assert_int_equal(sbx_client_new(&c, NULL), 0);
+    return c;
+}
+
+static char *
+make_sandbox(sbx_client *c, const char *role)
+{
+    sbx_create_options o = SBX_CREATE_OPTIONS_INIT;
+    const sbx_kv md[] = {{"suite", "libsbx"}, {"role", role}};
+    const sbx_kv env[] = {{"GREETING", "hello"}};
+    o.metadata = md;
+    o.n_metadata = 2;
+    o.env = env;
+    o.n_env = 1;
+    o.timeout_s = 600;
+    o.provider = provider;
+    sbx_sandbox *s = NULL;
+    int ret = sbx_sandbox_create(&s, c, &o);
+    if (ret < 0)
+        fail_msg("create: %s", sbx_client_last_error(c));
+    assert_string_equal(s->state, "Running");
+    assert_non_null(s->expires_at);
+    char *id = strdup(s->id);
+    sbx_sandbox_free(s);
+    return id;
+}
+
+static void
+test_lifecycle(void **state)
+{
+    (void)state;
+    sbx_client *c = connect_client();
+    char *id = make_sandbox(c, "life");
+    sbx_sandbox *s = NULL;
+    assert_int_equal(sbx_sandbox_get(&s, c, id), 0);
+    assert_string_equal(s->id, id);
+    int found_role = 0;
+    for (size_t i = 0; i < s->n_metadata; i++)
+        found_role |= strcmp(s->metadata[i].key, "role") == 0 &&
+                      strcmp(s->metadata[i].value, "life") == 0;
+    assert_true(found_role);
+    sbx_sandbox_free(s);
+
+    const char *states[] = {"running"};
+    const sbx_kv md[] = {{"role", "life"}};
+    sbx_list_options lo = SBX_LIST_OPTIONS_INIT;
+    lo.states = states;
+    lo.n_states = 1;
+    lo.metadata = md;
+    lo.n_metadata = 1;
+    sbx_sandbox **list = NULL;
+    size_t n = 0;
+    assert_int_equal(sbx_sandbox_list(&list, &n, c, &lo), 0);
+    assert_int_equal(n, 1);
+    assert_string_equal(list[0]->id, id);
+    sbx_sandbox_list_free(list, n);
+
+    assert_int_equal(sbx_sandbox_pause(c, id), 0);
+    assert_int_equal(sbx_sandbox_pause(c, id), -SBX_ECONFLICT);
+    assert_true(strlen(sbx_client_last_error(c)) > 0);
+    assert_int_equal(sbx_sandbox_resume(c, id), 0);
+    assert_int_equal(sbx_sandbox_resume(c, id), -SBX_ECONFLICT);
+    char *expires = NULL;
+    assert_int_equal(sbx_sandbox_renew(&expires, c, id, 3600), 0);
+    assert_non_null(expires);
+    free(expires);
+    assert_int_equal(sbx_sandbox_delete(c, id), 0);
+    assert_int_equal(sbx_sandbox_get(&s, c, id), -SBX_ENOTFOUND);
+    assert_null(s);
+    assert_int_equal(sbx_sandbox_delete(c, id), -SBX_ENOTFOUND);
+    free(id);
+    sbx_client_free(c);
+}
+
+static void
+test_exec(void **state)
+{
+    (void)state;
+    sbx_client *c = connect_client();
+    char *id = make_sandbox(c, "exec");
+    struct lines out = {0};
+    struct lines err = {0};
+    sbx_exec_options eo = SBX_EXEC_OPTIONS_INIT;
+    eo.on_stdout = collect;
+    eo.on_stderr = collect;
+    eo.payload = &out;
+    int code = -2;
+    assert_int_equal(sbx_exec(&code, c, id, "echo $GREETING; echo; echo two; exit 5", &eo), 0);
+    assert_int_equal(code, 5);
+    assert_int_equal(out.n, 3);
+    assert_string_equal(out.text[0], "hello");
+    assert_string_equal(out.text[1], "");
+    assert_string_equal(out.text[2], "two");
+
+    eo.payload = &err;
+    eo.cwd = "/tmp";
+    assert_int_equal(sbx_exec(&code, c, id, "pwd >&2", &eo), 0);
+    assert_int_equal(code, 0);
+    assert_string_equal(err.text[0], "/tmp");
+
+    struct lines stop = {.stop_after = 2};
+    eo.payload = &stop;
+    eo.cwd = NULL;
+    assert_int_equal(sbx_exec(&code, c, id, "while true; do echo y; sleep 0.01; done", &eo),
+                     -SBX_ECONFLICT);
+    assert_int_equal(stop.n, 2);
+
+    assert_int_equal(sbx_exec(&code, c, "no-such-sandbox", "true", NULL), -SBX_ENOTFOUND);
+    assert_int_equal(sbx_sandbox_delete(c, id), 0);
+    free(id);
+    sbx_client_free(c);
+}
+
+static void
+test_files(void **state)
+{
+    (void)state;
+    sbx_client *c = connect_client();
+    char *id = make_sandbox(c, "files");
+    char dir[] = "/tmp/sbx-libsbx-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char in[64], back[64];
+    (void)snprintf(in, sizeof in, "%s/in", dir);
+    (void)snprintf(back, sizeof back, "%s/back", dir);
+    FILE *f = fopen(in, "we");
+    assert_non_null(f);
+    for (int i = 0; i < 100000; i++)
+        fprintf(f, "%d\n", i);
+    assert_int_equal(fclose(f), 0);
+    assert_int_equal(sbx_upload(c, id, in, "/tmp/up/in.txt"), 0);
+    assert_int_equal(sbx_download(c, id, "/tmp/up/in.txt", back), 0);
+    char cmd[256];
+    (void)snprintf(cmd, sizeof cmd, "cmp -s %s %s", in, back);
+    assert_int_equal(system(cmd), 0); // NOLINT(cert-env33-c): test compares two files it made
+    assert_int_equal(sbx_upload(c, id, in, "relative/path"), -SBX_EINVAL);
+    assert_int_equal(sbx_upload(c, id, "/no/such/local", "/tmp/x"), -SBX_ENOTFOUND);
+    assert_int_equal(sbx_download(c, id, "/no/such/remote", back), -SBX_ENOTFOUND);
+    /* A failed download leaves the earlier file alone and no partial file behind. */
+    struct stat st;
+    assert_int_equal(stat(back, &st), 0);
+    assert_int_equal(st.st_size, 588890);
+    (void)unlink(in);
+    (void)unlink(back);
+    assert_int_equal(rmdir(dir), 0);
+    assert_int_equal(sbx_sandbox_delete(c, id), 0);
+    free(id);
+    sbx_client_free(c);
+}
+
+static void
+test_bad_arguments(void **state)
+{
+    (void)state;
+    sbx_client *c = NULL;
+    sbx_client_options bad = SBX_CLIENT_OPTIONS_INIT;
+    bad.version = 99;
+    assert_int_equal(sbx_client_new(&c, &bad), -SBX_EINVAL);
+    assert_null(c);
+    c = connect_client();
+    sbx_sandbox *s = NULL;
+    assert_int_equal(sbx_sandbox_get(&s, c, ""), -SBX_EINVAL);
+    assert_int_equal(sbx_sandbox_get(&s, c, "../../etc"), -SBX_ENOTFOUND);
+    sbx_create_options co = SBX_CREATE_OPTIONS_INIT;
+    co.provider = "no-such-provider";
+    assert_int_equal(sbx_sandbox_create(&s, c, &co), -SBX_EINVAL);
+    assert_non_null(strstr(sbx_client_last_error(c), "native"));
+    sbx_client_free(c);
+
+    sbx_client_options wrong = SBX_CLIENT_OPTIONS_INIT;
+    wrong.api_key = "wrong-key";
+    assert_int_equal(sbx_client_new(&c, &wrong), 0);
+    assert_int_equal(sbx_sandbox_get(&s, c, "x"), -SBX_EPERM);
+    sbx_client_free(c);
+    sbx_client_options away = SBX_CLIENT_OPTIONS_INIT;
+    away.host = "127.0.0.1:1";
+    assert_int_equal(sbx_client_new(&c, &away), 0);
+    assert_int_equal(sbx_sandbox_get(&s, c, "x"), -SBX_EUNAVAIL);
+    sbx_client_free(c);
+    sbx_client_free(NULL);
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc > 1)
+        provider = argv[1];
+    /* The library must never write to stderr: send it to a file and check it stays empty. */
+    char errpath[] = "/tmp/sbx-libsbx-stderr-XXXXXX";
+    int efd = mkstemp(errpath);
+    int saved = dup(STDERR_FILENO);
+    if (efd < 0 || saved < 0 || dup2(efd, STDERR_FILENO) < 0)
+        return 1;
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_lifecycle),
+        cmocka_unit_test(test_exec),
+        cmocka_unit_test(test_files),
+        cmocka_unit_test(test_bad_arguments),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    struct stat st;
+    int quiet = fstat(efd, &st) == 0 && st.st_size == 0;
+    (void)dup2(saved, STDERR_FILENO);
+    if (!quiet)
+        fprintf(stderr, "libsbx wrote to stderr (see %s)\n", errpath);
+    else
+        (void)unlink(errpath);
+    return rc ? rc : !quiet;
+}
