@@ -49,6 +49,19 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
     CMD("renew", sbx_cmd_renew, "Move a sandbox's expiry to now + SECONDS",
         "Usage: sbx renew ID SECONDS\n\n" SBX_CLI_CLIENT_HELP),
     CMD("rm", sbx_cmd_rm, "Delete sandboxes", "Usage: sbx rm ID...\n\n" SBX_CLI_CLIENT_HELP),
+    CMD("secret", sbx_cmd_secret, "Manage encrypted secrets (set, ls, rm)",
+        "Usage: sbx secret set NAME [--from-env VAR]\n"
+        "       sbx secret ls [--json]\n"
+        "       sbx secret rm NAME\n\n"
+        "Secrets are encrypted at rest (XChaCha20-Poly1305) in <state dir>/secrets with a\n"
+        "random master key (<state dir>/secrets/master.key, mode 0600). `set` reads the value\n"
+        "from standard input (one trailing newline dropped; not echoed on a terminal), or\n"
+        "once from the environment variable VAR - never from the command line. `ls` shows\n"
+        "names and dates only.\n\n"
+        "  -s, --state-dir DIR  state directory (default: $SBX_STATE_DIR or /var/lib/sbx)\n"
+        "  -k, --key-file FILE  master key file (32 bytes, mode 0600) instead of the default\n"
+        "  -e, --from-env VAR   take the value from environment variable VAR\n"
+        "  -j, --json           `ls` prints JSON lines\n"),
     CMD("help", sbx_cmd_help, "Show help for sbx or one of its commands",
         "Usage: sbx help [COMMAND]\n\nShow the list of commands, or the help of COMMAND.\n"),
     CMD("version", sbx_cmd_version, "Print the version of sbx",

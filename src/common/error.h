@@ -33,7 +33,9 @@ int sbx_error_setv(sbx_error **err, int code, int sys_errno, const char *fmt, va
     __attribute__((format(printf, 4, 0)));
 
 /* Prefix context to *err ("context: old message") and return -(*err)->code.
- * If *err was never set (a bug in the callee), a generic error is made. */
+ * If *err was never set (a bug in the callee), a generic error is made. With err == NULL the
+ * code is unknown here and -SBX_EGENERIC is returned: where callers may pass NULL, write
+ * `(void)sbx_error_wrap(err, ...); return ret;` to keep the callee's code. */
 int sbx_error_wrap(sbx_error **err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* The code stored in *err, or SBX_EGENERIC when err/ *err is NULL. */

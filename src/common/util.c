@@ -162,14 +162,29 @@ sbx_read_file(const char *path, size_t max, char **out, size_t *len, sbx_error *
     return 0;
 }
 
+static void
+fsync_parent(const char *path)
+{
+    sbx_autofree char *dir = sbx_xstrdup(path);
+    char *slash = strrchr(dir, '/');
+    if (slash == dir)
+        slash[1] = '\0';
+    else if (slash)
+        *slash = '\0';
+    sbx_autoclose int fd = open(slash ? dir : ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd >= 0)
+        (void)fsync(fd);
+}
+
 int
 sbx_write_file_atomic(const char *path, const void *data, size_t n, mode_t mode, sbx_error **err)
 {
-    sbx_autofree char *tmp = sbx_xasprintf("%s.tmp.%d", path, (int)getpid());
-    sbx_autoclose int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
+    /* A unique temp name (mkostemp), so concurrent writers in one process never share it. */
+    sbx_autofree char *tmp = sbx_xasprintf("%s.tmp.XXXXXX", path);
+    sbx_autoclose int fd = mkostemp(tmp, O_CLOEXEC);
     if (fd < 0)
         return sbx_error_set(err, SBX_EGENERIC, errno, "create `%s`", tmp);
-    if (sbx_write_all(fd, data, n) < 0 || fsync(fd) < 0) {
+    if (fchmod(fd, mode) < 0 || sbx_write_all(fd, data, n) < 0 || fsync(fd) < 0) {
         int e = errno;
         (void)unlink(tmp);
         return sbx_error_set(err, SBX_EGENERIC, e, "write `%s`", tmp);
@@ -179,6 +194,7 @@ sbx_write_file_atomic(const char *path, const void *data, size_t n, mode_t mode,
         (void)unlink(tmp);
         return sbx_error_set(err, SBX_EGENERIC, e, "rename `%s` to `%s`", tmp, path);
     }
+    fsync_parent(path);
     return 0;
 }
 
