@@ -303,9 +303,8 @@ authenticate(struct reg *g, const char *challenge, sbx_error **err)
         return 0;
     }
     return sbx_error_set(err, SBX_EPERM, 0,
-                         "registry %s requires authentication for `%s` (give a username and "
-                         "password)",
-                         g->ref.registry, g->given);
+                         "registry %s requires authentication (give a username and password)",
+                         g->ref.registry);
 }
 
 /* GET with the auth dance: one retry after answering a 401 challenge. */
@@ -327,13 +326,14 @@ static int
 status_error(struct reg *g, const struct resp *r, const char *what, sbx_error **err)
 {
     if (r->status == 401 || r->status == 403)
-        return sbx_error_set(err, SBX_EPERM, 0, "registry %s denied access to `%s` (HTTP %ld)",
-                             g->ref.registry, g->given, r->status);
+        return sbx_error_set(err, SBX_EPERM, 0, "registry %s denied access (HTTP %ld)",
+                             g->ref.registry, r->status);
     if (r->status == 404)
-        return sbx_error_set(err, SBX_ENOTFOUND, 0, "%s of `%s` not found in registry %s", what,
-                             g->given, g->ref.registry);
-    return sbx_error_set(err, SBX_EIO, 0, "registry %s: %s of `%s`: HTTP %ld %.200s",
-                         g->ref.registry, what, g->given, r->status, r->body ? r->body : "");
+        return sbx_error_set(err, SBX_ENOTFOUND, 0,
+                             "%s not found in registry %s (unknown repository, tag or digest)",
+                             what, g->ref.registry);
+    return sbx_error_set(err, SBX_EIO, 0, "registry %s: %s: HTTP %ld %.200s", g->ref.registry, what,
+                         r->status, r->body ? r->body : "");
 }
 
 /* ---- manifests and blobs ---- */
