@@ -29,6 +29,8 @@ int sbx_image_ref_parse(struct sbx_image_ref *out, const char *s, sbx_error **er
 void sbx_image_ref_clear(struct sbx_image_ref *r);
 /* "registry/repo:tag", "registry/repo@digest" (a digest wins over a tag). Caller frees. */
 char *sbx_image_ref_string(const struct sbx_image_ref *r);
+/* True when registry ("host[:port]") is a loopback host, reached over plain HTTP. */
+bool sbx_image_registry_is_loopback(const char *registry);
 /* True for "sha256:" followed by exactly 64 lowercase hex digits. */
 bool sbx_image_digest_valid(const char *d);
 

@@ -9,6 +9,7 @@
  * have them) and retry; `Basic` -> retry with the credentials. Every manifest and blob is
  * checked against its digest: the registry is not trusted.
  */
+#include <arpa/inet.h>
 #include <curl/curl.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -437,11 +438,19 @@ pull_blobs(struct reg *g, const char *digest, sbx_error **err)
     return ret;
 }
 
-static bool
-is_local(const char *registry)
+/* Docker talks plain HTTP to loopback registries only: localhost, 127.0.0.0/8 and ::1 (an exact
+ * host match, so "localhost.example.com" or "127.evil.com" stay on HTTPS). */
+bool
+sbx_image_registry_is_loopback(const char *registry)
 {
-    return sbx_str_starts(registry, "localhost") || sbx_str_starts(registry, "127.") ||
-           sbx_str_starts(registry, "[::1]");
+    if (sbx_str_starts(registry, "[::1]"))
+        return registry[5] == '\0' || registry[5] == ':';
+    size_t n = strcspn(registry, ":");
+    if (n == 9 && strncmp(registry, "localhost", 9) == 0)
+        return true;
+    struct in_addr a;
+    sbx_autofree char *host = sbx_xstrndup(registry, n);
+    return inet_pton(AF_INET, host, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
 }
 
 static char *
@@ -449,7 +458,7 @@ registry_base(const struct sbx_image_ref *ref, const struct sbx_image_pull_opts 
 {
     if (strcmp(ref->registry, SBX_IMAGE_DEFAULT_REGISTRY) == 0)
         return sbx_xstrdup("https://registry-1.docker.io");
-    bool plain = (opts && opts->insecure) || is_local(ref->registry);
+    bool plain = (opts && opts->insecure) || sbx_image_registry_is_loopback(ref->registry);
     return sbx_xasprintf("%s://%s", plain ? "http" : "https", ref->registry);
 }
 

@@ -165,7 +165,14 @@ unpack_to_temp(const struct sbx_image_store *s, const char *digest, const char *
         return sbx_error_set(err, SBX_ENOTFOUND, errno, "layer blob %s", digest);
     if (chmod(tmp, 0755) < 0)
         return sbx_error_set(err, SBX_EGENERIC, errno, "chmod `%s`", tmp);
-    return sbx_image_unpack(tmp, fd, err);
+    int ret = sbx_image_unpack(tmp, fd, err);
+    if (ret < 0)
+        return ret;
+    /* The rename that follows must not reach the disk before the files do. */
+    sbx_autoclose int dfd = open(tmp, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd < 0 || syncfs(dfd) < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "sync `%s`", tmp);
+    return 0;
 }
 
 /* Layers are keyed by their (verified) blob digest, not by the config's diff_id: a diff_id is
@@ -230,7 +237,7 @@ sbx_image_store_commit(struct sbx_image_store *s, const char *name, const char *
     if (ret == 0)
         ret = index_update(s, name, manifest_digest, err);
     if (ret == 0)
-        sbx_info("image %s: %s", name, manifest_digest);
+        sbx_debug("image %s: %s", name, manifest_digest);
     return ret;
 }
 
@@ -531,6 +538,6 @@ sbx_image_remove(struct sbx_image_store *s, const char *ref, sbx_error **err)
     if (ret == 0)
         ret = gc_locked(s, err);
     if (ret == 0)
-        sbx_info("removed image %s", name);
+        sbx_debug("removed image %s", name);
     return ret;
 }

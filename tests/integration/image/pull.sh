@@ -119,4 +119,26 @@ sbx2 ls | grep -q "test/base:1" || die "base image lost"
 sbx2 rm "$R/test/base:1"
 [[ -z $(ls "$S2/layers/sha256") && -z $(ls "$S2/blobs/sha256") ]] || die "store not empty after rm"
 
+echo "== concurrent pulls of the same image into one store"
+cpids=()
+for i in 1 2 3; do
+    "$SBX" image pull "$R/test/bb:1" --state-dir "$T/state3" > "$T/c$i.out" 2>&1 &
+    cpids+=($!)
+done
+for p in "${cpids[@]}"; do wait "$p" || die "a concurrent pull failed: $(cat "$T"/c*.out)"; done
+S3=$T/state3/images
+[[ $(cat "$S3/layers/sha256/$l1/etc/hello") == hello ]] || die "concurrent: layer 1"
+[[ -c $S3/layers/sha256/$l2/etc/gone ]] || die "concurrent: layer 2"
+[[ -z $(ls -A "$S3/tmp") ]] || die "concurrent: temp files left: $(ls -A "$S3/tmp")"
+"$PROBE" "$S3" "$R/test/bb:1" | grep -qx "digest=sha256:$m_bb" || die "concurrent: resolve"
+
+echo "== a registry serving corrupt bytes: digest mismatch, nothing stored"
+data=$T/reg/data/docker/registry/v2/blobs/sha256/${l2:0:2}/$l2/data
+[[ -f $data ]] || die "registry blob not at $data"
+head -c "$(stat -c %s "$data")" /dev/urandom > "$data"
+if sbx2 pull "$R/test/bb:1" 2> "$T/err"; then die "corrupt blob accepted"; fi
+grep -q "digest mismatch" "$T/err" || die "corrupt blob error: $(cat "$T/err")"
+[[ ! -e $S2/blobs/sha256/$l2 && -z $(ls -A "$S2/tmp") ]] || die "corrupt blob kept"
+if sbx2 ls | grep -q test/bb; then die "image named despite a corrupt layer"; fi
+
 echo "PASS"

@@ -111,6 +111,30 @@ test_digest_valid(void **state)
     assert_false(sbx_image_digest_valid(NULL));
 }
 
+static void
+test_loopback(void **state)
+{
+    (void)state;
+    static const char *const yes[] = {"localhost",    "localhost:5000", "127.0.0.1",
+                                      "127.1.2.3:80", "[::1]",          "[::1]:5000"};
+    static const char *const no[] = {"localhost.example.com",
+                                     "127.evil.com",
+                                     "127.0.0.1.nip.io",
+                                     "128.0.0.1",
+                                     "docker.io",
+                                     "[::1].x",
+                                     "[::2]:5000",
+                                     "localhostx:5000"};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(yes); i++) {
+        if (!sbx_image_registry_is_loopback(yes[i]))
+            fail_msg("%s is loopback", yes[i]);
+    }
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(no); i++) {
+        if (sbx_image_registry_is_loopback(no[i]))
+            fail_msg("%s is not loopback", no[i]);
+    }
+}
+
 int
 main(void)
 {
@@ -118,6 +142,7 @@ main(void)
         cmocka_unit_test(test_ref_normalisation),
         cmocka_unit_test(test_ref_rejects),
         cmocka_unit_test(test_digest_valid),
+        cmocka_unit_test(test_loopback),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
