@@ -17,7 +17,7 @@ FP=$(free_port)
 python3 "$(dirname "$0")/fake_token.py" "$FP" "http://127.0.0.1:$REG_PORT" bob hunter2 \
     "$T/token.log" &
 PIDS+=($!)
-for _ in $(seq 100); do
+for _ in $(seq 300); do
     [[ $(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$FP/v2/public/bb/tags/list") == 401 ]] && break
     sleep 0.1
 done

@@ -51,11 +51,13 @@ http:
 $extra
 YAML
     docker-registry serve "$T/$name/config.yml" >"$T/$name/log" 2>&1 &
-    PIDS+=($!)
-    for _ in $(seq 100); do
+    local pid=$!
+    PIDS+=("$pid")
+    for _ in $(seq 300); do # the machine may be busy: up to 30 s
         local code
         code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$REG_PORT/v2/" || true)
         [[ $code == 200 || $code == 401 ]] && return 0
+        kill -0 "$pid" 2>/dev/null || break
         sleep 0.1
     done
     cat "$T/$name/log" >&2

@@ -17,8 +17,14 @@ start_registry reg
 R=127.0.0.1:$REG_PORT
 push "oci:$T/oci:1" "docker://$R/test/bb:1"
 push "oci:$T/base:1" "docker://$R/test/base:1"
-# skopeo only recompresses uncompressed sources: the zstd copy starts from plain tars.
-write_layout "$T/plain" 1 "$(write_image "$T/plain" amd64 "$T/layer1.tar" "$T/layer2.tar")"
+# skopeo only recompresses uncompressed sources, so the zstd copy starts from plain tars; and
+# they differ from the gzip ones (another mtime): skopeo's blob-info cache would otherwise
+# reuse the gzip blobs already in the registry for the same uncompressed content.
+for n in 1 2; do
+    tar --sort=name --mtime=2024-02-02 --numeric-owner --format=pax --owner=0 --group=0 \
+        -C "$T/rootfs$n" -cf "$T/zlayer$n.tar" .
+done
+write_layout "$T/plain" 1 "$(write_image "$T/plain" amd64 "$T/zlayer1.tar" "$T/zlayer2.tar")"
 push --dest-compress-format zstd "oci:$T/plain:1" "docker://$R/test/bbz:1"
 
 echo "== pull (gzip)"
@@ -71,7 +77,7 @@ grep -q 'tar+zstd' <<< "$zman" || die "skopeo did not push zstd layers: $zman"
 "$PROBE" "$S" "$R/test/bbz:1" > "$T/zres"
 zl2=$(grep '^layer=' "$T/zres" | tail -1 | cut -d= -f2)
 [[ $zl2 != "$L2" && $(stat -c '%F' "$zl2/etc/gone") == "character special file" ]] ||
-    die "zstd layer"
+    die "zstd layer: $(cat "$T/zres"; ls -la "$zl2" "$zl2/etc")"
 [[ $(cat "$(grep '^layer=' "$T/zres" | head -1 | cut -d= -f2)/etc/hello") == hello ]] ||
     die "zstd content"
 
