@@ -94,10 +94,13 @@ on_header(char *line, size_t size, size_t nitems, void *userdata)
     size_t n = size * nitems;
     char *v;
     if (n > 5 && strncmp(line, "HTTP/", 5) == 0) {
-        /* A new response (after a redirect): forget the previous one's headers. */
+        /* A new response (after a redirect): forget the previous one's headers and body. */
         free(r->www_auth);
         free(r->content_type);
-        r->www_auth = r->content_type = NULL;
+        free(r->body);
+        r->www_auth = r->content_type = r->body = NULL;
+        r->len = 0;
+        r->status = 0;
     } else if ((v = header_value(line, n, "WWW-Authenticate")) != NULL) {
         free(r->www_auth);
         r->www_auth = v;
