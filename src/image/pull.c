@@ -46,7 +46,7 @@ struct resp {
     char *content_type;
     char *body; /* small bodies: manifests, tokens, error text */
     size_t len;
-    size_t max;
+    size_t max;                /* body limit (a blob: its size from the manifest) */
     struct sbx_blob_writer *w; /* set: a 200 body goes here */
     sbx_error *werr;
 };
@@ -116,8 +116,14 @@ on_body(char *data, size_t size, size_t nmemb, void *userdata)
 {
     struct resp *r = userdata;
     size_t n = size * nmemb;
-    if (r->w && r->status == 200)
+    if (r->w && r->status == 200) {
+        /* A registry that sends more than the manifest's size is cut off, not waited for. */
+        if (r->w->size + n > r->max) {
+            (void)sbx_error_set(&r->werr, SBX_EIO, 0, "blob is larger than its %zu bytes", r->max);
+            return 0;
+        }
         return sbx_blob_writer_write(r->w, data, n, &r->werr) < 0 ? 0 : n;
+    }
     size_t max = r->status == 200 ? r->max : ERRBODY_MAX;
     if (r->len + n > max)
         return r->status == 200 ? 0 : n; /* too large: abort; error text: just truncate */
@@ -378,7 +384,7 @@ fetch_blob(struct reg *g, const struct sbx_image_desc *d, sbx_error **err)
     if (ret < 0)
         return ret;
     sbx_autofree char *url = sbx_xasprintf("%s/v2/%s/blobs/%s", g->base, g->ref.repo, d->digest);
-    struct resp r = {.w = &w, .max = MANIFEST_MAX};
+    struct resp r = {.w = &w, .max = (size_t)d->size};
     uint64_t t0 = sbx_now_ms();
     ret = get(g, url, NULL, &r, err);
     if (ret == 0 && r.status != 200)
