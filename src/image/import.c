@@ -203,7 +203,8 @@ oci_pick(json_t *index, json_t **out_desc, sbx_error **err)
     if (ret < 0)
         return ret;
     json_array_foreach (list, i, m) {
-        if (strcmp(json_string_value(json_object_get(m, "digest")), digest) == 0)
+        const char *d = json_string_value(json_object_get(m, "digest"));
+        if (d && strcmp(d, digest) == 0)
             break;
     }
     *out_desc = m;

@@ -136,28 +136,6 @@ on_body(char *data, size_t size, size_t nmemb, void *userdata)
 
 /* ---- requests ---- */
 
-static void
-setup_curl(struct reg *g, const char *url, struct curl_slist *hdrs, struct resp *r)
-{
-    CURL *c = g->curl;
-    curl_easy_reset(c);
-    (void)curl_easy_setopt(c, CURLOPT_URL, url);
-    (void)curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
-    (void)curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header);
-    (void)curl_easy_setopt(c, CURLOPT_HEADERDATA, r);
-    (void)curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
-    (void)curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
-    (void)curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
-    (void)curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
-    (void)curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
-    (void)curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
-    (void)curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
-    (void)curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
-    (void)curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
-    (void)curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
-    (void)curl_easy_setopt(c, CURLOPT_USERAGENT, "sbx/" SBX_VERSION);
-}
-
 struct status_probe {
     struct resp *r;
     CURL *c;
@@ -174,6 +152,28 @@ on_header_status(char *line, size_t size, size_t nitems, void *userdata)
     return on_header(line, size, nitems, p->r);
 }
 
+static void
+setup_curl(CURL *c, const char *url, struct curl_slist *hdrs, struct status_probe *probe,
+           struct resp *r)
+{
+    curl_easy_reset(c);
+    (void)curl_easy_setopt(c, CURLOPT_URL, url);
+    (void)curl_easy_setopt(c, CURLOPT_HTTPHEADER, hdrs);
+    (void)curl_easy_setopt(c, CURLOPT_HEADERFUNCTION, on_header_status);
+    (void)curl_easy_setopt(c, CURLOPT_HEADERDATA, probe);
+    (void)curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
+    (void)curl_easy_setopt(c, CURLOPT_WRITEDATA, r);
+    (void)curl_easy_setopt(c, CURLOPT_FOLLOWLOCATION, 1L);
+    (void)curl_easy_setopt(c, CURLOPT_MAXREDIRS, 5L);
+    (void)curl_easy_setopt(c, CURLOPT_PROTOCOLS_STR, "http,https");
+    (void)curl_easy_setopt(c, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    (void)curl_easy_setopt(c, CURLOPT_CONNECTTIMEOUT, 30L);
+    (void)curl_easy_setopt(c, CURLOPT_LOW_SPEED_LIMIT, 1L);
+    (void)curl_easy_setopt(c, CURLOPT_LOW_SPEED_TIME, 60L);
+    (void)curl_easy_setopt(c, CURLOPT_NOSIGNAL, 1L);
+    (void)curl_easy_setopt(c, CURLOPT_USERAGENT, "sbx/" SBX_VERSION);
+}
+
 static int
 perform(struct reg *g, const char *url, const char *accept, const char *auth, struct resp *r,
         sbx_error **err)
@@ -184,9 +184,7 @@ perform(struct reg *g, const char *url, const char *accept, const char *auth, st
     if (auth)
         hdrs = curl_slist_append(hdrs, auth);
     struct status_probe probe = {.r = r, .c = g->curl};
-    setup_curl(g, url, hdrs, r);
-    (void)curl_easy_setopt(g->curl, CURLOPT_HEADERFUNCTION, on_header_status);
-    (void)curl_easy_setopt(g->curl, CURLOPT_HEADERDATA, &probe);
+    setup_curl(g->curl, url, hdrs, &probe, r);
     sbx_debug("GET %s", url);
     CURLcode rc = curl_easy_perform(g->curl);
     curl_slist_free_all(hdrs);
