@@ -6,7 +6,8 @@
  *   blobs/sha256/<hex>     digest-verified blobs (manifests, configs, compressed layers)
  *   layers/sha256/<hex>/   each layer unpacked once (overlayfs form), keyed by its blob digest
  *   index.json             image names -> manifest digest (written atomically)
- *   lock                   flock: pulls/imports shared, rm + garbage collection exclusive
+ *   pins/<owner>           manifest digests in use by sandboxes (kept by garbage collection)
+ *   lock                   flock: pulls/imports/pins shared, rm + garbage collection exclusive
  *   tmp/                   partial downloads and unpacks (never look complete)
  *
  * All functions are thread-safe for distinct stores; one store may be used by several threads
@@ -74,6 +75,19 @@ void sbx_image_info_free(struct sbx_image_info *v, size_t n);
 
 /* Remove the name ref, then garbage-collect blobs and layers no image uses any more. */
 int sbx_image_remove(struct sbx_image_store *s, const char *ref, sbx_error **err);
+
+/* Garbage-collect blobs and layers that no named or pinned image uses (waits for running
+ * pulls and imports). sbx_image_remove does this itself. */
+int sbx_image_gc(struct sbx_image_store *s, sbx_error **err);
+
+/* Pin the image with manifest digest for owner (a sandbox id: [A-Za-z0-9_.-], at most 128):
+ * garbage collection keeps its blobs and layers even after its name is removed or re-pointed.
+ * Fails with SBX_ENOTFOUND when the image is no longer in the store (then do not mount it).
+ * One pin per owner (a new one replaces it); the pin is a file, so it survives restarts. */
+int sbx_image_pin(struct sbx_image_store *s, const char *owner, const char *digest,
+                  sbx_error **err);
+/* Drop owner's pin (missing is fine). The space is reclaimed by the next gc or rm. */
+int sbx_image_unpin(struct sbx_image_store *s, const char *owner, sbx_error **err);
 
 /* Look ref up locally (never the network): a name as given to pull (normalised the same way)
  * or a manifest digest (full, or a unique prefix of at least 6 hex digits). */

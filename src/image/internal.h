@@ -43,6 +43,7 @@ struct sbx_image_store {
     char *tmp;    /* root/tmp */
     char *index;  /* root/index.json */
     char *lock;   /* root/lock */
+    char *pins;   /* root/pins */
 };
 
 /* A blob being written: temp file + running sha256. */
@@ -122,6 +123,19 @@ const char *sbx_image_host_arch(void);
 
 /* Hold the store lock (shared for pull/import, exclusive for gc). Returns the fd. */
 int sbx_image_store_lock(const struct sbx_image_store *s, bool exclusive, sbx_error **err);
+/* index.json as JSON ({"version": 1, "images": {NAME: DIGEST}}); an empty one when absent. */
+int sbx_image_index_load(json_t **out, const struct sbx_image_store *s, sbx_error **err);
+/* Read-modify-write of the index under index.lock: name -> digest, or remove name when digest
+ * is NULL. */
+int sbx_image_index_update(const struct sbx_image_store *s, const char *name, const char *digest,
+                           sbx_error **err);
+/* The manifest digest for ref (a normalised name or a unique digest prefix) in the index's
+ * "images" object; *out_name (optional) is set only when ref matched a name. */
+int sbx_image_index_lookup(char **out_digest, char **out_name, json_t *images, const char *ref,
+                           sbx_error **err);
+/* Read and parse a stored manifest. */
+int sbx_image_manifest_load(struct sbx_image_manifest *m, const struct sbx_image_store *s,
+                            const char *digest, sbx_error **err);
 /* The manifest (already stored) becomes image `name`: unpack its layers, then record it. */
 int sbx_image_store_commit(struct sbx_image_store *s, const char *name, const char *manifest_digest,
                            sbx_error **err);

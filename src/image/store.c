@@ -1,6 +1,6 @@
 /*
- * store.c - the image store: directories, the name index, layers, resolve, list, remove and
- * garbage collection.
+ * store.c - the image store: directories, the name index, layers, resolve and list
+ * (remove, pins and garbage collection are in gc.c).
  *
  * Concurrency: pulls and imports hold the store lock shared for their whole run (so the garbage
  * collector never deletes the blobs they are about to name), rm holds it exclusive. Updates of
@@ -44,7 +44,8 @@ sbx_image_store_open(struct sbx_image_store **out, const char *root, sbx_error *
     s->tmp = sbx_xasprintf("%s/tmp", root);
     s->index = sbx_xasprintf("%s/index.json", root);
     s->lock = sbx_xasprintf("%s/lock", root);
-    const char *dirs[] = {s->blobs, s->layers, s->tmp};
+    s->pins = sbx_xasprintf("%s/pins", root);
+    const char *dirs[] = {s->blobs, s->layers, s->tmp, s->pins};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(dirs); i++) {
         int ret = sbx_mkdir_p(dirs[i], 0700, err);
         if (ret < 0) {
@@ -67,6 +68,7 @@ sbx_image_store_close(struct sbx_image_store *s)
     free(s->tmp);
     free(s->index);
     free(s->lock);
+    free(s->pins);
     free(s);
 }
 
@@ -92,8 +94,8 @@ sbx_image_store_lock(const struct sbx_image_store *s, bool exclusive, sbx_error 
 
 /* ---- index.json: {"version": 1, "images": {NAME: MANIFEST_DIGEST}} ---- */
 
-static int
-index_load(json_t **out, const struct sbx_image_store *s, sbx_error **err)
+int
+sbx_image_index_load(json_t **out, const struct sbx_image_store *s, sbx_error **err)
 {
     sbx_autofree char *data = NULL;
     size_t n = 0;
@@ -124,17 +126,17 @@ index_save(const struct sbx_image_store *s, json_t *doc, sbx_error **err)
     return sbx_write_file_atomic(s->index, text, strlen(text), 0600, err);
 }
 
-/* Read-modify-write of the index under index.lock. name -> digest, or remove when digest is
- * NULL. */
-static int
-index_update(const struct sbx_image_store *s, const char *name, const char *digest, sbx_error **err)
+/* Read-modify-write of the index under index.lock (see internal.h). */
+int
+sbx_image_index_update(const struct sbx_image_store *s, const char *name, const char *digest,
+                       sbx_error **err)
 {
     sbx_autofree char *lpath = sbx_xasprintf("%s/index.lock", s->root);
     sbx_autoclose int lock = lock_file(lpath, true, err);
     if (lock < 0)
         return lock;
     json_t *doc = NULL;
-    int ret = index_load(&doc, s, err);
+    int ret = sbx_image_index_load(&doc, s, err);
     if (ret < 0)
         return ret;
     json_t *images = json_object_get(doc, "images");
@@ -204,9 +206,9 @@ sbx_image_layer_ensure(const struct sbx_image_store *s, const char *digest, sbx_
 
 /* ---- commit, resolve ---- */
 
-static int
-manifest_load(struct sbx_image_manifest *m, const struct sbx_image_store *s, const char *digest,
-              sbx_error **err)
+int
+sbx_image_manifest_load(struct sbx_image_manifest *m, const struct sbx_image_store *s,
+                        const char *digest, sbx_error **err)
 {
     *m = (struct sbx_image_manifest){0};
     sbx_autofree char *data = NULL;
@@ -222,7 +224,7 @@ sbx_image_store_commit(struct sbx_image_store *s, const char *name, const char *
                        sbx_error **err)
 {
     struct sbx_image_manifest m;
-    int ret = manifest_load(&m, s, manifest_digest, err);
+    int ret = sbx_image_manifest_load(&m, s, manifest_digest, err);
     if (ret < 0)
         return ret;
     if (!sbx_image_blob_exists(s, m.config.digest))
@@ -235,7 +237,7 @@ sbx_image_store_commit(struct sbx_image_store *s, const char *name, const char *
     }
     sbx_image_manifest_clear(&m);
     if (ret == 0)
-        ret = index_update(s, name, manifest_digest, err);
+        ret = sbx_image_index_update(s, name, manifest_digest, err);
     if (ret == 0)
         sbx_debug("image %s: %s", name, manifest_digest);
     return ret;
@@ -254,9 +256,9 @@ is_hex_prefix(const char *s)
     return true;
 }
 
-/* The manifest digest for ref: a stored name (normalised) or a unique digest prefix. */
-static int
-index_lookup(char **out_digest, char **out_name, json_t *images, const char *ref, sbx_error **err)
+int
+sbx_image_index_lookup(char **out_digest, char **out_name, json_t *images, const char *ref,
+                       sbx_error **err)
 {
     struct sbx_image_ref r;
     sbx_autoerror sbx_error *perr = NULL;
@@ -314,7 +316,7 @@ resolve_digest(struct sbx_image *img, struct sbx_image_store *s, const char *dig
                sbx_error **err)
 {
     struct sbx_image_manifest m;
-    int ret = manifest_load(&m, s, digest, err);
+    int ret = sbx_image_manifest_load(&m, s, digest, err);
     if (ret < 0)
         return ret;
     sbx_autofree char *config = NULL;
@@ -336,11 +338,11 @@ sbx_image_resolve(struct sbx_image **out, struct sbx_image_store *s, const char 
         return sbx_error_set(err, SBX_ENOTFOUND, 0,
                              "`host` is the runtime's built-in image, not a stored image");
     json_t *doc = NULL;
-    int ret = index_load(&doc, s, err);
+    int ret = sbx_image_index_load(&doc, s, err);
     if (ret < 0)
         return ret;
     sbx_autofree char *digest = NULL;
-    ret = index_lookup(&digest, NULL, json_object_get(doc, "images"), ref, err);
+    ret = sbx_image_index_lookup(&digest, NULL, json_object_get(doc, "images"), ref, err);
     json_decref(doc);
     if (ret < 0)
         return ret;
@@ -385,7 +387,7 @@ info_fill(struct sbx_image_info *info, struct sbx_image_store *s)
 {
     struct sbx_image_manifest m;
     sbx_autoerror sbx_error *err = NULL;
-    if (manifest_load(&m, s, info->digest, &err) < 0) {
+    if (sbx_image_manifest_load(&m, s, info->digest, &err) < 0) {
         sbx_warn("%s: %s", info->name, sbx_error_msg(err));
         return;
     }
@@ -415,7 +417,7 @@ sbx_image_list(struct sbx_image_info **out, size_t *n_out, struct sbx_image_stor
                sbx_error **err)
 {
     json_t *doc = NULL;
-    int ret = index_load(&doc, s, err);
+    int ret = sbx_image_index_load(&doc, s, err);
     if (ret < 0)
         return ret;
     json_t *images = json_object_get(doc, "images");
@@ -445,99 +447,4 @@ sbx_image_info_free(struct sbx_image_info *v, size_t n)
         free(v[i].created);
     }
     free(v);
-}
-
-/* ---- remove + garbage collection ---- */
-
-/* Every blob digest some named image uses, as the keys of a JSON object. */
-static json_t *
-live_set(struct sbx_image_store *s, json_t *images)
-{
-    json_t *live = json_object();
-    const char *key;
-    json_t *val;
-    json_object_foreach (images, key, val) {
-        const char *d = json_string_value(val);
-        struct sbx_image_manifest m;
-        sbx_autoerror sbx_error *err = NULL;
-        if (!d)
-            continue;
-        (void)json_object_set_new(live, d, json_true());
-        if (manifest_load(&m, s, d, &err) < 0) {
-            sbx_warn("gc: %s: %s", key, sbx_error_msg(err));
-            continue;
-        }
-        (void)json_object_set_new(live, m.config.digest, json_true());
-        for (size_t i = 0; i < m.n_layers; i++)
-            (void)json_object_set_new(live, m.layers[i].digest, json_true());
-        sbx_image_manifest_clear(&m);
-    }
-    return live;
-}
-
-/* Remove the entries of dir whose "sha256:<name>" is not in live (NULL: remove all). */
-static void
-sweep(const char *dir, json_t *live, const char *prefix)
-{
-    sbx_autoclosedir DIR *d = opendir(dir);
-    if (!d)
-        return;
-    struct dirent *de;
-    /* NOLINTNEXTLINE(concurrency-mt-unsafe): this DIR stream is private to this call */
-    while ((de = readdir(d)) != NULL) {
-        if (de->d_name[0] == '.')
-            continue;
-        sbx_autofree char *digest = sbx_xasprintf("%s%s", prefix, de->d_name);
-        if (live && json_object_get(live, digest))
-            continue;
-        sbx_autofree char *path = sbx_xasprintf("%s/%s", dir, de->d_name);
-        sbx_autoerror sbx_error *err = NULL;
-        if (sbx_rm_rf(path, &err) < 0)
-            sbx_warn("gc: %s", sbx_error_msg(err));
-        else
-            sbx_debug("gc: removed %s", path);
-    }
-}
-
-static int
-gc_locked(struct sbx_image_store *s, sbx_error **err)
-{
-    json_t *doc = NULL;
-    int ret = index_load(&doc, s, err);
-    if (ret < 0)
-        return ret;
-    json_t *live = live_set(s, json_object_get(doc, "images"));
-    sweep(s->layers, live, "sha256:");
-    sweep(s->blobs, live, "sha256:");
-    sweep(s->tmp, NULL, ""); /* no pull or import is running: we hold the lock exclusive */
-    json_decref(live);
-    json_decref(doc);
-    return 0;
-}
-
-int
-sbx_image_remove(struct sbx_image_store *s, const char *ref, sbx_error **err)
-{
-    sbx_autoclose int lock = sbx_image_store_lock(s, true, err);
-    if (lock < 0)
-        return lock;
-    json_t *doc = NULL;
-    int ret = index_load(&doc, s, err);
-    if (ret < 0)
-        return ret;
-    sbx_autofree char *digest = NULL;
-    sbx_autofree char *name = NULL;
-    ret = index_lookup(&digest, &name, json_object_get(doc, "images"), ref, err);
-    json_decref(doc);
-    if (ret < 0)
-        return ret;
-    if (!name)
-        return sbx_error_set(err, SBX_EINVAL, 0, "remove images by name, not by digest (`%s`)",
-                             ref);
-    ret = index_update(s, name, NULL, err);
-    if (ret == 0)
-        ret = gc_locked(s, err);
-    if (ret == 0)
-        sbx_debug("removed image %s", name);
-    return ret;
 }

@@ -112,12 +112,19 @@ if sbx pull "$R/no/such" 2> "$T/err"; then die "missing repo pulled"; fi
 grep -q "not found" "$T/err" || die "repo error: $(cat "$T/err")"
 if sbx rm "$R/test/never:1" 2> "$T/err"; then die "rm of a missing image succeeded"; fi
 
-echo "== rm: unshared layers are collected, shared ones stay"
+echo "== rm: unshared layers are collected, shared and pinned ones stay"
 S2=$T/state2/images
 sbx2() { "$SBX" image "$@" --state-dir "$T/state2"; }
 sbx2 pull "$R/test/bb:1" >/dev/null
 sbx2 pull "$R/test/base:1" >/dev/null
+owner=sbx-image-test-$$
+"$PROBE" "$S2" pin "$owner" "sha256:$m_bb"
 sbx2 rm "$R/test/bb:1"
+[[ -d $S2/layers/sha256/$l2 ]] || die "pinned (in use) layer collected"
+"$PROBE" "$S2" unpin "$owner"
+"$PROBE" "$S2" gc
+if "$PROBE" "$S2" pin "$owner" "sha256:$m_bb" 2> "$T/err"; then die "pinned a removed image"; fi
+grep -q "code=3" "$T/err" || die "pin of a removed image: $(cat "$T/err")"
 [[ -d $S2/layers/sha256/$l1 ]] || die "shared layer removed"
 [[ ! -e $S2/layers/sha256/$l2 && ! -e $S2/blobs/sha256/$l2 ]] || die "unshared layer kept"
 [[ ! -e $S2/blobs/sha256/$m_bb ]] || die "manifest blob kept"
