@@ -126,6 +126,8 @@ static int
 import_entry(struct importer *im, struct archive_entry *e, sbx_error **err)
 {
     const char *name = archive_entry_pathname(e);
+    if (!name)
+        return 0;
     while (sbx_str_starts(name, "./"))
         name += 2;
     const char *hard = archive_entry_hardlink(e);
@@ -135,7 +137,7 @@ import_entry(struct importer *im, struct archive_entry *e, sbx_error **err)
         (void)json_object_set_new(im->links, name, json_string(hard));
         return 0;
     }
-    if (archive_entry_filetype(e) == AE_IFLNK) {
+    if (archive_entry_filetype(e) == AE_IFLNK && archive_entry_symlink(e)) {
         sbx_autofree char *t = join_link(name, archive_entry_symlink(e));
         (void)json_object_set_new(im->links, name, json_string(t));
         return 0;

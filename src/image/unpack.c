@@ -311,6 +311,9 @@ make_node(int parent, const char *leaf, struct archive_entry *e, const char *pat
 {
     switch (archive_entry_filetype(e)) {
     case AE_IFLNK:
+        if (!archive_entry_symlink(e))
+            return sbx_error_set(err, SBX_EINVAL, 0, "layer entry `%s`: symlink without target",
+                                 path);
         if (symlinkat(archive_entry_symlink(e), parent, leaf) < 0)
             return sbx_error_set(err, SBX_EGENERIC, errno, "symlink `%s`", path);
         break;
@@ -336,8 +339,11 @@ make_node(int parent, const char *leaf, struct archive_entry *e, const char *pat
 static int
 unpack_entry(struct unpacker *u, struct archive_entry *e, sbx_error **err)
 {
+    const char *raw = archive_entry_pathname(e);
+    if (!raw)
+        return sbx_error_set(err, SBX_EINVAL, 0, "layer entry without a usable name");
     sbx_autofree char *path = NULL;
-    int ret = clean_path(archive_entry_pathname(e), &path, err);
+    int ret = clean_path(raw, &path, err);
     if (ret < 0)
         return ret;
     bool is_dir = archive_entry_filetype(e) == AE_IFDIR;
