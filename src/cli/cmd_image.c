@@ -51,6 +51,7 @@ parse_opts(struct image_cli *o, int argc, char **argv)
 {
     int c;
     optind = 0; /* full re-initialisation of getopt (glibc) */
+    opterr = 0; /* our own message below */
     while ((c = getopt_long(argc, argv, "t:", image_opts, NULL)) != -1) {
         switch (c) {
         case OPT_STATE_DIR:
@@ -75,6 +76,9 @@ parse_opts(struct image_cli *o, int argc, char **argv)
             o->json = true;
             break;
         default:
+            fprintf(stderr,
+                    "sbx image: bad option or missing value `%s` (see `sbx image --help`)\n",
+                    argv[optind - 1]);
             return -1;
         }
     }
