@@ -34,6 +34,6 @@ echo "== --password-stdin"
 rm -rf "$T/state"
 out=$(echo 's3cret pass' | sbx pull --username alice --password-stdin "$R/private/bb:1")
 [[ $out == "sha256:$m_bb" ]] || die "pull with --password-stdin: $out"
-"$PROBE" "$T/state/images" "$R/private/bb:1" | grep -qx "digest=sha256:$m_bb" || die "resolve"
+"$PROBE" "$T/state/images" "$R/private/bb:1" | grep -cx "digest=sha256:$m_bb" >/dev/null || die "resolve"
 
 echo "PASS"

@@ -43,6 +43,6 @@ out=$(SBX_REGISTRY_USERNAME=bob SBX_REGISTRY_PASSWORD=hunter2 sbx pull "$R/priva
 [[ $out == "sha256:$m_bb" ]] || die "bearer pull with credentials: $out"
 grep -q "token scope=repository:private/bb:pull service=fake-registry auth=yes" "$T/token.log" ||
     die "token request: $(cat "$T/token.log")"
-"$PROBE" "$T/state/images" "$R/private/bb:1" | grep -qx "digest=sha256:$m_bb" || die "resolve"
+"$PROBE" "$T/state/images" "$R/private/bb:1" | grep -cx "digest=sha256:$m_bb" >/dev/null || die "resolve"
 
 echo "PASS"

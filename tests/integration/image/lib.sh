@@ -21,17 +21,30 @@ trap cleanup EXIT
 
 sbx() { "$SBX" image "$@" --state-dir "$T/state"; }
 
+# A port below the kernel's ephemeral range (outgoing connections cannot take it between the
+# check and the bind) that nothing listens on.
 free_port() {
-    local p
+    local lo p
+    lo=$(cut -f1 /proc/sys/net/ipv4/ip_local_port_range)
+    (( lo > 12000 )) || lo=32768
     for _ in $(seq 50); do
-        p=$(( (RANDOM % 20000) + 30000 + ($$ % 1000) ))
+        p=$(( 10000 + (RANDOM + $$) % (lo - 10000) ))
         if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then echo "$p"; return; fi
     done
     die "no free port"
 }
 
 # start_registry NAME [extra yaml]: a real docker-registry on 127.0.0.1; sets REG_PORT.
+# Retried on another port if the first one was taken meanwhile (another test's server).
 start_registry() {
+    for _ in 1 2 3; do
+        try_registry "$@" && return 0
+    done
+    cat "$T/$1/log" >&2
+    die "registry $1 did not start"
+}
+
+try_registry() {
     local name=$1 extra=${2:-}
     REG_PORT=$(free_port)
     mkdir -p "$T/$name"
@@ -56,12 +69,16 @@ YAML
     for _ in $(seq 300); do # the machine may be busy: up to 30 s
         local code
         code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$REG_PORT/v2/" || true)
-        [[ $code == 200 || $code == 401 ]] && return 0
-        kill -0 "$pid" 2>/dev/null || break
+        if [[ $code == 200 || $code == 401 ]]; then
+            # Ours, not another test's server that won the port: ours would have exited.
+            sleep 0.2
+            kill -0 "$pid" 2>/dev/null && return 0
+            return 1
+        fi
+        kill -0 "$pid" 2>/dev/null || return 1
         sleep 0.1
     done
-    cat "$T/$name/log" >&2
-    die "registry $name did not start"
+    return 1
 }
 
 sha() { sha256sum "$1" | cut -d' ' -f1; }
