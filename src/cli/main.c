@@ -64,6 +64,20 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "  -j, --json           `ls` prints JSON lines\n"),
     CMD("help", sbx_cmd_help, "Show help for sbx or one of its commands",
         "Usage: sbx help [COMMAND]\n\nShow the list of commands, or the help of COMMAND.\n"),
+    CMD("image", sbx_cmd_image, "Manage OCI images: pull, import, ls, rm",
+        "Usage: sbx image pull [--insecure] [--platform OS/ARCH[/VARIANT]] [--username U\n"
+        "                      [--password-stdin]] REF\n"
+        "       sbx image import [--tag NAME] FILE\n"
+        "       sbx image ls [--json]\n"
+        "       sbx image rm REF...\n\n"
+        "REF is [REGISTRY[:PORT]/]REPO[:TAG|@sha256:DIGEST] (no registry: docker.io).\n"
+        "pull fetches from an OCI registry (HTTPS; plain HTTP with --insecure and always for\n"
+        "localhost/127.0.0.1). The password comes from stdin (--password-stdin) or\n"
+        "SBX_REGISTRY_PASSWORD; the username from --username or SBX_REGISTRY_USERNAME.\n"
+        "import reads an OCI image layout tar or a `docker save` tar.\n"
+        "rm removes the name and garbage-collects unused blobs and layers.\n\n"
+        "Options (all subcommands): --state-dir DIR (store in DIR/images; default\n"
+        "$SBX_STATE_DIR/images or /var/lib/sbx/images).\n"),
     CMD("version", sbx_cmd_version, "Print the version of sbx",
         "Usage: sbx version\n\nPrint the version of sbx (same as `sbx --version`).\n"),
     {0},
