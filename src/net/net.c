@@ -1,0 +1,206 @@
+/*
+ * net.c - bridge networking of native sandboxes (see net.h and docs/network.md).
+ */
+#include "net/net.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "net/ipam.h"
+#include "net/net_internal.h"
+#include "net/nft.h"
+#include "net/nl.h"
+
+#define IP_FORWARD "/proc/sys/net/ipv4/ip_forward"
+
+static int
+nl_error(sbx_error **err, int r, const char *what, const char *name)
+{
+    return sbx_error_set(err, r == -EPERM ? SBX_EPERM : SBX_EGENERIC, -r, "%s `%s`", what, name);
+}
+
+static int
+check_bridge_name(const char *name, sbx_error **err)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= 16 ||
+        strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                     "0123456789_-.") != n)
+        return sbx_error_set(err, SBX_EINVAL, 0, "bad bridge name `%s` (1-15 of A-Za-z0-9_.-)",
+                             name);
+    return 0;
+}
+
+static int
+init_handle(struct sbx_net *n, const struct sbx_net_config *cfg, sbx_error **err)
+{
+    const char *bridge = cfg && cfg->bridge ? cfg->bridge : SBX_NET_DEFAULT_BRIDGE;
+    const char *subnet = cfg && cfg->subnet ? cfg->subnet : SBX_NET_DEFAULT_SUBNET;
+    const char *dir = cfg && cfg->state_dir ? cfg->state_dir : SBX_NET_DEFAULT_STATE_DIR;
+    int r = check_bridge_name(bridge, err);
+    if (r < 0)
+        return r;
+    (void)snprintf(n->bridge, sizeof(n->bridge), "%s", bridge);
+    if (asprintf(&n->dir, "%s/%s", dir, bridge) < 0) {
+        n->dir = NULL;
+        return sbx_error_set(err, SBX_ENOMEM, ENOMEM, "net state dir");
+    }
+    r = sbx_ipam_open(&n->ipam, subnet, n->dir, err);
+    if (r < 0)
+        return r;
+    char net[16];
+    sbx_net_addr_str(net, n->ipam.network);
+    (void)snprintf(n->subnet, sizeof(n->subnet), "%s/%d", net, n->ipam.prefix);
+    return sbx_nft_new(&n->nft, err);
+}
+
+static int
+ip_forward_on(void)
+{
+    char c = 0;
+    sbx_autoclose int fd = open(IP_FORWARD, O_RDONLY | O_CLOEXEC);
+    return fd >= 0 && read(fd, &c, 1) == 1 && c == '1';
+}
+
+/* The cheap path: a few netlink round trips and two nft list commands, no changes. */
+static int
+host_ready(struct sbx_net *n)
+{
+    struct sbx_nl nl;
+    int index = 0;
+    int up = 0;
+    char kind[16] = "";
+    if (sbx_nl_open(&nl, -1) < 0)
+        return 0;
+    int ok = sbx_nl_link_get(&nl, n->bridge, &index, &up, kind) == 0 && up &&
+             strcmp(kind, "bridge") == 0 &&
+             sbx_nl_addr_has(&nl, index, n->ipam.gateway, n->ipam.prefix) == 1;
+    sbx_nl_close(&nl);
+    return ok && ip_forward_on() && sbx_nft_check(n->nft, n->bridge, n->subnet) == 1;
+}
+
+static int
+ensure_bridge(struct sbx_net *n, struct sbx_nl *nl, sbx_error **err)
+{
+    unsigned char mac[6];
+    char kind[16] = "";
+    int index = 0;
+    if (getrandom(mac, sizeof(mac), 0) != sizeof(mac))
+        return sbx_error_set(err, SBX_EGENERIC, errno, "random MAC");
+    mac[0] = (unsigned char)((mac[0] & 0xfe) | 0x02); /* unicast, locally administered */
+    int r = sbx_nl_bridge_create(nl, n->bridge, mac);
+    if (r < 0 && r != -EEXIST)
+        return nl_error(err, r, "create bridge", n->bridge);
+    r = sbx_nl_link_get(nl, n->bridge, &index, NULL, kind);
+    if (r < 0)
+        return nl_error(err, r, "look up bridge", n->bridge);
+    if (strcmp(kind, "bridge") != 0)
+        return sbx_error_set(err, SBX_ECONFLICT, 0, "`%s` exists and is not a bridge (kind `%s`)",
+                             n->bridge, kind);
+    r = sbx_nl_link_up(nl, n->bridge);
+    if (r < 0)
+        return nl_error(err, r, "bring up bridge", n->bridge);
+    r = sbx_nl_addr_add(nl, index, n->ipam.gateway, n->ipam.prefix);
+    if (r < 0 && r != -EEXIST)
+        return nl_error(err, r, "add the gateway address to", n->bridge);
+    return 0;
+}
+
+static int
+enable_forwarding(sbx_error **err)
+{
+    if (ip_forward_on())
+        return 0;
+    sbx_autoclose int fd = open(IP_FORWARD, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || sbx_write_all(fd, "1\n", 2) < 0)
+        return sbx_error_set(err, SBX_EPERM, errno, "enable %s", IP_FORWARD);
+    return 0;
+}
+
+/* Serialises the setup between processes; the lock goes with the fd. */
+static int
+lock_setup(int *fd, const struct sbx_net *n, sbx_error **err)
+{
+    sbx_autofree char *path = NULL;
+    if (asprintf(&path, "%s/setup.lock", n->dir) < 0)
+        return sbx_error_set(err, SBX_ENOMEM, ENOMEM, "lock path");
+    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (*fd < 0 || flock(*fd, LOCK_EX) < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "lock `%s`", path);
+    return 0;
+}
+
+static int
+host_setup(struct sbx_net *n, sbx_error **err)
+{
+    sbx_autoclose int lock = -1;
+    struct sbx_nl nl;
+    int r = lock_setup(&lock, n, err);
+    if (r < 0)
+        return r;
+    r = sbx_nl_open(&nl, -1);
+    if (r < 0)
+        return sbx_error_set(err, SBX_EGENERIC, -r, "netlink socket");
+    r = ensure_bridge(n, &nl, err);
+    sbx_nl_close(&nl);
+    if (r == 0)
+        r = enable_forwarding(err);
+    if (r == 0)
+        r = sbx_nft_setup(n->nft, n->bridge, n->subnet, err);
+    return r;
+}
+
+int
+sbx_net_open(struct sbx_net **out, const struct sbx_net_config *cfg, sbx_error **err)
+{
+    struct sbx_net *n = calloc(1, sizeof(*n));
+    if (!n)
+        return sbx_error_set(err, SBX_ENOMEM, ENOMEM, "net handle");
+    n->ipam.leases_fd = n->ipam.ids_fd = -1;
+    int r = init_handle(n, cfg, err);
+    if (r == 0 && !host_ready(n))
+        r = host_setup(n, err);
+    if (r < 0) {
+        sbx_net_close(n);
+        return sbx_error_wrap(err, "set up bridge network");
+    }
+    *out = n;
+    return 0;
+}
+
+void
+sbx_net_close(struct sbx_net *n)
+{
+    if (!n)
+        return;
+    sbx_ipam_close(&n->ipam);
+    sbx_nft_free(n->nft);
+    free(n->dir);
+    free(n);
+}
+
+int
+sbx_net_teardown(struct sbx_net *n, sbx_error **err)
+{
+    struct sbx_nl nl;
+    int r = sbx_nft_teardown(n->nft, n->bridge, err);
+    if (r < 0)
+        return r;
+    r = sbx_nl_open(&nl, -1);
+    if (r < 0)
+        return sbx_error_set(err, SBX_EGENERIC, -r, "netlink socket");
+    r = sbx_nl_link_del(&nl, n->bridge);
+    sbx_nl_close(&nl);
+    if (r < 0 && r != -ENODEV)
+        return nl_error(err, r, "delete bridge", n->bridge);
+    return 0;
+}
