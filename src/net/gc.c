@@ -2,9 +2,12 @@
  * gc.c - crash cleanup and listing of the leases of a bridge network.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "net/ipam.h"
@@ -136,4 +139,58 @@ sbx_net_foreach_lease(struct sbx_net *n,
 {
     struct list_ctx c = {.n = n, .fn = fn, .payload = payload};
     return sbx_ipam_foreach(&n->ipam, visit_lease, &c, err);
+}
+
+struct stale_scan {
+    struct sbx_net *n;
+    struct sbx_nl *nl;
+    time_t cutoff;
+    struct gc_scan dead;
+};
+
+static int
+always_dead(const char *id, void *payload)
+{
+    (void)id;
+    (void)payload;
+    return 0;
+}
+
+static int
+collect_stale(uint32_t addr, const char *id, void *payload)
+{
+    struct stale_scan *s = payload;
+    char lease[16];
+    char veth[16];
+    struct stat st;
+    int index = 0;
+    sbx_net_addr_str(lease, addr);
+    sbx_net_host_ifname(veth, addr);
+    if (fstatat(s->n->ipam.leases_fd, lease, &st, AT_SYMLINK_NOFOLLOW) < 0 ||
+        st.st_mtime > s->cutoff || sbx_nl_link_get(s->nl, veth, &index, NULL, NULL) != -ENODEV)
+        return 0;
+    return collect_dead(addr, id, &s->dead);
+}
+
+int
+sbx_net_gc_stale(struct sbx_net *n, int min_age_s, sbx_error **err)
+{
+    struct sbx_nl nl;
+    int r = sbx_nl_open(&nl, -1);
+    if (r < 0)
+        return sbx_error_set(err, SBX_EGENERIC, -r, "netlink socket");
+    struct stale_scan s = {.n = n, .nl = &nl, .cutoff = time(NULL) - min_age_s};
+    s.dead.alive = always_dead;
+    r = sbx_ipam_foreach(&n->ipam, collect_stale, &s, err);
+    if (r == -SBX_ENOMEM)
+        r = sbx_error_set(err, SBX_ENOMEM, ENOMEM, "gc");
+    if (r == 0)
+        r = release_dead(n, &nl, &s.dead, err);
+    if (r == 0)
+        r = gc_ports(n, &nl, err);
+    sbx_nl_close(&nl);
+    if (r == 0)
+        r = sbx_ipam_prune_ids(&n->ipam, err);
+    free(s.dead.v);
+    return r < 0 ? sbx_error_wrap(err, "gc of bridge network `%s`", n->bridge) : (int)s.dead.n;
 }

@@ -139,6 +139,21 @@ lock_setup(int *fd, const struct sbx_net *n, sbx_error **err)
     return 0;
 }
 
+/* dockerd on a host with legacy (x_tables) iptables sets *that* FORWARD policy to drop, which
+ * nftables rules cannot override, and x_tables has no library API we could use. Say so. */
+static void
+warn_legacy_iptables(const struct sbx_net *n)
+{
+    sbx_autofree char *names = NULL;
+    if (sbx_read_file("/proc/net/ip_tables_names", 4096, &names, NULL, NULL) < 0 ||
+        !strstr(names, "filter"))
+        return;
+    sbx_warn("legacy iptables has a filter table: if its FORWARD policy is DROP (dockerd), "
+             "sandboxes on `%s` cannot reach the network until you run `iptables-legacy -I "
+             "FORWARD -i %s -j ACCEPT` and `iptables-legacy -I FORWARD -o %s -j ACCEPT`",
+             n->bridge, n->bridge, n->bridge);
+}
+
 static int
 host_setup(struct sbx_net *n, sbx_error **err)
 {
@@ -156,18 +171,20 @@ host_setup(struct sbx_net *n, sbx_error **err)
         r = enable_forwarding(err);
     if (r == 0)
         r = sbx_nft_setup(n->nft, n->bridge, n->subnet, err);
+    if (r == 0)
+        warn_legacy_iptables(n);
     return r;
 }
 
-int
-sbx_net_open(struct sbx_net **out, const struct sbx_net_config *cfg, sbx_error **err)
+static int
+open_handle(struct sbx_net **out, const struct sbx_net_config *cfg, int setup, sbx_error **err)
 {
     struct sbx_net *n = calloc(1, sizeof(*n));
     if (!n)
         return sbx_error_set(err, SBX_ENOMEM, ENOMEM, "net handle");
     n->ipam.leases_fd = n->ipam.ids_fd = -1;
     int r = init_handle(n, cfg, err);
-    if (r == 0 && !host_ready(n))
+    if (r == 0 && setup && !host_ready(n))
         r = host_setup(n, err);
     if (r < 0) {
         sbx_net_close(n);
@@ -175,6 +192,18 @@ sbx_net_open(struct sbx_net **out, const struct sbx_net_config *cfg, sbx_error *
     }
     *out = n;
     return 0;
+}
+
+int
+sbx_net_open(struct sbx_net **out, const struct sbx_net_config *cfg, sbx_error **err)
+{
+    return open_handle(out, cfg, 1, err);
+}
+
+int
+sbx_net_open_state(struct sbx_net **out, const struct sbx_net_config *cfg, sbx_error **err)
+{
+    return open_handle(out, cfg, 0, err);
 }
 
 void

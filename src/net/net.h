@@ -47,6 +47,9 @@ struct sbx_net;
  * NULL fields of cfg take the defaults. Thread-safe handle afterwards. */
 int sbx_net_open(struct sbx_net **out, const struct sbx_net_config *cfg, sbx_error **err);
 void sbx_net_close(struct sbx_net *n);
+/* Open the lease state of cfg's network only, changing nothing on the host (for listing and
+ * gc by tools). attach needs sbx_net_open. */
+int sbx_net_open_state(struct sbx_net **out, const struct sbx_net_config *cfg, sbx_error **err);
 
 /* Lease an address for sandbox_id, create the veth pair (host end on the bridge, peer
  * created directly in netns_fd as `eth0`), address it, bring lo and eth0 up and add the
@@ -68,6 +71,11 @@ int sbx_net_loopback_up(int netns_fd, sbx_error **err);
  * number of leases released. */
 int sbx_net_gc(struct sbx_net *n, int (*alive)(const char *sandbox_id, void *payload),
                void *payload, sbx_error **err);
+
+/* gc without a list of live sandboxes (for `sbx net gc`): a lease is dead when its host veth
+ * is gone (the kernel deletes the pair with the sandbox's netns) and it is older than
+ * min_age_s seconds (an attach in progress holds a lease before its veth exists). */
+int sbx_net_gc_stale(struct sbx_net *n, int min_age_s, sbx_error **err);
 
 /* Visit the current leases (for `sbx net ls`). fn returns < 0 to stop. */
 int sbx_net_foreach_lease(struct sbx_net *n,

@@ -412,6 +412,30 @@ test_gc_after_crash(void **state)
     assert_int_equal(sbx_net_detach(T.n, "gc-alive", NULL), 0);
 }
 
+/* Without the runtime's list: the kernel deletes the veth pair with the sandbox's netns, and
+ * the lease left behind is stale. */
+static void
+test_gc_stale(void **state)
+{
+    (void)state;
+    int a = new_netns();
+    sbx_autoclose int b = new_netns();
+    struct sbx_net_lease la;
+    struct sbx_net_lease lb;
+    attach_ok(&la, "stale-dead", a);
+    attach_ok(&lb, "stale-alive", b);
+    sbx_closep(&a); /* the sandbox's netns goes: the kernel removes the veth pair (async) */
+    for (int i = 0; i < 200 && link_exists(-1, la.host_ifname, NULL); i++)
+        (void)usleep(10000);
+    assert_false(link_exists(-1, la.host_ifname, NULL));
+    assert_int_equal(sbx_net_gc_stale(T.n, 3600, NULL), 0); /* too young: maybe attaching */
+    assert_true(lease_exists("stale-dead"));
+    assert_int_equal(sbx_net_gc_stale(T.n, 0, NULL), 1);
+    assert_false(lease_exists("stale-dead"));
+    assert_true(lease_exists("stale-alive"));
+    assert_int_equal(sbx_net_detach(T.n, "stale-alive", NULL), 0);
+}
+
 struct par {
     int ns;
     char id[32];
@@ -547,6 +571,7 @@ main(void)
         cmocka_unit_test(test_attach_errors_leave_nothing),
         cmocka_unit_test(test_loopback_up),
         cmocka_unit_test(test_gc_after_crash),
+        cmocka_unit_test(test_gc_stale),
         cmocka_unit_test(test_parallel_attach),
         cmocka_unit_test(test_attach_time),
     };
