@@ -560,6 +560,14 @@ teardown_all(void **state)
     return 0;
 }
 
+/* Also when the group setup fails (cmocka then skips teardown_all). */
+static void
+remove_state_dir(void)
+{
+    if (T.dir[0])
+        (void)sbx_rm_rf(T.dir, NULL);
+}
+
 int
 main(void)
 {
@@ -572,6 +580,8 @@ main(void)
         perror("skip: unshare(CLONE_NEWNET)");
         return 77;
     }
+    if (atexit(remove_state_dir) != 0)
+        return 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_open_is_idempotent_and_cheap),
         cmocka_unit_test(test_attach_and_talk),
