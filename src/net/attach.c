@@ -7,13 +7,18 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
+#include "common/log.h"
+#include "common/util.h"
 #include "net/ipam.h"
 #include "net/net.h"
 #include "net/net_internal.h"
 #include "net/nl.h"
 
-#define PEER_IFNAME "eth0"
+#define PEER_IFNAME   "eth0"
+#define READY_WAIT_NS (500ULL * 1000 * 1000)
+#define READY_POLL_US 50
 
 void
 sbx_net_host_ifname(char buf[16], uint32_t addr)
@@ -77,6 +82,23 @@ create_veth(struct sbx_nl *host, const struct sbx_net *n, uint32_t addr, int net
     return r < 0 ? nl_fail(err, r, "create veth pair") : 0;
 }
 
+/* Until the kernel has finished bringing name up (see sbx_nl_link_ready): otherwise the
+ * sandbox's first packets (its first ARP request: retried only after 1 s) may be dropped.
+ * Typically a few tens of microseconds; bounded, and not an error when it takes longer. */
+static void
+wait_ready(struct sbx_nl *nl, const char *name)
+{
+    uint64_t deadline = sbx_now_ns() + READY_WAIT_NS;
+    while (sbx_nl_link_ready(nl, name) == 0) {
+        if (sbx_now_ns() > deadline) {
+            sbx_warn("network device `%s` not ready after %d ms", name,
+                     (int)(READY_WAIT_NS / 1000000));
+            return;
+        }
+        (void)usleep(READY_POLL_US);
+    }
+}
+
 /* Inside the sandbox's netns, through a socket opened there. */
 static int
 configure_sandbox(const struct sbx_net *n, uint32_t addr, int netns_fd, sbx_error **err)
@@ -96,6 +118,8 @@ configure_sandbox(const struct sbx_net *n, uint32_t addr, int netns_fd, sbx_erro
         r = nl_fail(err, r, "add address to " PEER_IFNAME);
     else if ((r = sbx_nl_route_add_default(&nl, index, n->ipam.gateway)) < 0)
         r = nl_fail(err, r, "add default route");
+    if (r == 0)
+        wait_ready(&nl, PEER_IFNAME);
     sbx_nl_close(&nl);
     return r;
 }
@@ -110,6 +134,11 @@ setup_link(struct sbx_net *n, uint32_t addr, int netns_fd, sbx_error **err)
     r = create_veth(&host, n, addr, netns_fd, err);
     if (r == 0) {
         r = configure_sandbox(n, addr, netns_fd, err);
+        if (r == 0) {
+            char name[16];
+            sbx_net_host_ifname(name, addr);
+            wait_ready(&host, name);
+        }
         if (r < 0) {
             char name[16];
             sbx_net_host_ifname(name, addr);
@@ -140,8 +169,8 @@ sbx_net_attach(struct sbx_net_lease *out, struct sbx_net *n, const char *sandbox
 }
 
 int
-sbx_net_release(struct sbx_net *n, struct sbx_nl *nl, uint32_t addr, const char *id,
-                sbx_error **err)
+sbx_net_release_addr(struct sbx_net *n, struct sbx_nl *nl, uint32_t addr, const char *id,
+                     sbx_error **err)
 {
     char name[16];
     sbx_net_host_ifname(name, addr);
@@ -166,9 +195,22 @@ sbx_net_detach(struct sbx_net *n, const char *sandbox_id, sbx_error **err)
     r = sbx_nl_open(&nl, -1);
     if (r < 0)
         return nl_fail(err, r, "netlink socket");
-    r = sbx_net_release(n, &nl, addr, sandbox_id, err);
+    r = sbx_net_release_addr(n, &nl, addr, sandbox_id, err);
     sbx_nl_close(&nl);
     return r < 0 ? sbx_error_wrap(err, "detach sandbox `%s`", sandbox_id) : 0;
+}
+
+int
+sbx_net_release(struct sbx_net *n, const char *sandbox_id, sbx_error **err)
+{
+    uint32_t addr = 0;
+    int r = sbx_net_check_id(sandbox_id, err);
+    if (r < 0)
+        return sbx_error_wrap(err, "release sandbox address");
+    if (sbx_ipam_find(&addr, &n->ipam, sandbox_id, NULL) < 0)
+        return 0;
+    r = sbx_ipam_release(&n->ipam, addr, sandbox_id, err);
+    return r < 0 ? sbx_error_wrap(err, "release address of sandbox `%s`", sandbox_id) : 0;
 }
 
 int

@@ -73,7 +73,7 @@ static int
 release_dead(struct sbx_net *n, struct sbx_nl *nl, const struct gc_scan *s, sbx_error **err)
 {
     for (size_t i = 0; i < s->n; i++) {
-        int r = sbx_net_release(n, nl, s->v[i].addr, s->v[i].id, err);
+        int r = sbx_net_release_addr(n, nl, s->v[i].addr, s->v[i].id, err);
         if (r < 0)
             return r;
     }

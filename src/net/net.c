@@ -81,11 +81,45 @@ host_ready(struct sbx_net *n)
     char kind[16] = "";
     if (sbx_nl_open(&nl, -1) < 0)
         return 0;
+    char port[16];
+    char peer[16];
+    sbx_net_keepalive_names(port, peer, n->bridge);
     int ok = sbx_nl_link_get(&nl, n->bridge, &index, &up, kind) == 0 && up &&
              strcmp(kind, "bridge") == 0 &&
-             sbx_nl_addr_has(&nl, index, n->ipam.gateway, n->ipam.prefix) == 1;
+             sbx_nl_addr_has(&nl, index, n->ipam.gateway, n->ipam.prefix) == 1 &&
+             sbx_nl_link_get(&nl, peer, &index, &up, NULL) == 0 && up;
     sbx_nl_close(&nl);
     return ok && ip_forward_on() && sbx_nft_check(n->nft, n->bridge, n->subnet) == 1;
+}
+
+void
+sbx_net_keepalive_names(char port[16], char peer[16], const char *bridge)
+{
+    (void)snprintf(port, 16, "%.12s-kp", bridge);
+    (void)snprintf(peer, 16, "%.12s-kx", bridge);
+}
+
+/* A bridge without a forwarding port has no carrier, and the kernel detaches its qdisc, which
+ * drops everything the host sends into the bridge. Carrier changes of a bridge are handled by
+ * the kernel's linkwatch at most once a second, so the first sandbox after an idle period would
+ * lose its first replies (TCP retries after 1 s). A veth pair with one end on the bridge and both
+ * ends up keeps the carrier on. (A `dummy` device would do, but is a module not every kernel
+ * has.) */
+static int
+ensure_keepalive(struct sbx_net *n, struct sbx_nl *nl, int master, sbx_error **err)
+{
+    char port[16];
+    char peer[16];
+    int index = 0;
+    sbx_net_keepalive_names(port, peer, n->bridge);
+    if (sbx_nl_link_get(nl, port, &index, NULL, NULL) == 0)
+        return sbx_nl_link_up(nl, peer) < 0 ? nl_error(err, -ENODEV, "bring up", peer) : 0;
+    struct sbx_nl_veth v = {.name = port, .master = master, .peer_name = peer, .peer_netns_fd = -1};
+    int r = sbx_nl_veth_create(nl, &v);
+    if (r < 0 && r != -EEXIST)
+        return nl_error(err, r, "create keep-alive port", port);
+    r = sbx_nl_link_up(nl, peer);
+    return r < 0 ? nl_error(err, r, "bring up", peer) : 0;
 }
 
 static int
@@ -112,7 +146,7 @@ ensure_bridge(struct sbx_net *n, struct sbx_nl *nl, sbx_error **err)
     r = sbx_nl_addr_add(nl, index, n->ipam.gateway, n->ipam.prefix);
     if (r < 0 && r != -EEXIST)
         return nl_error(err, r, "add the gateway address to", n->bridge);
-    return 0;
+    return ensure_keepalive(n, nl, index, err);
 }
 
 static int
@@ -227,6 +261,10 @@ sbx_net_teardown(struct sbx_net *n, sbx_error **err)
     r = sbx_nl_open(&nl, -1);
     if (r < 0)
         return sbx_error_set(err, SBX_EGENERIC, -r, "netlink socket");
+    char port[16];
+    char peer[16];
+    sbx_net_keepalive_names(port, peer, n->bridge);
+    (void)sbx_nl_link_del(&nl, port);
     r = sbx_nl_link_del(&nl, n->bridge);
     sbx_nl_close(&nl);
     if (r < 0 && r != -ENODEV)

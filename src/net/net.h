@@ -63,6 +63,14 @@ int sbx_net_attach(struct sbx_net_lease *out, struct sbx_net *n, const char *san
  * lease of sandbox_id. Idempotent: an unknown sandbox is success. */
 int sbx_net_detach(struct sbx_net *n, const char *sandbox_id, sbx_error **err);
 
+/* Release the lease of a sandbox whose network namespace is gone (its processes exited and
+ * no fd holds it): the kernel deletes the veth pair with the netns, asynchronously, so this is
+ * two unlink()s where detach waits ~35 ms for the device removal. Use it on the sandbox
+ * teardown path (`sbx run` exit). Should the netns still be alive, its veth lingers on the
+ * bridge until the address is leased again (attach replaces it) or sbx_net_gc removes it as an
+ * orphan. Idempotent. */
+int sbx_net_release(struct sbx_net *n, const char *sandbox_id, sbx_error **err);
+
 /* Bring `lo` up in netns_fd (`--network none`). One netlink request. */
 int sbx_net_loopback_up(int netns_fd, sbx_error **err);
 

@@ -19,6 +19,9 @@ struct sbx_net {
     struct sbx_nft *nft;
 };
 
+/* The keep-alive veth pair of a bridge: "<bridge>-kp" (a bridge port) and "<bridge>-kx". */
+void sbx_net_keepalive_names(char port[16], char peer[16], const char *bridge);
+
 /* Host end of the veth of addr: "vsbx" + 8 hex digits, unique per address (so a veth left by
  * a crash is found from its lease alone). */
 void sbx_net_host_ifname(char buf[16], uint32_t addr);
@@ -28,8 +31,8 @@ void sbx_net_fill_lease(struct sbx_net_lease *out, const struct sbx_net *n, uint
 
 struct sbx_nl;
 /* Delete the veth of addr (if any) and release the lease of addr held by id. */
-int sbx_net_release(struct sbx_net *n, struct sbx_nl *nl, uint32_t addr, const char *id,
-                    sbx_error **err);
+int sbx_net_release_addr(struct sbx_net *n, struct sbx_nl *nl, uint32_t addr, const char *id,
+                         sbx_error **err);
 
 /* Remove the bridge, our nftables table and our rules in `ip filter FORWARD`. */
 int sbx_net_teardown(struct sbx_net *n, sbx_error **err);

@@ -8,6 +8,7 @@
 #include <libmnl/libmnl.h>
 #include <linux/if.h>
 #include <linux/if_addr.h>
+#include <linux/if_bridge.h>
 #include <linux/if_link.h>
 #include <linux/rtnetlink.h>
 #include <linux/veth.h>
@@ -138,7 +139,8 @@ put_veth_peer(struct nlmsghdr *nlh, const struct sbx_nl_veth *veth)
     nlh->nlmsg_len += MNL_ALIGN(sizeof(*pifm));
     mnl_attr_put_strz(nlh, IFLA_IFNAME, veth->peer_name);
     /* Created directly in the sandbox's netns: moving a device later costs 15-35 ms. */
-    mnl_attr_put_u32(nlh, IFLA_NET_NS_FD, (uint32_t)veth->peer_netns_fd);
+    if (veth->peer_netns_fd >= 0)
+        mnl_attr_put_u32(nlh, IFLA_NET_NS_FD, (uint32_t)veth->peer_netns_fd);
     if (veth->peer_mac)
         mnl_attr_put(nlh, IFLA_ADDRESS, 6, veth->peer_mac);
     mnl_attr_nest_end(nlh, peer);
@@ -180,7 +182,18 @@ struct link_info {
     int master;
     char name[IFNAMSIZ];
     char kind[16];
+    int qdisc_noop;   /* qdisc not attached yet: the device drops what it sends */
+    int brport_state; /* bridge port STP state, -1 when not a bridge port */
 };
+
+static int
+slave_attr_cb(const struct nlattr *attr, void *data)
+{
+    struct link_info *li = data;
+    if (mnl_attr_get_type(attr) == IFLA_BRPORT_STATE && mnl_attr_validate(attr, MNL_TYPE_U8) >= 0)
+        li->brport_state = mnl_attr_get_u8(attr);
+    return MNL_CB_OK;
+}
 
 static int
 linkinfo_attr_cb(const struct nlattr *attr, void *data)
@@ -188,6 +201,8 @@ linkinfo_attr_cb(const struct nlattr *attr, void *data)
     struct link_info *li = data;
     if (mnl_attr_get_type(attr) == IFLA_INFO_KIND && mnl_attr_validate(attr, MNL_TYPE_STRING) >= 0)
         (void)snprintf(li->kind, sizeof(li->kind), "%s", mnl_attr_get_str(attr));
+    if (mnl_attr_get_type(attr) == IFLA_INFO_SLAVE_DATA)
+        (void)mnl_attr_parse_nested(attr, slave_attr_cb, li);
     return MNL_CB_OK;
 }
 
@@ -207,6 +222,10 @@ link_attr_cb(const struct nlattr *attr, void *data)
     case IFLA_LINKINFO:
         (void)mnl_attr_parse_nested(attr, linkinfo_attr_cb, li);
         break;
+    case IFLA_QDISC:
+        li->qdisc_noop = mnl_attr_validate(attr, MNL_TYPE_STRING) >= 0 &&
+                         strcmp(mnl_attr_get_str(attr), "noop") == 0;
+        break;
     default:
         break;
     }
@@ -217,7 +236,8 @@ static void
 parse_link(struct link_info *li, const struct nlmsghdr *nlh)
 {
     const struct ifinfomsg *ifm = mnl_nlmsg_get_payload(nlh);
-    *li = (struct link_info){.index = ifm->ifi_index, .up = !!(ifm->ifi_flags & IFF_UP)};
+    *li = (struct link_info){
+        .index = ifm->ifi_index, .up = !!(ifm->ifi_flags & IFF_UP), .brport_state = -1};
     (void)mnl_attr_parse(nlh, sizeof(*ifm), link_attr_cb, li);
 }
 
@@ -247,6 +267,22 @@ sbx_nl_link_get(struct sbx_nl *nl, const char *name, int *index, int *up, char k
     if (kind)
         memcpy(kind, li.kind, sizeof(li.kind));
     return 0;
+}
+
+int
+sbx_nl_link_ready(struct sbx_nl *nl, const char *name)
+{
+    char buf[256];
+    struct link_info li = {0};
+    struct nlmsghdr *nlh = put_link_msg(buf, RTM_GETLINK, 0, 0);
+    mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
+    int r = talk(nl, nlh, link_get_cb, &li);
+    if (r < 0)
+        return r;
+    if (li.index <= 0)
+        return -ENODEV;
+    return li.up && !li.qdisc_noop &&
+           (li.brport_state < 0 || li.brport_state == BR_STATE_FORWARDING);
 }
 
 int

@@ -22,10 +22,10 @@ int sbx_nl_open(struct sbx_nl *nl, int netns_fd);
 void sbx_nl_close(struct sbx_nl *nl);
 
 struct sbx_nl_veth {
-    const char *name;      /* host end */
-    int master;            /* ifindex of the bridge for the host end, or 0 */
-    const char *peer_name; /* created in peer_netns_fd */
-    int peer_netns_fd;
+    const char *name;              /* host end */
+    int master;                    /* ifindex of the bridge for the host end, or 0 */
+    const char *peer_name;         /* created in peer_netns_fd */
+    int peer_netns_fd;             /* -1: the caller's netns */
     const unsigned char *peer_mac; /* 6 bytes or NULL */
 };
 
@@ -36,6 +36,11 @@ int sbx_nl_bridge_create(struct sbx_nl *nl, const char *name, const unsigned cha
 /* ifindex of name, or -ENODEV. Also reports whether it is up and its kind ("bridge"...). */
 int sbx_nl_link_get(struct sbx_nl *nl, const char *name, int *index, int *up, char kind[16]);
 int sbx_nl_link_up(struct sbx_nl *nl, const char *name);
+/* 1 when name is up and passes traffic, 0 when not yet, -errno. A device brought up gets its
+ * qdisc (before that it drops all it sends) and, as a bridge port, the forwarding state only
+ * when the kernel's linkwatch work has handled its carrier: asynchronously, after the request
+ * that brought it up has returned. */
+int sbx_nl_link_ready(struct sbx_nl *nl, const char *name);
 int sbx_nl_link_del(struct sbx_nl *nl, const char *name);
 /* Add addr/prefix (host byte order) on ifindex; -EEXIST when present. */
 int sbx_nl_addr_add(struct sbx_nl *nl, int ifindex, uint32_t addr, int prefix);

@@ -169,6 +169,19 @@ open_net(struct sbx_net **out)
         fail_msg("sbx_net_open: %s", sbx_error_msg(err));
 }
 
+/* Until the kernel has attached name's qdisc (else the first packets are dropped). */
+static void
+wait_link_ready(int ns, const char *name)
+{
+    struct sbx_nl nl;
+    int ready = 0;
+    assert_int_equal(sbx_nl_open(&nl, ns), 0);
+    for (int i = 0; i < 2000 && (ready = sbx_nl_link_ready(&nl, name)) == 0; i++)
+        (void)usleep(500);
+    sbx_nl_close(&nl);
+    assert_int_equal(ready, 1);
+}
+
 static void
 test_open_is_idempotent_and_cheap(void **state)
 {
@@ -176,6 +189,7 @@ test_open_is_idempotent_and_cheap(void **state)
     int up = 0;
     assert_true(link_exists(-1, T.bridge, &up));
     assert_true(up);
+    wait_link_ready(-1, T.bridge); /* passes traffic with no sandbox: the keep-alive port */
     uint64_t t0 = sbx_now_ns();
     struct sbx_net *again = NULL;
     open_net(&again);
@@ -239,6 +253,8 @@ make_wan(unsigned x)
     assert_int_equal(sbx_nl_link_get(&wan, "eth0", &widx, NULL, NULL), 0);
     assert_int_equal(sbx_nl_addr_add(&wan, widx, base + 2, 30), 0);
     sbx_nl_close(&wan);
+    wait_link_ready(-1, name);
+    wait_link_ready(T.wan_ns, "eth0");
 }
 
 static void
@@ -323,8 +339,58 @@ test_detach(void **state)
     assert_false(link_exists(-1, la.host_ifname, NULL));
     assert_false(link_exists(a, "eth0", NULL));
     assert_false(lease_exists("detach-a"));
+    struct sbx_nl nl;
+    assert_int_equal(sbx_nl_open(&nl, -1), 0);
+    assert_int_equal(sbx_nl_link_ready(&nl, T.bridge), 1); /* no carrier loss, no 1 s gap */
+    sbx_nl_close(&nl);
     assert_int_equal(sbx_net_detach(T.n, "detach-a", NULL), 0); /* idempotent */
     assert_int_equal(sbx_net_detach(T.n, "never-attached", NULL), 0);
+}
+
+/* The fast teardown: the netns is gone, the lease is released at once, the kernel removes the
+ * veth by itself; a re-lease of the address while the veth lingers replaces it. */
+static void
+test_release_after_netns_gone(void **state)
+{
+    (void)state;
+    int a = new_netns();
+    struct sbx_net_lease la;
+    attach_ok(&la, "rel-a", a);
+    sbx_closep(&a);
+    uint64_t t0 = sbx_now_ns();
+    assert_int_equal(sbx_net_release(T.n, "rel-a", NULL), 0);
+    printf("# sbx_net_release: %.3f ms\n", (double)(sbx_now_ns() - t0) / 1e6);
+    assert_false(lease_exists("rel-a"));
+    assert_int_equal(sbx_net_release(T.n, "rel-a", NULL), 0); /* idempotent */
+    for (int i = 0; i < 200 && link_exists(-1, la.host_ifname, NULL); i++)
+        (void)usleep(10000);
+    assert_false(link_exists(-1, la.host_ifname, NULL));
+
+    /* a veth still present when its address is leased again (its netns kept alive) */
+    sbx_autoclose int b = new_netns();
+    sbx_autoclose int c = new_netns();
+    struct sbx_net_lease lb;
+    struct sbx_net_lease lc;
+    static uint32_t fill[256];
+    int n = 0;
+    char id[32];
+    attach_ok(&lb, "rel-b", b);
+    for (;; n++) { /* fill the pool, then free only lb.addr */
+        (void)snprintf(id, sizeof(id), "fill-%d", n);
+        if (sbx_ipam_alloc(&fill[n], &T.n->ipam, id, NULL) < 0)
+            break;
+    }
+    assert_int_equal(sbx_net_release(T.n, "rel-b", NULL), 0);
+    assert_true(link_exists(-1, lb.host_ifname, NULL));
+    attach_ok(&lc, "rel-c", c);
+    assert_string_equal(lc.addr, lb.addr);
+    assert_true(link_exists(c, "eth0", NULL));
+    assert_false(link_exists(b, "eth0", NULL)); /* the old pair was replaced */
+    assert_int_equal(sbx_net_detach(T.n, "rel-c", NULL), 0);
+    for (int i = 0; i < n; i++) {
+        (void)snprintf(id, sizeof(id), "fill-%d", i);
+        assert_int_equal(sbx_ipam_release(&T.n->ipam, fill[i], id, NULL), 0);
+    }
 }
 
 static void
@@ -403,6 +469,13 @@ test_gc_after_crash(void **state)
     attach_ok(&la, "gc-dead", a);
     attach_ok(&lb, "gc-alive", b);
     uint32_t spare = T.n->ipam.network + (1U << (32 - T.n->ipam.prefix)) - 2;
+    char name[16];
+    char owner[160];
+    for (;; spare--) { /* an address nobody holds */
+        sbx_net_addr_str(name, spare);
+        if (readlinkat(T.n->ipam.leases_fd, name, owner, sizeof(owner)) < 0)
+            break;
+    }
     sbx_net_host_ifname(orphan, spare);
     struct sbx_nl host;
     int master = 0;
@@ -589,6 +662,7 @@ main(void)
         cmocka_unit_test(test_forward_policy_drop),
         cmocka_unit_test(test_detach),
         cmocka_unit_test(test_attach_errors_leave_nothing),
+        cmocka_unit_test(test_release_after_netns_gone),
         cmocka_unit_test(test_loopback_up),
         cmocka_unit_test(test_gc_after_crash),
         cmocka_unit_test(test_gc_stale),
