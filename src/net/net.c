@@ -71,7 +71,64 @@ ip_forward_on(void)
     return fd >= 0 && read(fd, &c, 1) == 1 && c == '1';
 }
 
-/* The cheap path: a few netlink round trips and two nft list commands, no changes. */
+/* "<boot id> <generation of the nftables ruleset>": when it has not changed since our rules
+ * were last verified, nobody has touched any rule since (the boot id guards against a
+ * generation that restarted from zero after a reboot). */
+static int
+nft_stamp(char stamp[96])
+{
+    char boot[40] = "";
+    uint32_t gen = 0;
+    sbx_autoclose int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    ssize_t len = fd >= 0 ? read(fd, boot, sizeof(boot) - 1) : -1;
+    if (len <= 0 || sbx_nft_genid(&gen) < 0)
+        return -1;
+    boot[strcspn(boot, "\n")] = '\0';
+    (void)snprintf(stamp, 96, "%s %u\n", boot, gen);
+    return 0;
+}
+
+static char *
+stamp_path(const struct sbx_net *n)
+{
+    char *path = NULL;
+    return asprintf(&path, "%s/nft.verified", n->dir) < 0 ? NULL : path;
+}
+
+/* Remember stamp in memory and for the next process (best effort: a torn or missing file only
+ * costs a full check). */
+static void
+save_stamp(struct sbx_net *n, const char *stamp)
+{
+    sbx_autofree char *path = stamp_path(n);
+    (void)snprintf(n->nft_stamp, sizeof(n->nft_stamp), "%s", stamp);
+    if (path)
+        (void)sbx_write_file_atomic(path, stamp, strlen(stamp), 0600, NULL);
+}
+
+/* Our nftables rules are in place: ~20 µs when the ruleset has not changed since they were
+ * last verified, else a check with libnftables (~0.5 ms). */
+static int
+nft_ready(struct sbx_net *n)
+{
+    char stamp[96];
+    sbx_autofree char *path = stamp_path(n);
+    sbx_autofree char *saved = NULL;
+    if (nft_stamp(stamp) < 0)
+        return sbx_nft_check(n->nft, n->bridge, n->subnet) == 1;
+    if (strcmp(stamp, n->nft_stamp) == 0)
+        return 1;
+    if (path && sbx_read_file(path, 256, &saved, NULL, NULL) == 0 && strcmp(saved, stamp) == 0) {
+        (void)snprintf(n->nft_stamp, sizeof(n->nft_stamp), "%s", stamp);
+        return 1;
+    }
+    if (sbx_nft_check(n->nft, n->bridge, n->subnet) != 1)
+        return 0;
+    save_stamp(n, stamp);
+    return 1;
+}
+
+/* The cheap path: a few netlink round trips, no changes. */
 static int
 host_ready(struct sbx_net *n)
 {
@@ -89,7 +146,7 @@ host_ready(struct sbx_net *n)
              sbx_nl_addr_has(&nl, index, n->ipam.gateway, n->ipam.prefix) == 1 &&
              sbx_nl_link_get(&nl, peer, &index, &up, NULL) == 0 && up;
     sbx_nl_close(&nl);
-    return ok && ip_forward_on() && sbx_nft_check(n->nft, n->bridge, n->subnet) == 1;
+    return ok && ip_forward_on() && nft_ready(n);
 }
 
 void
@@ -205,6 +262,9 @@ host_setup(struct sbx_net *n, sbx_error **err)
         r = enable_forwarding(err);
     if (r == 0)
         r = sbx_nft_setup(n->nft, n->bridge, n->subnet, err);
+    char stamp[96];
+    if (r == 0 && nft_stamp(stamp) == 0)
+        save_stamp(n, stamp);
     if (r == 0)
         warn_legacy_iptables(n);
     return r;
@@ -232,6 +292,15 @@ int
 sbx_net_open(struct sbx_net **out, const struct sbx_net_config *cfg, sbx_error **err)
 {
     return open_handle(out, cfg, 1, err);
+}
+
+int
+sbx_net_ensure(struct sbx_net *n, sbx_error **err)
+{
+    if (host_ready(n))
+        return 0;
+    int r = host_setup(n, err);
+    return r < 0 ? sbx_error_wrap(err, "set up bridge network") : 0;
 }
 
 int

@@ -44,9 +44,13 @@ struct sbx_net;
  * and holds the gateway address (first host of the subnet); ip_forward is on; NAT (masquerade)
  * for the subnet leaving by any other interface; forward accept for the bridge (also in an
  * iptables-nft `ip filter FORWARD` chain such as the one dockerd sets to policy drop).
- * NULL fields of cfg take the defaults. Thread-safe handle afterwards. */
+ * NULL fields of cfg take the defaults. Thread-safe handle afterwards (except ensure). */
 int sbx_net_open(struct sbx_net **out, const struct sbx_net_config *cfg, sbx_error **err);
 void sbx_net_close(struct sbx_net *n);
+/* Check the host setup again and repair it (e.g. dockerd started since and set the FORWARD
+ * policy to drop). ~0.1 ms when nothing changed: a long-running caller may call it before each
+ * attach. */
+int sbx_net_ensure(struct sbx_net *n, sbx_error **err);
 /* Open the lease state of cfg's network only, changing nothing on the host (for listing and
  * gc by tools). attach needs sbx_net_open. */
 int sbx_net_open_state(struct sbx_net **out, const struct sbx_net_config *cfg, sbx_error **err);

@@ -17,6 +17,7 @@ struct sbx_net {
     char *dir;       /* <state_dir>/<bridge> */
     struct sbx_ipam ipam;
     struct sbx_nft *nft;
+    char nft_stamp[96]; /* "<boot id> <ruleset generation>" at which our rules were verified */
 };
 
 /* The keep-alive veth pair of a bridge: "<bridge>-kp" (a bridge port) and "<bridge>-kx". */

@@ -8,8 +8,12 @@
  */
 #include "net/nft.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
+#include <libmnl/libmnl.h>
+#include <linux/netfilter/nf_tables.h>
+#include <linux/netfilter/nfnetlink.h>
 #include <nftables/libnftables.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -17,6 +21,7 @@
 #include <string.h>
 
 #include "common/cleanup.h"
+#include "net/nl.h"
 
 #define MAX_HANDLES 16
 
@@ -31,15 +36,23 @@ sbx_nft_new(struct sbx_nft **out, sbx_error **err)
     struct sbx_nft *nft = calloc(1, sizeof(*nft));
     if (!nft)
         return sbx_error_set(err, SBX_ENOMEM, ENOMEM, "nftables context");
-    nft->ctx = nft_ctx_new(NFT_CTX_DEFAULT);
-    if (!nft->ctx) {
-        free(nft);
-        return sbx_error_set(err, SBX_EUNAVAIL, 0, "nftables: cannot create a context");
-    }
-    (void)nft_ctx_buffer_output(nft->ctx);
-    (void)nft_ctx_buffer_error(nft->ctx);
     (void)pthread_mutex_init(&nft->lock, NULL);
     *out = nft;
+    return 0;
+}
+
+/* The context is made on first use (~0.2 ms), which the cheap paths never reach. Caller holds
+ * the lock. */
+static int
+ctx_ready(struct sbx_nft *nft, sbx_error **err)
+{
+    if (nft->ctx)
+        return 0;
+    nft->ctx = nft_ctx_new(NFT_CTX_DEFAULT);
+    if (!nft->ctx)
+        return sbx_error_set(err, SBX_EUNAVAIL, 0, "nftables: cannot create a context");
+    (void)nft_ctx_buffer_output(nft->ctx);
+    (void)nft_ctx_buffer_error(nft->ctx);
     return 0;
 }
 
@@ -48,7 +61,8 @@ sbx_nft_free(struct sbx_nft *nft)
 {
     if (!nft)
         return;
-    nft_ctx_free(nft->ctx);
+    if (nft->ctx)
+        nft_ctx_free(nft->ctx);
     (void)pthread_mutex_destroy(&nft->lock);
     free(nft);
 }
@@ -57,6 +71,9 @@ sbx_nft_free(struct sbx_nft *nft)
 static int
 run(struct sbx_nft *nft, const char *cmd, json_t **out, sbx_error **err)
 {
+    int r = ctx_ready(nft, err);
+    if (r < 0)
+        return r;
     nft_ctx_output_set_flags(nft->ctx, out ? NFT_CTX_OUTPUT_JSON | NFT_CTX_OUTPUT_HANDLE : 0);
     if (nft_run_cmd_from_buffer(nft->ctx, cmd) != 0) {
         const char *msg = nft_ctx_get_error_buffer(nft->ctx);
@@ -207,5 +224,37 @@ sbx_nft_teardown(struct sbx_nft *nft, const char *bridge, sbx_error **err)
     if (r == 0)
         r = fix_filter_forward(nft, bridge, 0, err);
     (void)pthread_mutex_unlock(&nft->lock);
+    return r;
+}
+
+static int
+gen_cb(const struct nlmsghdr *nlh, void *data)
+{
+    const struct nlattr *attr;
+    mnl_attr_for_each(attr, nlh, sizeof(struct nfgenmsg))
+    {
+        if (mnl_attr_get_type(attr) == NFTA_GEN_ID && mnl_attr_get_payload_len(attr) == 4)
+            *(uint32_t *)data = ntohl(mnl_attr_get_u32(attr));
+    }
+    return MNL_CB_OK;
+}
+
+int
+sbx_nft_genid(uint32_t *out)
+{
+    char buf[64];
+    struct sbx_nl nl;
+    int r = sbx_nl_open_netfilter(&nl);
+    if (r < 0)
+        return r;
+    struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+    nlh->nlmsg_type = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETGEN;
+    nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
+    struct nfgenmsg *nfg = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfg));
+    nfg->nfgen_family = AF_UNSPEC;
+    nfg->version = NFNETLINK_V0;
+    *out = 0;
+    r = sbx_nl_talk(&nl, nlh, gen_cb, out);
+    sbx_nl_close(&nl);
     return r;
 }

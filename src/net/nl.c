@@ -42,6 +42,23 @@ open_in_netns(void *p)
     return NULL;
 }
 
+int
+sbx_nl_open_netfilter(struct sbx_nl *nl)
+{
+    *nl = (struct sbx_nl){0};
+    nl->sock = mnl_socket_open2(NETLINK_NETFILTER, SOCK_CLOEXEC);
+    if (!nl->sock)
+        return -errno;
+    if (mnl_socket_bind(nl->sock, 0, MNL_SOCKET_AUTOPID) < 0) {
+        int r = -errno;
+        sbx_nl_close(nl);
+        return r;
+    }
+    nl->portid = mnl_socket_get_portid(nl->sock);
+    nl->seq = (uint32_t)time(NULL);
+    return 0;
+}
+
 static int
 open_socket(struct mnl_socket **out, int netns_fd)
 {
@@ -84,9 +101,8 @@ sbx_nl_close(struct sbx_nl *nl)
     nl->sock = NULL;
 }
 
-/* Send one request and read until its ack (or the end of a dump); replies go to cb. */
-static int
-talk(struct sbx_nl *nl, struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
+int
+sbx_nl_talk(struct sbx_nl *nl, struct nlmsghdr *nlh, mnl_cb_t cb, void *data)
 {
     char *buf = malloc(NL_BUF);
     int r = 0;
@@ -160,7 +176,7 @@ sbx_nl_veth_create(struct sbx_nl *nl, const struct sbx_nl_veth *veth)
     put_veth_peer(nlh, veth);
     mnl_attr_nest_end(nlh, data);
     mnl_attr_nest_end(nlh, linkinfo);
-    return talk(nl, nlh, NULL, NULL);
+    return sbx_nl_talk(nl, nlh, NULL, NULL);
 }
 
 int
@@ -173,7 +189,7 @@ sbx_nl_bridge_create(struct sbx_nl *nl, const char *name, const unsigned char ma
     struct nlattr *linkinfo = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
     mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "bridge");
     mnl_attr_nest_end(nlh, linkinfo);
-    return talk(nl, nlh, NULL, NULL);
+    return sbx_nl_talk(nl, nlh, NULL, NULL);
 }
 
 struct link_info {
@@ -256,7 +272,7 @@ sbx_nl_link_get(struct sbx_nl *nl, const char *name, int *index, int *up, char k
     struct link_info li = {0};
     struct nlmsghdr *nlh = put_link_msg(buf, RTM_GETLINK, 0, 0);
     mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
-    int r = talk(nl, nlh, link_get_cb, &li);
+    int r = sbx_nl_talk(nl, nlh, link_get_cb, &li);
     if (r < 0)
         return r;
     if (li.index <= 0)
@@ -276,7 +292,7 @@ sbx_nl_link_ready(struct sbx_nl *nl, const char *name)
     struct link_info li = {0};
     struct nlmsghdr *nlh = put_link_msg(buf, RTM_GETLINK, 0, 0);
     mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
-    int r = talk(nl, nlh, link_get_cb, &li);
+    int r = sbx_nl_talk(nl, nlh, link_get_cb, &li);
     if (r < 0)
         return r;
     if (li.index <= 0)
@@ -291,7 +307,7 @@ sbx_nl_link_up(struct sbx_nl *nl, const char *name)
     char buf[256];
     struct nlmsghdr *nlh = put_link_msg(buf, RTM_NEWLINK, 0, 1);
     mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
-    return talk(nl, nlh, NULL, NULL);
+    return sbx_nl_talk(nl, nlh, NULL, NULL);
 }
 
 int
@@ -300,7 +316,7 @@ sbx_nl_link_del(struct sbx_nl *nl, const char *name)
     char buf[256];
     struct nlmsghdr *nlh = put_link_msg(buf, RTM_DELLINK, 0, 0);
     mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
-    return talk(nl, nlh, NULL, NULL);
+    return sbx_nl_talk(nl, nlh, NULL, NULL);
 }
 
 int
@@ -320,7 +336,7 @@ sbx_nl_addr_add(struct sbx_nl *nl, int ifindex, uint32_t addr, int prefix)
     mnl_attr_put_u32(nlh, IFA_LOCAL, a);
     mnl_attr_put_u32(nlh, IFA_ADDRESS, a);
     mnl_attr_put_u32(nlh, IFA_BROADCAST, brd);
-    return talk(nl, nlh, NULL, NULL);
+    return sbx_nl_talk(nl, nlh, NULL, NULL);
 }
 
 struct addr_query {
@@ -358,7 +374,7 @@ sbx_nl_addr_has(struct sbx_nl *nl, int ifindex, uint32_t addr, int prefix)
     nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
     struct ifaddrmsg *ifa = mnl_nlmsg_put_extra_header(nlh, sizeof(*ifa));
     ifa->ifa_family = AF_INET;
-    int r = talk(nl, nlh, addr_cb, &q);
+    int r = sbx_nl_talk(nl, nlh, addr_cb, &q);
     return r < 0 ? r : q.found;
 }
 
@@ -377,7 +393,7 @@ sbx_nl_route_add_default(struct sbx_nl *nl, int ifindex, uint32_t gateway)
     rtm->rtm_type = RTN_UNICAST;
     mnl_attr_put_u32(nlh, RTA_GATEWAY, htonl(gateway));
     mnl_attr_put_u32(nlh, RTA_OIF, (uint32_t)ifindex);
-    return talk(nl, nlh, NULL, NULL);
+    return sbx_nl_talk(nl, nlh, NULL, NULL);
 }
 
 struct link_list {
@@ -420,7 +436,7 @@ sbx_nl_link_foreach(struct sbx_nl *nl, int master_index, sbx_nl_link_fn fn, void
     nlh->nlmsg_flags &= (uint16_t)~NLM_F_ACK;
     if (master_index > 0)
         mnl_attr_put_u32(nlh, IFLA_MASTER, (uint32_t)master_index); /* kernel-side filter */
-    int r = talk(nl, nlh, link_dump_cb, &l);
+    int r = sbx_nl_talk(nl, nlh, link_dump_cb, &l);
     if (r == 0 && l.oom)
         r = -ENOMEM;
     /* Callbacks run after the dump so that they may use the socket themselves. */

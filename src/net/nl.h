@@ -20,6 +20,14 @@ struct sbx_nl {
  * netlink socket stays in the netns it was created in). */
 int sbx_nl_open(struct sbx_nl *nl, int netns_fd);
 void sbx_nl_close(struct sbx_nl *nl);
+/* A NETLINK_NETFILTER socket in the calling thread's netns. */
+int sbx_nl_open_netfilter(struct sbx_nl *nl);
+
+/* Send one request (its seq is set here) and read until its ack or the end of a dump; each
+ * reply goes to cb (libmnl's mnl_cb_t; NULL: none expected). */
+struct nlmsghdr;
+int sbx_nl_talk(struct sbx_nl *nl, struct nlmsghdr *nlh,
+                int (*cb)(const struct nlmsghdr *nlh, void *data), void *data);
 
 struct sbx_nl_veth {
     const char *name;              /* host end */
