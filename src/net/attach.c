@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "common/log.h"
@@ -149,11 +150,29 @@ setup_link(struct sbx_net *n, uint32_t addr, int netns_fd, sbx_error **err)
     return r;
 }
 
+/* netns_fd must be a network namespace other than ours: attaching the host's own would put
+ * `eth0` and a default route into the host's namespace. */
+static int
+check_netns(int netns_fd, sbx_error **err)
+{
+    struct stat target;
+    struct stat self;
+    if (fstat(netns_fd, &target) < 0)
+        return sbx_error_set(err, SBX_EINVAL, errno, "netns fd %d", netns_fd);
+    if (stat("/proc/thread-self/ns/net", &self) == 0 && target.st_dev == self.st_dev &&
+        target.st_ino == self.st_ino)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "netns fd %d is the caller's own network namespace", netns_fd);
+    return 0;
+}
+
 int
 sbx_net_attach(struct sbx_net_lease *out, struct sbx_net *n, const char *sandbox_id, int netns_fd,
                sbx_error **err)
 {
     uint32_t addr = 0;
+    if (check_netns(netns_fd, err) < 0)
+        return sbx_error_wrap(err, "attach sandbox `%s` to `%s`", sandbox_id, n->bridge);
     /* The lease (naming sandbox_id) exists before the veth: a crash from here on leaves
      * nothing that sbx_net_gc cannot find. */
     int r = sbx_ipam_alloc(&addr, &n->ipam, sandbox_id, err);

@@ -417,6 +417,11 @@ test_attach_errors_leave_nothing(void **state)
     assert_int_equal(sbx_net_attach(&lb, T.n, "twice", a, &err), -SBX_EEXISTS);
     sbx_error_clear(&err);
     assert_int_equal(sbx_net_attach(&lb, T.n, "../etc", a, &err), -SBX_EINVAL);
+    sbx_error_clear(&err);
+    sbx_autoclose int self = open("/proc/self/ns/net", O_RDONLY | O_CLOEXEC);
+    assert_int_equal(sbx_net_attach(&lb, T.n, "host-ns", self, &err), -SBX_EINVAL);
+    assert_non_null(strstr(sbx_error_msg(err), "own network namespace"));
+    assert_false(lease_exists("host-ns"));
     assert_int_equal(sbx_net_detach(T.n, "twice", NULL), 0);
 }
 
