@@ -169,10 +169,10 @@ ensure_keepalive(struct sbx_net *n, struct sbx_nl *nl, int master, sbx_error **e
     char peer[16];
     int index = 0;
     sbx_net_keepalive_names(port, peer, n->bridge);
-    if (sbx_nl_link_get(nl, port, &index, NULL, NULL) == 0)
-        return sbx_nl_link_up(nl, peer) < 0 ? nl_error(err, -ENODEV, "bring up", peer) : 0;
     struct sbx_nl_veth v = {.name = port, .master = master, .peer_name = peer, .peer_netns_fd = -1};
-    int r = sbx_nl_veth_create(nl, &v);
+    int r = 0;
+    if (sbx_nl_link_get(nl, port, &index, NULL, NULL) < 0)
+        r = sbx_nl_veth_create(nl, &v);
     if (r < 0 && r != -EEXIST)
         return nl_error(err, r, "create keep-alive port", port);
     r = sbx_nl_link_up(nl, peer);
