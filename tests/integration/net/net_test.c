@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -333,6 +334,58 @@ test_forward_policy_drop(void **state)
     assert_int_equal(sh(cmd), 0);
     assert_int_equal(sh("iptables -w -F FORWARD && iptables -w -P FORWARD ACCEPT"), 0);
     assert_int_equal(sbx_net_detach(T.n, "drop-a", NULL), 0);
+}
+
+/* Processes racing to set up a new network: one bridge, one keep-alive port, exactly two rules
+ * in the FORWARD chain (the setup is serialised by a lock and idempotent). */
+static void
+test_concurrent_first_setup(void **state)
+{
+    (void)state;
+    if (sh("command -v iptables >/dev/null") != 0)
+        skip();
+    char bridge[16];
+    char subnet[32];
+    char cmd[256];
+    pid_t pids[4];
+    (void)snprintf(bridge, sizeof(bridge), "sbxu%u", (unsigned)getpid());
+    (void)snprintf(subnet, sizeof(subnet), "10.214.%u.0/24", (unsigned)getpid() % 250 + 1);
+    assert_int_equal(sh("iptables -w -P FORWARD DROP"), 0);
+    for (int i = 0; i < 4; i++) {
+        pids[i] = fork();
+        assert_true(pids[i] >= 0);
+        if (pids[i] == 0) {
+            struct sbx_net_config cfg = {.bridge = bridge, .subnet = subnet, .state_dir = T.dir};
+            struct sbx_net *n = NULL;
+            int r = sbx_net_open(&n, &cfg, NULL);
+            sbx_net_close(n);
+            _exit(r < 0);
+        }
+    }
+    for (int i = 0; i < 4; i++) {
+        int st = 0;
+        assert_int_equal(waitpid(pids[i], &st, 0), pids[i]);
+        assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    (void)snprintf(cmd, sizeof(cmd), "test $(iptables -w -S FORWARD | grep -c 'sbx:%s') -eq 2",
+                   bridge);
+    assert_int_equal(sh(cmd), 0);
+    int up = 0;
+    assert_true(link_exists(-1, bridge, &up) && up);
+    wait_link_ready(-1, bridge); /* carrier from the keep-alive port */
+    struct sbx_net *n = NULL;
+    struct sbx_net_config cfg = {.bridge = bridge, .subnet = subnet, .state_dir = T.dir};
+    assert_int_equal(sbx_net_open_state(&n, &cfg, NULL), 0);
+    assert_int_equal(sbx_net_teardown(n, NULL), 0);
+    sbx_net_close(n);
+    assert_false(link_exists(-1, bridge, NULL));
+    char port[16];
+    char peer[16];
+    sbx_net_keepalive_names(port, peer, bridge);
+    assert_false(link_exists(-1, peer, NULL));
+    (void)snprintf(cmd, sizeof(cmd), "! iptables -w -S FORWARD | grep -q 'sbx:%s'", bridge);
+    assert_int_equal(sh(cmd), 0);
+    assert_int_equal(sh("iptables -w -P FORWARD ACCEPT"), 0);
 }
 
 static void
@@ -673,6 +726,7 @@ main(void)
         cmocka_unit_test(test_attach_and_talk),
         cmocka_unit_test(test_nat_egress),
         cmocka_unit_test(test_forward_policy_drop),
+        cmocka_unit_test(test_concurrent_first_setup),
         cmocka_unit_test(test_detach),
         cmocka_unit_test(test_attach_errors_leave_nothing),
         cmocka_unit_test(test_release_after_netns_gone),
