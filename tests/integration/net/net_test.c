@@ -719,6 +719,12 @@ main(void)
         perror("skip: unshare(CLONE_NEWNET)");
         return 77;
     }
+    uint32_t gen = 0;
+    int r = sbx_nft_genid(&gen);
+    if (r < 0) {
+        fprintf(stderr, "skip: nftables unavailable: %s\n", strerror(-r)); /* NOLINT: no threads */
+        return 77;
+    }
     if (atexit(remove_state_dir) != 0)
         return 1;
     const struct CMUnitTest tests[] = {
