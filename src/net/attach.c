@@ -63,7 +63,8 @@ create_veth(struct sbx_nl *host, const struct sbx_net *n, uint32_t addr, int net
     char name[16];
     unsigned char mac[6];
     int master = 0;
-    int r = sbx_nl_link_get(host, n->bridge, &master, NULL, NULL);
+    int mtu = 0;
+    int r = sbx_nl_link_mtu(host, n->bridge, &master, &mtu);
     if (r < 0)
         return sbx_error_set(err, SBX_EUNAVAIL, -r, "bridge `%s` (run sbx_net_open again)",
                              n->bridge);
@@ -73,7 +74,8 @@ create_veth(struct sbx_nl *host, const struct sbx_net *n, uint32_t addr, int net
                                .master = master,
                                .peer_name = PEER_IFNAME,
                                .peer_netns_fd = netns_fd,
-                               .peer_mac = mac};
+                               .peer_mac = mac,
+                               .mtu = mtu};
     r = sbx_nl_veth_create(host, &veth);
     if (r == -EEXIST) {
         /* We hold the lease of addr, so a veth with its name is a leftover of a crash. */

@@ -163,13 +163,14 @@ sbx_net_keepalive_names(char port[16], char peer[16], const char *bridge)
  * ends up keeps the carrier on. (A `dummy` device would do, but is a module not every kernel
  * has.) */
 static int
-ensure_keepalive(struct sbx_net *n, struct sbx_nl *nl, int master, sbx_error **err)
+ensure_keepalive(struct sbx_net *n, struct sbx_nl *nl, int master, int mtu, sbx_error **err)
 {
     char port[16];
     char peer[16];
     int index = 0;
     sbx_net_keepalive_names(port, peer, n->bridge);
-    struct sbx_nl_veth v = {.name = port, .master = master, .peer_name = peer, .peer_netns_fd = -1};
+    struct sbx_nl_veth v = {
+        .name = port, .master = master, .peer_name = peer, .peer_netns_fd = -1, .mtu = mtu};
     int r = 0;
     if (sbx_nl_link_get(nl, port, &index, NULL, NULL) < 0)
         r = sbx_nl_veth_create(nl, &v);
@@ -188,7 +189,12 @@ ensure_bridge(struct sbx_net *n, struct sbx_nl *nl, sbx_error **err)
     if (getrandom(mac, sizeof(mac), 0) != sizeof(mac))
         return sbx_error_set(err, SBX_EGENERIC, errno, "random MAC");
     mac[0] = (unsigned char)((mac[0] & 0xfe) | 0x02); /* unicast, locally administered */
-    int r = sbx_nl_bridge_create(nl, n->bridge, mac);
+    /* Sandboxes get the MTU of the host's uplink: with a bigger one they rely on path MTU
+     * discovery (ICMP) for every connection leaving through it. */
+    int mtu = 0;
+    if (sbx_nl_uplink_mtu(nl, &mtu) < 0 || mtu < 1280)
+        mtu = 0;
+    int r = sbx_nl_bridge_create(nl, n->bridge, mac, mtu);
     if (r < 0 && r != -EEXIST)
         return nl_error(err, r, "create bridge", n->bridge);
     r = sbx_nl_link_get(nl, n->bridge, &index, NULL, kind);
@@ -203,7 +209,10 @@ ensure_bridge(struct sbx_net *n, struct sbx_nl *nl, sbx_error **err)
     r = sbx_nl_addr_add(nl, index, n->ipam.gateway, n->ipam.prefix);
     if (r < 0 && r != -EEXIST)
         return nl_error(err, r, "add the gateway address to", n->bridge);
-    return ensure_keepalive(n, nl, index, err);
+    r = sbx_nl_link_mtu(nl, n->bridge, &index, &mtu);
+    if (r < 0)
+        return nl_error(err, r, "look up bridge", n->bridge);
+    return ensure_keepalive(n, nl, index, mtu, err);
 }
 
 static int

@@ -159,6 +159,8 @@ put_veth_peer(struct nlmsghdr *nlh, const struct sbx_nl_veth *veth)
         mnl_attr_put_u32(nlh, IFLA_NET_NS_FD, (uint32_t)veth->peer_netns_fd);
     if (veth->peer_mac)
         mnl_attr_put(nlh, IFLA_ADDRESS, 6, veth->peer_mac);
+    if (veth->mtu > 0)
+        mnl_attr_put_u32(nlh, IFLA_MTU, (uint32_t)veth->mtu);
     mnl_attr_nest_end(nlh, peer);
 }
 
@@ -170,6 +172,8 @@ sbx_nl_veth_create(struct sbx_nl *nl, const struct sbx_nl_veth *veth)
     mnl_attr_put_strz(nlh, IFLA_IFNAME, veth->name);
     if (veth->master > 0)
         mnl_attr_put_u32(nlh, IFLA_MASTER, (uint32_t)veth->master);
+    if (veth->mtu > 0)
+        mnl_attr_put_u32(nlh, IFLA_MTU, (uint32_t)veth->mtu);
     struct nlattr *linkinfo = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
     mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "veth");
     struct nlattr *data = mnl_attr_nest_start(nlh, IFLA_INFO_DATA);
@@ -180,12 +184,14 @@ sbx_nl_veth_create(struct sbx_nl *nl, const struct sbx_nl_veth *veth)
 }
 
 int
-sbx_nl_bridge_create(struct sbx_nl *nl, const char *name, const unsigned char mac[6])
+sbx_nl_bridge_create(struct sbx_nl *nl, const char *name, const unsigned char mac[6], int mtu)
 {
     char buf[512];
     struct nlmsghdr *nlh = put_link_msg(buf, RTM_NEWLINK, NLM_F_CREATE | NLM_F_EXCL, 1);
     mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
     mnl_attr_put(nlh, IFLA_ADDRESS, 6, mac);
+    if (mtu > 0)
+        mnl_attr_put_u32(nlh, IFLA_MTU, (uint32_t)mtu);
     struct nlattr *linkinfo = mnl_attr_nest_start(nlh, IFLA_LINKINFO);
     mnl_attr_put_strz(nlh, IFLA_INFO_KIND, "bridge");
     mnl_attr_nest_end(nlh, linkinfo);
@@ -196,6 +202,7 @@ struct link_info {
     int index;
     int up;
     int master;
+    int mtu;
     char name[IFNAMSIZ];
     char kind[16];
     int qdisc_noop;   /* qdisc not attached yet: the device drops what it sends */
@@ -234,6 +241,10 @@ link_attr_cb(const struct nlattr *attr, void *data)
     case IFLA_MASTER:
         if (mnl_attr_validate(attr, MNL_TYPE_U32) >= 0)
             li->master = (int)mnl_attr_get_u32(attr);
+        break;
+    case IFLA_MTU:
+        if (mnl_attr_validate(attr, MNL_TYPE_U32) >= 0)
+            li->mtu = (int)mnl_attr_get_u32(attr);
         break;
     case IFLA_LINKINFO:
         (void)mnl_attr_parse_nested(attr, linkinfo_attr_cb, li);
@@ -283,6 +294,77 @@ sbx_nl_link_get(struct sbx_nl *nl, const char *name, int *index, int *up, char k
     if (kind)
         memcpy(kind, li.kind, sizeof(li.kind));
     return 0;
+}
+
+/* RTM_GETLINK of name, or of index when name is NULL. */
+static int
+link_query(struct sbx_nl *nl, const char *name, int index, struct link_info *li)
+{
+    char buf[256];
+    struct nlmsghdr *nlh = put_link_msg(buf, RTM_GETLINK, 0, 0);
+    struct ifinfomsg *ifm = mnl_nlmsg_get_payload(nlh);
+    if (name)
+        mnl_attr_put_strz(nlh, IFLA_IFNAME, name);
+    else
+        ifm->ifi_index = index;
+    *li = (struct link_info){0};
+    int r = sbx_nl_talk(nl, nlh, link_get_cb, li);
+    return r < 0 ? r : li->index > 0 ? 0 : -ENODEV;
+}
+
+int
+sbx_nl_link_mtu(struct sbx_nl *nl, const char *name, int *index, int *mtu)
+{
+    struct link_info li;
+    int r = link_query(nl, name, 0, &li);
+    if (r == 0) {
+        *index = li.index;
+        *mtu = li.mtu;
+    }
+    return r;
+}
+
+struct default_route {
+    int oif;
+};
+
+static int
+route_cb(const struct nlmsghdr *nlh, void *data)
+{
+    struct default_route *d = data;
+    const struct rtmsg *rtm = mnl_nlmsg_get_payload(nlh);
+    const struct nlattr *attr;
+    if (nlh->nlmsg_type != RTM_NEWROUTE || rtm->rtm_dst_len != 0 ||
+        rtm->rtm_table != RT_TABLE_MAIN || rtm->rtm_type != RTN_UNICAST || d->oif > 0)
+        return MNL_CB_OK;
+    mnl_attr_for_each(attr, nlh, sizeof(*rtm))
+    {
+        if (mnl_attr_get_type(attr) == RTA_OIF && mnl_attr_get_payload_len(attr) == 4)
+            d->oif = (int)mnl_attr_get_u32(attr);
+    }
+    return MNL_CB_OK;
+}
+
+int
+sbx_nl_uplink_mtu(struct sbx_nl *nl, int *mtu)
+{
+    char buf[256];
+    struct default_route d = {0};
+    struct link_info li;
+    struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
+    nlh->nlmsg_type = RTM_GETROUTE;
+    nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+    struct rtmsg *rtm = mnl_nlmsg_put_extra_header(nlh, sizeof(*rtm));
+    rtm->rtm_family = AF_INET;
+    int r = sbx_nl_talk(nl, nlh, route_cb, &d);
+    if (r < 0)
+        return r;
+    if (d.oif <= 0)
+        return -ENOENT;
+    r = link_query(nl, NULL, d.oif, &li);
+    if (r == 0)
+        *mtu = li.mtu;
+    return r;
 }
 
 int

@@ -35,15 +35,20 @@ struct sbx_nl_veth {
     const char *peer_name;         /* created in peer_netns_fd */
     int peer_netns_fd;             /* -1: the caller's netns */
     const unsigned char *peer_mac; /* 6 bytes or NULL */
+    int mtu;                       /* both ends; 0: the kernel's default (1500) */
 };
 
 /* Create a veth pair; the host end is up, the peer is not (bring it up in its netns). */
 int sbx_nl_veth_create(struct sbx_nl *nl, const struct sbx_nl_veth *veth);
 /* Create a bridge (up, with a fixed MAC so that ports never change it). */
-int sbx_nl_bridge_create(struct sbx_nl *nl, const char *name, const unsigned char mac[6]);
+int sbx_nl_bridge_create(struct sbx_nl *nl, const char *name, const unsigned char mac[6], int mtu);
 /* ifindex of name, or -ENODEV. Also reports whether it is up and its kind ("bridge"...). */
 int sbx_nl_link_get(struct sbx_nl *nl, const char *name, int *index, int *up, char kind[16]);
 int sbx_nl_link_up(struct sbx_nl *nl, const char *name);
+/* ifindex and MTU of name. */
+int sbx_nl_link_mtu(struct sbx_nl *nl, const char *name, int *index, int *mtu);
+/* MTU of the device of the main table's IPv4 default route; -ENOENT when there is none. */
+int sbx_nl_uplink_mtu(struct sbx_nl *nl, int *mtu);
 /* 1 when name is up and passes traffic, 0 when not yet, -errno. A device brought up gets its
  * qdisc (before that it drops all it sends) and, as a bridge port, the forwarding state only
  * when the kernel's linkwatch work has handled its carrier: asynchronously, after the request
