@@ -1,0 +1,91 @@
+/*
+ * cmd_net.c - `sbx net ls|gc`: the address leases of the bridge network.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "common/error.h"
+#include "net/net.h"
+
+#define STALE_AGE_S 60
+
+static int
+print_lease(const struct sbx_net_lease *l, const char *sandbox_id, void *payload)
+{
+    (void)payload;
+    printf("%-15s  %-12s  %-17s  %s\n", l->addr, l->host_ifname, l->mac, sandbox_id);
+    return 0;
+}
+
+static int
+net_ls(struct sbx_net *n, sbx_error **err)
+{
+    printf("%-15s  %-12s  %-17s  %s\n", "ADDRESS", "HOST IF", "MAC", "SANDBOX");
+    return sbx_net_foreach_lease(n, print_lease, NULL, err);
+}
+
+static int
+net_gc(struct sbx_net *n, sbx_error **err)
+{
+    int r = sbx_net_gc_stale(n, STALE_AGE_S, err);
+    if (r >= 0)
+        printf("released %d stale lease%s\n", r, r == 1 ? "" : "s");
+    return r;
+}
+
+static int
+parse_opts(int argc, char **argv, struct sbx_net_config *cfg)
+{
+    static const struct option opts[] = {
+        {"bridge", required_argument, NULL, 'b'},
+        {"subnet", required_argument, NULL, 's'},
+        {"state-dir", required_argument, NULL, 'd'},
+        {0},
+    };
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "b:s:d:", opts, NULL)) != -1) {
+        switch (c) {
+        case 'b':
+            cfg->bridge = optarg;
+            break;
+        case 's':
+            cfg->subnet = optarg;
+            break;
+        case 'd':
+            cfg->state_dir = optarg;
+            break;
+        default:
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int
+sbx_cmd_net(int argc, char **argv)
+{
+    struct sbx_net_config cfg = {0};
+    sbx_autoerror sbx_error *err = NULL;
+    struct sbx_net *n = NULL;
+    if (argc < 2 || (strcmp(argv[1], "ls") != 0 && strcmp(argv[1], "gc") != 0)) {
+        fputs("sbx net: expected `ls` or `gc`; see `sbx net --help`\n", stderr);
+        return SBX_EXIT_USAGE;
+    }
+    const char *sub = argv[1];
+    if (parse_opts(argc - 1, argv + 1, &cfg) < 0 || optind != argc - 1) {
+        fputs("sbx net: bad arguments; see `sbx net --help`\n", stderr);
+        return SBX_EXIT_USAGE;
+    }
+    int r = sbx_net_open_state(&n, &cfg, &err);
+    if (r == 0)
+        r = strcmp(sub, "ls") == 0 ? net_ls(n, &err) : net_gc(n, &err);
+    sbx_net_close(n);
+    if (r < 0) {
+        fprintf(stderr, "sbx net %s: %s\n", sub, sbx_error_msg(err));
+        return SBX_EXIT_FAIL;
+    }
+    return SBX_EXIT_OK;
+}

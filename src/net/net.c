@@ -1,0 +1,351 @@
+/*
+ * net.c - bridge networking of native sandboxes (see net.h and docs/network.md).
+ */
+#include "net/net.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "net/ipam.h"
+#include "net/net_internal.h"
+#include "net/nft.h"
+#include "net/nl.h"
+
+#define IP_FORWARD "/proc/sys/net/ipv4/ip_forward"
+
+static int
+nl_error(sbx_error **err, int r, const char *what, const char *name)
+{
+    return sbx_error_set(err, r == -EPERM ? SBX_EPERM : SBX_EGENERIC, -r, "%s `%s`", what, name);
+}
+
+static int
+check_bridge_name(const char *name, sbx_error **err)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= 16 ||
+        strspn(name, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                     "0123456789_-.") != n)
+        return sbx_error_set(err, SBX_EINVAL, 0, "bad bridge name `%s` (1-15 of A-Za-z0-9_.-)",
+                             name);
+    return 0;
+}
+
+static int
+init_handle(struct sbx_net *n, const struct sbx_net_config *cfg, sbx_error **err)
+{
+    const char *bridge = cfg && cfg->bridge ? cfg->bridge : SBX_NET_DEFAULT_BRIDGE;
+    const char *subnet = cfg && cfg->subnet ? cfg->subnet : SBX_NET_DEFAULT_SUBNET;
+    const char *dir = cfg && cfg->state_dir ? cfg->state_dir : SBX_NET_DEFAULT_STATE_DIR;
+    int r = check_bridge_name(bridge, err);
+    if (r < 0)
+        return r;
+    (void)snprintf(n->bridge, sizeof(n->bridge), "%s", bridge);
+    if (asprintf(&n->dir, "%s/%s", dir, bridge) < 0) {
+        n->dir = NULL;
+        return sbx_error_set(err, SBX_ENOMEM, ENOMEM, "net state dir");
+    }
+    r = sbx_ipam_open(&n->ipam, subnet, n->dir, err);
+    if (r < 0)
+        return r;
+    char net[16];
+    sbx_net_addr_str(net, n->ipam.network);
+    (void)snprintf(n->subnet, sizeof(n->subnet), "%s/%d", net, n->ipam.prefix);
+    return sbx_nft_new(&n->nft, err);
+}
+
+static int
+ip_forward_on(void)
+{
+    char c = 0;
+    sbx_autoclose int fd = open(IP_FORWARD, O_RDONLY | O_CLOEXEC);
+    return fd >= 0 && read(fd, &c, 1) == 1 && c == '1';
+}
+
+/* "<boot id> <generation of the nftables ruleset>": when it has not changed since our rules
+ * were last verified, nobody has touched any rule since (the boot id guards against a
+ * generation that restarted from zero after a reboot). */
+static int
+nft_stamp(char stamp[96])
+{
+    char boot[40] = "";
+    uint32_t gen = 0;
+    sbx_autoclose int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    ssize_t len = fd >= 0 ? read(fd, boot, sizeof(boot) - 1) : -1;
+    if (len <= 0 || sbx_nft_genid(&gen) < 0)
+        return -1;
+    boot[strcspn(boot, "\n")] = '\0';
+    (void)snprintf(stamp, 96, "%s %u\n", boot, gen);
+    return 0;
+}
+
+static char *
+stamp_path(const struct sbx_net *n)
+{
+    char *path = NULL;
+    return asprintf(&path, "%s/nft.verified", n->dir) < 0 ? NULL : path;
+}
+
+/* Remember stamp in memory and for the next process (best effort: a torn or missing file only
+ * costs a full check). */
+static void
+save_stamp(struct sbx_net *n, const char *stamp)
+{
+    sbx_autofree char *path = stamp_path(n);
+    (void)snprintf(n->nft_stamp, sizeof(n->nft_stamp), "%s", stamp);
+    if (path)
+        (void)sbx_write_file_atomic(path, stamp, strlen(stamp), 0600, NULL);
+}
+
+/* Our nftables rules are in place: ~20 µs when the ruleset has not changed since they were
+ * last verified, else a check with libnftables (~0.5 ms). */
+static int
+nft_ready(struct sbx_net *n)
+{
+    char stamp[96];
+    sbx_autofree char *path = stamp_path(n);
+    sbx_autofree char *saved = NULL;
+    if (nft_stamp(stamp) < 0)
+        return sbx_nft_check(n->nft, n->bridge, n->subnet) == 1;
+    if (strcmp(stamp, n->nft_stamp) == 0)
+        return 1;
+    if (path && sbx_read_file(path, 256, &saved, NULL, NULL) == 0 && strcmp(saved, stamp) == 0) {
+        (void)snprintf(n->nft_stamp, sizeof(n->nft_stamp), "%s", stamp);
+        return 1;
+    }
+    if (sbx_nft_check(n->nft, n->bridge, n->subnet) != 1)
+        return 0;
+    save_stamp(n, stamp);
+    return 1;
+}
+
+/* The cheap path: a few netlink round trips, no changes. */
+static int
+host_ready(struct sbx_net *n)
+{
+    struct sbx_nl nl;
+    int index = 0;
+    int up = 0;
+    char kind[16] = "";
+    if (sbx_nl_open(&nl, -1) < 0)
+        return 0;
+    char port[16];
+    char peer[16];
+    sbx_net_keepalive_names(port, peer, n->bridge);
+    int ok = sbx_nl_link_get(&nl, n->bridge, &index, &up, kind) == 0 && up &&
+             strcmp(kind, "bridge") == 0 &&
+             sbx_nl_addr_has(&nl, index, n->ipam.gateway, n->ipam.prefix) == 1 &&
+             sbx_nl_link_get(&nl, peer, &index, &up, NULL) == 0 && up;
+    sbx_nl_close(&nl);
+    return ok && ip_forward_on() && nft_ready(n);
+}
+
+void
+sbx_net_keepalive_names(char port[16], char peer[16], const char *bridge)
+{
+    (void)snprintf(port, 16, "%.12s-kp", bridge);
+    (void)snprintf(peer, 16, "%.12s-kx", bridge);
+}
+
+/* A bridge without a forwarding port has no carrier, and the kernel detaches its qdisc, which
+ * drops everything the host sends into the bridge. Carrier changes of a bridge are handled by
+ * the kernel's linkwatch at most once a second, so the first sandbox after an idle period would
+ * lose its first replies (TCP retries after 1 s). A veth pair with one end on the bridge and both
+ * ends up keeps the carrier on. (A `dummy` device would do, but is a module not every kernel
+ * has.) */
+static int
+ensure_keepalive(struct sbx_net *n, struct sbx_nl *nl, int master, int mtu, sbx_error **err)
+{
+    char port[16];
+    char peer[16];
+    int index = 0;
+    sbx_net_keepalive_names(port, peer, n->bridge);
+    struct sbx_nl_veth v = {
+        .name = port, .master = master, .peer_name = peer, .peer_netns_fd = -1, .mtu = mtu};
+    int r = 0;
+    if (sbx_nl_link_get(nl, port, &index, NULL, NULL) < 0)
+        r = sbx_nl_veth_create(nl, &v);
+    if (r < 0 && r != -EEXIST)
+        return nl_error(err, r, "create keep-alive port", port);
+    r = sbx_nl_link_up(nl, peer);
+    return r < 0 ? nl_error(err, r, "bring up", peer) : 0;
+}
+
+static int
+ensure_bridge(struct sbx_net *n, struct sbx_nl *nl, sbx_error **err)
+{
+    unsigned char mac[6];
+    char kind[16] = "";
+    int index = 0;
+    if (getrandom(mac, sizeof(mac), 0) != sizeof(mac))
+        return sbx_error_set(err, SBX_EGENERIC, errno, "random MAC");
+    mac[0] = (unsigned char)((mac[0] & 0xfe) | 0x02); /* unicast, locally administered */
+    /* Sandboxes get the MTU of the host's uplink: with a bigger one they rely on path MTU
+     * discovery (ICMP) for every connection leaving through it. */
+    int mtu = 0;
+    if (sbx_nl_uplink_mtu(nl, &mtu) < 0 || mtu < 1280)
+        mtu = 0;
+    int r = sbx_nl_bridge_create(nl, n->bridge, mac, mtu);
+    if (r < 0 && r != -EEXIST)
+        return nl_error(err, r, "create bridge", n->bridge);
+    r = sbx_nl_link_get(nl, n->bridge, &index, NULL, kind);
+    if (r < 0)
+        return nl_error(err, r, "look up bridge", n->bridge);
+    if (strcmp(kind, "bridge") != 0)
+        return sbx_error_set(err, SBX_ECONFLICT, 0, "`%s` exists and is not a bridge (kind `%s`)",
+                             n->bridge, kind);
+    r = sbx_nl_link_up(nl, n->bridge);
+    if (r < 0)
+        return nl_error(err, r, "bring up bridge", n->bridge);
+    r = sbx_nl_addr_add(nl, index, n->ipam.gateway, n->ipam.prefix);
+    if (r < 0 && r != -EEXIST)
+        return nl_error(err, r, "add the gateway address to", n->bridge);
+    r = sbx_nl_link_mtu(nl, n->bridge, &index, &mtu);
+    if (r < 0)
+        return nl_error(err, r, "look up bridge", n->bridge);
+    return ensure_keepalive(n, nl, index, mtu, err);
+}
+
+static int
+enable_forwarding(sbx_error **err)
+{
+    if (ip_forward_on())
+        return 0;
+    sbx_autoclose int fd = open(IP_FORWARD, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || sbx_write_all(fd, "1\n", 2) < 0)
+        return sbx_error_set(err, SBX_EPERM, errno, "enable %s", IP_FORWARD);
+    return 0;
+}
+
+/* Serialises the setup between processes; the lock goes with the fd. */
+static int
+lock_setup(int *fd, const struct sbx_net *n, sbx_error **err)
+{
+    sbx_autofree char *path = NULL;
+    if (asprintf(&path, "%s/setup.lock", n->dir) < 0)
+        return sbx_error_set(err, SBX_ENOMEM, ENOMEM, "lock path");
+    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (*fd < 0 || flock(*fd, LOCK_EX) < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "lock `%s`", path);
+    return 0;
+}
+
+/* dockerd on a host with legacy (x_tables) iptables sets *that* FORWARD policy to drop, which
+ * nftables rules cannot override, and x_tables has no library API we could use. Say so. */
+static void
+warn_legacy_iptables(const struct sbx_net *n)
+{
+    sbx_autofree char *names = NULL;
+    if (sbx_read_file("/proc/net/ip_tables_names", 4096, &names, NULL, NULL) < 0 ||
+        !strstr(names, "filter"))
+        return;
+    sbx_warn("legacy iptables has a filter table: if its FORWARD policy is DROP (dockerd), "
+             "sandboxes on `%s` cannot reach the network until you run `iptables-legacy -I "
+             "FORWARD -i %s -j ACCEPT` and `iptables-legacy -I FORWARD -o %s -j ACCEPT`",
+             n->bridge, n->bridge, n->bridge);
+}
+
+static int
+host_setup(struct sbx_net *n, sbx_error **err)
+{
+    sbx_autoclose int lock = -1;
+    struct sbx_nl nl;
+    int r = lock_setup(&lock, n, err);
+    if (r < 0)
+        return r;
+    r = sbx_nl_open(&nl, -1);
+    if (r < 0)
+        return sbx_error_set(err, SBX_EGENERIC, -r, "netlink socket");
+    r = ensure_bridge(n, &nl, err);
+    sbx_nl_close(&nl);
+    if (r == 0)
+        r = enable_forwarding(err);
+    if (r == 0)
+        r = sbx_nft_setup(n->nft, n->bridge, n->subnet, err);
+    char stamp[96];
+    if (r == 0 && nft_stamp(stamp) == 0)
+        save_stamp(n, stamp);
+    if (r == 0)
+        warn_legacy_iptables(n);
+    return r;
+}
+
+static int
+open_handle(struct sbx_net **out, const struct sbx_net_config *cfg, int setup, sbx_error **err)
+{
+    struct sbx_net *n = calloc(1, sizeof(*n));
+    if (!n)
+        return sbx_error_set(err, SBX_ENOMEM, ENOMEM, "net handle");
+    n->ipam.leases_fd = n->ipam.ids_fd = -1;
+    int r = init_handle(n, cfg, err);
+    if (r == 0 && setup && !host_ready(n))
+        r = host_setup(n, err);
+    if (r < 0) {
+        sbx_net_close(n);
+        return sbx_error_wrap(err, "set up bridge network");
+    }
+    *out = n;
+    return 0;
+}
+
+int
+sbx_net_open(struct sbx_net **out, const struct sbx_net_config *cfg, sbx_error **err)
+{
+    return open_handle(out, cfg, 1, err);
+}
+
+int
+sbx_net_ensure(struct sbx_net *n, sbx_error **err)
+{
+    if (host_ready(n))
+        return 0;
+    int r = host_setup(n, err);
+    return r < 0 ? sbx_error_wrap(err, "set up bridge network") : 0;
+}
+
+int
+sbx_net_open_state(struct sbx_net **out, const struct sbx_net_config *cfg, sbx_error **err)
+{
+    return open_handle(out, cfg, 0, err);
+}
+
+void
+sbx_net_close(struct sbx_net *n)
+{
+    if (!n)
+        return;
+    sbx_ipam_close(&n->ipam);
+    sbx_nft_free(n->nft);
+    free(n->dir);
+    free(n);
+}
+
+int
+sbx_net_teardown(struct sbx_net *n, sbx_error **err)
+{
+    struct sbx_nl nl;
+    int r = sbx_nft_teardown(n->nft, n->bridge, err);
+    if (r < 0)
+        return r;
+    r = sbx_nl_open(&nl, -1);
+    if (r < 0)
+        return sbx_error_set(err, SBX_EGENERIC, -r, "netlink socket");
+    char port[16];
+    char peer[16];
+    sbx_net_keepalive_names(port, peer, n->bridge);
+    (void)sbx_nl_link_del(&nl, port);
+    r = sbx_nl_link_del(&nl, n->bridge);
+    sbx_nl_close(&nl);
+    if (r < 0 && r != -ENODEV)
+        return nl_error(err, r, "delete bridge", n->bridge);
+    return 0;
+}

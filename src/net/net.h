@@ -1,0 +1,104 @@
+/*
+ * net.h - networking of native sandboxes: `--network bridge` (a veth pair into a host bridge,
+ * an address from a pool, NAT for egress) and `--network none` (loopback only).
+ *
+ * The runtime creates each sandbox's network namespace (clone(CLONE_NEWNET)) and, from the
+ * parent, before the sandbox's process runs:
+ *
+ *   sbx_net_open(&n, &cfg, &err);                    once per process (idempotent host setup)
+ *   sbx_net_attach(&lease, n, id, netns_fd, &err);   per sandbox: veth + address + routes
+ *   ...
+ *   sbx_net_detach(n, id, &err);                     per sandbox, idempotent
+ *   sbx_net_gc(n, alive, payload, &err);             after a crash
+ *
+ * Everything per sandbox is netlink (no `ip`, no `iptables`); the one-time host setup is
+ * netlink plus libnftables. See docs/network.md.
+ */
+#ifndef SBX_NET_NET_H
+#define SBX_NET_NET_H
+
+#include "common/error.h"
+
+#define SBX_NET_DEFAULT_BRIDGE    "sbx0"
+#define SBX_NET_DEFAULT_SUBNET    "10.88.0.0/16"
+#define SBX_NET_DEFAULT_STATE_DIR "/var/lib/sbx/net"
+
+struct sbx_net_config {
+    const char *bridge; /* default SBX_NET_DEFAULT_BRIDGE (at most 15 bytes) */
+    const char *subnet; /* IPv4 CIDR, default SBX_NET_DEFAULT_SUBNET (/8 .. /30) */
+    const char
+        *state_dir; /* leases live in <state_dir>/<bridge>/; default SBX_NET_DEFAULT_STATE_DIR */
+};
+
+struct sbx_net_lease {
+    char addr[16];        /* the sandbox's address, "10.88.0.2" */
+    int prefix;           /* subnet prefix length, 16 */
+    char gateway[16];     /* the bridge's address, "10.88.0.1" */
+    char host_ifname[16]; /* host end of the veth ("sbx0a580002") */
+    char mac[18];         /* MAC of the sandbox's eth0 */
+};
+
+struct sbx_net;
+
+/* Host setup (idempotent; a few cheap checks when already done): the bridge exists, is up
+ * and holds the gateway address (first host of the subnet); ip_forward is on; NAT (masquerade)
+ * for the subnet leaving by any other interface; forward accept for the bridge (also in an
+ * iptables-nft `ip filter FORWARD` chain such as the one dockerd sets to policy drop).
+ * NULL fields of cfg take the defaults. Thread-safe handle afterwards (except ensure). */
+int sbx_net_open(struct sbx_net **out, const struct sbx_net_config *cfg, sbx_error **err);
+void sbx_net_close(struct sbx_net *n);
+/* Check the host setup again and repair it (e.g. dockerd started since and set the FORWARD
+ * policy to drop). ~0.1 ms when nothing changed: a long-running caller may call it before each
+ * attach. */
+int sbx_net_ensure(struct sbx_net *n, sbx_error **err);
+/* Open the lease state of cfg's network only, changing nothing on the host (for listing and
+ * gc by tools). attach needs sbx_net_open. */
+int sbx_net_open_state(struct sbx_net **out, const struct sbx_net_config *cfg, sbx_error **err);
+
+/* Lease an address for sandbox_id, create the veth pair (host end on the bridge, peer
+ * created directly in netns_fd as `eth0`), address it, bring lo and eth0 up and add the
+ * default route via the gateway. The calling thread's netns is not changed. On failure
+ * nothing is left behind (the lease is released). SBX_ELIMIT: the pool is exhausted;
+ * SBX_EEXISTS: sandbox_id is already attached. */
+int sbx_net_attach(struct sbx_net_lease *out, struct sbx_net *n, const char *sandbox_id,
+                   int netns_fd, sbx_error **err);
+
+/* Delete the host veth end if it still exists (which removes both ends) and release the
+ * lease of sandbox_id. Idempotent: an unknown sandbox is success. */
+int sbx_net_detach(struct sbx_net *n, const char *sandbox_id, sbx_error **err);
+
+/* Release the lease of a sandbox whose network namespace is gone (its processes exited and
+ * no fd holds it): the kernel deletes the veth pair with the netns, asynchronously, so this is
+ * two unlink()s where detach waits ~35 ms for the device removal. Use it on the sandbox
+ * teardown path (`sbx run` exit). Should the netns still be alive, its veth lingers on the
+ * bridge until the address is leased again (attach replaces it) or sbx_net_gc removes it as an
+ * orphan. Idempotent. */
+int sbx_net_release(struct sbx_net *n, const char *sandbox_id, sbx_error **err);
+
+/* Bring `lo` up in netns_fd (`--network none`). One netlink request. */
+int sbx_net_loopback_up(int netns_fd, sbx_error **err);
+
+/* Release the leases and veths of sandboxes for which alive() returns 0, and bridge ports of
+ * ours that have no lease. alive() must return 1 for sandboxes being created. Returns the
+ * number of leases released. */
+int sbx_net_gc(struct sbx_net *n, int (*alive)(const char *sandbox_id, void *payload),
+               void *payload, sbx_error **err);
+
+/* gc without a list of live sandboxes (for `sbx net gc`): a lease is dead when its host veth
+ * is gone (the kernel deletes the pair with the sandbox's netns) and it is older than
+ * min_age_s seconds (an attach in progress holds a lease before its veth exists). */
+int sbx_net_gc_stale(struct sbx_net *n, int min_age_s, sbx_error **err);
+
+/* Visit the current leases (for `sbx net ls`). fn returns < 0 to stop. */
+int sbx_net_foreach_lease(struct sbx_net *n,
+                          int (*fn)(const struct sbx_net_lease *lease, const char *sandbox_id,
+                                    void *payload),
+                          void *payload, sbx_error **err);
+
+/* Contents for a sandbox's /etc/resolv.conf, derived from the host's: the host's
+ * nameservers that a sandbox can reach (loopback ones, e.g. systemd-resolved's 127.0.0.53,
+ * are dropped; /run/systemd/resolve/resolv.conf supplies the upstream servers then), plus
+ * search/options lines. *out is malloc'ed. SBX_ENOTFOUND: no usable nameserver. */
+int sbx_net_resolv_conf(char **out, sbx_error **err);
+
+#endif
