@@ -166,6 +166,8 @@ parse_args(struct run_opts *o, int argc, char **argv)
         return -1;
     }
     o->spec.argv = argv + optind;
+    o->spec.volumes = o->vols;
+    o->spec.n_volumes = o->n_vols;
     return 0;
 }
 

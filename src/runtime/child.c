@@ -102,7 +102,7 @@ static void
 drop_privileges(struct sbx_child_args *a)
 {
     const char *what = "";
-    int r = sbx_security_apply(a->caps, a->spec->uid, a->spec->gid, &what);
+    int r = sbx_security_apply(a->caps, a->spec->uid, a->spec->gid, a->spec->userns, &what);
     if (r < 0)
         sbx_child_fail(a->sync_fd, -r, "%s", what);
 }
@@ -187,10 +187,20 @@ sbx_child_main(struct sbx_child_args *a)
 {
     const struct sbx_rt_spec *spec = a->spec;
     (void)close(a->parent_fd);
+    /* A session of our own: process-group signals (kill(0, ...)) are not filtered by pid
+     * namespace, so sharing the caller's group would let the sandbox signal host processes;
+     * and a tty that is not our controlling terminal refuses TIOCSTI injection. */
+    if (setsid() < 0)
+        sbx_child_fail(a->sync_fd, errno, "setsid");
     if (spec->die_with_parent)
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (spec->userns)
+    if (spec->userns) {
         wait_for(a, SBX_SYNC_MAPPED);
+        /* Become the namespace's root now that it is mapped: files we create must belong to
+         * a mapped id (an unmapped one fails with EOVERFLOW). */
+        if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+            sbx_child_fail(a->sync_fd, errno, "become root in the user namespace");
+    }
     if (spec->net != SBX_RT_NET_HOST) {
         int r = sbx_netns_lo_up();
         if (r < 0)

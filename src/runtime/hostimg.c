@@ -4,6 +4,7 @@
  * read-only. Only a minimal /etc is copied: no shadow, no ssh keys, no machine secrets.
  */
 #include <errno.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,8 +96,33 @@ build(const char *tmp, sbx_error **err)
     return 0;
 }
 
+/* Hand the skeleton to the user namespace's root: a lower-layer dir owned by an id that is
+ * not mapped cannot be copied up (EOVERFLOW), so /tmp and /etc would not be writable. */
+static int
+chown_tree(const char *path, uid_t uid, gid_t gid)
+{
+    if (lchown(path, uid, gid) < 0)
+        return -1;
+    struct stat st;
+    if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
+        return 0;
+    sbx_autoclosedir DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    struct dirent *e;
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): this DIR stream is private to this call */
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        sbx_autofree char *sub = sbx_xasprintf("%s/%s", path, e->d_name);
+        if (chown_tree(sub, uid, gid) < 0)
+            return -1;
+    }
+    return 0;
+}
+
 int
-sbx_hostimg_ensure(const char *dir, sbx_error **err)
+sbx_hostimg_ensure(const char *dir, uid_t uid, gid_t gid, sbx_error **err)
 {
     if (access(dir, F_OK) == 0)
         return 0;
@@ -106,6 +132,8 @@ sbx_hostimg_ensure(const char *dir, sbx_error **err)
     sbx_autoerror sbx_error *ignored = NULL;
     (void)sbx_rm_rf(tmp, &ignored);
     int ret = build(tmp, err);
+    if (ret == 0 && (uid || gid) && chown_tree(tmp, uid, gid) < 0)
+        ret = sbx_error_set(err, SBX_EGENERIC, errno, "chown `%s`", tmp);
     if (ret == 0 && rename(tmp, dir) < 0 && errno != EEXIST && errno != ENOTEMPTY)
         ret = sbx_error_set(err, SBX_EGENERIC, errno, "rename `%s`", tmp);
     (void)sbx_rm_rf(tmp, &ignored);

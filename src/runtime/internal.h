@@ -75,6 +75,7 @@ struct sbx_child_bind {
  * allocation (it may be cloned from a multi-threaded server). */
 struct sbx_child_args {
     const struct sbx_rt_spec *spec;
+    const char *lower_host; /* the host image skeleton for this spec (owner differs in a userns) */
     int sync_fd;
     int parent_fd; /* the parent's end: closed first so the parent's death reads as EOF */
     const char *scratch;  /* host dir the child mounts its private tmpfs on */
@@ -101,7 +102,8 @@ __attribute__((noreturn)) void sbx_child_fail(int fd, int e, const char *fmt, ..
 int sbx_rootfs_setup(struct sbx_child_args *a);
 
 /* hostimg.c */
-int sbx_hostimg_ensure(const char *dir, sbx_error **err);
+/* Build the host image skeleton at dir once, owned by uid:gid (a user namespace's root). */
+int sbx_hostimg_ensure(const char *dir, uid_t uid, gid_t gid, sbx_error **err);
 /* Host dirs the host image binds read-only; returns the count put in binds. */
 size_t sbx_hostimg_binds(struct sbx_child_bind *binds, size_t max);
 
@@ -119,7 +121,7 @@ cap_t sbx_caps_default(void);
 extern const cap_value_t sbx_caps_keep[];
 extern const size_t sbx_caps_n_keep;
 /* In the child: bounding set, ids, caps, ambient, no_new_privs. Returns -errno. */
-int sbx_security_apply(cap_t caps, uid_t uid, gid_t gid, const char **what);
+int sbx_security_apply(cap_t caps, uid_t uid, gid_t gid, bool userns, const char **what);
 int sbx_seccomp_apply(const struct sock_fprog *prog);
 
 /* state.c: <dir>/state.json */

@@ -44,7 +44,9 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
         rt->has_net_ops = true;
     }
     rt->caps = sbx_caps_default();
-    int ret = sbx_mkdir_p(rt->run_dir, 0700, err);
+    /* 0711: a sandbox in its own user namespace runs as an unprivileged host id and must be
+     * able to traverse to its scratch dir; listing stays root-only. */
+    int ret = sbx_mkdir_p(rt->run_dir, 0711, err);
     sbx_autofree char *images = sbx_xasprintf("%s/images", rt->state_dir);
     if (ret == 0)
         ret = sbx_mkdir_p(images, 0755, err);
@@ -166,7 +168,7 @@ static int
 prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_error **err)
 {
     struct sbx_rt *rt = sb->rt;
-    if (mkdir(sb->dir, 0700) < 0)
+    if (mkdir(sb->dir, 0711) < 0)
         return sbx_error_set(err, errno == EEXIST ? SBX_EEXISTS : SBX_EGENERIC, errno,
                              "create sandbox dir `%s`", sb->dir);
     sbx_autofree char *scratch = sbx_xasprintf("%s/scratch", sb->dir);
@@ -181,8 +183,6 @@ prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_erro
                                 .cpu_millis = spec->cpu_millis};
     if (ret == 0)
         ret = sb->cg.ops->create(&sb->cg, &lim, err);
-    if (ret == 0 && spec->n_layers == 0)
-        ret = sbx_hostimg_ensure(rt->host_image, err);
     return ret;
 }
 
@@ -214,8 +214,7 @@ merge_env(const struct sbx_rt_spec *spec)
 }
 
 static int
-overlay_opts(struct sbx_child_args *a, const struct sbx_rt *rt, const struct sbx_rt_spec *spec,
-             sbx_error **err)
+overlay_opts(struct sbx_child_args *a, const struct sbx_rt_spec *spec, sbx_error **err)
 {
     size_t cap = sizeof a->overlay_opts;
     size_t off = (size_t)snprintf(a->overlay_opts, cap, "lowerdir=");
@@ -227,7 +226,7 @@ overlay_opts(struct sbx_child_args *a, const struct sbx_rt *rt, const struct sbx
         off += (size_t)snprintf(a->overlay_opts + off, cap - off, "%s%s", l, i > 1 ? ":" : "");
     }
     if (spec->n_layers == 0)
-        off += (size_t)snprintf(a->overlay_opts + off, cap - off, "%s", rt->host_image);
+        off += (size_t)snprintf(a->overlay_opts + off, cap - off, "%s", a->lower_host);
     if (off < cap)
         off += (size_t)snprintf(a->overlay_opts + off, cap - off,
                                 ",upperdir=%s/upper,workdir=%s/work", a->scratch, a->scratch);
@@ -237,10 +236,28 @@ overlay_opts(struct sbx_child_args *a, const struct sbx_rt *rt, const struct sbx
 }
 
 static int
+host_lower(struct sbx_child_args *a, const struct sbx_rt *rt, const struct sbx_rt_spec *spec,
+           sbx_error **err)
+{
+    uid_t uid = spec->userns ? spec->uid_map.outside : 0;
+    gid_t gid = spec->userns ? spec->gid_map.outside : 0;
+    if (uid || gid)
+        a->lower_host = sbx_xasprintf("%s-%u-%u", rt->host_image, (unsigned)uid, (unsigned)gid);
+    else
+        a->lower_host = sbx_xstrdup(rt->host_image);
+    return sbx_hostimg_ensure(a->lower_host, uid, gid, err);
+}
+
+static int
 child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec,
            sbx_error **err)
 {
     a->spec = spec;
+    if (spec->n_layers == 0) {
+        int ret = host_lower(a, sb->rt, spec, err);
+        if (ret < 0)
+            return ret;
+    }
     a->scratch = sbx_xasprintf("%s/scratch", sb->dir);
     a->hostname = spec->hostname ? spec->hostname : sb->id;
     uint64_t tmpfs = spec->tmpfs_bytes ? spec->tmpfs_bytes
@@ -260,7 +277,7 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
     a->unshare_cgroupns = sb->cg.ops->clone_fd(&sb->cg) < 0;
     a->seccomp = &sb->rt->seccomp;
     a->caps = sb->rt->caps;
-    return overlay_opts(a, sb->rt, spec, err);
+    return overlay_opts(a, spec, err);
 }
 
 static int
@@ -393,6 +410,7 @@ sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_r
     if (ret == 0)
         ret = await_ready(sb, err);
     free((void *)a->scratch);
+    free((void *)a->lower_host);
     free((void *)a->env);
     free(a);
     if (ret < 0) {

@@ -58,7 +58,7 @@ cap_kept(cap_value_t v)
 }
 
 int
-sbx_security_apply(cap_t caps, uid_t uid, gid_t gid, const char **what)
+sbx_security_apply(cap_t caps, uid_t uid, gid_t gid, bool userns, const char **what)
 {
     /* The bounding set caps what any later exec (setuid binaries, file caps) can regain; it
      * needs CAP_SETPCAP, so it goes first. */
@@ -68,7 +68,10 @@ sbx_security_apply(cap_t caps, uid_t uid, gid_t gid, const char **what)
             return -errno;
     }
     *what = "set groups/ids";
-    if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
+    /* In a user namespace setgroups is denied (so a group cannot be dropped to gain access);
+     * there the supplementary groups are already empty. */
+    if ((!userns && setgroups(0, NULL) < 0) || setresgid(gid, gid, gid) < 0 ||
+        setresuid(uid, uid, uid) < 0)
         return -errno;
     /* A non-root uid lost its permitted set in setresuid (no keepcaps); root keeps the
      * default set only. */
