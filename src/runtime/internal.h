@@ -32,6 +32,7 @@ struct sbx_rt_sandbox {
     char id[64];
     char *dir;        /* <run_dir>/<id> */
     pid_t pid;        /* the sandbox's init, in the caller's pid namespace */
+    pid_t owner;      /* creator's pid, from the record */
     uint64_t start_time; /* field 22 of /proc/<pid>/stat, guards against pid reuse */
     int pidfd;
     int sync_fd;      /* parent end of the sync socket, -1 once closed */
@@ -39,6 +40,7 @@ struct sbx_rt_sandbox {
     bool is_child;    /* we cloned it (waitpid works); false when adopted */
     bool as_init;
     bool started, reaped, destroyed, frozen, has_lease;
+    bool has_record; /* the record dir is ours: destroy may remove it */
     struct sbx_cg cg;
     struct sbx_rt_lease lease;
     enum sbx_rt_netmode net;
@@ -127,6 +129,7 @@ int sbx_seccomp_apply(const struct sock_fprog *prog);
 /* state.c: <dir>/state.json */
 struct sbx_state {
     char id[64];
+    pid_t owner; /* the process that created it (a record without a pid yet is in progress) */
     pid_t pid;
     uint64_t start_time;
     char *cgroup_backend; /* "v1"|"v2" */
@@ -138,7 +141,7 @@ struct sbx_state {
 int sbx_state_write(const char *dir, const struct sbx_state *st, sbx_error **err);
 int sbx_state_read(struct sbx_state *st, const char *dir, sbx_error **err);
 void sbx_state_release(struct sbx_state *st);
-/* Field 22 (starttime) of /proc/<pid>/stat; 0 when the process is gone. */
+/* Field 22 (starttime) of /proc/<pid>/stat; 0 when the process is gone or a zombie. */
 uint64_t sbx_proc_start_time(pid_t pid);
 
 /* netns.c */

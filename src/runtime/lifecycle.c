@@ -174,10 +174,11 @@ sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err)
         ret = sb->rt->net_ops.detach(sb->rt->net_ops.net, sb->id, err);
         sb->has_lease = ret < 0;
     }
-    if (ret == 0)
+    if (ret == 0 && sb->has_record)
         ret = sb->cg.ops->destroy(&sb->cg, err);
-    /* The record goes last: as long as anything above remains, gc can still find it. */
-    if (ret == 0)
+    /* The record goes last: as long as anything above remains, gc can still find it. A
+     * create that failed before its record existed (e.g. the id was taken) owns nothing. */
+    if (ret == 0 && sb->has_record)
         ret = sbx_rm_rf(sb->dir, err);
     if (ret < 0)
         return sbx_error_wrap(err, "destroy sandbox `%s`", sb->id);
@@ -218,6 +219,7 @@ from_record(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const char *id, sbx_
     }
     memcpy(sb->id, st.id, sizeof sb->id);
     sb->pid = st.pid;
+    sb->owner = st.owner;
     sb->start_time = st.start_time;
     sb->has_lease = st.lease;
     sb->net = (enum sbx_rt_netmode)st.net;
@@ -228,6 +230,7 @@ from_record(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const char *id, sbx_
         sb->cg.dir[r] = sbx_steal_ptr(&st.cgroups[r]);
     sbx_state_release(&st);
     sb->started = true;
+    sb->has_record = true;
     *out = sb;
     return 0;
 }
@@ -265,26 +268,40 @@ sbx_rt_adopt(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const char *id, sbx
     return 0;
 }
 
+/* A record dir still being built (".new-<id>.<pid>"): garbage once its builder is gone. */
+static int
+gc_unfinished(struct sbx_rt *rt, const char *name, sbx_error **err)
+{
+    const char *dot = strrchr(name, '.');
+    uint64_t pid = 0;
+    sbx_autoerror sbx_error *bad = NULL;
+    if (!dot || sbx_parse_u64(dot + 1, &pid, &bad) < 0 || pid == 0 || pid > INT32_MAX)
+        return 0;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        return 0;
+    sbx_autofree char *dir = sbx_xasprintf("%s/%s", rt->run_dir, name);
+    return sbx_rm_rf(dir, err) < 0 ? -1 : 1;
+}
+
 /* gc of one record dir. Returns 1 removed, 0 kept, <0 error. */
 static int
 gc_one(struct sbx_rt *rt, const char *name, bool all, sbx_error **err)
 {
+    if (sbx_str_starts(name, ".new-"))
+        return gc_unfinished(rt, name, err);
+    if (name[0] == '.')
+        return 0;
     struct sbx_rt_sandbox *sb = NULL;
-    sbx_autoerror sbx_error *bad = NULL;
-    if (from_record(&sb, rt, name, &bad) < 0) {
-        /* No readable record: a create that crashed before its first write, unless it is
-         * still in that window right now (young dir). */
-        sbx_autofree char *dir = sbx_xasprintf("%s/%s", rt->run_dir, name);
-        struct stat st;
-        if (stat(dir, &st) < 0 || st.st_mtime + 60 > time(NULL))
-            return 0;
-        return sbx_rm_rf(dir, err) < 0 ? -1 : 1;
-    }
-    if (open_live(sb) && !all) {
+    int ret = from_record(&sb, rt, name, err);
+    if (ret < 0)
+        return sbx_error_wrap(err, "unreadable record `%s` (left alone)", name);
+    /* Live: its init runs, or its creator is still between the record and the clone. */
+    bool creating = sb->pid == 0 && sb->owner > 0 && (kill(sb->owner, 0) == 0 || errno != ESRCH);
+    if ((open_live(sb) || creating) && !all) {
         sbx_rt_sandbox_free(sb);
         return 0;
     }
-    int ret = sbx_rt_destroy(sb, err);
+    ret = sbx_rt_destroy(sb, err);
     sbx_rt_sandbox_free(sb);
     return ret < 0 ? ret : 1;
 }
@@ -300,7 +317,7 @@ sbx_rt_gc(struct sbx_rt_gc_stats *out, struct sbx_rt *rt, bool all, sbx_error **
     struct dirent *e;
     /* NOLINTNEXTLINE(concurrency-mt-unsafe): this DIR stream is private to this call */
     while ((e = readdir(d))) {
-        if (e->d_name[0] == '.')
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
             continue;
         sbx_autoerror sbx_error *one = NULL;
         int r = gc_one(rt, e->d_name, all, &one);

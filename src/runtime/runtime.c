@@ -129,6 +129,7 @@ state_from_sb(struct sbx_state *st, const struct sbx_rt_sandbox *sb)
 {
     memset(st, 0, sizeof *st);
     memcpy(st->id, sb->id, sizeof st->id);
+    st->owner = getpid();
     st->pid = sb->pid;
     st->start_time = sb->start_time;
     st->cgroup_backend = (char *)sb->cg.ops->name;
@@ -163,27 +164,48 @@ sandbox_new(struct sbx_rt *rt, const char *id)
     return sb;
 }
 
-/* Record dir, record, cgroups: everything the host keeps for this sandbox, in that order. */
+/* The record dir appears complete or not at all: it is built under a temporary name (with
+ * our pid, so gc can tell a crashed builder from a live one) and renamed into place. */
+static int
+make_record_dir(struct sbx_rt_sandbox *sb, sbx_error **err)
+{
+    sbx_autofree char *tmp = sbx_xasprintf("%s/.new-%s.%d", sb->rt->run_dir, sb->id, (int)getpid());
+    sbx_autofree char *scratch = sbx_xasprintf("%s/scratch", tmp);
+    struct sbx_state st;
+    state_from_sb(&st, sb);
+    int ret = 0;
+    if (mkdir(tmp, 0711) < 0 || mkdir(scratch, 0700) < 0)
+        ret = sbx_error_set(err, SBX_EGENERIC, errno, "mkdir `%s`", scratch);
+    if (ret == 0)
+        ret = sbx_state_write(tmp, &st, err);
+    /* rename refuses a non-empty target, and every record dir holds a state.json. */
+    if (ret == 0 && rename(tmp, sb->dir) < 0)
+        ret = sbx_error_set(err, errno == ENOTEMPTY || errno == EEXIST ? SBX_EEXISTS
+                                                                       : SBX_EGENERIC,
+                            errno, "create sandbox dir `%s`", sb->dir);
+    if (ret < 0) {
+        sbx_autoerror sbx_error *ignored = NULL;
+        (void)sbx_rm_rf(tmp, &ignored);
+    }
+    return ret;
+}
+
+/* Record, then cgroups: everything the host keeps for this sandbox, in that order. */
 static int
 prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_error **err)
 {
     struct sbx_rt *rt = sb->rt;
-    if (mkdir(sb->dir, 0711) < 0)
-        return sbx_error_set(err, errno == EEXIST ? SBX_EEXISTS : SBX_EGENERIC, errno,
-                             "create sandbox dir `%s`", sb->dir);
-    sbx_autofree char *scratch = sbx_xasprintf("%s/scratch", sb->dir);
-    if (mkdir(scratch, 0700) < 0)
-        return sbx_error_set(err, SBX_EGENERIC, errno, "mkdir `%s`", scratch);
     int ret = sb->cg.ops->plan(&sb->cg, "/sys/fs/cgroup", rt->self_cgroup, rt->cgroup_parent,
                                sb->id, err);
     if (ret == 0)
-        ret = record(sb, err);
+        ret = make_record_dir(sb, err);
+    if (ret < 0)
+        return ret;
+    sb->has_record = true;
     struct sbx_cg_limits lim = {.memory_bytes = spec->memory_bytes,
                                 .pids_max = spec->pids_max,
                                 .cpu_millis = spec->cpu_millis};
-    if (ret == 0)
-        ret = sb->cg.ops->create(&sb->cg, &lim, err);
-    return ret;
+    return sb->cg.ops->create(&sb->cg, &lim, err);
 }
 
 static char **

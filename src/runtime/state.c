@@ -32,8 +32,8 @@ state_to_json(const struct sbx_state *st)
         if (st->cgroups[r])
             json_object_set_new(cg, role_key[r], json_string(st->cgroups[r]));
     }
-    return json_pack("{s:s, s:i, s:I, s:s?, s:o, s:b, s:i, s:I}", "id", st->id, "pid",
-                     (int)st->pid, "start_time", (json_int_t)st->start_time, "cgroup_backend",
+    return json_pack("{s:s, s:i, s:i, s:I, s:s?, s:o, s:b, s:i, s:I}", "id", st->id, "owner",
+                     (int)st->owner, "pid", (int)st->pid, "start_time", (json_int_t)st->start_time, "cgroup_backend",
                      st->cgroup_backend, "cgroups", cg, "lease", st->lease, "net", st->net,
                      "memory_limit", (json_int_t)st->memory_limit);
 }
@@ -73,18 +73,20 @@ state_from_json(struct sbx_state *st, json_t *j, sbx_error **err)
     const char *backend = NULL;
     json_t *cg = NULL;
     int pid = 0;
+    int owner = 0;
     int lease = 0;
     json_int_t start = 0;
     json_int_t mem = 0;
     json_error_t je;
-    if (json_unpack_ex(j, &je, 0, "{s:s, s:i, s:I, s?s, s:o, s:b, s:i, s?I}", "id", &id, "pid",
-                       &pid, "start_time", &start, "cgroup_backend", &backend, "cgroups", &cg,
+    if (json_unpack_ex(j, &je, 0, "{s:s, s?i, s:i, s:I, s?s, s:o, s:b, s:i, s?I}", "id", &id,
+                       "owner", &owner, "pid", &pid, "start_time", &start, "cgroup_backend", &backend, "cgroups", &cg,
                        "lease", &lease, "net", &st->net, "memory_limit", &mem) < 0)
         return sbx_error_set(err, SBX_EINVAL, 0, "bad state record: %s", je.text);
     if (strlen(id) >= sizeof st->id)
         return sbx_error_set(err, SBX_EINVAL, 0, "bad state record: id too long");
     memcpy(st->id, id, strlen(id) + 1);
     st->pid = pid;
+    st->owner = owner;
     st->start_time = (uint64_t)start;
     st->lease = lease;
     st->memory_limit = (uint64_t)mem;
@@ -142,7 +144,9 @@ sbx_proc_start_time(pid_t pid)
     char *p = strrchr(buf, ')');
     if (!p)
         return 0;
-    p += 2; /* field 3 */
+    p += 2; /* field 3: a zombie (or dead) init counts as gone, whoever reaps it later */
+    if (*p == 'Z' || *p == 'X')
+        return 0;
     for (int field = 3; field < 22 && p; field++) {
         p = strchr(p, ' ');
         p = p ? p + 1 : NULL;

@@ -45,4 +45,4 @@ make_busybox_rootfs() {
 }
 
 # Count the sandbox dirs in the state dir (0 when it does not exist yet).
-count_records() { ls "$SBX_STATE_DIR/run" 2>/dev/null | wc -l; }
+count_records() { ls -A "$SBX_STATE_DIR/run" 2>/dev/null | wc -l; }
