@@ -70,5 +70,17 @@ run_rc "$SBX" run --rootfs "$TMP/rootfs" -- /bin/sh -c 'exit 42'; expect_eq "$rc
 "$SBX" run --rootfs "$TMP/rootfs" -- /bin/sh -c 'echo x > /bin/new'
 [[ ! -e $TMP/rootfs/bin/new ]] || fail "rootfs lower layer was written"
 
+# Usage errors are exit 2 and never start anything.
+for bad in "--cpus abc" "--cpus 0" "--memory 12x" "--pids -1" "--network foo" "-v nocolon" \
+           "-v /a:relative" "-v /a:/b:rx" "-e NOEQUALS" "-w relative" "--no-such-option"; do
+  run_rc "$SBX" run $bad -- /bin/true
+  expect_eq "$rc" 2 "usage error for [$bad]"
+done
+run_rc "$SBX" run; expect_eq "$rc" 2 "no command"
+run_rc "$SBX" run --rootfs /tmp --image x -- /bin/true; expect_eq "$rc" 2 "--rootfs with --image"
+run_rc "$SBX" run --user no-such-user -- /bin/true; expect_eq "$rc" 2 "unknown user"
+"$SBX" run --help | grep -q 'Usage: sbx run' || fail "run --help"
+"$SBX" gc --help | grep -q 'Usage: sbx gc' || fail "gc --help"
+
 expect_eq "$(count_records)" 0 "state records left behind"
 echo "PASS"
