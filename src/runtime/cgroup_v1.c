@@ -148,7 +148,7 @@ v1_destroy(const struct sbx_cg *cg, sbx_error **err)
     size_t n = sbx_cg_unique_dirs(cg, dirs, SBX_CG_NROLES);
     int ret = 0;
     for (size_t i = 0; i < n; i++) {
-        if (sbx_cg_rmdir(dirs[i], err) < 0)
+        if ((cg->fake ? sbx_rm_rf(dirs[i], err) : sbx_cg_rmdir(dirs[i], err)) < 0)
             ret = -SBX_EGENERIC;
     }
     return ret;

@@ -136,11 +136,12 @@ add_arg_rules(scmp_filter_ctx ctx)
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(unshare), 1,
                              SCMP_A0(SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER));
     /* personality: refuse the flags that weaken the address space (no ASLR, page zero
-     * mapped, READ_IMPLIES_EXEC); plain personas like LINUX32 stay allowed. */
+     * mapped, READ_IMPLIES_EXEC); plain personas like LINUX32 stay allowed. Bit 31 is in the
+     * mask so that the query 0xffffffff (which sets every bit) does not match. */
     static const unsigned long unsafe[] = {0x0040000, 0x0100000, 0x0400000};
     for (size_t i = 0; r == 0 && i < SBX_ARRAY_SIZE(unsafe); i++) {
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
-                             SCMP_A0(SCMP_CMP_MASKED_EQ, unsafe[i], unsafe[i]));
+                             SCMP_A0(SCMP_CMP_MASKED_EQ, unsafe[i] | 0x80000000UL, unsafe[i]));
     }
     return r;
 }
