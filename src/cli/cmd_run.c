@@ -79,7 +79,7 @@ parse_network(const char *s, enum sbx_rt_netmode *out)
 {
     static const char *const names[] = {"none", "host", "bridge"};
     static const enum sbx_rt_netmode modes[] = {SBX_RT_NET_NONE, SBX_RT_NET_HOST,
-                                               SBX_RT_NET_BRIDGE};
+                                                SBX_RT_NET_BRIDGE};
     for (size_t i = 0; i < 3; i++) {
         if (strcmp(s, names[i]) == 0) {
             *out = modes[i];
@@ -108,25 +108,48 @@ apply_opt(struct run_opts *o, int c, const char *arg)
 {
     sbx_autoerror sbx_error *err = NULL;
     switch (c) {
-    case OPT_IMAGE: o->image = arg; return 0;
-    case OPT_ROOTFS: o->rootfs = arg; return 0;
-    case OPT_MEMORY: o->memory_arg = arg; return sbx_parse_size(arg, &o->spec.memory_bytes, &err);
-    case OPT_PIDS: return sbx_parse_u64(arg, &o->spec.pids_max, &err);
-    case OPT_CPUS: return parse_cpus(arg, &o->spec.cpu_millis);
-    case OPT_NETWORK: return parse_network(arg, &o->spec.net);
-    case OPT_HOSTNAME: o->spec.hostname = arg; return 0;
-    case OPT_USER: o->user = arg; return 0;
-    case OPT_USERNS: o->spec.userns = true; return 0;
-    case OPT_STATE: o->state_dir = arg; return 0;
-    case OPT_CGROUP: o->cgroup_parent = arg; return 0;
+    case OPT_IMAGE:
+        o->image = arg;
+        return 0;
+    case OPT_ROOTFS:
+        o->rootfs = arg;
+        return 0;
+    case OPT_MEMORY:
+        o->memory_arg = arg;
+        return sbx_parse_size(arg, &o->spec.memory_bytes, &err);
+    case OPT_PIDS:
+        return sbx_parse_u64(arg, &o->spec.pids_max, &err);
+    case OPT_CPUS:
+        return parse_cpus(arg, &o->spec.cpu_millis);
+    case OPT_NETWORK:
+        return parse_network(arg, &o->spec.net);
+    case OPT_HOSTNAME:
+        o->spec.hostname = arg;
+        return 0;
+    case OPT_USER:
+        o->user = arg;
+        return 0;
+    case OPT_USERNS:
+        o->spec.userns = true;
+        return 0;
+    case OPT_STATE:
+        o->state_dir = arg;
+        return 0;
+    case OPT_CGROUP:
+        o->cgroup_parent = arg;
+        return 0;
     case 'e':
         if (o->n_env >= MAX_ITEMS || !strchr(arg, '='))
             return -1;
         o->env[o->n_env++] = (char *)arg;
         return 0;
-    case 'w': o->spec.cwd = arg; return arg[0] == '/' ? 0 : -1;
-    case 'v': return parse_volume(o, arg);
-    default: return -1;
+    case 'w':
+        o->spec.cwd = arg;
+        return arg[0] == '/' ? 0 : -1;
+    case 'v':
+        return parse_volume(o, arg);
+    default:
+        return -1;
     }
 }
 
@@ -156,8 +179,7 @@ parse_args(struct run_opts *o, int argc, char **argv)
     while ((c = getopt_long(argc, argv, "+e:w:v:", longopts, NULL)) != -1) {
         if (c == '?' || apply_opt(o, c, optarg) < 0) {
             if (c != '?')
-                fprintf(stderr, "sbx run: invalid value `%s` for %s\n", optarg,
-                        argv[optind - 1]);
+                fprintf(stderr, "sbx run: invalid value `%s` for %s\n", optarg, argv[optind - 1]);
             return -1;
         }
     }

@@ -116,8 +116,7 @@ sbx_cg_write(const struct sbx_cg *cg, const char *dir, const char *file, const c
 }
 
 int
-sbx_cg_read_key(const char *dir, const char *file, const char *key, uint64_t *out,
-                sbx_error **err)
+sbx_cg_read_key(const char *dir, const char *file, const char *key, uint64_t *out, sbx_error **err)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, file);

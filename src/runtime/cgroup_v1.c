@@ -18,13 +18,13 @@
 #include "runtime/cgroup.h"
 
 static const char *const v1_controller[SBX_CG_NROLES] = {
-    [SBX_CG_MEMORY] = "memory", [SBX_CG_PIDS] = "pids",       [SBX_CG_CPU] = "cpu",
+    [SBX_CG_MEMORY] = "memory",   [SBX_CG_PIDS] = "pids",       [SBX_CG_CPU] = "cpu",
     [SBX_CG_CPUACCT] = "cpuacct", [SBX_CG_FREEZER] = "freezer",
 };
 
 static int
-v1_plan(struct sbx_cg *cg, const char *root, const char *self, const char *parent,
-        const char *id, sbx_error **err)
+v1_plan(struct sbx_cg *cg, const char *root, const char *self, const char *parent, const char *id,
+        sbx_error **err)
 {
     for (int r = 0; r < SBX_CG_NROLES; r++) {
         sbx_autofree char *own = sbx_cg_self_path(self, v1_controller[r]);

@@ -22,8 +22,8 @@
 #include "runtime/cgroup.h"
 
 static int
-v2_plan(struct sbx_cg *cg, const char *root, const char *self, const char *parent,
-        const char *id, sbx_error **err)
+v2_plan(struct sbx_cg *cg, const char *root, const char *self, const char *parent, const char *id,
+        sbx_error **err)
 {
     (void)err;
     sbx_autofree char *own = sbx_cg_self_path(self, NULL);

@@ -61,7 +61,7 @@ sbx_child_fail(int fd, int e, const char *fmt, ...)
     char msg[244];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    vsnprintf(msg, sizeof msg, fmt, ap); /* NOLINT(clang-analyzer-valist.Uninitialized) */
     va_end(ap);
     (void)sbx_sync_send(fd, SBX_SYNC_ERROR, e, 0, msg);
     _exit(127);

@@ -25,13 +25,20 @@ static const char *const os_dirs[] = {"/usr",   "/bin",   "/sbin",  "/lib",
 static const char *const etc_binds[] = {"/etc/alternatives", "/etc/ssl"};
 /* Copied once into the skeleton (the upper layer makes them writable per sandbox). */
 static const char *const etc_files[] = {
-    "etc/passwd",      "etc/group",     "etc/hosts",    "etc/nsswitch.conf", "etc/ld.so.cache",
-    "etc/ld.so.conf",  "etc/host.conf", "etc/resolv.conf", "etc/localtime", "etc/os-release",
-    "etc/gai.conf",    "etc/protocols", "etc/services", "etc/networks", "etc/debian_version",
+    "etc/passwd",     "etc/group",     "etc/hosts",       "etc/nsswitch.conf", "etc/ld.so.cache",
+    "etc/ld.so.conf", "etc/host.conf", "etc/resolv.conf", "etc/localtime",     "etc/os-release",
+    "etc/gai.conf",   "etc/protocols", "etc/services",    "etc/networks",      "etc/debian_version",
 };
 static const char *const empty_dirs[] = {
-    "proc", "dev", "sys", "run", "var", "var/tmp", "tmp", "root", "home", "mnt", "opt",
-    "srv",  "etc", ".sbx", ".sbx/bin", "etc/alternatives", "etc/ssl", "etc/ld.so.conf.d",
+    "proc",     "dev",
+    "sys",      "run",
+    "var",      "var/tmp",
+    "tmp",      "root",
+    "home",     "mnt",
+    "opt",      "srv",
+    "etc",      ".sbx",
+    ".sbx/bin", "etc/alternatives",
+    "etc/ssl",  "etc/ld.so.conf.d",
 };
 
 static int
@@ -147,8 +154,8 @@ sbx_hostimg_binds(struct sbx_child_bind *binds, size_t max)
 {
     size_t n = 0;
     for (size_t i = 0; i < SBX_ARRAY_SIZE(os_dirs) + SBX_ARRAY_SIZE(etc_binds) && n < max; i++) {
-        const char *p = i < SBX_ARRAY_SIZE(os_dirs) ? os_dirs[i]
-                                                    : etc_binds[i - SBX_ARRAY_SIZE(os_dirs)];
+        const char *p =
+            i < SBX_ARRAY_SIZE(os_dirs) ? os_dirs[i] : etc_binds[i - SBX_ARRAY_SIZE(os_dirs)];
         struct stat st;
         /* lstat: symlinked OS dirs are recreated as symlinks in the skeleton, not bound. */
         if (lstat(p, &st) < 0 || !S_ISDIR(st.st_mode))

@@ -30,14 +30,14 @@ struct sbx_rt {
 struct sbx_rt_sandbox {
     struct sbx_rt *rt;
     char id[64];
-    char *dir;        /* <run_dir>/<id> */
-    pid_t pid;        /* the sandbox's init, in the caller's pid namespace */
-    pid_t owner;      /* creator's pid, from the record */
+    char *dir;           /* <run_dir>/<id> */
+    pid_t pid;           /* the sandbox's init, in the caller's pid namespace */
+    pid_t owner;         /* creator's pid, from the record */
     uint64_t start_time; /* field 22 of /proc/<pid>/stat, guards against pid reuse */
     int pidfd;
-    int sync_fd;      /* parent end of the sync socket, -1 once closed */
-    int netns_fd;     /* opened when needed, -1 otherwise */
-    bool is_child;    /* we cloned it (waitpid works); false when adopted */
+    int sync_fd;   /* parent end of the sync socket, -1 once closed */
+    int netns_fd;  /* opened when needed, -1 otherwise */
+    bool is_child; /* we cloned it (waitpid works); false when adopted */
     bool as_init;
     bool started, reaped, destroyed, frozen, has_lease;
     bool has_record; /* the record dir is ours: destroy may remove it */
@@ -79,8 +79,8 @@ struct sbx_child_args {
     const struct sbx_rt_spec *spec;
     const char *lower_host; /* the host image skeleton for this spec (owner differs in a userns) */
     int sync_fd;
-    int parent_fd; /* the parent's end: closed first so the parent's death reads as EOF */
-    const char *scratch;  /* host dir the child mounts its private tmpfs on */
+    int parent_fd;       /* the parent's end: closed first so the parent's death reads as EOF */
+    const char *scratch; /* host dir the child mounts its private tmpfs on */
     char overlay_opts[8192];
     char tmpfs_opts[64];
     const char *hostname;
@@ -132,7 +132,7 @@ struct sbx_state {
     pid_t owner; /* the process that created it (a record without a pid yet is in progress) */
     pid_t pid;
     uint64_t start_time;
-    char *cgroup_backend; /* "v1"|"v2" */
+    char *cgroup_backend;         /* "v1"|"v2" */
     char *cgroups[SBX_CG_NROLES]; /* by role */
     bool lease;
     int net;

@@ -224,8 +224,8 @@ from_record(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const char *id, sbx_
     sb->has_lease = st.lease;
     sb->net = (enum sbx_rt_netmode)st.net;
     sb->memory_limit = st.memory_limit;
-    sb->cg.ops = st.cgroup_backend && strcmp(st.cgroup_backend, "v2") == 0 ? &sbx_cg_v2_ops
-                                                                          : &sbx_cg_v1_ops;
+    sb->cg.ops =
+        st.cgroup_backend && strcmp(st.cgroup_backend, "v2") == 0 ? &sbx_cg_v2_ops : &sbx_cg_v1_ops;
     for (int r = 0; r < SBX_CG_NROLES; r++)
         sb->cg.dir[r] = sbx_steal_ptr(&st.cgroups[r]);
     sbx_state_release(&st);

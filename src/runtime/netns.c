@@ -90,8 +90,7 @@ sbx_rt_connect(int *fd, struct sbx_rt_sandbox *sb, uint16_t port, sbx_error **er
     (void)pthread_join(t, NULL);
     if (j.fd < 0)
         return sbx_error_set(err, j.err == ECONNREFUSED ? SBX_EUNAVAIL : SBX_EGENERIC, j.err,
-                             "connect to 127.0.0.1:%u in sandbox `%s`: %s", port, sb->id,
-                             j.what);
+                             "connect to 127.0.0.1:%u in sandbox `%s`: %s", port, sb->id, j.what);
     *fd = j.fd;
     return 0;
 }

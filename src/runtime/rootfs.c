@@ -22,11 +22,10 @@
 
 /* Paths the OCI runtime spec masks (information leaks about the host, or kernel knobs). */
 static const char *const masked_files[] = {
-    "proc/kcore",         "proc/keys",        "proc/timer_list",
-    "proc/sched_debug",   "proc/latency_stats", "proc/timer_stats",
+    "proc/kcore",       "proc/keys",          "proc/timer_list",
+    "proc/sched_debug", "proc/latency_stats", "proc/timer_stats",
 };
-static const char *const masked_dirs[] = {"proc/acpi", "proc/scsi", "proc/asound",
-                                          "sys/firmware"};
+static const char *const masked_dirs[] = {"proc/acpi", "proc/scsi", "proc/asound", "sys/firmware"};
 static const char *const readonly_paths[] = {"proc/sys", "proc/sysrq-trigger", "proc/irq",
                                              "proc/bus", "proc/fs"};
 static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
@@ -61,7 +60,8 @@ resolve_create(int rootfd, const char *path, bool dir)
     const char *name = slash ? slash + 1 : buf;
     if (slash)
         *slash = '\0';
-    int parent = slash ? resolve_create(rootfd, buf[0] ? buf : "/", true) : dup(rootfd);
+    int parent = slash ? resolve_create(rootfd, buf[0] ? buf : "/", true)
+                       : fcntl(rootfd, F_DUPFD_CLOEXEC, 0);
     if (parent < 0)
         return parent;
     int r = dir ? mkdirat(parent, name, 0755) : 0;
@@ -154,8 +154,7 @@ mask_dirs(struct sbx_child_args *a, int rootfd)
         sbx_autoclose int t = openat2_in_root(rootfd, masked_dirs[i]);
         if (t < 0)
             continue;
-        mount_at(a, rootfd, masked_dirs[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
-                 "size=0");
+        mount_at(a, rootfd, masked_dirs[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=0");
     }
 }
 
@@ -163,9 +162,8 @@ static void
 dev_symlinks(struct sbx_child_args *a, int devfd)
 {
     static const char *const links[][2] = {
-        {"ptmx", "pts/ptmx"},          {"fd", "/proc/self/fd"},
-        {"stdin", "/proc/self/fd/0"},  {"stdout", "/proc/self/fd/1"},
-        {"stderr", "/proc/self/fd/2"}, {"core", "/proc/kcore"},
+        {"ptmx", "pts/ptmx"},          {"fd", "/proc/self/fd"},       {"stdin", "/proc/self/fd/0"},
+        {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"}, {"core", "/proc/kcore"},
     };
     for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
         if (symlinkat(links[i][1], devfd, links[i][0]) < 0)

@@ -103,8 +103,10 @@ check_spec(const struct sbx_rt *rt, const struct sbx_rt_spec *spec, sbx_error **
                              SBX_MAX_MOUNTS - 8);
     for (size_t i = 0; i < spec->n_volumes; i++) {
         if (!spec->volumes[i].src || !spec->volumes[i].dst || spec->volumes[i].dst[0] != '/')
-            return sbx_error_set(err, SBX_EINVAL, 0, "volume %zu: need a source and an "
-                                 "absolute destination", i);
+            return sbx_error_set(err, SBX_EINVAL, 0,
+                                 "volume %zu: need a source and an "
+                                 "absolute destination",
+                                 i);
     }
     if (spec->userns && (!spec->uid_map.count || !spec->gid_map.count))
         return sbx_error_set(err, SBX_EINVAL, 0, "user namespace without an id mapping");
@@ -180,8 +182,7 @@ make_record_dir(struct sbx_rt_sandbox *sb, sbx_error **err)
         ret = sbx_state_write(tmp, &st, err);
     /* rename refuses a non-empty target, and every record dir holds a state.json. */
     if (ret == 0 && rename(tmp, sb->dir) < 0)
-        ret = sbx_error_set(err, errno == ENOTEMPTY || errno == EEXIST ? SBX_EEXISTS
-                                                                       : SBX_EGENERIC,
+        ret = sbx_error_set(err, errno == ENOTEMPTY || errno == EEXIST ? SBX_EEXISTS : SBX_EGENERIC,
                             errno, "create sandbox dir `%s`", sb->dir);
     if (ret < 0) {
         sbx_autoerror sbx_error *ignored = NULL;
@@ -208,6 +209,14 @@ prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_erro
     return sb->cg.ops->create(&sb->cg, &lim, err);
 }
 
+/* True when the environment entries a and b set the same variable. */
+static bool
+same_var(const char *a, const char *b)
+{
+    size_t la = strcspn(a, "=");
+    return la == strcspn(b, "=") && memcmp(a, b, la) == 0;
+}
+
 static char **
 merge_env(const struct sbx_rt_spec *spec)
 {
@@ -223,10 +232,8 @@ merge_env(const struct sbx_rt_spec *spec)
     char *const *lists[2] = {spec->image_env, spec->env};
     for (int l = 0; l < 2; l++) {
         for (size_t i = 0; lists[l] && lists[l][i]; i++) {
-            const char *eq = strchr(lists[l][i], '=');
-            size_t klen = eq ? (size_t)(eq - lists[l][i]) + 1 : strlen(lists[l][i]);
             size_t j = 0;
-            while (j < k && strncmp(env[j], lists[l][i], klen) != 0)
+            while (j < k && !same_var(env[j], lists[l][i]))
                 j++;
             env[j] = lists[l][i]; /* later entries override earlier ones of the same name */
             k += j == k;
@@ -282,7 +289,7 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
     }
     a->scratch = sbx_xasprintf("%s/scratch", sb->dir);
     a->hostname = spec->hostname ? spec->hostname : sb->id;
-    uint64_t tmpfs = spec->tmpfs_bytes ? spec->tmpfs_bytes
+    uint64_t tmpfs = spec->tmpfs_bytes    ? spec->tmpfs_bytes
                      : spec->memory_bytes ? spec->memory_bytes
                                           : 1ULL << 30;
     snprintf(a->tmpfs_opts, sizeof a->tmpfs_opts, "mode=755,size=%" PRIu64, tmpfs);
@@ -292,8 +299,8 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
         a->binds[a->n_binds++] = (struct sbx_child_bind){
             .src = spec->volumes[i].src, .dst = spec->volumes[i].dst, .ro = spec->volumes[i].ro};
     if (spec->execd_path)
-        a->binds[a->n_binds++] = (struct sbx_child_bind){
-            .src = spec->execd_path, .dst = SBX_RT_EXECD_PATH, .ro = true};
+        a->binds[a->n_binds++] =
+            (struct sbx_child_bind){.src = spec->execd_path, .dst = SBX_RT_EXECD_PATH, .ro = true};
     a->env = merge_env(spec);
     a->cwd = spec->cwd ? spec->cwd : spec->image_workdir ? spec->image_workdir : "/";
     a->unshare_cgroupns = sb->cg.ops->clone_fd(&sb->cg) < 0;
@@ -381,8 +388,7 @@ await_ready(struct sbx_rt_sandbox *sb, sbx_error **err)
         return 0;
     if (r == 1 && m.type == SBX_SYNC_ERROR)
         return sbx_error_set(err, SBX_EGENERIC, m.err, "set up sandbox: %s", m.msg);
-    return sbx_error_set(err, SBX_EGENERIC, r < 0 ? -r : 0,
-                         "sandbox init died during setup");
+    return sbx_error_set(err, SBX_EGENERIC, r < 0 ? -r : 0, "sandbox init died during setup");
 }
 
 static int
@@ -402,8 +408,8 @@ attach_host_side(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_
         ret = sb->netns_fd < 0 ? sbx_error_set(err, SBX_EGENERIC, errno, "open `%s`", path)
                                : record(sb, err);
         if (ret == 0)
-            ret = sb->rt->net_ops.attach(sb->rt->net_ops.net, &sb->lease, sb->id,
-                                         sb->netns_fd, err);
+            ret =
+                sb->rt->net_ops.attach(sb->rt->net_ops.net, &sb->lease, sb->id, sb->netns_fd, err);
     }
     return ret;
 }
@@ -460,8 +466,7 @@ sbx_rt_start(struct sbx_rt_sandbox *sb, sbx_error **err)
         (void)close(sb->sync_fd);
         sb->sync_fd = -1;
         if (r == 1 && m.type == SBX_SYNC_ERROR)
-            return sbx_error_set(err, SBX_EGENERIC, m.err, "start sandbox `%s`: %s", sb->id,
-                                 m.msg);
+            return sbx_error_set(err, SBX_EGENERIC, m.err, "start sandbox `%s`: %s", sb->id, m.msg);
     }
     return 0;
 }

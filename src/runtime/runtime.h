@@ -62,14 +62,14 @@ struct sbx_rt_idmap {
 };
 
 struct sbx_rt_spec {
-    const char *id;          /* NULL => generated; [A-Za-z0-9_.-]{1,63} */
-    char *const *argv;       /* required; argv[0] is looked up in PATH of env */
-    char *const *env;        /* NULL => image_env, else a default PATH/HOME/TERM */
-    char *const *image_env;  /* image defaults, overridden by env entries of the same name */
-    const char *cwd;         /* NULL => image_workdir, else "/" */
+    const char *id;         /* NULL => generated; [A-Za-z0-9_.-]{1,63} */
+    char *const *argv;      /* required; argv[0] is looked up in PATH of env */
+    char *const *env;       /* NULL => image_env, else a default PATH/HOME/TERM */
+    char *const *image_env; /* image defaults, overridden by env entries of the same name */
+    const char *cwd;        /* NULL => image_workdir, else "/" */
     const char *image_workdir;
-    const char *hostname;    /* NULL => the id (truncated) */
-    uid_t uid;               /* user inside (after the optional user namespace) */
+    const char *hostname; /* NULL => the id (truncated) */
+    uid_t uid;            /* user inside (after the optional user namespace) */
     gid_t gid;
     const char *const *layers; /* lower layer dirs, bottom first; n_layers 0 => `host` image */
     size_t n_layers;
@@ -81,19 +81,19 @@ struct sbx_rt_spec {
     uint64_t cpu_millis;    /* 1000 = one CPU; 0 => unlimited */
     uint64_t tmpfs_bytes;   /* size of the writable upper layer; 0 => memory limit or 1 GiB */
     enum sbx_rt_netmode net;
-    bool userns;            /* own user namespace with the maps below */
+    bool userns; /* own user namespace with the maps below */
     struct sbx_rt_idmap uid_map, gid_map;
-    int stdio[3];           /* fds for the command's stdin/stdout/stderr; -1 => /dev/null */
-    bool die_with_parent;   /* PR_SET_PDEATHSIG(SIGKILL) on the sandbox's init (sbx run) */
-    bool as_init;           /* argv is an init (execd): exec it as PID 1, no sbx reaper */
+    int stdio[3];         /* fds for the command's stdin/stdout/stderr; -1 => /dev/null */
+    bool die_with_parent; /* PR_SET_PDEATHSIG(SIGKILL) on the sandbox's init (sbx run) */
+    bool as_init;         /* argv is an init (execd): exec it as PID 1, no sbx reaper */
 };
 
 #define SBX_RT_EXECD_PATH "/.sbx/bin/sbx-execd"
 
 struct sbx_rt_exit {
-    int status;      /* raw wait status of the command, -1 if unknown (adopted sandbox) */
-    int code;        /* exit code, or 128+signal */
-    bool oom_killed; /* the cgroup's OOM killer fired */
+    int status;            /* raw wait status of the command, -1 if unknown (adopted sandbox) */
+    int code;              /* exit code, or 128+signal */
+    bool oom_killed;       /* the cgroup's OOM killer fired */
     char start_error[244]; /* non-empty when the command could not be started (exec failed) */
 };
 
@@ -120,8 +120,7 @@ int sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err);
 void sbx_rt_sandbox_free(struct sbx_rt_sandbox *sb);
 
 /* Re-open a sandbox recorded in the state dir whose init is still running. */
-int sbx_rt_adopt(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const char *id,
-                 sbx_error **err);
+int sbx_rt_adopt(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const char *id, sbx_error **err);
 
 struct sbx_rt_exec {
     char *const *argv;

@@ -20,7 +20,7 @@
 #include "runtime/internal.h"
 
 static const char *const role_key[SBX_CG_NROLES] = {
-    [SBX_CG_MEMORY] = "memory", [SBX_CG_PIDS] = "pids",       [SBX_CG_CPU] = "cpu",
+    [SBX_CG_MEMORY] = "memory",   [SBX_CG_PIDS] = "pids",       [SBX_CG_CPU] = "cpu",
     [SBX_CG_CPUACCT] = "cpuacct", [SBX_CG_FREEZER] = "freezer",
 };
 
@@ -33,9 +33,9 @@ state_to_json(const struct sbx_state *st)
             json_object_set_new(cg, role_key[r], json_string(st->cgroups[r]));
     }
     return json_pack("{s:s, s:i, s:i, s:I, s:s?, s:o, s:b, s:i, s:I}", "id", st->id, "owner",
-                     (int)st->owner, "pid", (int)st->pid, "start_time", (json_int_t)st->start_time, "cgroup_backend",
-                     st->cgroup_backend, "cgroups", cg, "lease", st->lease, "net", st->net,
-                     "memory_limit", (json_int_t)st->memory_limit);
+                     (int)st->owner, "pid", (int)st->pid, "start_time", (json_int_t)st->start_time,
+                     "cgroup_backend", st->cgroup_backend, "cgroups", cg, "lease", st->lease, "net",
+                     st->net, "memory_limit", (json_int_t)st->memory_limit);
 }
 
 static int
@@ -79,8 +79,9 @@ state_from_json(struct sbx_state *st, json_t *j, sbx_error **err)
     json_int_t mem = 0;
     json_error_t je;
     if (json_unpack_ex(j, &je, 0, "{s:s, s?i, s:i, s:I, s?s, s:o, s:b, s:i, s?I}", "id", &id,
-                       "owner", &owner, "pid", &pid, "start_time", &start, "cgroup_backend", &backend, "cgroups", &cg,
-                       "lease", &lease, "net", &st->net, "memory_limit", &mem) < 0)
+                       "owner", &owner, "pid", &pid, "start_time", &start, "cgroup_backend",
+                       &backend, "cgroups", &cg, "lease", &lease, "net", &st->net, "memory_limit",
+                       &mem) < 0)
         return sbx_error_set(err, SBX_EINVAL, 0, "bad state record: %s", je.text);
     if (strlen(id) >= sizeof st->id)
         return sbx_error_set(err, SBX_EINVAL, 0, "bad state record: id too long");

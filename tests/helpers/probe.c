@@ -36,11 +36,11 @@ static void
 expect3(const char *name, long ret, int e, int want1, int want2, int want3)
 {
     if (ret < 0 && (e == want1 || (want2 && e == want2) || (want3 && e == want3))) {
-        printf("ok %s (%s)\n", name, strerror(e));
+        printf("ok %s (%s)\n", name, strerrordesc_np(e));
         return;
     }
     printf("FAIL %s: ret %ld errno %d (%s), want %s\n", name, ret, ret < 0 ? e : 0,
-           ret < 0 ? strerror(e) : "success", strerror(want1));
+           ret < 0 ? strerrordesc_np(e) : "success", strerrordesc_np(want1));
     failures++;
 }
 
@@ -50,7 +50,7 @@ expect(const char *name, long ret, int e, int want1, int want2)
     expect3(name, ret, e, want1, want2, 0);
 }
 
-#define TRY3(name, call, w1, w2, w3)                   \
+#define TRY3(name, call, w1, w2, w3)                  \
     do {                                              \
         errno = 0;                                    \
         long r_ = (long)(call);                       \
@@ -102,15 +102,13 @@ escape_procs(pid_t hostpid)
     TRY("kill host pid", kill(hostpid, 0), ESRCH, 0);
     TRY("process_vm_readv", syscall(SYS_process_vm_readv, 1, NULL, 0, NULL, 0, 0), EPERM, 0);
     /* Root gets EROFS (read-only mount); other users are stopped earlier by EACCES. */
-    TRY("write /proc/sys", open("/proc/sys/kernel/hostname", O_WRONLY | O_CLOEXEC), EROFS,
-        EACCES);
+    TRY("write /proc/sys", open("/proc/sys/kernel/hostname", O_WRONLY | O_CLOEXEC), EROFS, EACCES);
     TRY("write /proc/sys/vm", open("/proc/sys/vm/drop_caches", O_WRONLY | O_CLOEXEC), EROFS,
         EACCES);
     /* Absent when the kernel lacks CONFIG_MAGIC_SYSRQ (this machine kind). */
     TRY3("write /proc/sysrq-trigger", open("/proc/sysrq-trigger", O_WRONLY | O_CLOEXEC), EROFS,
          EACCES, ENOENT);
-    TRY("write /sys", open("/sys/class/net/lo/tx_queue_len", O_WRONLY | O_CLOEXEC), EROFS,
-        EACCES);
+    TRY("write /sys", open("/sys/class/net/lo/tx_queue_len", O_WRONLY | O_CLOEXEC), EROFS, EACCES);
     int kc = open("/proc/kcore", O_RDONLY | O_CLOEXEC);
     char b[16];
     /* Masked with /dev/null: reads nothing; or absent (no CONFIG_PROC_KCORE). */
@@ -155,7 +153,7 @@ escape_devices(void)
 static int
 escape(pid_t hostpid, const char *marker)
 {
-    setvbuf(stdout, NULL, _IOLBF, 0);
+    (void)setvbuf(stdout, NULL, _IOLBF, 0);
     escape_mounts();
     escape_procs(hostpid);
     escape_kernel();
@@ -218,7 +216,7 @@ forkbomb(int n)
         }
         ok++;
     }
-    printf("forked=%d errno=%s\n", ok, err ? strerror(err) : "none");
+    printf("forked=%d errno=%s\n", ok, err ? strerrordesc_np(err) : "none");
     fflush(stdout);
     kill(0, SIGKILL); /* the whole group, including us: the sandbox's init reports it */
     return 0;

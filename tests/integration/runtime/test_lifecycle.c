@@ -21,15 +21,15 @@
 #include "common/xalloc.h"
 #include "runtime/runtime.h"
 
-#define CHECK(cond, ...)                                              \
-    do {                                                              \
-        if (!(cond)) {                                                \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__);      \
-            fprintf(stderr, __VA_ARGS__);                             \
-            fputc('\n', stderr);                                      \
-            failures++;                                               \
-            return;                                                   \
-        }                                                             \
+#define CHECK(cond, ...)                                         \
+    do {                                                         \
+        if (!(cond)) {                                           \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                        \
+            fputc('\n', stderr);                                 \
+            failures++;                                          \
+            return;                                              \
+        }                                                        \
     } while (0)
 static int failures;
 static char tmp[256];
@@ -255,8 +255,7 @@ test_bridge_hook(const char *state, const char *parent)
     struct sbx_rt_exit ex;
     int r = sbx_rt_create(&sb, hooked, &spec, &err);
     if (r == 0) {
-        r = sbx_rt_start(sb, &err) || sbx_rt_wait(&ex, sb, NULL, &err) ||
-            sbx_rt_destroy(sb, &err);
+        r = sbx_rt_start(sb, &err) || sbx_rt_wait(&ex, sb, NULL, &err) || sbx_rt_destroy(sb, &err);
         sbx_rt_sandbox_free(sb);
     }
     sbx_rt_close(hooked);
@@ -289,9 +288,10 @@ main(int argc, char **argv)
     snprintf(tmp, sizeof tmp, "/tmp/sbx-rt-lifecycle.%d", (int)getpid());
     snprintf(probe_dir, sizeof probe_dir, "%s/probe", tmp);
     sbx_autofree char *state = sbx_xasprintf("%s/state", tmp);
-    sbx_autofree char *cmd = sbx_xasprintf("mkdir -p %s && cp %s %s/probe", probe_dir, argv[1],
-                                           probe_dir);
-    if (system(cmd) != 0) /* NOLINT(concurrency-mt-unsafe): single-threaded test setup */
+    sbx_autofree char *cmd =
+        sbx_xasprintf("mkdir -p %s && cp %s %s/probe", probe_dir, argv[1], probe_dir);
+    /* NOLINTNEXTLINE(cert-env33-c,concurrency-mt-unsafe): fixed command, single-threaded */
+    if (system(cmd) != 0)
         return 1;
     char parent[64];
     snprintf(parent, sizeof parent, "sbx-test-lifecycle-%d", (int)getpid());
@@ -315,7 +315,8 @@ main(int argc, char **argv)
         "find /sys/fs/cgroup -mindepth 2 -maxdepth 6 -depth -type d -name %s -exec rmdir {} + "
         "2>/dev/null; rm -rf %s",
         parent, tmp);
-    (void)!system(rm); /* NOLINT(concurrency-mt-unsafe): single-threaded test teardown */
+    /* NOLINTNEXTLINE(cert-env33-c,concurrency-mt-unsafe): fixed command, single-threaded */
+    (void)!system(rm);
     printf("%s (%d failures)\n", failures ? "FAIL" : "PASS", failures);
     return failures ? 1 : 0;
 }

@@ -55,8 +55,12 @@ test_self_path(void **state)
 {
     (void)state;
     const char *cases[][2] = {
-        {"memory", "/process_api/abc"}, {"pids", "/"},  {"cpu", "/grp"},
-        {"cpuacct", "/grp"},            {"freezer", "/"}, {NULL, "/unified/me"},
+        {"memory", "/process_api/abc"},
+        {"pids", "/"},
+        {"cpu", "/grp"},
+        {"cpuacct", "/grp"},
+        {"freezer", "/"},
+        {NULL, "/unified/me"},
     };
     for (size_t i = 0; i < SBX_ARRAY_SIZE(cases); i++) {
         sbx_autofree char *p = sbx_cg_self_path(self_text, cases[i][0]);
@@ -86,7 +90,9 @@ test_v2_backend(void **state)
     struct sbx_cg_limits lim = {.memory_bytes = 256 << 20, .pids_max = 64, .cpu_millis = 1500};
     assert_int_equal(cg.ops->create(&cg, &lim, NULL), 0);
     const char *expect[][2] = {
-        {"memory.max", "268435456"}, {"memory.swap.max", "0"}, {"pids.max", "64"},
+        {"memory.max", "268435456"},
+        {"memory.swap.max", "0"},
+        {"pids.max", "64"},
         {"cpu.max", "150000 100000"},
     };
     for (size_t i = 0; i < SBX_ARRAY_SIZE(expect); i++) {

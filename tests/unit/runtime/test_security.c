@@ -26,9 +26,16 @@ test_profile_lists(void **state)
 {
     (void)state;
     static const char *const must[] = {
-        "kexec_load", "init_module", "finit_module", "bpf", "keyctl", "mount", "umount2",
-        "pivot_root", "move_mount", "open_tree", "fsopen", "perf_event_open", "userfaultfd",
-        "setns", "ptrace", "process_vm_readv", "reboot", "open_by_handle_at", "clone3",
+        "kexec_load",   "init_module",
+        "finit_module", "bpf",
+        "keyctl",       "mount",
+        "umount2",      "pivot_root",
+        "move_mount",   "open_tree",
+        "fsopen",       "perf_event_open",
+        "userfaultfd",  "setns",
+        "ptrace",       "process_vm_readv",
+        "reboot",       "open_by_handle_at",
+        "clone3",
     };
     for (size_t i = 0; i < SBX_ARRAY_SIZE(must); i++) {
         bool found = false;

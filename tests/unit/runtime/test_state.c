@@ -20,8 +20,12 @@ test_round_trip(void **state)
     (void)state;
     char tmpl[] = "/tmp/sbx-unit-state.XXXXXX";
     assert_non_null(mkdtemp(tmpl));
-    struct sbx_state st = {.owner = 41, .pid = 42, .start_time = 123456789012ULL, .lease = true,
-                           .net = SBX_RT_NET_BRIDGE, .memory_limit = 1ULL << 33};
+    struct sbx_state st = {.owner = 41,
+                           .pid = 42,
+                           .start_time = 123456789012ULL,
+                           .lease = true,
+                           .net = SBX_RT_NET_BRIDGE,
+                           .memory_limit = 1ULL << 33};
     snprintf(st.id, sizeof st.id, "sbx-abc");
     st.cgroup_backend = "v1";
     st.cgroups[SBX_CG_MEMORY] = "/sys/fs/cgroup/memory/sbx/sbx-abc";
