@@ -94,6 +94,9 @@ struct sbx_child_args {
     cap_t caps;
 };
 
+/* runtime.c: unmount the records tmpfs when it is empty (gc --all). */
+void sbx_rt_release_run_tmpfs(const struct sbx_rt *rt);
+
 /* child.c */
 __attribute__((noreturn)) void sbx_child_main(struct sbx_child_args *a);
 /* Report a failure to the parent and _exit. */

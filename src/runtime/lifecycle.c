@@ -330,6 +330,8 @@ sbx_rt_gc(struct sbx_rt_gc_stats *out, struct sbx_rt *rt, bool all, sbx_error **
     }
     if (ret < 0)
         return sbx_error_set(err, SBX_EGENERIC, 0, "gc: some sandboxes could not be removed");
+    if (all)
+        sbx_rt_release_run_tmpfs(rt);
     return 0;
 }
 

@@ -5,6 +5,7 @@
  * namespace flag, then (while the child builds its root in parallel) attach the cgroup and
  * record the pid; one READY message back. No helper processes, no sleeps.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -15,7 +16,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/magic.h>
+#include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/random.h>
+#include <sys/vfs.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -24,12 +29,61 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "runtime/internal.h"
 
 static const char *const default_path =
     "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+
+static bool
+on_tmpfs(const char *path)
+{
+    struct statfs st;
+    return statfs(path, &st) == 0 && (unsigned long)st.f_type == TMPFS_MAGIC;
+}
+
+static bool
+dir_is_empty(const char *path)
+{
+    sbx_autoclosedir DIR *d = opendir(path);
+    struct dirent *e;
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): this DIR stream is private to this call */
+    while (d && (e = readdir(d))) {
+        if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0)
+            return false;
+    }
+    return d != NULL;
+}
+
+/* Records describe running processes, so they need no disk: a tmpfs makes the few metadata
+ * operations per sandbox cost microseconds instead of an ext4 journal's hundreds. Mounted once
+ * per state dir, under a lock so that concurrent first runs do not stack two tmpfs (the second
+ * would hide the first's records); never over existing records. `sbx gc --all` unmounts it. */
+static void
+ensure_run_tmpfs(const struct sbx_rt *rt)
+{
+    if (on_tmpfs(rt->run_dir))
+        return;
+    sbx_autofree char *lock = sbx_xasprintf("%s/run.lock", rt->state_dir);
+    sbx_autoclose int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || flock(fd, LOCK_EX) < 0)
+        return;
+    if (on_tmpfs(rt->run_dir) || !dir_is_empty(rt->run_dir))
+        return;
+    if (mount("sbx-run", rt->run_dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "mode=0711,size=64m") < 0)
+        sbx_debug("records stay on disk: mount tmpfs on `%s`: %m", rt->run_dir);
+}
+
+/* gc --all: drop our tmpfs once it holds no records. */
+void
+sbx_rt_release_run_tmpfs(const struct sbx_rt *rt)
+{
+    if (on_tmpfs(rt->run_dir) && !on_tmpfs(rt->state_dir) && dir_is_empty(rt->run_dir))
+        (void)umount2(rt->run_dir, MNT_DETACH);
+}
 
 int
 sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **err)
@@ -50,6 +104,8 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
     sbx_autofree char *images = sbx_xasprintf("%s/images", rt->state_dir);
     if (ret == 0)
         ret = sbx_mkdir_p(images, 0755, err);
+    if (ret == 0)
+        ensure_run_tmpfs(rt);
     if (ret == 0)
         ret = sbx_read_file("/proc/self/cgroup", 1 << 16, &rt->self_cgroup, NULL, err);
     if (ret == 0)

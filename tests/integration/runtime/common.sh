@@ -22,6 +22,8 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1}
 
 cleanup() {
   "$SBX" gc --all --state-dir "$SBX_STATE_DIR" >/dev/null 2>&1 || true
+  # gc --all unmounts the records tmpfs; make sure even if gc failed.
+  umount -l "$SBX_STATE_DIR/run" 2>/dev/null || true
   find /sys/fs/cgroup -mindepth 2 -maxdepth 6 -depth -type d -name "$SBX_CGROUP_PARENT" \
     -exec rmdir {} + 2>/dev/null || true
   rm -rf "$TMP"
