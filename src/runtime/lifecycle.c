@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -182,6 +183,61 @@ sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err)
         ret = sbx_rm_rf(sb->dir, err);
     if (ret < 0)
         return sbx_error_wrap(err, "destroy sandbox `%s`", sb->id);
+    sb->destroyed = true;
+    return 0;
+}
+
+struct deferred {
+    struct sbx_cg cg;
+    char *dir;
+};
+
+static void *
+deferred_remove(void *arg)
+{
+    struct deferred *d = arg;
+    sbx_autoerror sbx_error *err = NULL;
+    /* Same order as sbx_rt_destroy: the record goes only after the cgroups, so a process
+     * exit before this finishes leaves a record that gc completes. */
+    if (d->cg.ops->destroy(&d->cg, &err) == 0)
+        (void)sbx_rm_rf(d->dir, &err);
+    if (err)
+        sbx_warn("deferred removal: %s (run `sbx gc`)", sbx_error_msg(err));
+    sbx_cg_release(&d->cg);
+    free(d->dir);
+    free(d);
+    return NULL;
+}
+
+int
+sbx_rt_destroy_deferred(struct sbx_rt_sandbox *sb, sbx_error **err)
+{
+    if (sb->destroyed)
+        return 0;
+    kill_and_reap(sb);
+    if (sb->has_lease && sb->rt->has_net_ops) {
+        if (sb->rt->net_ops.detach(sb->rt->net_ops.net, sb->id, err) < 0)
+            return sbx_error_wrap(err, "destroy sandbox `%s`", sb->id);
+        sb->has_lease = false;
+    }
+    if (!sb->has_record) {
+        sb->destroyed = true;
+        return 0;
+    }
+    struct deferred *d = sbx_xcalloc(1, sizeof *d);
+    d->cg.ops = sb->cg.ops;
+    for (int r = 0; r < SBX_CG_NROLES; r++)
+        d->cg.dir[r] = sb->cg.dir[r] ? sbx_xstrdup(sb->cg.dir[r]) : NULL;
+    d->dir = sbx_xstrdup(sb->dir);
+    pthread_attr_t attr;
+    pthread_t t;
+    (void)pthread_attr_init(&attr);
+    (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int r = pthread_create(&t, &attr, deferred_remove, d);
+    (void)pthread_attr_destroy(&attr);
+    if (r != 0) {
+        (void)deferred_remove(d); /* no thread: do it now */
+    }
     sb->destroyed = true;
     return 0;
 }

@@ -117,6 +117,10 @@ int sbx_rt_pause(struct sbx_rt_sandbox *sb, sbx_error **err);
 int sbx_rt_resume(struct sbx_rt_sandbox *sb, sbx_error **err);
 /* Kill everything, release the cgroups, lease and state dir. Idempotent. */
 int sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err);
+/* Like sbx_rt_destroy, but the cgroup rmdirs (which have 10-30 ms tail spikes on some hosts)
+ * and the record removal run on a detached thread, off the caller's path. For long-lived
+ * callers (the server); if the process exits first, the record remains and gc finishes. */
+int sbx_rt_destroy_deferred(struct sbx_rt_sandbox *sb, sbx_error **err);
 void sbx_rt_sandbox_free(struct sbx_rt_sandbox *sb);
 
 /* Re-open a sandbox recorded in the state dir whose init is still running. */

@@ -206,6 +206,29 @@ test_as_init(void)
     sbx_rt_sandbox_free(sb);
 }
 
+static void
+test_deferred_destroy(void)
+{
+    char *argv[] = {"/bin/true", NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    spec.memory_bytes = 64 << 20;
+    struct sbx_rt_sandbox *sb = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    struct sbx_rt_exit ex;
+    CHECK(sbx_rt_create(&sb, rt, &spec, &err) == 0, "create: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_start(sb, &err) == 0 && sbx_rt_wait(&ex, sb, NULL, &err) == 0, "run: %s",
+          sbx_error_msg(err));
+    sbx_autofree char *dir = sbx_xstrdup(sbx_rt_sandbox_dir(sb));
+    CHECK(sbx_rt_destroy_deferred(sb, &err) == 0, "deferred: %s", sbx_error_msg(err));
+    sbx_rt_sandbox_free(sb);
+    int i = 0;
+    while (access(dir, F_OK) == 0 && i++ < 500)
+        msleep(10);
+    CHECK(access(dir, F_OK) < 0, "deferred removal did not finish");
+}
+
 struct fake_net {
     int attached, detached;
     bool netns_ok;
@@ -304,6 +327,7 @@ main(int argc, char **argv)
     test_pause_resume();
     test_exec_connect_adopt();
     test_as_init();
+    test_deferred_destroy();
     test_bridge_hook(state, parent);
     struct sbx_rt_gc_stats gs;
     if (sbx_rt_gc(&gs, rt, true, &err) < 0 || gs.removed != 0) {
