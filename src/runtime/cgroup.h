@@ -40,6 +40,7 @@ struct sbx_cg {
 
 struct sbx_cg_ops {
     const char *name; /* "v1" | "v2" */
+    bool clone_into;  /* v2: clone straight into the cgroup; v1: the parent attaches the pid */
     /* Fill cg->dir[] for <own cgroup>/<parent>/<id> below root. self is /proc/self/cgroup. */
     int (*plan)(struct sbx_cg *cg, const char *root, const char *self, const char *parent,
                 const char *id, sbx_error **err);

@@ -156,6 +156,7 @@ v1_destroy(const struct sbx_cg *cg, sbx_error **err)
 
 const struct sbx_cg_ops sbx_cg_v1_ops = {
     .name = "v1",
+    .clone_into = false,
     .plan = v1_plan,
     .create = v1_create,
     .clone_fd = v1_clone_fd,

@@ -157,6 +157,7 @@ v2_destroy(const struct sbx_cg *cg, sbx_error **err)
 
 const struct sbx_cg_ops sbx_cg_v2_ops = {
     .name = "v2",
+    .clone_into = true,
     .plan = v2_plan,
     .create = v2_create,
     .clone_fd = v2_clone_fd,

@@ -64,7 +64,9 @@ struct sbx_sync_msg {
     char msg[244];
 };
 
-#define SBX_MAX_MOUNTS 32
+#define SBX_MAX_VOLUMES 48
+/* Host image binds (at most 9) + volumes + execd. */
+#define SBX_MAX_MOUNTS (SBX_MAX_VOLUMES + 16)
 
 /* A host dir bound read-only (the host image's /usr, etc.) or a volume. */
 struct sbx_child_bind {

@@ -158,7 +158,8 @@ kill_and_reap(struct sbx_rt_sandbox *sb)
     if (sb->pidfd < 0 || sb->reaped)
         return;
     sbx_autoerror sbx_error *ignored = NULL;
-    if (sb->frozen)
+    /* Frozen tasks cannot die: thaw first. An adopted sandbox's state is unknown, so always. */
+    if (sb->frozen || !sb->is_child)
         (void)sb->cg.ops->freeze(&sb->cg, false, &ignored);
     (void)syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
     (void)reap(sb, &ignored);

@@ -154,9 +154,8 @@ check_spec(const struct sbx_rt *rt, const struct sbx_rt_spec *spec, sbx_error **
         return sbx_error_set(err, SBX_EINVAL, 0, "invalid sandbox id `%s`", spec->id);
     if (spec->net == SBX_RT_NET_BRIDGE && !rt->has_net_ops)
         return sbx_error_set(err, SBX_EUNAVAIL, 0, "bridge networking not available");
-    if (spec->n_volumes + 8 > SBX_MAX_MOUNTS)
-        return sbx_error_set(err, SBX_ELIMIT, 0, "too many volumes (at most %d)",
-                             SBX_MAX_MOUNTS - 8);
+    if (spec->n_volumes > SBX_MAX_VOLUMES)
+        return sbx_error_set(err, SBX_ELIMIT, 0, "too many volumes (at most %d)", SBX_MAX_VOLUMES);
     for (size_t i = 0; i < spec->n_volumes; i++) {
         if (!spec->volumes[i].src || !spec->volumes[i].dst || spec->volumes[i].dst[0] != '/')
             return sbx_error_set(err, SBX_EINVAL, 0,
@@ -359,7 +358,7 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
             (struct sbx_child_bind){.src = spec->execd_path, .dst = SBX_RT_EXECD_PATH, .ro = true};
     a->env = merge_env(spec);
     a->cwd = spec->cwd ? spec->cwd : spec->image_workdir ? spec->image_workdir : "/";
-    a->unshare_cgroupns = sb->cg.ops->clone_fd(&sb->cg) < 0;
+    a->unshare_cgroupns = !sb->cg.ops->clone_into;
     a->seccomp = &sb->rt->seccomp;
     a->caps = sb->rt->caps;
     return overlay_opts(a, spec, err);
@@ -418,7 +417,10 @@ spawn(struct sbx_rt_sandbox *sb, struct sbx_child_args *a, sbx_error **err)
     sb->sync_fd = sv[0];
     a->sync_fd = sv[1];
     a->parent_fd = sv[0];
-    sbx_autoclose int cgfd = sb->cg.ops->clone_fd(&sb->cg);
+    sbx_autoclose int cgfd = sb->cg.ops->clone_into ? sb->cg.ops->clone_fd(&sb->cg) : -1;
+    if (sb->cg.ops->clone_into && cgfd < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "open cgroup `%s`",
+                             sb->cg.dir[SBX_CG_MEMORY]);
     int pidfd = -1;
     struct clone_args ca = {.flags = clone_flags(a->spec, cgfd >= 0),
                             .pidfd = (uint64_t)(uintptr_t)&pidfd,
@@ -451,7 +453,7 @@ static int
 attach_host_side(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_error **err)
 {
     int ret = spec->userns ? map_ids(sb, spec, err) : 0;
-    if (ret == 0 && sb->cg.ops->clone_fd(&sb->cg) < 0)
+    if (ret == 0 && !sb->cg.ops->clone_into)
         ret = sb->cg.ops->attach(&sb->cg, sb->pid, err);
     sb->start_time = sbx_proc_start_time(sb->pid);
     if (ret == 0)
