@@ -90,6 +90,16 @@ sbx_cg_unique_dirs(const struct sbx_cg *cg, const char **out, size_t max)
     return n;
 }
 
+const char *
+sbx_cg_any_dir(const struct sbx_cg *cg)
+{
+    for (int r = 0; r < SBX_CG_NROLES; r++) {
+        if (cg->dir[r])
+            return cg->dir[r];
+    }
+    return NULL;
+}
+
 void
 sbx_cg_release(struct sbx_cg *cg)
 {

@@ -22,6 +22,8 @@ enum sbx_cg_role {
     SBX_CG_FREEZER,
     SBX_CG_NROLES,
 };
+#define SBX_CG_ROLE(r) (1U << (r))
+#define SBX_CG_ALL     (SBX_CG_ROLE(SBX_CG_NROLES) - 1)
 
 struct sbx_cg_limits {
     uint64_t memory_bytes; /* 0 = unlimited */
@@ -31,7 +33,8 @@ struct sbx_cg_limits {
 
 struct sbx_cg_ops;
 
-/* One sandbox's cgroup: the directory serving each role (v2: the same dir for all). */
+/* One sandbox's cgroup: the directory serving each role (v2: the same dir for all), NULL for a
+ * role the sandbox does not need (no cgroup work at all when it needs none). */
 struct sbx_cg {
     const struct sbx_cg_ops *ops;
     char *dir[SBX_CG_NROLES];
@@ -41,9 +44,10 @@ struct sbx_cg {
 struct sbx_cg_ops {
     const char *name; /* "v1" | "v2" */
     bool clone_into;  /* v2: clone straight into the cgroup; v1: the parent attaches the pid */
-    /* Fill cg->dir[] for <own cgroup>/<parent>/<id> below root. self is /proc/self/cgroup. */
-    int (*plan)(struct sbx_cg *cg, const char *root, const char *self, const char *parent,
-                const char *id, sbx_error **err);
+    /* Fill cg->dir[] of the roles in mask for <own cgroup>/<parent>/<id> below root. self is
+     * the text of /proc/self/cgroup. */
+    int (*plan)(struct sbx_cg *cg, unsigned mask, const char *root, const char *self,
+                const char *parent, const char *id, sbx_error **err);
     int (*create)(struct sbx_cg *cg, const struct sbx_cg_limits *lim, sbx_error **err);
     /* v2: an O_PATH dir fd for CLONE_INTO_CGROUP; v1: -1 (the parent attaches instead). */
     int (*clone_fd)(const struct sbx_cg *cg);
@@ -68,6 +72,8 @@ char *sbx_cg_self_path(const char *self, const char *controller);
 size_t sbx_cg_unique_dirs(const struct sbx_cg *cg, const char **out, size_t max);
 
 void sbx_cg_release(struct sbx_cg *cg);
+/* The first planned dir (v2: the sandbox's cgroup), or NULL when none is needed. */
+const char *sbx_cg_any_dir(const struct sbx_cg *cg);
 
 /* Small file helpers shared by the backends. */
 int sbx_cg_write(const struct sbx_cg *cg, const char *dir, const char *file, const char *val,

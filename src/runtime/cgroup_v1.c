@@ -23,10 +23,12 @@ static const char *const v1_controller[SBX_CG_NROLES] = {
 };
 
 static int
-v1_plan(struct sbx_cg *cg, const char *root, const char *self, const char *parent, const char *id,
-        sbx_error **err)
+v1_plan(struct sbx_cg *cg, unsigned mask, const char *root, const char *self, const char *parent,
+        const char *id, sbx_error **err)
 {
     for (int r = 0; r < SBX_CG_NROLES; r++) {
+        if (!(mask & SBX_CG_ROLE(r)))
+            continue;
         sbx_autofree char *own = sbx_cg_self_path(self, v1_controller[r]);
         const char *sep = strcmp(own, "/") == 0 ? "" : own;
         sbx_autofree char *mnt = sbx_xasprintf("%s/%s", root, v1_controller[r]);
@@ -45,7 +47,7 @@ v1_set_limits(const struct sbx_cg *cg, const struct sbx_cg_limits *lim, sbx_erro
 {
     char v[64];
     int ret = 0;
-    if (lim->memory_bytes) {
+    if (lim->memory_bytes && cg->dir[SBX_CG_MEMORY]) {
         snprintf(v, sizeof v, "%" PRIu64, lim->memory_bytes);
         ret = sbx_cg_write(cg, cg->dir[SBX_CG_MEMORY], "memory.limit_in_bytes", v, err);
         /* No swap here, but where there is, memsw keeps the sandbox from swapping past it. */
@@ -54,11 +56,11 @@ v1_set_limits(const struct sbx_cg *cg, const struct sbx_cg_limits *lim, sbx_erro
             (void)sbx_cg_write(cg, cg->dir[SBX_CG_MEMORY], "memory.memsw.limit_in_bytes", v,
                                &ignored);
     }
-    if (ret == 0 && lim->pids_max) {
+    if (ret == 0 && lim->pids_max && cg->dir[SBX_CG_PIDS]) {
         snprintf(v, sizeof v, "%" PRIu64, lim->pids_max);
         ret = sbx_cg_write(cg, cg->dir[SBX_CG_PIDS], "pids.max", v, err);
     }
-    if (ret == 0 && lim->cpu_millis) {
+    if (ret == 0 && lim->cpu_millis && cg->dir[SBX_CG_CPU]) {
         ret = sbx_cg_write(cg, cg->dir[SBX_CG_CPU], "cpu.cfs_period_us", "100000", err);
         snprintf(v, sizeof v, "%" PRIu64, lim->cpu_millis * 100);
         if (ret == 0)
@@ -71,6 +73,8 @@ static int
 v1_create(struct sbx_cg *cg, const struct sbx_cg_limits *lim, sbx_error **err)
 {
     for (int r = 0; r < SBX_CG_NROLES; r++) {
+        if (!cg->dir[r])
+            continue;
         sbx_autofree char *parent = sbx_xstrdup(cg->dir[r]);
         *strrchr(parent, '/') = '\0';
         int ret = sbx_mkdir_p(parent, 0755, err);
@@ -108,6 +112,8 @@ static int
 v1_freeze(const struct sbx_cg *cg, bool frozen, sbx_error **err)
 {
     const char *want = frozen ? "FROZEN" : "THAWED";
+    if (!cg->dir[SBX_CG_FREEZER])
+        return sbx_error_set(err, SBX_EUNAVAIL, 0, "sandbox was not created pausable");
     int ret = sbx_cg_write(cg, cg->dir[SBX_CG_FREEZER], "freezer.state", want, err);
     if (ret < 0 || cg->fake)
         return ret;
@@ -133,6 +139,9 @@ v1_freeze(const struct sbx_cg *cg, bool frozen, sbx_error **err)
 static int
 v1_oom_kills(const struct sbx_cg *cg, uint64_t *out, sbx_error **err)
 {
+    *out = 0;
+    if (!cg->dir[SBX_CG_MEMORY])
+        return 0;
     return sbx_cg_read_key(cg->dir[SBX_CG_MEMORY], "memory.oom_control", "oom_kill", out, err);
 }
 

@@ -22,14 +22,16 @@
 #include "runtime/cgroup.h"
 
 static int
-v2_plan(struct sbx_cg *cg, const char *root, const char *self, const char *parent, const char *id,
-        sbx_error **err)
+v2_plan(struct sbx_cg *cg, unsigned mask, const char *root, const char *self, const char *parent,
+        const char *id, sbx_error **err)
 {
     (void)err;
     sbx_autofree char *own = sbx_cg_self_path(self, NULL);
     const char *sep = strcmp(own, "/") == 0 ? "" : own;
-    for (int r = 0; r < SBX_CG_NROLES; r++)
-        cg->dir[r] = sbx_xasprintf("%s%s/%s/%s", root, sep, parent, id);
+    for (int r = 0; r < SBX_CG_NROLES; r++) {
+        if (mask & SBX_CG_ROLE(r))
+            cg->dir[r] = sbx_xasprintf("%s%s/%s/%s", root, sep, parent, id);
+    }
     return 0;
 }
 
@@ -59,7 +61,7 @@ v2_enable_controllers(const struct sbx_cg *cg, const char *dir, sbx_error **err)
 static int
 v2_set_limits(const struct sbx_cg *cg, const struct sbx_cg_limits *lim, sbx_error **err)
 {
-    const char *dir = cg->dir[SBX_CG_MEMORY];
+    const char *dir = sbx_cg_any_dir(cg);
     char v[64];
     int ret = 0;
     if (lim->memory_bytes) {
@@ -83,7 +85,9 @@ v2_set_limits(const struct sbx_cg *cg, const struct sbx_cg_limits *lim, sbx_erro
 static int
 v2_create(struct sbx_cg *cg, const struct sbx_cg_limits *lim, sbx_error **err)
 {
-    const char *dir = cg->dir[SBX_CG_MEMORY];
+    const char *dir = sbx_cg_any_dir(cg);
+    if (!dir)
+        return 0;
     sbx_autofree char *parent = sbx_xstrdup(dir);
     *strrchr(parent, '/') = '\0';
     sbx_autofree char *grand = sbx_xstrdup(parent);
@@ -103,7 +107,12 @@ v2_create(struct sbx_cg *cg, const struct sbx_cg_limits *lim, sbx_error **err)
 static int
 v2_clone_fd(const struct sbx_cg *cg)
 {
-    return open(cg->dir[SBX_CG_MEMORY], O_PATH | O_DIRECTORY | O_CLOEXEC);
+    const char *dir = sbx_cg_any_dir(cg);
+    if (!dir) {
+        errno = ENOENT;
+        return -1;
+    }
+    return open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
 }
 
 static int
@@ -111,13 +120,16 @@ v2_attach(const struct sbx_cg *cg, pid_t pid, sbx_error **err)
 {
     char v[32];
     snprintf(v, sizeof v, "%d", (int)pid);
-    return sbx_cg_write(cg, cg->dir[SBX_CG_MEMORY], "cgroup.procs", v, err);
+    const char *dir = sbx_cg_any_dir(cg);
+    return dir ? sbx_cg_write(cg, dir, "cgroup.procs", v, err) : 0;
 }
 
 static int
 v2_freeze(const struct sbx_cg *cg, bool frozen, sbx_error **err)
 {
     const char *dir = cg->dir[SBX_CG_FREEZER];
+    if (!dir)
+        return sbx_error_set(err, SBX_EUNAVAIL, 0, "sandbox was not created pausable");
     int ret = sbx_cg_write(cg, dir, "cgroup.freeze", frozen ? "1" : "0", err);
     if (ret < 0 || cg->fake)
         return ret;
@@ -139,14 +151,17 @@ v2_freeze(const struct sbx_cg *cg, bool frozen, sbx_error **err)
 static int
 v2_oom_kills(const struct sbx_cg *cg, uint64_t *out, sbx_error **err)
 {
+    *out = 0;
+    if (!cg->dir[SBX_CG_MEMORY])
+        return 0;
     return sbx_cg_read_key(cg->dir[SBX_CG_MEMORY], "memory.events", "oom_kill", out, err);
 }
 
 static int
 v2_destroy(const struct sbx_cg *cg, sbx_error **err)
 {
-    const char *dir = cg->dir[SBX_CG_MEMORY];
-    if (access(dir, F_OK) != 0)
+    const char *dir = sbx_cg_any_dir(cg);
+    if (!dir || access(dir, F_OK) != 0)
         return 0;
     sbx_autoerror sbx_error *ignored = NULL;
     (void)sbx_cg_write(cg, dir, "cgroup.kill", "1", &ignored);

@@ -40,12 +40,15 @@ struct sbx_rt_sandbox {
     bool is_child; /* we cloned it (waitpid works); false when adopted */
     bool as_init;
     bool started, reaped, destroyed, frozen, has_lease;
-    bool has_record; /* the record dir is ours: destroy may remove it */
+    bool has_record;        /* the record dir is ours: destroy may remove it */
+    bool start_unconfirmed; /* started with spec.start: READY not read yet */
+    bool ready_seen;
     struct sbx_cg cg;
     struct sbx_rt_lease lease;
     enum sbx_rt_netmode net;
     uint64_t memory_limit;
     struct sbx_rt_exit exit;
+    int init_status; /* wait status of the init itself, -1 if not ours to reap */
 };
 
 /* Parent <-> child messages over a SOCK_SEQPACKET socketpair. */

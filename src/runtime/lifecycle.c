@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -33,6 +34,8 @@ status_code(int st)
 static int
 on_message(struct sbx_rt_sandbox *sb, const struct sbx_sync_msg *m)
 {
+    if (m->type == SBX_SYNC_READY)
+        sb->ready_seen = true;
     if (m->type == SBX_SYNC_ERROR) {
         snprintf(sb->exit.start_error, sizeof sb->exit.start_error, "%.180s: %.60s", m->msg,
                  strerror(m->err)); /* NOLINT(concurrency-mt-unsafe): glibc's is thread-safe */
@@ -53,12 +56,13 @@ forward_signal(struct sbx_rt_sandbox *sb, int sigfd)
         (void)syscall(SYS_pidfd_send_signal, sb->pidfd, (int)si.ssi_signo, NULL, 0);
 }
 
-/* Read messages until the init reports the command's status or goes away. */
+/* Sleep until the init exits (its pidfd turns readable), forwarding signals meanwhile. One
+ * wake-up per sandbox: the command's status was queued on the socket before the init exited. */
 static void
-read_until_exit(struct sbx_rt_sandbox *sb, const sigset_t *forward)
+wait_for_init(struct sbx_rt_sandbox *sb, const sigset_t *forward)
 {
     sbx_autoclose int sigfd = forward ? signalfd(-1, forward, SFD_CLOEXEC) : -1;
-    struct pollfd p[2] = {{.fd = sb->sync_fd, .events = POLLIN}, {.fd = sigfd, .events = POLLIN}};
+    struct pollfd p[2] = {{.fd = sb->pidfd, .events = POLLIN}, {.fd = sigfd, .events = POLLIN}};
     for (;;) {
         if (poll(p, sigfd >= 0 ? 2 : 1, -1) < 0) {
             if (errno == EINTR)
@@ -67,13 +71,28 @@ read_until_exit(struct sbx_rt_sandbox *sb, const sigset_t *forward)
         }
         if (p[1].revents & POLLIN)
             forward_signal(sb, sigfd);
-        if (!(p[0].revents & (POLLIN | POLLHUP | POLLERR)))
-            continue;
-        struct sbx_sync_msg m;
-        int r = sbx_sync_recv(sb->sync_fd, &m);
-        if (r <= 0 || on_message(sb, &m))
+        if (p[0].revents & (POLLIN | POLLHUP | POLLERR))
             return;
     }
+}
+
+/* Read what the init left on the socket: setup/exec errors and the command's status. */
+static void
+drain_messages(struct sbx_rt_sandbox *sb)
+{
+    struct sbx_sync_msg m;
+    for (;;) {
+        ssize_t n = recv(sb->sync_fd, &m, sizeof m, MSG_DONTWAIT);
+        /* A peer that exited with our GO unread reports ECONNRESET once; what it sent before
+         * is still queued behind that. */
+        if (n < 0 && (errno == ECONNRESET || errno == EINTR))
+            continue;
+        if (n != (ssize_t)sizeof m)
+            break;
+        (void)on_message(sb, &m);
+    }
+    (void)close(sb->sync_fd);
+    sb->sync_fd = -1;
 }
 
 static int
@@ -95,8 +114,7 @@ reap(struct sbx_rt_sandbox *sb, sbx_error **err)
         st = -1;
     }
     sb->reaped = true;
-    if (sb->exit.status == -1 && (sb->as_init || st != -1))
-        sb->exit.status = st; /* the init's own status when it did not report one */
+    sb->init_status = st;
     return 0;
 }
 
@@ -106,11 +124,19 @@ sbx_rt_wait(struct sbx_rt_exit *out, struct sbx_rt_sandbox *sb, const sigset_t *
 {
     if (!sb->started && sb->is_child)
         return sbx_error_set(err, SBX_ECONFLICT, 0, "sandbox `%s` was not started", sb->id);
-    if (sb->sync_fd >= 0)
-        read_until_exit(sb, forward);
+    if (!sb->reaped)
+        wait_for_init(sb, forward);
     int ret = reap(sb, err);
+    if (sb->sync_fd >= 0)
+        drain_messages(sb);
     if (ret < 0)
         return ret;
+    /* spec.start: a failure before READY is a setup failure (sbx's), not the command's. */
+    if (sb->start_unconfirmed && !sb->ready_seen)
+        return sbx_error_set(err, SBX_EGENERIC, 0, "set up sandbox `%s`: %s", sb->id,
+                             sb->exit.start_error[0] ? sb->exit.start_error : "init died");
+    if (sb->exit.status == -1)
+        sb->exit.status = sb->init_status; /* as_init, or the init died without reporting */
     sb->exit.code = sb->exit.status == -1 ? -1 : status_code(sb->exit.status);
     uint64_t kills = 0;
     sbx_autoerror sbx_error *ignored = NULL;
@@ -267,7 +293,7 @@ from_record(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const char *id, sbx_
     sb->rt = rt;
     sb->dir = sbx_xasprintf("%s/%s", rt->run_dir, id);
     sb->pidfd = sb->sync_fd = sb->netns_fd = -1;
-    sb->exit.status = sb->exit.code = -1;
+    sb->exit.status = sb->exit.code = sb->init_status = -1;
     struct sbx_state st;
     int ret = sbx_state_read(&st, sb->dir, err);
     if (ret < 0) {

@@ -218,6 +218,7 @@ sandbox_new(struct sbx_rt *rt, const char *id)
     sb->cg.ops = rt->cg_ops;
     sb->exit.status = -1;
     sb->exit.code = -1;
+    sb->init_status = -1;
     return sb;
 }
 
@@ -251,7 +252,12 @@ static int
 prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_error **err)
 {
     struct sbx_rt *rt = sb->rt;
-    int ret = sb->cg.ops->plan(&sb->cg, "/sys/fs/cgroup", rt->self_cgroup, rt->cgroup_parent,
+    /* Only the controllers this sandbox needs: each one is a mkdir, a write and an rmdir. */
+    unsigned mask = (spec->memory_bytes ? SBX_CG_ROLE(SBX_CG_MEMORY) : 0) |
+                    (spec->pids_max ? SBX_CG_ROLE(SBX_CG_PIDS) : 0) |
+                    (spec->cpu_millis ? SBX_CG_ROLE(SBX_CG_CPU) | SBX_CG_ROLE(SBX_CG_CPUACCT) : 0) |
+                    (spec->pausable ? SBX_CG_ROLE(SBX_CG_FREEZER) : 0);
+    int ret = sb->cg.ops->plan(&sb->cg, mask, "/sys/fs/cgroup", rt->self_cgroup, rt->cgroup_parent,
                                sb->id, err);
     if (ret == 0)
         ret = make_record_dir(sb, err);
@@ -358,7 +364,8 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
             (struct sbx_child_bind){.src = spec->execd_path, .dst = SBX_RT_EXECD_PATH, .ro = true};
     a->env = merge_env(spec);
     a->cwd = spec->cwd ? spec->cwd : spec->image_workdir ? spec->image_workdir : "/";
-    a->unshare_cgroupns = !sb->cg.ops->clone_into;
+    /* v1: the cgroup namespace is rooted once the parent has attached us (after GO). */
+    a->unshare_cgroupns = !sb->cg.ops->clone_into && sbx_cg_any_dir(&sb->cg);
     a->seccomp = &sb->rt->seccomp;
     a->caps = sb->rt->caps;
     return overlay_opts(a, spec, err);
@@ -394,7 +401,7 @@ map_ids(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_error **e
 }
 
 static uint64_t
-clone_flags(const struct sbx_rt_spec *spec, bool into_cgroup)
+clone_flags(const struct sbx_rt_spec *spec, bool into_cgroup, bool no_cgroup)
 {
     /* Every namespace at once: one clone, nothing shared with the host but what we bind. */
     uint64_t f = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWIPC | CLONE_PIDFD;
@@ -403,7 +410,9 @@ clone_flags(const struct sbx_rt_spec *spec, bool into_cgroup)
     if (spec->userns)
         f |= CLONE_NEWUSER;
     if (into_cgroup)
-        f |= CLONE_INTO_CGROUP | CLONE_NEWCGROUP;
+        f |= CLONE_INTO_CGROUP;
+    if (into_cgroup || no_cgroup)
+        f |= CLONE_NEWCGROUP;
     return f;
 }
 
@@ -417,12 +426,12 @@ spawn(struct sbx_rt_sandbox *sb, struct sbx_child_args *a, sbx_error **err)
     sb->sync_fd = sv[0];
     a->sync_fd = sv[1];
     a->parent_fd = sv[0];
-    sbx_autoclose int cgfd = sb->cg.ops->clone_into ? sb->cg.ops->clone_fd(&sb->cg) : -1;
-    if (sb->cg.ops->clone_into && cgfd < 0)
-        return sbx_error_set(err, SBX_EGENERIC, errno, "open cgroup `%s`",
-                             sb->cg.dir[SBX_CG_MEMORY]);
+    bool into = sb->cg.ops->clone_into && sbx_cg_any_dir(&sb->cg);
+    sbx_autoclose int cgfd = into ? sb->cg.ops->clone_fd(&sb->cg) : -1;
+    if (into && cgfd < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "open cgroup `%s`", sbx_cg_any_dir(&sb->cg));
     int pidfd = -1;
-    struct clone_args ca = {.flags = clone_flags(a->spec, cgfd >= 0),
+    struct clone_args ca = {.flags = clone_flags(a->spec, into, !sbx_cg_any_dir(&sb->cg)),
                             .pidfd = (uint64_t)(uintptr_t)&pidfd,
                             .exit_signal = SIGCHLD,
                             .cgroup = (uint64_t)(cgfd >= 0 ? cgfd : 0)};
@@ -493,7 +502,12 @@ sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_r
         ret = spawn(sb, a, err);
     if (ret == 0)
         ret = attach_host_side(sb, spec, err);
-    if (ret == 0)
+    /* spec->start: GO goes out now and the child never blocks on it; READY (or a setup
+     * error) is read by sbx_rt_wait. Saves a round trip through the scheduler. */
+    if (ret == 0 && spec->start) {
+        sb->start_unconfirmed = !spec->as_init;
+        ret = sbx_rt_start(sb, err);
+    } else if (ret == 0)
         ret = await_ready(sb, err);
     free((void *)a->scratch);
     free((void *)a->lower_host);
@@ -520,7 +534,9 @@ sbx_rt_start(struct sbx_rt_sandbox *sb, sbx_error **err)
     if (sb->as_init) {
         /* The init execs directly: EOF on the socket means exec succeeded. */
         struct sbx_sync_msg m;
-        int r = sbx_sync_recv(sb->sync_fd, &m);
+        int r;
+        while ((r = sbx_sync_recv(sb->sync_fd, &m)) == 1 && m.type == SBX_SYNC_READY)
+            ;
         (void)close(sb->sync_fd);
         sb->sync_fd = -1;
         if (r == 1 && m.type == SBX_SYNC_ERROR)

@@ -86,6 +86,8 @@ struct sbx_rt_spec {
     int stdio[3];         /* fds for the command's stdin/stdout/stderr; -1 => /dev/null */
     bool die_with_parent; /* PR_SET_PDEATHSIG(SIGKILL) on the sandbox's init (sbx run) */
     bool as_init;         /* argv is an init (execd): exec it as PID 1, no sbx reaper */
+    bool pausable;        /* create a freezer cgroup (needed by sbx_rt_pause) */
+    bool start;           /* create and start at once; setup errors come from sbx_rt_wait */
 };
 
 #define SBX_RT_EXECD_PATH "/.sbx/bin/sbx-execd"
@@ -106,7 +108,8 @@ void sbx_rt_close(struct sbx_rt *rt);
 /* Set up a sandbox whose command waits, fully isolated, for sbx_rt_start. */
 int sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_rt_spec *spec,
                   sbx_error **err);
-/* Let the command exec. Exec failures are reported by sbx_rt_wait (code 127/126). */
+/* Let the command exec (not needed with spec.start). Exec failures are reported by
+ * sbx_rt_wait (code 127/126). */
 int sbx_rt_start(struct sbx_rt_sandbox *sb, sbx_error **err);
 /* Wait for the command; signals in `forward` (may be NULL) that reach the caller meanwhile are
  * passed to the sandbox (they must be blocked by the caller). */

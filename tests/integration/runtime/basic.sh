@@ -75,6 +75,11 @@ run_rc "$SBX" run --rootfs "$TMP/rootfs" -- /bin/sh -c 'exit 42'; expect_eq "$rc
 "$SBX" run --rootfs "$TMP/rootfs" -- /bin/sh -c 'echo x > /bin/new'
 [[ ! -e $TMP/rootfs/bin/new ]] || fail "rootfs lower layer was written"
 
+# A setup failure is sbx's (125), not the command's.
+run_rc "$SBX" run -v /nonexistent-$$:/x -- /bin/true
+expect_eq "$rc" 125 "setup failure"
+grep -q 'volume source `/nonexistent' "$TMP/err" || fail "setup failure message: $(cat "$TMP/err")"
+
 # Usage errors are exit 2 and never start anything.
 for bad in "--cpus abc" "--cpus 0" "--memory 12x" "--pids -1" "--network foo" "-v nocolon" \
            "-v /a:relative" "-v /a:/b:rx" "-e NOEQUALS" "-w relative" "--no-such-option"; do

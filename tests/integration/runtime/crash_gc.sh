@@ -16,7 +16,7 @@ sandbox_running() { [[ $(marked_procs) -ge 1 ]]; }
 no_sandbox() { [[ $(marked_procs) -eq 0 ]]; }
 
 echo "== kill -9 of a settled sbx run"
-"$SBX" run -e "$marker=1" -- /bin/sleep 100 &
+"$SBX" run -e "$marker=1" --memory 64m --pids 64 -- /bin/sleep 100 &
 sbx_pid=$!
 wait_for 10 sandbox_running || fail "sandbox did not start"
 kill -9 "$sbx_pid"
@@ -31,7 +31,7 @@ grep -q 'removed 1 sandbox,' <<<"$out" || fail "gc: $out"
 
 echo "== kill -9 in mid-setup, 30 times at different moments"
 for i in $(seq 30); do
-  "$SBX" run -e "$marker=1" -- /bin/sleep 100 &
+  "$SBX" run -e "$marker=1" --memory 64m --pids 64 -- /bin/sleep 100 &
   pid=$!
   sleep "0.00$((i % 10))"
   kill -9 "$pid" 2>/dev/null || true
@@ -44,7 +44,7 @@ echo "left before gc: records=$(count_records) cgroups=$(our_cgroups)"
 [[ $(our_cgroups) -eq 0 ]] || fail "gc left cgroups"
 
 echo "== gc leaves a live sandbox alone"
-"$SBX" run -e "$marker=1" -- /bin/sleep 100 &
+"$SBX" run -e "$marker=1" --memory 64m --pids 64 -- /bin/sleep 100 &
 sbx_pid=$!
 wait_for 10 sandbox_running || fail "sandbox did not start"
 wait_for 5 test -f "$(ls -d "$SBX_STATE_DIR"/run/*/ | head -1)state.json" || fail "no record"

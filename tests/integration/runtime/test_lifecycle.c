@@ -75,6 +75,7 @@ test_pause_resume(void)
     struct sbx_rt_spec spec;
     struct sbx_rt_volume vol;
     base_spec(&spec, argv, &vol);
+    spec.pausable = true;
     struct sbx_rt_sandbox *sb = NULL;
     sbx_autoerror sbx_error *err = NULL;
     CHECK(sbx_rt_create(&sb, rt, &spec, &err) == 0, "create: %s", sbx_error_msg(err));
@@ -170,6 +171,7 @@ test_exec_connect_adopt(void)
     sbx_autoclose int out_fd = p[0];
     CHECK(r == 0, "create: %s", sbx_error_msg(err));
     CHECK(sbx_rt_start(sb, &err) == 0, "start: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_pause(sb, &err) == -SBX_EUNAVAIL, "pause of a sandbox not created pausable");
     check_exec_into(sb);
     check_connect(sb, out_fd);
     /* adopt: a second handle from the record, as a restarted server would. */

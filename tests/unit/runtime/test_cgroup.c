@@ -80,7 +80,7 @@ test_v2_backend(void **state)
     put(own, "cgroup.controllers", "cpuset cpu io memory pids\n");
 
     struct sbx_cg cg = {.ops = &sbx_cg_v2_ops, .fake = true};
-    assert_int_equal(cg.ops->plan(&cg, root, self_text, "sbx", "t1", NULL), 0);
+    assert_int_equal(cg.ops->plan(&cg, SBX_CG_ALL, root, self_text, "sbx", "t1", NULL), 0);
     sbx_autofree char *want = sbx_xasprintf("%s/unified/me/sbx/t1", root);
     for (int r = 0; r < SBX_CG_NROLES; r++)
         assert_string_equal(cg.dir[r], want);
@@ -134,7 +134,7 @@ test_v1_backend(void **state)
         assert_int_equal(mkdir(d, 0755), 0);
     }
     struct sbx_cg cg = {.ops = &sbx_cg_v1_ops, .fake = true};
-    assert_int_equal(cg.ops->plan(&cg, root, self_text, "sbx", "t2", NULL), 0);
+    assert_int_equal(cg.ops->plan(&cg, SBX_CG_ALL, root, self_text, "sbx", "t2", NULL), 0);
     sbx_autofree char *mem = sbx_xasprintf("%s/memory/process_api/abc/sbx/t2", root);
     sbx_autofree char *cpu = sbx_xasprintf("%s/cpu/grp/sbx/t2", root);
     sbx_autofree char *frz = sbx_xasprintf("%s/freezer/sbx/t2", root);
