@@ -38,16 +38,17 @@ struct sbx_cg_ops;
 struct sbx_cg {
     const struct sbx_cg_ops *ops;
     char *dir[SBX_CG_NROLES];
-    bool fake; /* unit tests: a plain directory tree stands in for cgroupfs */
+    unsigned roles; /* input to plan: SBX_CG_ROLE() bits of the controllers needed */
+    bool fake;      /* unit tests: a plain directory tree stands in for cgroupfs */
 };
 
 struct sbx_cg_ops {
     const char *name; /* "v1" | "v2" */
     bool clone_into;  /* v2: clone straight into the cgroup; v1: the parent attaches the pid */
-    /* Fill cg->dir[] of the roles in mask for <own cgroup>/<parent>/<id> below root. self is
-     * the text of /proc/self/cgroup. */
-    int (*plan)(struct sbx_cg *cg, unsigned mask, const char *root, const char *self,
-                const char *parent, const char *id, sbx_error **err);
+    /* Fill cg->dir[] of the roles in cg->roles for <own cgroup>/<parent>/<id> below root.
+     * self is the text of /proc/self/cgroup. */
+    int (*plan)(struct sbx_cg *cg, const char *root, const char *self, const char *parent,
+                const char *id, sbx_error **err);
     int (*create)(struct sbx_cg *cg, const struct sbx_cg_limits *lim, sbx_error **err);
     /* v2: an O_PATH dir fd for CLONE_INTO_CGROUP; v1: -1 (the parent attaches instead). */
     int (*clone_fd)(const struct sbx_cg *cg);

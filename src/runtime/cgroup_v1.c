@@ -23,11 +23,11 @@ static const char *const v1_controller[SBX_CG_NROLES] = {
 };
 
 static int
-v1_plan(struct sbx_cg *cg, unsigned mask, const char *root, const char *self, const char *parent,
-        const char *id, sbx_error **err)
+v1_plan(struct sbx_cg *cg, const char *root, const char *self, const char *parent, const char *id,
+        sbx_error **err)
 {
     for (int r = 0; r < SBX_CG_NROLES; r++) {
-        if (!(mask & SBX_CG_ROLE(r)))
+        if (!(cg->roles & SBX_CG_ROLE(r)))
             continue;
         sbx_autofree char *own = sbx_cg_self_path(self, v1_controller[r]);
         const char *sep = strcmp(own, "/") == 0 ? "" : own;

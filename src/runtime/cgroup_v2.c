@@ -22,14 +22,14 @@
 #include "runtime/cgroup.h"
 
 static int
-v2_plan(struct sbx_cg *cg, unsigned mask, const char *root, const char *self, const char *parent,
-        const char *id, sbx_error **err)
+v2_plan(struct sbx_cg *cg, const char *root, const char *self, const char *parent, const char *id,
+        sbx_error **err)
 {
     (void)err;
     sbx_autofree char *own = sbx_cg_self_path(self, NULL);
     const char *sep = strcmp(own, "/") == 0 ? "" : own;
     for (int r = 0; r < SBX_CG_NROLES; r++) {
-        if (mask & SBX_CG_ROLE(r))
+        if (cg->roles & SBX_CG_ROLE(r))
             cg->dir[r] = sbx_xasprintf("%s%s/%s/%s", root, sep, parent, id);
     }
     return 0;

@@ -253,11 +253,11 @@ prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_erro
 {
     struct sbx_rt *rt = sb->rt;
     /* Only the controllers this sandbox needs: each one is a mkdir, a write and an rmdir. */
-    unsigned mask = (spec->memory_bytes ? SBX_CG_ROLE(SBX_CG_MEMORY) : 0) |
-                    (spec->pids_max ? SBX_CG_ROLE(SBX_CG_PIDS) : 0) |
-                    (spec->cpu_millis ? SBX_CG_ROLE(SBX_CG_CPU) | SBX_CG_ROLE(SBX_CG_CPUACCT) : 0) |
-                    (spec->pausable ? SBX_CG_ROLE(SBX_CG_FREEZER) : 0);
-    int ret = sb->cg.ops->plan(&sb->cg, mask, "/sys/fs/cgroup", rt->self_cgroup, rt->cgroup_parent,
+    sb->cg.roles = (spec->memory_bytes ? SBX_CG_ROLE(SBX_CG_MEMORY) : 0) |
+                   (spec->pids_max ? SBX_CG_ROLE(SBX_CG_PIDS) : 0) |
+                   (spec->cpu_millis ? SBX_CG_ROLE(SBX_CG_CPU) | SBX_CG_ROLE(SBX_CG_CPUACCT) : 0) |
+                   (spec->pausable ? SBX_CG_ROLE(SBX_CG_FREEZER) : 0);
+    int ret = sb->cg.ops->plan(&sb->cg, "/sys/fs/cgroup", rt->self_cgroup, rt->cgroup_parent,
                                sb->id, err);
     if (ret == 0)
         ret = make_record_dir(sb, err);

@@ -79,8 +79,8 @@ test_v2_backend(void **state)
     assert_int_equal(sbx_mkdir_p(own, 0755, NULL), 0);
     put(own, "cgroup.controllers", "cpuset cpu io memory pids\n");
 
-    struct sbx_cg cg = {.ops = &sbx_cg_v2_ops, .fake = true};
-    assert_int_equal(cg.ops->plan(&cg, SBX_CG_ALL, root, self_text, "sbx", "t1", NULL), 0);
+    struct sbx_cg cg = {.ops = &sbx_cg_v2_ops, .roles = SBX_CG_ALL, .fake = true};
+    assert_int_equal(cg.ops->plan(&cg, root, self_text, "sbx", "t1", NULL), 0);
     sbx_autofree char *want = sbx_xasprintf("%s/unified/me/sbx/t1", root);
     for (int r = 0; r < SBX_CG_NROLES; r++)
         assert_string_equal(cg.dir[r], want);
@@ -133,8 +133,8 @@ test_v1_backend(void **state)
         sbx_autofree char *d = sbx_xasprintf("%s/%s", root, ctl[i]);
         assert_int_equal(mkdir(d, 0755), 0);
     }
-    struct sbx_cg cg = {.ops = &sbx_cg_v1_ops, .fake = true};
-    assert_int_equal(cg.ops->plan(&cg, SBX_CG_ALL, root, self_text, "sbx", "t2", NULL), 0);
+    struct sbx_cg cg = {.ops = &sbx_cg_v1_ops, .roles = SBX_CG_ALL, .fake = true};
+    assert_int_equal(cg.ops->plan(&cg, root, self_text, "sbx", "t2", NULL), 0);
     sbx_autofree char *mem = sbx_xasprintf("%s/memory/process_api/abc/sbx/t2", root);
     sbx_autofree char *cpu = sbx_xasprintf("%s/cpu/grp/sbx/t2", root);
     sbx_autofree char *frz = sbx_xasprintf("%s/freezer/sbx/t2", root);
@@ -166,6 +166,39 @@ test_v1_backend(void **state)
     assert_int_equal(sbx_rm_rf(root, NULL), 0);
 }
 
+/* Only the controllers a sandbox needs are planned; the rest stay NULL and cost nothing. */
+static void
+test_partial_roles(void **state)
+{
+    (void)state;
+    sbx_autofree char *root = make_tmp();
+    struct sbx_cg cg = {.ops = &sbx_cg_v1_ops, .roles = SBX_CG_ROLE(SBX_CG_MEMORY), .fake = true};
+    sbx_autofree char *memroot = sbx_xasprintf("%s/memory", root);
+    assert_int_equal(mkdir(memroot, 0755), 0);
+    assert_int_equal(cg.ops->plan(&cg, root, self_text, "sbx", "t3", NULL), 0);
+    assert_non_null(cg.dir[SBX_CG_MEMORY]);
+    assert_null(cg.dir[SBX_CG_PIDS]);
+    assert_null(cg.dir[SBX_CG_FREEZER]);
+    const char *dirs[SBX_CG_NROLES];
+    assert_int_equal(sbx_cg_unique_dirs(&cg, dirs, SBX_CG_NROLES), 1);
+    struct sbx_cg_limits lim = {.memory_bytes = 1 << 20, .pids_max = 5, .cpu_millis = 100};
+    assert_int_equal(cg.ops->create(&cg, &lim, NULL), 0);
+    sbx_autoerror sbx_error *err = NULL;
+    assert_int_equal(cg.ops->freeze(&cg, true, &err), -SBX_EUNAVAIL);
+    assert_int_equal(cg.ops->destroy(&cg, NULL), 0);
+    sbx_cg_release(&cg);
+
+    struct sbx_cg none = {.ops = &sbx_cg_v2_ops, .roles = 0, .fake = true};
+    assert_int_equal(none.ops->plan(&none, root, self_text, "sbx", "t4", NULL), 0);
+    assert_null(sbx_cg_any_dir(&none));
+    assert_int_equal(none.ops->create(&none, &lim, NULL), 0);
+    uint64_t kills = 7;
+    assert_int_equal(none.ops->oom_kills(&none, &kills, NULL), 0);
+    assert_int_equal(kills, 0);
+    assert_int_equal(none.ops->destroy(&none, NULL), 0);
+    assert_int_equal(sbx_rm_rf(root, NULL), 0);
+}
+
 static void
 test_detect(void **state)
 {
@@ -188,9 +221,8 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_self_path),
-        cmocka_unit_test(test_v2_backend),
-        cmocka_unit_test(test_v1_backend),
+        cmocka_unit_test(test_self_path),  cmocka_unit_test(test_v2_backend),
+        cmocka_unit_test(test_v1_backend), cmocka_unit_test(test_partial_roles),
         cmocka_unit_test(test_detect),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
