@@ -11,6 +11,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -182,6 +183,18 @@ run_init(struct sbx_child_args *a)
     init_loop(a, cmd, &all);
 }
 
+static void
+die_with_parent(struct sbx_child_args *a)
+{
+    /* PDEATHSIG covers a parent that dies from now on; one that died before it was set is
+     * seen as a hung-up socket (its GO may already be queued, so reading is not enough). */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0)
+        sbx_child_fail(a->sync_fd, errno, "PR_SET_PDEATHSIG");
+    struct pollfd p = {.fd = a->sync_fd, .events = POLLRDHUP};
+    if (poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP)))
+        _exit(127);
+}
+
 void
 sbx_child_main(struct sbx_child_args *a)
 {
@@ -193,7 +206,7 @@ sbx_child_main(struct sbx_child_args *a)
     if (setsid() < 0)
         sbx_child_fail(a->sync_fd, errno, "setsid");
     if (spec->die_with_parent)
-        (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+        die_with_parent(a);
     if (spec->userns) {
         wait_for(a, SBX_SYNC_MAPPED);
         /* Become the namespace's root now that it is mapped: files we create must belong to
