@@ -191,6 +191,21 @@ kill_and_reap(struct sbx_rt_sandbox *sb)
     (void)reap(sb, &ignored);
 }
 
+static int
+release_lease(struct sbx_rt_sandbox *sb, sbx_error **err)
+{
+    if (!sb->has_lease)
+        return 0;
+    /* Without the net module the lease cannot be given back: keep the record for a gc that
+     * has it rather than forget the address. */
+    if (!sb->rt->has_net_ops)
+        return sbx_error_set(err, SBX_EUNAVAIL, 0,
+                             "bridge lease kept: bridge networking not available here");
+    int ret = sb->rt->net_ops.detach(sb->rt->net_ops.net, sb->id, err);
+    sb->has_lease = ret < 0;
+    return ret;
+}
+
 int
 sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err)
 {
@@ -198,10 +213,7 @@ sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err)
         return 0;
     kill_and_reap(sb);
     int ret = 0;
-    if (sb->has_lease && sb->rt->has_net_ops) {
-        ret = sb->rt->net_ops.detach(sb->rt->net_ops.net, sb->id, err);
-        sb->has_lease = ret < 0;
-    }
+    ret = release_lease(sb, err);
     if (ret == 0 && sb->has_record)
         ret = sb->cg.ops->destroy(&sb->cg, err);
     /* The record goes last: as long as anything above remains, gc can still find it. A
@@ -242,11 +254,8 @@ sbx_rt_destroy_deferred(struct sbx_rt_sandbox *sb, sbx_error **err)
     if (sb->destroyed)
         return 0;
     kill_and_reap(sb);
-    if (sb->has_lease && sb->rt->has_net_ops) {
-        if (sb->rt->net_ops.detach(sb->rt->net_ops.net, sb->id, err) < 0)
-            return sbx_error_wrap(err, "destroy sandbox `%s`", sb->id);
-        sb->has_lease = false;
-    }
+    if (release_lease(sb, err) < 0)
+        return sbx_error_wrap(err, "destroy sandbox `%s`", sb->id);
     if (!sb->has_record) {
         sb->destroyed = true;
         return 0;

@@ -173,12 +173,12 @@ test_exec_connect_adopt(void)
     CHECK(sbx_rt_start(sb, &err) == 0, "start: %s", sbx_error_msg(err));
     CHECK(sbx_rt_pause(sb, &err) == -SBX_EUNAVAIL, "pause of a sandbox not created pausable");
     check_exec_into(sb);
-    check_connect(sb, out_fd);
     /* adopt: a second handle from the record, as a restarted server would. */
     struct sbx_rt_sandbox *again = NULL;
     CHECK(sbx_rt_adopt(&again, rt, sbx_rt_sandbox_id(sb), &err) == 0, "adopt: %s",
           sbx_error_msg(err));
     CHECK(sbx_rt_sandbox_pid(again) == sbx_rt_sandbox_pid(sb), "adopted a different pid");
+    check_connect(sb, out_fd);
     struct sbx_rt_exit ex;
     CHECK(sbx_rt_wait(&ex, sb, NULL, &err) == 0, "wait: %s", sbx_error_msg(err));
     CHECK(ex.code == 0, "listen probe exit %d", ex.code);
@@ -192,10 +192,17 @@ test_exec_connect_adopt(void)
 static void
 test_as_init(void)
 {
-    char *argv[] = {"/bin/sh", "-c", "test $$ -eq 1 && exit 7", NULL};
+    /* The execd binary is bound read-only at its fixed path and runs as PID 1. */
+    char *argv[] = {"/bin/sh", "-c",
+                    "test $$ -eq 1 && test -x " SBX_RT_EXECD_PATH " && ! touch " SBX_RT_EXECD_PATH
+                    " 2>/dev/null && " SBX_RT_EXECD_PATH " spin 1 >/dev/null && exit 7",
+                    NULL};
     struct sbx_rt_spec spec;
     struct sbx_rt_volume vol;
     base_spec(&spec, argv, &vol);
+    char execd[400];
+    snprintf(execd, sizeof execd, "%s/probe", probe_dir);
+    spec.execd_path = execd;
     spec.as_init = true;
     struct sbx_rt_sandbox *sb = NULL;
     sbx_autoerror sbx_error *err = NULL;
