@@ -456,3 +456,30 @@ sbx_rt_sandbox_memory_limit(const struct sbx_rt_sandbox *sb)
 {
     return sb->memory_limit;
 }
+
+const char *
+sbx_rt_sandbox_cgroup(const struct sbx_rt_sandbox *sb)
+{
+    return sbx_cg_any_dir(&sb->cg);
+}
+
+int
+sbx_rt_sandbox_netns_fd(struct sbx_rt_sandbox *sb)
+{
+    if (sb->netns_fd >= 0)
+        return sb->netns_fd;
+    if (sb->reaped || sbx_proc_start_time(sb->pid) != sb->start_time) {
+        errno = ESRCH;
+        return -1;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "/proc/%d/ns/net", (int)sb->pid);
+    sb->netns_fd = open(path, O_RDONLY | O_CLOEXEC);
+    return sb->netns_fd;
+}
+
+const struct sbx_rt_lease *
+sbx_rt_sandbox_lease(const struct sbx_rt_sandbox *sb)
+{
+    return sb->has_lease ? &sb->lease : NULL;
+}

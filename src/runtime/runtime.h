@@ -158,5 +158,11 @@ int sbx_rt_sandbox_pidfd(const struct sbx_rt_sandbox *sb);
 const char *sbx_rt_sandbox_dir(const struct sbx_rt_sandbox *sb);
 /* The memory limit in bytes (0 = none), for messages. */
 uint64_t sbx_rt_sandbox_memory_limit(const struct sbx_rt_sandbox *sb);
+/* A cgroup dir of the sandbox (v2: its cgroup; v1: the first controller's), NULL if none. */
+const char *sbx_rt_sandbox_cgroup(const struct sbx_rt_sandbox *sb);
+/* The sandbox's network namespace (opened on first use, owned by sb), or -1 with errno. */
+int sbx_rt_sandbox_netns_fd(struct sbx_rt_sandbox *sb);
+/* The bridge lease, NULL unless attached to the bridge. */
+const struct sbx_rt_lease *sbx_rt_sandbox_lease(const struct sbx_rt_sandbox *sb);
 
 #endif

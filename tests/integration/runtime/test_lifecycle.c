@@ -240,7 +240,7 @@ test_deferred_destroy(void)
 
 struct fake_net {
     int attached, detached;
-    bool netns_ok;
+    bool netns_ok, lease_seen;
 };
 
 static int
@@ -287,11 +287,15 @@ test_bridge_hook(const char *state, const char *parent)
     struct sbx_rt_exit ex;
     int r = sbx_rt_create(&sb, hooked, &spec, &err);
     if (r == 0) {
+        const struct sbx_rt_lease *l = sbx_rt_sandbox_lease(sb);
+        f.lease_seen =
+            l && strcmp(l->address, "10.99.0.2/24") == 0 && sbx_rt_sandbox_netns_fd(sb) >= 0;
         r = sbx_rt_start(sb, &err) || sbx_rt_wait(&ex, sb, NULL, &err) || sbx_rt_destroy(sb, &err);
         sbx_rt_sandbox_free(sb);
     }
     sbx_rt_close(hooked);
     CHECK(r == 0, "bridge sandbox: %s", sbx_error_msg(err));
+    CHECK(f.lease_seen, "lease not exposed while attached");
     CHECK(f.attached == 1 && f.detached == 1 && f.netns_ok, "hook calls %d/%d ns %d", f.attached,
           f.detached, f.netns_ok);
 }
