@@ -19,7 +19,9 @@
 #include <string.h>
 #include <linux/close_range.h>
 #include <sys/prctl.h>
+#include <linux/sched.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -167,7 +169,10 @@ run_init(struct sbx_child_args *a)
     sigset_t all;
     sigfillset(&all);
     (void)sigprocmask(SIG_BLOCK, &all, NULL);
-    pid_t cmd = fork();
+    /* Raw clone3, not fork(): glibc's fork takes its internal locks, which a multi-threaded
+     * caller may have held at the moment we were cloned from it. */
+    struct clone_args ca = {.exit_signal = SIGCHLD};
+    pid_t cmd = (pid_t)syscall(SYS_clone3, &ca, sizeof ca);
     if (cmd < 0)
         sbx_child_fail(a->sync_fd, errno, "fork the command");
     if (cmd == 0) {
