@@ -59,6 +59,14 @@ sbx_sync_recv(int fd, struct sbx_sync_msg *m)
 }
 
 void
+sbx_close_fds_except(int keep)
+{
+    if (keep > 3)
+        (void)close_range(3, (unsigned)keep - 1, 0);
+    (void)close_range(keep >= 3 ? (unsigned)keep + 1 : 3, ~0U, 0);
+}
+
+void
 sbx_child_fail(int fd, int e, const char *fmt, ...)
 {
     char msg[244];
@@ -167,8 +175,7 @@ __attribute__((noreturn)) static void
 run_init(struct sbx_child_args *a)
 {
     sigset_t all;
-    sigfillset(&all);
-    (void)sigprocmask(SIG_BLOCK, &all, NULL);
+    sigfillset(&all); /* already blocked since clone (see spawn) */
     /* Raw clone3, not fork(): glibc's fork takes its internal locks, which a multi-threaded
      * caller may have held at the moment we were cloned from it. */
     struct clone_args ca = {.exit_signal = SIGCHLD};
@@ -205,6 +212,17 @@ sbx_child_main(struct sbx_child_args *a)
 {
     const struct sbx_rt_spec *spec = a->spec;
     (void)close(a->parent_fd);
+    /* stdio first (its fds may be anywhere), then nothing else of the caller's survives: the
+     * init lives as long as the sandbox and would otherwise pin the caller's sockets, pipes and
+     * files (a restarted server could not bind its port again). */
+    if (a->sync_fd < 3) {
+        int fd = fcntl(a->sync_fd, F_DUPFD_CLOEXEC, 3);
+        if (fd < 0)
+            _exit(127);
+        a->sync_fd = fd;
+    }
+    setup_stdio(a);
+    sbx_close_fds_except(a->sync_fd);
     /* A session of our own: process-group signals (kill(0, ...)) are not filtered by pid
      * namespace, so sharing the caller's group would let the sandbox signal host processes;
      * and a tty that is not our controlling terminal refuses TIOCSTI injection. */
@@ -227,10 +245,6 @@ sbx_child_main(struct sbx_child_args *a)
     if (sethostname(a->hostname, strlen(a->hostname)) < 0)
         sbx_child_fail(a->sync_fd, errno, "sethostname");
     (void)sbx_rootfs_setup(a);
-    setup_stdio(a);
-    /* Whatever else the caller had open must not reach the command. */
-    if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
-        sbx_child_fail(a->sync_fd, errno, "close_range");
     (void)sbx_sync_send(a->sync_fd, SBX_SYNC_READY, 0, 0, NULL);
     wait_for(a, SBX_SYNC_GO);
     /* v1: the parent has moved us into our cgroup; only now can the cgroup namespace be

@@ -99,6 +99,8 @@ middle(struct sbx_rt_sandbox *sb, const struct sbx_rt_exec *ex, const struct exe
         if (ex->stdio[i] >= 0 && dup2(ex->stdio[i], i) < 0)
             die("stdio");
     }
+    /* This process waits as long as the command runs: it must not pin the caller's fds. */
+    sbx_close_fds_except(sb->pidfd);
     char pid[32];
     snprintf(pid, sizeof pid, "%d", (int)getpid());
     for (size_t i = 0; i < p->n_procs; i++) {

@@ -155,6 +155,10 @@ uint64_t sbx_proc_start_time(pid_t pid);
 /* netns.c */
 int sbx_netns_lo_up(void);
 
+/* Close every fd above stdio except keep (a long-lived process must not pin the caller's
+ * sockets, pipes and files). */
+void sbx_close_fds_except(int keep);
+
 /* Sync socket helpers. */
 int sbx_sync_send(int fd, int type, int err, int status, const char *msg);
 /* 1 = got a message, 0 = peer closed, <0 = -errno. */

@@ -11,6 +11,7 @@
 #include <inttypes.h>
 #include <linux/sched.h>
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -435,11 +436,20 @@ spawn(struct sbx_rt_sandbox *sb, struct sbx_child_args *a, sbx_error **err)
                             .pidfd = (uint64_t)(uintptr_t)&pidfd,
                             .exit_signal = SIGCHLD,
                             .cgroup = (uint64_t)(cgfd >= 0 ? cgfd : 0)};
+    /* The child starts with every signal blocked: as a pid namespace's init it would silently
+     * drop any signal without a handler that arrives before its reaper loop runs. The command
+     * gets an empty mask at exec. */
+    sigset_t all;
+    sigset_t old;
+    sigfillset(&all);
+    (void)pthread_sigmask(SIG_SETMASK, &all, &old);
     long pid = syscall(SYS_clone3, &ca, sizeof ca);
-    if (pid < 0)
-        return sbx_error_set(err, SBX_EGENERIC, errno, "clone the sandbox");
     if (pid == 0)
         sbx_child_main(a);
+    int e = errno;
+    (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (pid < 0)
+        return sbx_error_set(err, SBX_EGENERIC, e, "clone the sandbox");
     sb->pid = (pid_t)pid;
     sb->pidfd = pidfd;
     sb->is_child = true;

@@ -238,6 +238,45 @@ test_deferred_destroy(void)
     CHECK(access(dir, F_OK) < 0, "deferred removal did not finish");
 }
 
+/* The server's case: the creator exits, the sandbox keeps running (die_with_parent off), and a
+ * new process takes it back from its record. */
+static void
+test_adopt_after_creator_exit(void)
+{
+    int p[2];
+    CHECK(pipe2(p, O_CLOEXEC) == 0, "pipe");
+    pid_t creator = fork();
+    if (creator == 0) {
+        char *argv[] = {"/probe/probe", "counter", "/probe/count2", NULL};
+        struct sbx_rt_spec spec;
+        struct sbx_rt_volume vol;
+        base_spec(&spec, argv, &vol);
+        spec.start = true;
+        struct sbx_rt_sandbox *sb = NULL;
+        if (sbx_rt_create(&sb, rt, &spec, NULL) < 0)
+            _exit(1);
+        (void)!write(p[1], sbx_rt_sandbox_id(sb), strlen(sbx_rt_sandbox_id(sb)));
+        _exit(0); /* no destroy: the sandbox outlives us */
+    }
+    (void)close(p[1]);
+    char id[64] = {0};
+    read_all(p[0], id, sizeof id);
+    (void)close(p[0]);
+    int st = 0;
+    CHECK(creator > 0 && waitpid(creator, &st, 0) == creator && st == 0 && id[0], "creator");
+    struct sbx_rt_sandbox *sb = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    CHECK(sbx_rt_adopt(&sb, rt, id, &err) == 0, "adopt: %s", sbx_error_msg(err));
+    CHECK(kill(sbx_rt_sandbox_pid(sb), 0) == 0, "adopted sandbox not running");
+    CHECK(sbx_rt_kill(sb, SIGTERM, &err) == 0, "kill: %s", sbx_error_msg(err));
+    struct sbx_rt_exit ex;
+    CHECK(sbx_rt_wait(&ex, sb, NULL, &err) == 0, "wait: %s", sbx_error_msg(err));
+    CHECK(ex.code == -1, "an adopted sandbox's status is unknown, got %d", ex.code);
+    CHECK(sbx_rt_destroy(sb, &err) == 0, "destroy: %s", sbx_error_msg(err));
+    CHECK(access(sbx_rt_sandbox_dir(sb), F_OK) < 0, "record left");
+    sbx_rt_sandbox_free(sb);
+}
+
 struct fake_net {
     int attached, detached;
     bool netns_ok, lease_seen;
@@ -341,6 +380,7 @@ main(int argc, char **argv)
     test_exec_connect_adopt();
     test_as_init();
     test_deferred_destroy();
+    test_adopt_after_creator_exit();
     test_bridge_hook(state, parent);
     struct sbx_rt_gc_stats gs;
     if (sbx_rt_gc(&gs, rt, true, &err) < 0 || gs.removed != 0) {
