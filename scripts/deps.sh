@@ -19,7 +19,7 @@ pkgs=(
   # htpasswd for basic auth, getfattr for overlay xattrs, python3 for the fake token service
   docker-registry skopeo busybox-static apache2-utils attr zstd python3
   # runtime tests: a static BusyBox root filesystem
-  busybox-static file
+  file
 )
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(hyperfine wrk bubblewrap crun runc docker.io gnuplot-nox)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "cli/cli.h"
+#include "runtime/native.h"
 #include "runtime/runtime.h"
 
 int
@@ -32,7 +33,12 @@ sbx_cmd_gc(int argc, char **argv)
         fputs("sbx gc: takes no arguments\n", stderr);
         return SBX_EXIT_USAGE;
     }
-    struct sbx_rt_config cfg = {.state_dir = state};
+    /* Records holding a bridge lease are released through the net module. */
+    struct sbx_native_bridge *bridge = NULL;
+    struct sbx_rt_net_ops net_ops;
+    (void)sbx_native_bridge_new(&bridge, state, NULL);
+    sbx_native_bridge_ops(&net_ops, bridge);
+    struct sbx_rt_config cfg = {.state_dir = state, .net_ops = &net_ops};
     struct sbx_rt *rt = NULL;
     struct sbx_rt_gc_stats st = {0};
     sbx_autoerror sbx_error *err = NULL;
@@ -40,6 +46,7 @@ sbx_cmd_gc(int argc, char **argv)
     if (ret == 0)
         ret = sbx_rt_gc(&st, rt, all, &err);
     sbx_rt_close(rt);
+    sbx_native_bridge_free(bridge);
     if (ret < 0) {
         fprintf(stderr, "sbx gc: %s\n", sbx_error_msg(err));
         return SBX_EXIT_FAIL;

@@ -15,7 +15,10 @@
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "runtime/native.h"
 #include "runtime/runtime.h"
+
+#include <sys/random.h>
 
 /* sbx's own failures (not the command's): like `docker run`, 125. */
 #define EXIT_RUN_FAIL 125
@@ -35,6 +38,9 @@ struct run_opts {
     char *vol_bufs[MAX_ITEMS];
     size_t n_vols;
     const char *layers[1];
+    struct sbx_native_image image_ref; /* an OCI image's pinned layers */
+    char *image_argv[MAX_ITEMS + 1];   /* the image's entrypoint + cmd when no CMD is given */
+    char id[40];
 };
 
 static int
@@ -183,11 +189,12 @@ parse_args(struct run_opts *o, int argc, char **argv)
             return -1;
         }
     }
-    if (optind >= argc) {
+    /* Without CMD an OCI image's entrypoint + cmd run (filled in by resolve_image). */
+    if (optind >= argc && (!o->image || strcmp(o->image, "host") == 0)) {
         fputs("sbx run: no command given (sbx run [OPTIONS] -- CMD...)\n", stderr);
         return -1;
     }
-    o->spec.argv = argv + optind;
+    o->spec.argv = optind < argc ? argv + optind : NULL;
     o->spec.volumes = o->vols;
     o->spec.n_volumes = o->n_vols;
     return 0;
@@ -235,6 +242,8 @@ resolve_user(struct run_opts *o)
     if (!o->user)
         return 0;
     const char *root = o->rootfs ? o->rootfs : "";
+    if (o->image_ref.img)
+        root = o->image_ref.passwd_root ? o->image_ref.passwd_root : "/nonexistent";
     sbx_autofree char *u = sbx_xstrdup(o->user);
     char *g = strchr(u, ':');
     if (g)
@@ -251,7 +260,34 @@ resolve_user(struct run_opts *o)
     return 0;
 }
 
-/* The one place images are resolved. The OCI image store plugs in here. */
+static const char *
+state_dir_of(const struct run_opts *o)
+{
+    if (o->state_dir)
+        return o->state_dir;
+    const char *env = getenv("SBX_STATE_DIR"); /* NOLINT(concurrency-mt-unsafe): no threads */
+    return env && *env ? env : "/var/lib/sbx";
+}
+
+/* The image's entrypoint followed by its cmd, when the user gave no CMD. */
+static int
+image_command(struct run_opts *o, sbx_error **err)
+{
+    size_t n = 0;
+    const struct sbx_image *img = o->image_ref.img;
+    for (char **p = img->entrypoint; p && *p && n < MAX_ITEMS; p++)
+        o->image_argv[n++] = *p;
+    for (char **p = img->cmd; p && *p && n < MAX_ITEMS; p++)
+        o->image_argv[n++] = *p;
+    if (n == 0)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "image `%s` has no entrypoint or cmd: give a command", o->image);
+    o->spec.argv = o->image_argv;
+    return 0;
+}
+
+/* The one place images are resolved: --rootfs, the built-in `host`, or the OCI image store
+ * (layers pinned under this run's sandbox id until it is gone). */
 static int
 resolve_image(struct run_opts *o, sbx_error **err)
 {
@@ -265,9 +301,19 @@ resolve_image(struct run_opts *o, sbx_error **err)
     }
     if (!o->image || strcmp(o->image, "host") == 0)
         return 0; /* no layers: the built-in `host` image */
-    return sbx_error_set(err, SBX_EUNAVAIL, 0,
-                         "image `%s`: image store not available (use --image host or --rootfs)",
-                         o->image);
+    unsigned char rnd[8];
+    if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "getrandom");
+    (void)snprintf(o->id, sizeof o->id, "run-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
+                   rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
+    o->spec.id = o->id;
+    int ret = sbx_native_image_apply(&o->image_ref, &o->spec, state_dir_of(o), o->image, o->id,
+                                     err);
+    if (ret == 0 && !o->spec.argv)
+        ret = image_command(o, err);
+    if (ret == 0 && !o->user && o->image_ref.img->user && *o->image_ref.img->user)
+        o->user = o->image_ref.img->user; /* the image's USER, unless --user says otherwise */
+    return ret;
 }
 
 static void
@@ -290,6 +336,8 @@ opts_release(struct run_opts *o)
 {
     for (size_t i = 0; i < MAX_ITEMS; i++)
         free(o->vol_bufs[i]);
+    /* The sandbox is destroyed by now: its layers may go. */
+    sbx_native_image_release(&o->image_ref, true);
 }
 
 static int
@@ -307,17 +355,21 @@ report(const struct sbx_rt_exit *ex, const struct run_opts *o)
 static int
 run(struct run_opts *o, sbx_error **err)
 {
-    const char *state = o->state_dir;
-    if (!state)
-        state = getenv("SBX_STATE_DIR"); /* NOLINT(concurrency-mt-unsafe): no threads yet */
+    const char *state = state_dir_of(o);
     const char *cg = o->cgroup_parent;
     if (!cg)
         cg = getenv("SBX_CGROUP_PARENT"); /* NOLINT(concurrency-mt-unsafe): no threads yet */
-    struct sbx_rt_config cfg = {.state_dir = state ? state : "/var/lib/sbx", .cgroup_parent = cg};
+    struct sbx_native_bridge *bridge = NULL;
+    struct sbx_rt_net_ops net_ops;
+    (void)sbx_native_bridge_new(&bridge, state, err);
+    sbx_native_bridge_ops(&net_ops, bridge);
+    struct sbx_rt_config cfg = {.state_dir = state, .cgroup_parent = cg, .net_ops = &net_ops};
     struct sbx_rt *rt = NULL;
     int ret = sbx_rt_open(&rt, &cfg, err);
-    if (ret < 0)
+    if (ret < 0) {
+        sbx_native_bridge_free(bridge);
         return ret;
+    }
     /* Terminal and job-control signals go to the sandbox, which decides; we keep waiting. */
     sigset_t fwd;
     sigemptyset(&fwd);
@@ -337,6 +389,7 @@ run(struct run_opts *o, sbx_error **err)
         sbx_rt_sandbox_free(sb);
     }
     sbx_rt_close(rt);
+    sbx_native_bridge_free(bridge);
     return ret < 0 ? ret : report(&ex, o);
 }
 
@@ -347,8 +400,10 @@ sbx_cmd_run(int argc, char **argv)
     opts_init(&o);
     int code = SBX_EXIT_USAGE;
     sbx_autoerror sbx_error *err = NULL;
-    if (parse_args(&o, argc, argv) == 0 && resolve_user(&o) == 0) {
+    if (parse_args(&o, argc, argv) == 0) {
         int ret = resolve_image(&o, &err);
+        if (ret == 0 && resolve_user(&o) < 0) /* it printed why */
+            ret = sbx_error_set(&err, SBX_EINVAL, 0, "cannot resolve --user");
         if (ret == 0)
             ret = run(&o, &err);
         code = ret;

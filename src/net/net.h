@@ -21,7 +21,7 @@
 
 #define SBX_NET_DEFAULT_BRIDGE    "sbx0"
 #define SBX_NET_DEFAULT_SUBNET    "10.88.0.0/16"
-#define SBX_NET_DEFAULT_STATE_DIR "/var/lib/sbx/net"
+#define SBX_NET_DEFAULT_STATE_DIR "/run/sbx/net" /* leases die with veths at reboot */
 
 struct sbx_net_config {
     const char *bridge; /* default SBX_NET_DEFAULT_BRIDGE (at most 15 bytes) */

@@ -1,0 +1,166 @@
+/*
+ * native.c - bridge networking and OCI images plugged into the runtime (see native.h).
+ */
+#include "runtime/native.h"
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/xalloc.h"
+#include "net/net.h"
+
+struct sbx_native_bridge {
+    pthread_mutex_t lock;
+    char *net_dir;
+    struct sbx_net *full;  /* after the first attach: host set up */
+    struct sbx_net *state; /* lease state only (detach before any attach) */
+};
+
+int
+sbx_native_bridge_new(struct sbx_native_bridge **out, const char *state_dir, sbx_error **err)
+{
+    (void)err;
+    (void)state_dir;
+    struct sbx_native_bridge *b = sbx_xcalloc(1, sizeof *b);
+    pthread_mutex_init(&b->lock, NULL);
+    /* Addresses are a machine-wide resource of the bridge, not of one state dir: every sbx on
+     * this host shares one lease dir. On /run, because leases die with the veths at reboot. */
+    b->net_dir = sbx_xstrdup(SBX_NET_DEFAULT_STATE_DIR);
+    *out = b;
+    return 0;
+}
+
+void
+sbx_native_bridge_free(struct sbx_native_bridge *b)
+{
+    if (!b)
+        return;
+    sbx_net_close(b->full);
+    sbx_net_close(b->state);
+    pthread_mutex_destroy(&b->lock);
+    free(b->net_dir);
+    free(b);
+}
+
+/* The net handle to use; full=true sets up the host (bridge, NAT) if not done yet. */
+static struct sbx_net *
+bridge_net(struct sbx_native_bridge *b, bool full, sbx_error **err)
+{
+    struct sbx_net_config cfg = {.state_dir = b->net_dir};
+    pthread_mutex_lock(&b->lock);
+    int ret = 0;
+    if (full && !b->full)
+        ret = sbx_net_open(&b->full, &cfg, err);
+    else if (!full && !b->full && !b->state)
+        ret = sbx_net_open_state(&b->state, &cfg, err);
+    struct sbx_net *n = b->full ? b->full : b->state;
+    pthread_mutex_unlock(&b->lock);
+    return ret < 0 ? NULL : n;
+}
+
+static int
+bridge_attach(void *arg, struct sbx_rt_lease *out, const char *id, int netns_fd, sbx_error **err)
+{
+    struct sbx_native_bridge *b = arg;
+    struct sbx_net *n = bridge_net(b, true, err);
+    if (!n)
+        return sbx_error_wrap(err, "bridge network");
+    /* Cheap (~0.1 ms) re-check: dockerd may have changed the host's rules since. */
+    struct sbx_net_lease l;
+    int ret = sbx_net_ensure(n, err);
+    if (ret == 0)
+        ret = sbx_net_attach(&l, n, id, netns_fd, err);
+    if (ret < 0)
+        return ret;
+    (void)snprintf(out->address, sizeof out->address, "%s/%d", l.addr, l.prefix);
+    (void)snprintf(out->gateway, sizeof out->gateway, "%s", l.gateway);
+    return 0;
+}
+
+static int
+bridge_detach(void *arg, const char *id, sbx_error **err)
+{
+    struct sbx_native_bridge *b = arg;
+    struct sbx_net *n = bridge_net(b, false, err);
+    if (!n)
+        return sbx_error_wrap(err, "bridge network");
+    return sbx_net_detach(n, id, err);
+}
+
+void
+sbx_native_bridge_ops(struct sbx_rt_net_ops *ops, struct sbx_native_bridge *b)
+{
+    ops->net = b;
+    ops->attach = bridge_attach;
+    ops->detach = bridge_detach;
+}
+
+static const char *
+find_passwd_root(const struct sbx_image *img)
+{
+    for (size_t i = img->n_layers; i-- > 0;) {
+        sbx_autofree char *p = sbx_xasprintf("%s/etc/passwd", img->layers[i]);
+        if (access(p, R_OK) == 0)
+            return img->layers[i];
+    }
+    return NULL;
+}
+
+static int
+resolve_pinned(struct sbx_native_image *out, const char *state_dir, const char *ref,
+               sbx_error **err)
+{
+    sbx_autofree char *root = sbx_image_default_root(state_dir);
+    int ret = sbx_image_store_open(&out->store, root, err);
+    if (ret == 0)
+        ret = sbx_image_resolve(&out->img, out->store, ref, err);
+    if (ret == 0)
+        ret = sbx_image_pin(out->store, out->owner, out->img->digest, err);
+    if (ret < 0)
+        (void)sbx_error_wrap(err, "image `%s`", ref);
+    return ret;
+}
+
+int
+sbx_native_image_apply(struct sbx_native_image *out, struct sbx_rt_spec *spec,
+                       const char *state_dir, const char *ref, const char *owner,
+                       sbx_error **err)
+{
+    memset(out, 0, sizeof *out);
+    if (!ref || strcmp(ref, "host") == 0)
+        return 0;
+    out->owner = sbx_xstrdup(owner);
+    int ret = resolve_pinned(out, state_dir, ref, err);
+    if (ret < 0) {
+        sbx_native_image_release(out, false);
+        return ret;
+    }
+    out->layers = sbx_xcalloc(out->img->n_layers + 1, sizeof *out->layers);
+    for (size_t i = 0; i < out->img->n_layers; i++)
+        out->layers[i] = out->img->layers[i];
+    spec->layers = out->layers;
+    spec->n_layers = out->img->n_layers;
+    spec->image_env = out->img->env;
+    if (!spec->image_workdir)
+        spec->image_workdir = out->img->workdir;
+    out->passwd_root = find_passwd_root(out->img);
+    return 0;
+}
+
+void
+sbx_native_image_release(struct sbx_native_image *ni, bool unpin)
+{
+    if (unpin && ni->store && ni->owner) {
+        sbx_autoerror sbx_error *err = NULL;
+        (void)sbx_image_unpin(ni->store, ni->owner, &err);
+    }
+    sbx_image_free(ni->img);
+    sbx_image_store_close(ni->store);
+    free((void *)ni->layers);
+    free(ni->owner);
+    memset(ni, 0, sizeof *ni);
+}
