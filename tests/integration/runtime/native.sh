@@ -22,12 +22,12 @@ ref=127.0.0.1:$REG_PORT/test/bb:1
 [[ $(run --image "$ref" -- /bin/sh -c 'echo $GREETING; pwd; id -u; id -g') == $'hi\n/etc\n1000\n1000' ]] ||
     die "image env/workdir/user not applied: $(run --image "$ref" -- /bin/sh -c 'echo $GREETING; pwd; id -u')"
 [[ $(run --image "$ref" --user 0 -- /bin/sh -c 'id -u') == 0 ]] || die "--user does not win over USER"
-run --image "$ref" -- /bin/sh -c 'test ! -e /etc/gone && test ! -e /opq/old && test -e /opq/new && cat /etc/added' |
-    grep -qx added || die "whiteouts or opaque dirs not honoured"
-run --image "$ref" --user 0 -w / -- /bin/sh -c 'echo x > /etc/hello && cat /etc/hello' | grep -qx x ||
-    die "the root is not writable"
+out=$(run --image "$ref" -- /bin/sh -c 'test ! -e /etc/gone && test ! -e /opq/old && test -e /opq/new && cat /etc/added' 2>&1)
+[[ $out == added ]] || die "whiteouts or opaque dirs not honoured: [$out]"
+out=$(run --image "$ref" --user 0 -w / -- /bin/sh -c 'echo x > /etc/hello && cat /etc/hello' 2>&1)
+[[ $out == x ]] || die "the root is not writable: [$out]"
 [[ $(cat "$T/layer1.tar" | tar -xOf - ./etc/hello) == hello ]] || die "layer changed"
-run --image "$ref" -- /bin/sh -c 'cat /etc/hello' | grep -qx hello || die "a write leaked into the layer"
+out=$(run --image "$ref" -- /bin/sh -c "cat /etc/hello"); [[ $out == hello ]] || die "a write leaked into the layer: [$out]"
 
 echo "== the layers of a running image are pinned"
 run --image "$ref" -- /bin/sh -c 'sleep 3' &
