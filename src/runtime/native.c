@@ -117,10 +117,8 @@ resolve_pinned(struct sbx_native_image *out, const char *state_dir, const char *
     sbx_autofree char *root = sbx_image_default_root(state_dir);
     int ret = sbx_image_store_open(&out->store, root, err);
     if (ret == 0)
-        ret = sbx_image_resolve(&out->img, out->store, ref, err);
-    if (ret == 0)
-        ret = sbx_image_pin(out->store, out->owner, out->img->digest, err);
-    if (ret < 0)
+        ret = sbx_image_resolve(&out->img, out->store, ref, err); /* names ref when it fails */
+    if (ret == 0 && (ret = sbx_image_pin(out->store, out->owner, out->img->digest, err)) < 0)
         (void)sbx_error_wrap(err, "image `%s`", ref);
     return ret;
 }
