@@ -307,8 +307,8 @@ resolve_image(struct run_opts *o, sbx_error **err)
     (void)snprintf(o->id, sizeof o->id, "run-%02x%02x%02x%02x%02x%02x%02x%02x", rnd[0], rnd[1],
                    rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]);
     o->spec.id = o->id;
-    int ret = sbx_native_image_apply(&o->image_ref, &o->spec, state_dir_of(o), o->image, o->id,
-                                     err);
+    int ret =
+        sbx_native_image_apply(&o->image_ref, &o->spec, state_dir_of(o), o->image, o->id, err);
     if (ret == 0 && !o->spec.argv)
         ret = image_command(o, err);
     if (ret == 0 && !o->user && o->image_ref.img->user && *o->image_ref.img->user)

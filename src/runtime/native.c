@@ -70,7 +70,7 @@ bridge_attach(void *arg, struct sbx_rt_lease *out, const char *id, int netns_fd,
     if (!n)
         return sbx_error_wrap(err, "bridge network");
     /* Cheap (~0.1 ms) re-check: dockerd may have changed the host's rules since. */
-    struct sbx_net_lease l;
+    struct sbx_net_lease l = {0};
     int ret = sbx_net_ensure(n, err);
     if (ret == 0)
         ret = sbx_net_attach(&l, n, id, netns_fd, err);
@@ -125,8 +125,7 @@ resolve_pinned(struct sbx_native_image *out, const char *state_dir, const char *
 
 int
 sbx_native_image_apply(struct sbx_native_image *out, struct sbx_rt_spec *spec,
-                       const char *state_dir, const char *ref, const char *owner,
-                       sbx_error **err)
+                       const char *state_dir, const char *ref, const char *owner, sbx_error **err)
 {
     memset(out, 0, sizeof *out);
     if (!ref || strcmp(ref, "host") == 0)

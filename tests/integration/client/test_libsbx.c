@@ -76,8 +76,8 @@ test_lifecycle(void **state)
     assert_string_equal(s->id, id);
     int found_role = 0;
     for (size_t i = 0; i < s->n_metadata; i++)
-        found_role |= strcmp(s->metadata[i].key, "role") == 0 &&
-                      strcmp(s->metadata[i].value, "life") == 0;
+        found_role |=
+            strcmp(s->metadata[i].key, "role") == 0 && strcmp(s->metadata[i].value, "life") == 0;
     assert_true(found_role);
     sbx_sandbox_free(s);
 
@@ -151,6 +151,26 @@ test_exec(void **state)
     sbx_client_free(c);
 }
 
+static int
+same_contents(const char *a, const char *b)
+{
+    FILE *fa = fopen(a, "re");
+    FILE *fb = fopen(b, "re");
+    int same = fa && fb;
+    while (same) {
+        int ca = fgetc(fa);
+        int cb = fgetc(fb);
+        same = ca == cb;
+        if (ca == EOF || cb == EOF)
+            break;
+    }
+    if (fa)
+        (void)fclose(fa);
+    if (fb)
+        (void)fclose(fb);
+    return same;
+}
+
 static void
 test_files(void **state)
 {
@@ -159,7 +179,8 @@ test_files(void **state)
     char *id = make_sandbox(c, "files");
     char dir[] = "/tmp/sbx-libsbx-XXXXXX";
     assert_non_null(mkdtemp(dir));
-    char in[64], back[64];
+    char in[64];
+    char back[64];
     (void)snprintf(in, sizeof in, "%s/in", dir);
     (void)snprintf(back, sizeof back, "%s/back", dir);
     FILE *f = fopen(in, "we");
@@ -169,9 +190,7 @@ test_files(void **state)
     assert_int_equal(fclose(f), 0);
     assert_int_equal(sbx_upload(c, id, in, "/tmp/up/in.txt"), 0);
     assert_int_equal(sbx_download(c, id, "/tmp/up/in.txt", back), 0);
-    char cmd[256];
-    (void)snprintf(cmd, sizeof cmd, "cmp -s %s %s", in, back);
-    assert_int_equal(system(cmd), 0); // NOLINT(cert-env33-c): test compares two files it made
+    assert_true(same_contents(in, back));
     assert_int_equal(sbx_upload(c, id, in, "relative/path"), -SBX_EINVAL);
     assert_int_equal(sbx_upload(c, id, "/no/such/local", "/tmp/x"), -SBX_ENOTFOUND);
     assert_int_equal(sbx_download(c, id, "/no/such/remote", back), -SBX_ENOTFOUND);
@@ -227,7 +246,7 @@ main(int argc, char **argv)
     /* The library must never write to stderr: send it to a file and check it stays empty. */
     char errpath[] = "/tmp/sbx-libsbx-stderr-XXXXXX";
     int efd = mkstemp(errpath);
-    int saved = dup(STDERR_FILENO);
+    int saved = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 0);
     if (efd < 0 || saved < 0 || dup2(efd, STDERR_FILENO) < 0)
         return 1;
     const struct CMUnitTest tests[] = {
