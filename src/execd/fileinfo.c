@@ -115,7 +115,8 @@ execd_file_info(const char *path, const struct stat *st)
     char ct[40];
     char owner[64];
     char group[64];
-    execd_rfc3339(mt, sizeof(mt), (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000);
+    execd_rfc3339(mt, sizeof(mt),
+                  (int64_t)st->st_mtim.tv_sec * 1000 + st->st_mtim.tv_nsec / 1000000);
     struct statx sx;
     int64_t born = (int64_t)st->st_ctim.tv_sec * 1000 + st->st_ctim.tv_nsec / 1000000;
     if (statx(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, STATX_BTIME, &sx) == 0 &&

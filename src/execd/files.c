@@ -21,8 +21,8 @@
 #include "execd/files.h"
 #include "execd/path.h"
 
-#define MAX_LISTING    100000          /* entries in one search or listing answer */
-#define MAX_REPLACE    (256u << 20)    /* largest file /files/replace rewrites in memory */
+#define MAX_LISTING 100000       /* entries in one search or listing answer */
+#define MAX_REPLACE (256u << 20) /* largest file /files/replace rewrites in memory */
 
 char *
 execd_req_path(struct evhttp_request *req, const char *raw)
@@ -30,8 +30,8 @@ execd_req_path(struct evhttp_request *req, const char *raw)
     char *p = NULL;
     const char *why = NULL;
     if (!raw || execd_path_clean(raw, strlen(raw), &p, &why) < 0) {
-        execd_reply_error(req, 400, "INVALID_REQUEST_BODY", "bad path `%s`: %s",
-                          raw ? raw : "", raw ? why : "missing");
+        execd_reply_error(req, 400, "INVALID_REQUEST_BODY", "bad path `%s`: %s", raw ? raw : "",
+                          raw ? why : "missing");
         return NULL;
     }
     return p;

@@ -10,16 +10,10 @@
         (void)ex;                                                            \
         execd_reply_error(req, 501, "NOT_SUPPORTED", "not implemented yet"); \
     }
-STUB(execd_files_upload)
 STUB(execd_metrics_get)
 STUB(execd_metrics_watch)
 void
 execd_metrics_free_all(struct execd *ex)
-{
-    (void)ex;
-}
-void
-execd_upload_install(struct execd *ex)
 {
     (void)ex;
 }
