@@ -346,7 +346,8 @@ list_dir(const char *dir, int depth, json_t *out)
         names = sbx_xrealloc(names, (n + 1) * sizeof(*names));
         names[n++] = sbx_xstrdup(e->d_name);
     }
-    qsort(names, n, sizeof(*names), name_cmp);
+    if (n > 1)
+        qsort(names, n, sizeof(*names), name_cmp);
     for (size_t i = 0; i < n; i++) {
         sbx_autofree char *p = strcmp(dir, "/") == 0 ? sbx_xasprintf("/%s", names[i])
                                                      : sbx_xasprintf("%s/%s", dir, names[i]);
