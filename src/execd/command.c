@@ -420,6 +420,7 @@ on_client_close(struct evhttp_connection *evcon, void *arg)
 {
     (void)evcon;
     struct stream *s = arg;
+    execd_http_abandon(s->req);
     s->req = NULL;
     pipe_close(&s->out);
     pipe_close(&s->err);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
@@ -160,6 +161,25 @@ execd_reply_json(struct evhttp_request *req, int status, json_t *j)
     evhttp_add_header(h, "Content-Type", "application/json");
     evhttp_send_reply(req, status, reason(status), out);
     evbuffer_free(out);
+}
+
+void
+execd_http_park(struct evhttp_request *req)
+{
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(evhttp_request_get_connection(req));
+    bufferevent_data_cb r;
+    bufferevent_data_cb w;
+    bufferevent_event_cb e;
+    void *arg;
+    bufferevent_getcb(bev, &r, &w, &e, &arg);
+    bufferevent_setcb(bev, NULL, w, e, arg);
+}
+
+void
+execd_http_abandon(struct evhttp_request *req)
+{
+    if (req && !evhttp_request_get_connection(req))
+        evhttp_request_free(req);
 }
 
 void

@@ -373,6 +373,7 @@ on_bev_event(struct bufferevent *bev, short what, void *arg)
     bufferevent_data_cb saved_r = c->saved_read;
     bufferevent_data_cb saved_w = c->saved_write;
     void *saved_arg = c->saved_arg;
+    struct evhttp_request *req = c->up ? c->up->req : NULL;
     evbuffer_remove_cb(bufferevent_get_input(bev), on_input_active, c);
     conn_unlink(c);
     if (c->up) {
@@ -384,7 +385,8 @@ on_bev_event(struct bufferevent *bev, short what, void *arg)
     free(c);
     bufferevent_setcb(bev, saved_r, saved_w, saved, saved_arg);
     if (saved)
-        saved(bev, what, saved_arg);
+        saved(bev, what, saved_arg); /* evhttp frees the connection */
+    execd_http_abandon(req);
 }
 
 static void
