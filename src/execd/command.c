@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "execd/download.h"
 #include "execd/proc.h"
 #include "execd/spawn.h"
 
@@ -760,7 +761,7 @@ execd_cmd_logs(struct execd *ex, struct evhttp_request *req, const char *id)
         cursor = size;
     struct evbuffer *b = evbuffer_new();
     if (size > cursor)
-        (void)evbuffer_add_file(b, sbx_steal_fd(&fd), (ev_off_t)cursor, (ev_off_t)(size - cursor));
+        execd_add_file_segment(b, sbx_steal_fd(&fd), cursor, size - cursor);
     char hdr[32];
     (void)snprintf(hdr, sizeof(hdr), "%llu", (unsigned long long)size);
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);
