@@ -111,6 +111,7 @@ execd_reply_error(struct evhttp_request *req, int status, const char *code, cons
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
+    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): false positive, va_start above */
     (void)vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     json_t *j = json_pack("{s:s, s:s}", "code", code, "message", msg);
@@ -233,7 +234,9 @@ query_decode(const char *s, size_t n)
             out[o++] = (char)(hi * 16 + lo);
             i += 2;
         } else {
-            out[o++] = s[i] == '+' ? ' ' : s[i];
+            out[o++] = s[i];
+            if (s[i] == '+')
+                out[o - 1] = ' ';
         }
     }
     out[o] = '\0';

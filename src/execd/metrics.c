@@ -212,6 +212,13 @@ execd_metrics_watch(struct execd *ex, struct evhttp_request *req)
 void
 execd_metrics_free_all(struct execd *ex)
 {
-    while (ex->watches)
-        watch_free(ex->watches);
+    while (ex->watches) {
+        struct execd_watch *w = ex->watches;
+        ex->watches = w->next;
+        w->next = NULL;
+        if (w->req)
+            evhttp_connection_set_closecb(w->evcon, NULL, NULL);
+        event_free(w->timer);
+        free(w);
+    }
 }

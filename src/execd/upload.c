@@ -123,6 +123,7 @@ up_fail(struct upload *u, int status, const char *code, const char *fmt, ...)
     u->code = code;
     va_list ap;
     va_start(ap, fmt);
+    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): false positive, va_start above */
     (void)vsnprintf(u->message, sizeof(u->message), fmt, ap);
     va_end(ap);
 }
@@ -714,7 +715,11 @@ process(struct conn *c, struct evbuffer *in, struct evbuffer *out)
             break;
         }
         case C_UPLOAD:
-            if (c->up && c->up->body_done)
+            if (!c->up) {
+                c->state = C_DISCARD;
+                break;
+            }
+            if (c->up->body_done)
                 c->state = C_HEAD;
             else if (c->chunked)
                 upload_chunked(c, in);
