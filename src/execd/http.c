@@ -1,11 +1,16 @@
 /*
  * http.c - the evhttp listener, routing, auth and the JSON reply helpers.
  */
+#include <arpa/inet.h>
 #include <ctype.h>
+#include <errno.h>
+#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>
@@ -355,6 +360,41 @@ on_request(struct evhttp_request *req, void *arg)
     dispatch(ex, req, p);
 }
 
+/* Numeric addresses only, bound here: a static binary must not go near NSS (getaddrinfo). */
+static int
+listen_socket(const char *host, uint16_t port, sbx_error **err)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    char h[64];
+    size_t hl = strlen(host);
+    bool brackets = hl > 2 && host[0] == '[' && host[hl - 1] == ']';
+    (void)snprintf(h, sizeof(h), "%.*s", (int)(brackets ? hl - 2 : hl), host + brackets);
+    socklen_t len = sizeof(*a4);
+    if (inet_pton(AF_INET, h, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons(port);
+    } else if (inet_pton(AF_INET6, h, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons(port);
+        len = sizeof(*a6);
+    } else {
+        return sbx_error_set(err, SBX_EINVAL, 0, "listen address `%s` is not numeric", host);
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 1024) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return sbx_error_set(err, SBX_EIO, e, "listen on %s:%u", host, port);
+    }
+    return fd;
+}
+
 int
 execd_http_start(struct execd *ex, sbx_error **err)
 {
@@ -367,9 +407,13 @@ execd_http_start(struct execd *ex, sbx_error **err)
                                              EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH | EVHTTP_REQ_HEAD);
     evhttp_set_gencb(ex->http, on_request, ex);
     execd_upload_install(ex);
-    if (!evhttp_bind_socket_with_handle(ex->http, ex->cfg.listen_host, ex->cfg.port))
-        return sbx_error_set(err, SBX_EIO, 0, "cannot listen on %s:%u", ex->cfg.listen_host,
-                             ex->cfg.port);
+    int fd = listen_socket(ex->cfg.listen_host, ex->cfg.port, err);
+    if (fd < 0)
+        return fd;
+    if (!evhttp_accept_socket_with_handle(ex->http, fd)) {
+        close(fd);
+        return sbx_error_set(err, SBX_EIO, 0, "evhttp_accept_socket");
+    }
     return 0;
 }
 
