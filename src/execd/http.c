@@ -5,6 +5,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -385,7 +386,10 @@ listen_socket(const char *host, uint16_t port, sbx_error **err)
     }
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
+    /* TCP_NODELAY (inherited by accepted sockets): SSE events are small writes; Nagle plus
+     * delayed ACKs would hold the second one back ~40 ms */
     if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||
         bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 1024) < 0) {
         int e = errno;
         if (fd >= 0)
