@@ -190,7 +190,7 @@ def check_contract(events):
     return events[0]["text"], code, out, err
 
 
-def run_tests(tests, **kw):
+def run_tests(tests, cleanup=(), **kw):
     """Run test functions against one daemon; exit 0/1/77."""
     binary = sys.argv[1] if len(sys.argv) > 1 else None
     only = sys.argv[2:] if len(sys.argv) > 2 else None
@@ -213,6 +213,8 @@ def run_tests(tests, **kw):
     finally:
         if ex:
             ex.close()
+        for d in cleanup:
+            shutil.rmtree(d, ignore_errors=True)
     sys.exit(0)
 
 

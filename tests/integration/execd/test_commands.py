@@ -4,7 +4,9 @@ byte cursor, interrupts, timeouts (the whole process group), sessions."""
 import json
 import os
 import re
+import shutil
 import socket
+import tempfile
 import threading
 import time
 
@@ -215,6 +217,40 @@ def test_sessions(ex):
     check(ex.request("DELETE", "/session/" + sid2)[0] == 404, "closed session is gone")
 
 
+ENVS_DIR = tempfile.mkdtemp(prefix="execd-envs-%d-" % os.getpid())
+ENVS_FILE = os.path.join(ENVS_DIR, "env")
+
+
+def test_envs_file(ex):
+    if ex.external:
+        return
+    with open(ENVS_FILE, "w") as f:
+        f.write("# comment\nFROM_FILE=one\nexport QUOTED=\"two words\"\n"
+                "EXPANDED=${FROM_FILE}-x\nOVERRIDE=file\n")
+    st, ev = ex.stream("/command", {"command": "echo $FROM_FILE; echo $QUOTED; echo $EXPANDED; "
+                                    "echo $OVERRIDE", "envs": {"OVERRIDE": "request"}})
+    check(check_contract(ev)[2] == ["one", "two words", "one-x", "request"],
+          "EXECD_ENVS file: %r" % ev)
+
+
+def test_uid_gid(ex):
+    if os.getuid() != 0:
+        return
+    st, ev = ex.stream("/command", {"command": "id -u; id -g", "uid": 65534})
+    _, code, out, _ = check_contract(ev)
+    check(out[0] == "65534", "uid not applied: %r" % out)
+    st, ev = ex.stream("/command", {"command": "id -u; id -g; id -G", "uid": 65534, "gid": 12})
+    _, code, out, _ = check_contract(ev)
+    check(out[:2] == ["65534", "12"] and out[2] == "12", "uid/gid: %r" % out)
+
+
+def test_self_proxy(ex):
+    st, ev = ex.stream("/proxy/%d/command" % ex.port, {"command": "echo proxied"})
+    check(st == 200 and check_contract(ev)[2] == ["proxied"], "self-proxy %r" % (ev,))
+    st, _, _ = ex.request("GET", "/proxy/%d/ping" % ex.port)
+    check(st == 200, "self-proxy ping")
+
+
 def test_concurrent_100(ex):
     results = [None] * 100
 
@@ -239,4 +275,5 @@ if __name__ == "__main__":
                test_binary_and_long_lines, test_cwd_envs, test_bad_requests,
                test_status_foreground, test_timeout_kills_group, test_background_logs_cursor,
                test_interrupt_background, test_interrupt_foreground, test_sessions,
-               test_concurrent_100])
+               test_envs_file, test_uid_gid, test_self_proxy, test_concurrent_100],
+              args=["--envs-file", ENVS_FILE], cleanup=[ENVS_DIR])
