@@ -235,7 +235,8 @@ begin_stop(struct execd *ex, int sig)
     execd_cmd_signal_all(ex, sig);
     if (ex->pid1)
         (void)kill(-1, sig); /* PID 1 of a pid namespace: every other process is ours */
-    if (!execd_cmd_any_running(ex) && !ex->pid1) {
+    bool none_left = execd_cmd_reap(ex);
+    if (!execd_cmd_any_running(ex) && (!ex->pid1 || none_left)) {
         event_base_loopexit(ex->base, NULL);
         return;
     }
