@@ -69,6 +69,7 @@ struct conn {
     struct sbx_buf head;
     bool busy; /* we are changing the input buffer ourselves: ignore the callbacks */
     struct upload *up;
+    struct evbuffer *pending; /* bytes after an upload that is not answered yet (pipelining) */
     /* evhttp's bufferevent callbacks, while ours are installed */
     bufferevent_data_cb saved_read;
     bufferevent_data_cb saved_write;
@@ -395,6 +396,8 @@ on_bev_event(struct bufferevent *bev, short what, void *arg)
         upload_free(c->up);
     }
     sbx_buf_dispose(&c->head);
+    if (c->pending)
+        evbuffer_free(c->pending);
     free(c);
     bufferevent_setcb(bev, saved_r, saved_w, saved, saved_arg);
     if (saved)
@@ -455,12 +458,21 @@ static void
 conn_release(struct conn *c)
 {
     struct evbuffer *in = bufferevent_get_input(c->bev);
+    struct evbuffer *pending = c->pending;
     conn_unhook(c);
     evbuffer_remove_cb(in, on_input_active, c);
     evbuffer_add_cb(in, on_input_idle, c->bev);
     conn_unlink(c);
     sbx_buf_dispose(&c->head);
     free(c);
+    if (pending) {
+        /* held pipelined bytes go through the hook again, as new input (the bufferevent keeps
+         * the end of its input frozen outside its own reads) */
+        evbuffer_unfreeze(in, 0);
+        evbuffer_add_buffer(in, pending);
+        evbuffer_freeze(in, 0);
+        evbuffer_free(pending);
+    }
 }
 
 struct head_info {
@@ -601,6 +613,8 @@ handle_head(struct conn *c, struct evbuffer *out)
 {
     struct head_info hi;
     parse_head(c->ex, c->head.data, c->head.len, &hi);
+    sbx_debug("upload hook: head of %zu bytes, upload=%d cl=%llu chunked=%d", c->head.len,
+              hi.upload, (unsigned long long)hi.cl, hi.chunked);
     if (!hi.upload || hi.bad_cl || (hi.chunked && hi.has_cl)) {
         /* not ours, or ambiguous framing that evhttp rejects: pass it on unchanged */
         evbuffer_add(out, c->head.data, c->head.len);
@@ -713,6 +727,12 @@ process(struct conn *c, struct evbuffer *in, struct evbuffer *out)
             evbuffer_drain(in, len);
             return;
         case C_HEAD:
+            if (c->up) { /* the previous upload is not answered yet: hold what follows */
+                if (!c->pending)
+                    c->pending = evbuffer_new();
+                evbuffer_add_buffer(c->pending, in);
+                return;
+            }
             head_step(c, in, out);
             break;
         case C_CHUNK_PASS:
@@ -782,6 +802,8 @@ on_input_active(struct evbuffer *buf, const struct evbuffer_cb_info *info, void 
         conn_unlink(c);
         conn_unhook(c);
         sbx_buf_dispose(&c->head);
+        if (c->pending)
+            evbuffer_free(c->pending);
         free(c);
     } else if (conn_idle(c)) {
         conn_release(c);
@@ -854,6 +876,8 @@ conn_after_reply(struct conn *c)
         conn_unlink(c);
         conn_unhook(c);
         sbx_buf_dispose(&c->head);
+        if (c->pending)
+            evbuffer_free(c->pending);
         free(c);
     }
 }

@@ -122,6 +122,32 @@ def test_upload_chunked(ex):
     check(open(d(ex, "chunked.bin"), "rb").read() == b"C" * 100000, "chunked content")
 
 
+def test_upload_pipelined(ex):
+    """Two uploads and a ping sent back to back on one connection (HTTP pipelining)."""
+    os.makedirs(d(ex), exist_ok=True)
+    blob = b""
+    for i in range(2):
+        body, ct = multipart([({"path": d(ex, "pipe%d" % i)}, b"P%d" % i * 1000)])
+        blob += (b"POST /files/upload HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\n"
+                 b"Content-Length: %d\r\n" % (ct.encode(), len(body)))
+        if ex.token:
+            blob += b"X-EXECD-ACCESS-TOKEN: %s\r\n" % ex.token.encode()
+        blob += b"\r\n" + body
+    blob += b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"
+    s = socket.create_connection((ex.host, ex.port), timeout=10)
+    s.sendall(blob)
+    buf = b""
+    while buf.count(b"HTTP/1.1 ") < 3:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    s.close()
+    check(buf.count(b"HTTP/1.1 200") == 3, "pipelined answers: %r" % buf[:600])
+    for i in range(2):
+        check(open(d(ex, "pipe%d" % i), "rb").read() == b"P%d" % i * 1000, "pipelined file %d" % i)
+
+
 def test_upload_limit_413(ex):
     # the daemon under test was started with --max-upload 4m
     os.makedirs(d(ex), exist_ok=True)
@@ -249,5 +275,5 @@ def test_directories(ex):
 
 if __name__ == "__main__":
     run_tests([test_upload_and_info, test_upload_errors, test_upload_chunked,
-               test_upload_limit_413, test_download_and_ranges, test_permissions_mv_remove,
+               test_upload_pipelined, test_upload_limit_413, test_download_and_ranges, test_permissions_mv_remove,
                test_search_replace, test_directories], args=["--max-upload", "4m"])
