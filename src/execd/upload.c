@@ -43,8 +43,8 @@
 #include "execd/upload.h"
 
 #define HEAD_MAX  (EXECD_MAX_HEADERS + 1024)
-#define WRITE_BUF (1u << 20)
-#define SOCK_READ (1u << 20)
+#define WRITE_BUF (256u << 10)
+#define SOCK_READ (256u << 10)
 #define MAX_META  (64u << 10)
 
 enum conn_state {
