@@ -425,6 +425,7 @@ void
 execd_http_stop(struct execd *ex)
 {
     if (ex->http) {
+        execd_upload_stop(ex);
         evhttp_free(ex->http);
         ex->http = NULL;
     }

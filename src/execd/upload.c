@@ -968,3 +968,22 @@ execd_upload_install(struct execd *ex)
     upload_ex = ex;
     evhttp_set_bevcb(ex->http, on_new_connection, ex);
 }
+
+void
+execd_upload_stop(struct execd *ex)
+{
+    (void)ex;
+    while (conns) {
+        struct conn *c = conns;
+        conns = c->next;
+        struct evbuffer *in = bufferevent_get_input(c->bev);
+        evbuffer_remove_cb(in, on_input_active, c);
+        conn_unhook(c);
+        if (c->up)
+            upload_free(c->up); /* removes its temp file; evhttp frees the request */
+        if (c->pending)
+            evbuffer_free(c->pending);
+        sbx_buf_dispose(&c->head);
+        free(c);
+    }
+}
