@@ -70,6 +70,8 @@ struct conn {
     bool busy; /* we are changing the input buffer ourselves: ignore the callbacks */
     struct upload *up;
     struct evbuffer *pending; /* bytes after an upload that is not answered yet (pipelining) */
+    int fd;                   /* the socket, and its inode: tells whether it is still open */
+    ino_t ino;
     /* evhttp's bufferevent callbacks, while ours are installed */
     bufferevent_data_cb saved_read;
     bufferevent_data_cb saved_write;
@@ -379,30 +381,23 @@ conn_unlink(struct conn *c)
 
 /* The wrapper around evhttp's event callback: a connection that dies while we hold state
  * for it frees that state first. */
+static void conn_drop(struct conn *c, evbuffer_cb_func next, void *next_arg);
+
 static void
 on_bev_event(struct bufferevent *bev, short what, void *arg)
 {
     struct conn *c = arg;
     bufferevent_event_cb saved = c->saved_event;
-    bufferevent_data_cb saved_r = c->saved_read;
-    bufferevent_data_cb saved_w = c->saved_write;
     void *saved_arg = c->saved_arg;
     struct evhttp_request *req = c->up ? c->up->req : NULL;
-    evbuffer_remove_cb(bufferevent_get_input(bev), on_input_active, c);
-    conn_unlink(c);
-    if (c->up) {
-        if (c->up->req)
-            sbx_info("upload: client went away");
-        upload_free(c->up);
-    }
-    sbx_buf_dispose(&c->head);
-    if (c->pending)
-        evbuffer_free(c->pending);
-    free(c);
-    bufferevent_setcb(bev, saved_r, saved_w, saved, saved_arg);
+    if (req)
+        sbx_info("upload: client went away");
+    bufferevent_incref(bev); /* conn_drop lets go of ours; evhttp still needs it below */
+    conn_drop(c, NULL, NULL);
     if (saved)
         saved(bev, what, saved_arg); /* evhttp frees the connection */
     execd_http_abandon(req);
+    bufferevent_decref(bev);
 }
 
 static void
@@ -453,25 +448,60 @@ conn_unhook(struct conn *c)
         bufferevent_setcb(c->bev, c->saved_read, c->saved_write, c->saved_event, c->saved_arg);
 }
 
-/* Back to idle: no state is kept for a connection between requests. */
+/* Stop following c: its input goes to `next` (or straight to evhttp), its state is freed, and
+ * our reference on the bufferevent is dropped. */
 static void
-conn_release(struct conn *c)
+conn_drop(struct conn *c, evbuffer_cb_func next, void *next_arg)
 {
-    struct evbuffer *in = bufferevent_get_input(c->bev);
+    struct bufferevent *bev = c->bev;
+    struct evbuffer *in = bufferevent_get_input(bev);
     struct evbuffer *pending = c->pending;
     conn_unhook(c);
     evbuffer_remove_cb(in, on_input_active, c);
-    evbuffer_add_cb(in, on_input_idle, c->bev);
+    if (next)
+        evbuffer_add_cb(in, next, next_arg);
     conn_unlink(c);
+    if (c->up)
+        upload_free(c->up); /* removes its temp file; evhttp frees the request */
     sbx_buf_dispose(&c->head);
     free(c);
-    if (pending) {
+    if (pending && next == on_input_idle) {
         /* held pipelined bytes go through the hook again, as new input (the bufferevent keeps
          * the end of its input frozen outside its own reads) */
         evbuffer_unfreeze(in, 0);
         evbuffer_add_buffer(in, pending);
         evbuffer_freeze(in, 0);
+    }
+    if (pending)
         evbuffer_free(pending);
+    bufferevent_decref(bev);
+}
+
+/* Back to idle: no state is kept for a connection between requests. */
+static void
+conn_release(struct conn *c)
+{
+    conn_drop(c, on_input_idle, c->bev);
+}
+
+/* evhttp may free a connection while its callbacks, not ours, are installed (e.g. after it
+ * answered an error itself). The reference we hold keeps the bufferevent's memory valid; a
+ * closed socket (or one whose fd number now names another socket) marks the state as dead. */
+static bool
+conn_alive(const struct conn *c)
+{
+    struct stat st;
+    return c->fd >= 0 && fstat(c->fd, &st) == 0 && st.st_ino == c->ino;
+}
+
+static void
+conn_sweep(void)
+{
+    struct conn *next;
+    for (struct conn *c = conns; c; c = next) {
+        next = c->next;
+        if (!conn_alive(c))
+            conn_drop(c, NULL, NULL);
     }
 }
 
@@ -796,18 +826,12 @@ on_input_active(struct evbuffer *buf, const struct evbuffer_cb_info *info, void 
     evbuffer_free(fresh);
     evbuffer_free(front);
     c->busy = false;
-    if (c->state == C_DISCARD && !c->up) {
-        evbuffer_remove_cb(buf, on_input_active, c);
-        evbuffer_add_cb(buf, on_input_discard, NULL);
-        conn_unlink(c);
-        conn_unhook(c);
-        sbx_buf_dispose(&c->head);
-        if (c->pending)
-            evbuffer_free(c->pending);
-        free(c);
-    } else if (conn_idle(c)) {
+    if (c->state == C_DISCARD && !c->up)
+        conn_drop(c, on_input_discard, NULL);
+    else if (c->state == C_PASS && !c->up)
+        conn_drop(c, NULL, NULL); /* framing we do not follow: evhttp gets the raw bytes */
+    else if (conn_idle(c))
         conn_release(c);
-    }
 }
 
 static void
@@ -816,9 +840,14 @@ on_input_idle(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *a
     if (info->n_added == 0)
         return;
     struct bufferevent *bev = arg;
+    conn_sweep();
     struct conn *c = sbx_xcalloc(1, sizeof(*c));
     c->bev = bev;
     c->ex = upload_ex;
+    bufferevent_incref(bev);
+    c->fd = bufferevent_getfd(bev);
+    struct stat st;
+    c->ino = c->fd >= 0 && fstat(c->fd, &st) == 0 ? st.st_ino : 0;
     sbx_buf_init(&c->head, HEAD_MAX);
     evbuffer_remove_cb(buf, on_input_idle, bev);
     evbuffer_add_cb(buf, on_input_active, c);
@@ -870,15 +899,7 @@ conn_after_reply(struct conn *c)
     if (conn_idle(c)) {
         conn_release(c);
     } else if (c->state == C_DISCARD && !c->up) {
-        struct evbuffer *in = bufferevent_get_input(c->bev);
-        evbuffer_remove_cb(in, on_input_active, c);
-        evbuffer_add_cb(in, on_input_discard, NULL);
-        conn_unlink(c);
-        conn_unhook(c);
-        sbx_buf_dispose(&c->head);
-        if (c->pending)
-            evbuffer_free(c->pending);
-        free(c);
+        conn_drop(c, on_input_discard, NULL);
     }
 }
 
@@ -973,17 +994,6 @@ void
 execd_upload_stop(struct execd *ex)
 {
     (void)ex;
-    while (conns) {
-        struct conn *c = conns;
-        conns = c->next;
-        struct evbuffer *in = bufferevent_get_input(c->bev);
-        evbuffer_remove_cb(in, on_input_active, c);
-        conn_unhook(c);
-        if (c->up)
-            upload_free(c->up); /* removes its temp file; evhttp frees the request */
-        if (c->pending)
-            evbuffer_free(c->pending);
-        sbx_buf_dispose(&c->head);
-        free(c);
-    }
+    while (conns)
+        conn_drop(conns, NULL, NULL);
 }
