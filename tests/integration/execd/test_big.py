@@ -134,4 +134,4 @@ def test_upload_download_1g(ex):
 if __name__ == "__main__":
     # ASan keeps freed memory in a quarantine; keep it small so RSS shows real growth.
     os.environ["ASAN_OPTIONS"] = os.environ.get("ASAN_OPTIONS", "") + ":quarantine_size_mb=1"
-    run_tests([test_stdout_1g, test_upload_download_1g])
+    run_tests(local_only=True, tests=[test_stdout_1g, test_upload_download_1g])

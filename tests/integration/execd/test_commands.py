@@ -55,16 +55,17 @@ def test_binary_and_long_lines(ex):
 
 
 def test_cwd_envs(ex):
-    d = os.path.join(ex.tmp, "work dir")
-    os.makedirs(d, exist_ok=True)
+    # created through the API so this also works against an execd inside a sandbox
+    d = "/tmp/execd-test-%d/work dir" % os.getpid()
+    ex.json("POST", "/directories", {d: {"mode": 755}})
     st, events = ex.stream("/command", {"command": "pwd; echo \"$FOO|$BAR\"", "cwd": d,
                                         "envs": {"FOO": "foo bar", "BAR": "2"}})
     _, code, out, _ = check_contract(events)
     check(out == [d, "foo bar|2"], "cwd/envs %r" % out)
-    os.environ["SBX_EXECD_TEST_DIR"] = d
     st, body = ex.stream("/command", {"command": "pwd", "cwd": "/nonexistent-sbx"})
     check(st in (400, 500), "missing cwd: %d" % st)
     check(json.loads(body)["code"] == "RUNTIME_ERROR", "missing cwd body %r" % body)
+    ex.request("DELETE", "/directories?path=/tmp/execd-test-%d" % os.getpid())
 
 
 def test_bad_requests(ex):

@@ -191,8 +191,9 @@ def main():
             print("FAIL: %s" % e)
             sys.exit(1)
         sys.exit(0)
-    run_tests([test_metrics, test_hostile_table, test_disconnect_kills_and_no_fd_leak,
-               test_idle_costs_nothing])
+    run_tests(local_only=True, tests=[test_metrics, test_hostile_table,
+                                      test_disconnect_kills_and_no_fd_leak,
+                                      test_idle_costs_nothing])
 
 
 if __name__ == "__main__":

@@ -292,6 +292,6 @@ def test_directories(ex):
 
 
 if __name__ == "__main__":
-    run_tests([test_upload_and_info, test_upload_errors, test_upload_chunked,
+    run_tests(local_only=True, tests=[test_upload_and_info, test_upload_errors, test_upload_chunked,
                test_upload_pipelined, test_upload_client_abort, test_upload_limit_413, test_download_and_ranges, test_permissions_mv_remove,
                test_search_replace, test_directories], args=["--max-upload", "4m"])
