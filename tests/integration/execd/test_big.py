@@ -5,12 +5,11 @@ import hashlib
 import json
 import os
 import socket
-import sys
 import threading
 import time
 import urllib.parse
 
-from harness import Execd, Fail, check, rss_kib, run_tests
+from harness import check, rss_kib, run_tests
 
 MB = int(os.environ.get("EXECD_BIG_MB", "1024"))
 RSS_GROWTH_KIB = 16 * 1024

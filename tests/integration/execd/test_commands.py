@@ -4,13 +4,12 @@ byte cursor, interrupts, timeouts (the whole process group), sessions."""
 import json
 import os
 import re
-import shutil
 import socket
 import tempfile
 import threading
 import time
 
-from harness import Fail, check, check_contract, parse_events, run_tests, wait_until
+from harness import Fail, check, check_contract, run_tests, wait_until
 
 
 def test_ping(ex):

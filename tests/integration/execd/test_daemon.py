@@ -4,13 +4,11 @@ disconnects (no leaked process or fd), idle cost, and the static release binary.
 import json
 import os
 import socket
-import subprocess
 import sys
 import time
 import urllib.parse
 
-from harness import (SKIP, Execd, Fail, check, fd_count, rss_kib, run_tests, wait_until,
-                     children_of)
+from harness import Execd, Fail, check, children_of, fd_count, run_tests, wait_until
 
 Q = urllib.parse.quote
 
