@@ -42,10 +42,11 @@
 #include "execd/path.h"
 #include "execd/upload.h"
 
-#define HEAD_MAX  (EXECD_MAX_HEADERS + 1024)
-#define WRITE_BUF (256u << 10)
-#define SOCK_READ (256u << 10)
-#define MAX_META  (64u << 10)
+#define HEAD_MAX        (EXECD_MAX_HEADERS + 1024)
+#define WRITE_BUF       (256u << 10)
+#define SOCK_READ       (256u << 10)
+#define MAX_META        (64u << 10)
+#define UPLOAD_IDLE_SEC 300 /* an upload body that stalls this long is abandoned */
 
 enum conn_state {
     C_HEAD,
@@ -906,9 +907,12 @@ conn_after_reply(struct conn *c)
 static void
 on_sock_read(evutil_socket_t fd, short what, void *arg)
 {
-    (void)what;
     struct conn *c = arg;
     struct upload *u = c->up;
+    if (what & EV_TIMEOUT) { /* a client that stopped sending mid-body */
+        on_bev_event(c->bev, BEV_EVENT_TIMEOUT | BEV_EVENT_READING, c);
+        return;
+    }
     size_t want = c->remaining < SOCK_READ ? (size_t)c->remaining : SOCK_READ;
     ssize_t n = read(fd, u->rbuf, want);
     if (n < 0 && (errno == EAGAIN || errno == EINTR))
@@ -968,7 +972,8 @@ execd_files_upload(struct execd *ex, struct evhttp_request *req)
     u->rbuf = sbx_xmalloc(SOCK_READ);
     u->sock_ev = event_new(bufferevent_get_base(c->bev), bufferevent_getfd(c->bev),
                            EV_READ | EV_PERSIST, on_sock_read, c);
-    event_add(u->sock_ev, NULL);
+    struct timeval idle = {.tv_sec = UPLOAD_IDLE_SEC};
+    event_add(u->sock_ev, &idle);
 }
 
 static struct bufferevent *
