@@ -20,6 +20,7 @@ pkgs=(
   docker-registry skopeo busybox-static apache2-utils attr zstd python3
   # runtime tests: a static BusyBox root filesystem
   file
+  iproute2 iptables procps psmisc curl python3
 )
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(hyperfine wrk bubblewrap crun runc docker.io gnuplot-nox)
