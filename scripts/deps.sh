@@ -14,13 +14,12 @@ pkgs=(
   # test and CI gates
   libcmocka-dev clang clang-tidy clang-format libclang-rt-14-dev
   # runtime helpers used by tests (real peers, not mocks)
-  iproute2 iptables procps psmisc curl
+  iproute2 iptables procps psmisc curl python3
   # image store tests: a real registry, skopeo to fill it, a static busybox for the rootfs,
   # htpasswd for basic auth, getfattr for overlay xattrs, python3 for the fake token service
   docker-registry skopeo busybox-static apache2-utils attr zstd python3
-  # runtime tests: a static BusyBox root filesystem
+  # runtime tests: `file` checks that static binaries are static
   file
-  iproute2 iptables procps psmisc curl python3
 )
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(hyperfine wrk bubblewrap crun runc docker.io gnuplot-nox)
