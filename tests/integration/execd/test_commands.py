@@ -88,12 +88,11 @@ def test_status_foreground(ex):
     check(st == 400, "logs of a foreground command: %d" % st)
 
 
-def pid_alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as f:
-            return f.read().split(")")[-1].split()[0] != "Z"
-    except OSError:
-        return False
+def pid_alive(ex, pid):
+    """Ask the daemon's own view (it may run in another pid namespace): alive and not a zombie."""
+    cmd = "s=$(cat /proc/%d/stat 2>/dev/null) || exit 0; set -- ${s##*)}; [ \"$1\" != Z ] && echo alive" % pid
+    _, events = ex.stream("/command", {"command": cmd})
+    return any(e.get("type") == "stdout" and e.get("text") == "alive" for e in events)
 
 
 def test_timeout_kills_group(ex):
@@ -104,7 +103,7 @@ def test_timeout_kills_group(ex):
     _, code, out, _ = check_contract(events)
     check(code == -1, "timed out command exit code %d" % code)
     grandchild = int(out[0])
-    wait_until(lambda: not pid_alive(grandchild), 5, "grandchild %d to die" % grandchild)
+    wait_until(lambda: not pid_alive(ex, grandchild), 5, "grandchild %d to die" % grandchild)
 
 
 def test_background_logs_cursor(ex):
