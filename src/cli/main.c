@@ -18,6 +18,15 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "Usage: sbx help [COMMAND]\n\nShow the list of commands, or the help of COMMAND.\n"),
     CMD("version", sbx_cmd_version, "Print the version of sbx",
         "Usage: sbx version\n\nPrint the version of sbx (same as `sbx --version`).\n"),
+    CMD("serve", sbx_cmd_serve, "Run the sandbox server (OpenSandbox lifecycle API)",
+        "Usage: sbx serve [--listen ADDR] [--state-dir DIR] [--config FILE]\n\n"
+        "Run the control plane in the foreground until SIGTERM/SIGINT.\n\n"
+        "  --listen ADDR     HOST:PORT to listen on (default 127.0.0.1:8080)\n"
+        "  --state-dir DIR   store, API key and sandboxes (default /var/lib/sbx)\n"
+        "  --config FILE     config file (libconfig syntax; see docs/server.md)\n\n"
+        "On first start an API key is generated into DIR/api-key (mode 0600); clients send it\n"
+        "as `OPEN-SANDBOX-API-KEY: <key>` (or `Authorization: Bearer <key>`).\n"
+        "Sandboxes keep running when the server stops; a restart re-adopts them.\n"),
     {0},
 };
 
