@@ -1,0 +1,131 @@
+/*
+ * execd.h - sbx-execd internals: the daemon inside every sandbox that speaks the OpenSandbox
+ * execd API (commands over SSE, background commands, bash sessions, files, metrics).
+ *
+ * One thread, one libevent loop. Children are tracked by pid; SIGCHLD (delivered through the
+ * loop) reaps every child, known or not, so execd can be PID 1.
+ */
+#ifndef SBX_EXECD_EXECD_H
+#define SBX_EXECD_EXECD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "common/error.h"
+
+struct event_base;
+struct evhttp;
+struct evhttp_request;
+struct evbuffer;
+struct event;
+
+#define EXECD_DEFAULT_PORT       44772
+#define EXECD_TOKEN_HEADER       "X-EXECD-ACCESS-TOKEN"
+#define EXECD_CURSOR_HEADER      "EXECD-COMMANDS-TAIL-CURSOR"
+#define EXECD_MAX_JSON_BODY      (16u << 20)
+#define EXECD_MAX_HEADERS        (64u << 10)
+#define EXECD_DEFAULT_MAX_UPLOAD (64ull << 30)
+#define EXECD_MAX_FINISHED       1024 /* finished command records kept for status queries */
+
+struct execd_config {
+    char *listen_host; /* "0.0.0.0" */
+    uint16_t port;
+    char *token;         /* NULL: no auth */
+    uint64_t max_upload; /* bytes per upload request */
+    char *state_dir;     /* background logs, session state */
+    char *envs_file;     /* EXECD_ENVS: KEY=VALUE lines merged into every command */
+};
+
+struct execd_cmd;
+struct execd_session;
+struct execd_watch;
+
+struct execd {
+    struct execd_config cfg;
+    struct event_base *base;
+    struct evhttp *http;
+    struct event *sig_chld;
+    struct event *sig_term;
+    struct event *sig_int;
+    struct event *stop_timer;
+    struct execd_cmd *cmds; /* newest first */
+    unsigned n_finished;
+    struct execd_session *sessions;
+    struct execd_watch *watches;
+    const char *shell; /* /bin/bash, else /bin/sh */
+    bool pid1;
+    bool stopping;
+    int exit_code;
+};
+
+/* ---- http.c: routing, replies ---- */
+int execd_http_start(struct execd *ex, sbx_error **err);
+void execd_http_stop(struct execd *ex);
+void execd_reply_error(struct evhttp_request *req, int status, const char *code, const char *fmt,
+                       ...) __attribute__((format(printf, 4, 5)));
+/* Reply 200 with a JSON body (steals j). */
+void execd_reply_json(struct evhttp_request *req, int status, json_t *j);
+/* Reply 200 with an empty body. */
+void execd_reply_empty(struct evhttp_request *req);
+/* The request body parsed as JSON; replies 400 and returns NULL when it is not. An empty body
+ * gives NULL with *empty = true (and no reply) when empty is not NULL. */
+json_t *execd_body_json(struct evhttp_request *req, bool *empty);
+/* First value of query parameter `name` (decoded, caller frees), or NULL. */
+char *execd_query(struct evhttp_request *req, const char *name);
+/* All values of a repeatable query parameter; returns the count, *out is a NULL-ended array. */
+size_t execd_query_all(struct evhttp_request *req, const char *name, char ***out);
+void execd_strv_free(char **v);
+
+/* ---- util.c: ids, time, JSON text, lines ---- */
+/* 32 hex chars (dashes=false) or the 36-char uuid4 form; buf holds >= 37 bytes. */
+void execd_uuid4(char *buf, bool dashes);
+/* RFC3339 UTC with milliseconds into buf (>= 32 bytes). */
+void execd_rfc3339(char *buf, size_t n, int64_t wall_ms);
+/* Append s[0..n) as a JSON string literal (quotes included); invalid UTF-8 becomes U+FFFD. */
+void execd_json_quote(struct evbuffer *out, const char *s, size_t n);
+/* Constant-time string equality (length leaks, content does not). */
+bool execd_token_equal(const char *a, const char *b);
+
+/* ---- command.c ---- */
+void execd_cmd_post(struct execd *ex, struct evhttp_request *req);
+void execd_cmd_delete(struct execd *ex, struct evhttp_request *req);
+void execd_cmd_status(struct execd *ex, struct evhttp_request *req, const char *id);
+void execd_cmd_logs(struct execd *ex, struct evhttp_request *req, const char *id);
+/* SIGCHLD: reap everything; update known commands. True when no child is left at all. */
+bool execd_cmd_reap(struct execd *ex);
+/* Signal every running command's process group. */
+void execd_cmd_signal_all(struct execd *ex, int sig);
+bool execd_cmd_any_running(const struct execd *ex);
+void execd_cmd_free_all(struct execd *ex);
+
+/* ---- session.c ---- */
+void execd_session_create(struct execd *ex, struct evhttp_request *req);
+void execd_session_run(struct execd *ex, struct evhttp_request *req, const char *id);
+void execd_session_delete(struct execd *ex, struct evhttp_request *req, const char *id);
+/* Interrupt by session id: closes the session. Returns false when id is not a session. */
+bool execd_session_interrupt(struct execd *ex, const char *id);
+void execd_session_free_all(struct execd *ex);
+
+/* ---- files.c / upload.c ---- */
+void execd_files_info(struct execd *ex, struct evhttp_request *req);
+void execd_files_remove(struct execd *ex, struct evhttp_request *req);
+void execd_files_permissions(struct execd *ex, struct evhttp_request *req);
+void execd_files_move(struct execd *ex, struct evhttp_request *req);
+void execd_files_search(struct execd *ex, struct evhttp_request *req);
+void execd_files_replace(struct execd *ex, struct evhttp_request *req);
+void execd_files_download(struct execd *ex, struct evhttp_request *req);
+void execd_dirs_list(struct execd *ex, struct evhttp_request *req);
+void execd_dirs_create(struct execd *ex, struct evhttp_request *req);
+void execd_dirs_remove(struct execd *ex, struct evhttp_request *req);
+void execd_files_upload(struct execd *ex, struct evhttp_request *req);
+
+/* ---- metrics.c ---- */
+void execd_metrics_get(struct execd *ex, struct evhttp_request *req);
+void execd_metrics_watch(struct execd *ex, struct evhttp_request *req);
+void execd_metrics_free_all(struct execd *ex);
+
+#endif

@@ -1,0 +1,336 @@
+/*
+ * main.c - sbx-execd: arguments, signals, PID 1 duties, the event loop.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/event.h>
+
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "common/xalloc.h"
+#include "execd/execd.h"
+
+#define STOP_GRACE_SEC 3
+
+static const char usage[] =
+    "Usage: sbx-execd [OPTIONS]\n\n"
+    "The in-sandbox daemon speaking the OpenSandbox execd API.\n\n"
+    "  --listen ADDR:PORT     listen address (default 0.0.0.0:44772)\n"
+    "  --port PORT            listen port (default 44772)\n"
+    "  --access-token TOKEN   require header X-EXECD-ACCESS-TOKEN (env EXECD_ACCESS_TOKEN)\n"
+    "  --max-upload SIZE      largest upload request body (default 64g; 413 beyond)\n"
+    "  --state-dir DIR        where background logs and session state live\n"
+    "                         (default $TMPDIR/sbx-execd-<pid>)\n"
+    "  --envs-file PATH       KEY=VALUE lines merged into every command's environment\n"
+    "                         (env EXECD_ENVS, default /opt/opensandbox/.env)\n"
+    "  --log-level LEVEL      error|warn|info|debug|trace (default info)\n"
+    "  --version, --help\n";
+
+enum {
+    OPT_LISTEN = 256,
+    OPT_PORT,
+    OPT_TOKEN,
+    OPT_MAX_UPLOAD,
+    OPT_STATE,
+    OPT_ENVS,
+    OPT_LOG
+};
+
+static const struct option long_opts[] = {
+    {"listen", required_argument, NULL, OPT_LISTEN},
+    {"port", required_argument, NULL, OPT_PORT},
+    {"access-token", required_argument, NULL, OPT_TOKEN},
+    {"max-upload", required_argument, NULL, OPT_MAX_UPLOAD},
+    {"state-dir", required_argument, NULL, OPT_STATE},
+    {"envs-file", required_argument, NULL, OPT_ENVS},
+    {"log-level", required_argument, NULL, OPT_LOG},
+    {"version", no_argument, NULL, 'V'},
+    {"help", no_argument, NULL, 'h'},
+    {0},
+};
+
+static int
+parse_port(const char *s, uint16_t *out)
+{
+    uint64_t v = 0;
+    if (sbx_parse_u64(s, &v, NULL) < 0 || v == 0 || v > 65535)
+        return -1;
+    *out = (uint16_t)v;
+    return 0;
+}
+
+static int
+parse_listen(struct execd_config *cfg, const char *s)
+{
+    const char *colon = strrchr(s, ':');
+    if (!colon)
+        return parse_port(s, &cfg->port);
+    if (parse_port(colon + 1, &cfg->port) < 0)
+        return -1;
+    free(cfg->listen_host);
+    cfg->listen_host = sbx_xstrndup(s, (size_t)(colon - s));
+    if (cfg->listen_host[0] == '\0') {
+        free(cfg->listen_host);
+        cfg->listen_host = sbx_xstrdup("0.0.0.0");
+    }
+    return 0;
+}
+
+static int
+parse_opt(struct execd_config *cfg, int c, const char *arg)
+{
+    enum sbx_log_level lvl = SBX_LOG_INFO;
+    switch (c) {
+    case OPT_LISTEN:
+        return parse_listen(cfg, arg);
+    case OPT_PORT:
+        return parse_port(arg, &cfg->port);
+    case OPT_TOKEN:
+        free(cfg->token);
+        cfg->token = sbx_xstrdup(arg);
+        return 0;
+    case OPT_MAX_UPLOAD:
+        return sbx_parse_size(arg, &cfg->max_upload, NULL) < 0 ? -1 : 0;
+    case OPT_STATE:
+        free(cfg->state_dir);
+        cfg->state_dir = sbx_xstrdup(arg);
+        return 0;
+    case OPT_ENVS:
+        free(cfg->envs_file);
+        cfg->envs_file = sbx_xstrdup(arg);
+        return 0;
+    case OPT_LOG:
+        if (sbx_log_parse_level(arg, &lvl) < 0)
+            return -1;
+        sbx_log_set_level(lvl);
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+/* Environment-provided settings are read once and removed so commands do not inherit the
+ * token (a child could otherwise read it from its own environment). */
+static void
+config_from_env(struct execd_config *cfg)
+{
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): single-threaded, before the loop starts */
+    const char *tok = getenv("EXECD_ACCESS_TOKEN");
+    if (tok && *tok && !cfg->token)
+        cfg->token = sbx_xstrdup(tok);
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): single-threaded, before the loop starts */
+    (void)unsetenv("EXECD_ACCESS_TOKEN");
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): single-threaded, before the loop starts */
+    const char *envs = getenv("EXECD_ENVS");
+    if (!cfg->envs_file)
+        cfg->envs_file = sbx_xstrdup(envs && *envs ? envs : "/opt/opensandbox/.env");
+}
+
+static void
+config_defaults(struct execd_config *cfg)
+{
+    cfg->listen_host = sbx_xstrdup("0.0.0.0");
+    cfg->port = EXECD_DEFAULT_PORT;
+    cfg->max_upload = EXECD_DEFAULT_MAX_UPLOAD;
+}
+
+static void
+config_dispose(struct execd_config *cfg)
+{
+    free(cfg->listen_host);
+    free(cfg->token);
+    free(cfg->state_dir);
+    free(cfg->envs_file);
+}
+
+/* Returns 0 to run, 1 for a usage error, 2 when --help/--version already answered. */
+static int
+parse_args(struct execd_config *cfg, int argc, char **argv)
+{
+    int c;
+    while ((c = getopt_long(argc, argv, "hV", long_opts, NULL)) != -1) {
+        if (c == 'h') {
+            fputs(usage, stdout);
+            return 2;
+        }
+        if (c == 'V') {
+            printf("sbx-execd %s\n", SBX_VERSION);
+            return 2;
+        }
+        if (c == '?' || parse_opt(cfg, c, optarg) < 0) {
+            if (c != '?')
+                fprintf(stderr, "sbx-execd: invalid value for --%s: `%s`\n",
+                        long_opts[c - OPT_LISTEN].name, optarg);
+            fputs(usage, stderr);
+            return 1;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "sbx-execd: unexpected argument `%s`\n", argv[optind]);
+        return 1;
+    }
+    return 0;
+}
+
+static int
+make_state_dir(struct execd_config *cfg)
+{
+    if (!cfg->state_dir) {
+        /* NOLINTNEXTLINE(concurrency-mt-unsafe): single-threaded startup */
+        const char *tmp = getenv("TMPDIR");
+        cfg->state_dir =
+            sbx_xasprintf("%s/sbx-execd-%d", tmp && *tmp ? tmp : "/tmp", (int)getpid());
+    }
+    sbx_autoerror sbx_error *err = NULL;
+    if (sbx_mkdir_p(cfg->state_dir, 0700, &err) < 0) {
+        sbx_error_log("state dir: %s", sbx_error_msg(err));
+        return -1;
+    }
+    return 0;
+}
+
+static const char *
+find_shell(void)
+{
+    /* COMPAT 2.4: commands run with bash -c, or sh -c when the image has no bash. */
+    if (access("/bin/bash", X_OK) == 0)
+        return "/bin/bash";
+    if (access("/usr/bin/bash", X_OK) == 0)
+        return "/usr/bin/bash";
+    return "/bin/sh";
+}
+
+static void
+on_stop_timer(int fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct execd *ex = arg;
+    if (execd_cmd_any_running(ex))
+        execd_cmd_signal_all(ex, SIGKILL);
+    event_base_loopexit(ex->base, NULL);
+}
+
+static void
+begin_stop(struct execd *ex, int sig)
+{
+    if (ex->stopping) {
+        event_base_loopexit(ex->base, NULL);
+        return;
+    }
+    sbx_info("signal %d: stopping", sig);
+    ex->stopping = true;
+    execd_http_stop(ex);
+    execd_cmd_signal_all(ex, sig);
+    if (ex->pid1)
+        (void)kill(-1, sig); /* PID 1 of a pid namespace: every other process is ours */
+    if (!execd_cmd_any_running(ex) && !ex->pid1) {
+        event_base_loopexit(ex->base, NULL);
+        return;
+    }
+    struct timeval tv = {.tv_sec = STOP_GRACE_SEC};
+    ex->stop_timer = evtimer_new(ex->base, on_stop_timer, ex);
+    evtimer_add(ex->stop_timer, &tv);
+}
+
+static void
+on_signal(int sig, short what, void *arg)
+{
+    (void)what;
+    struct execd *ex = arg;
+    if (sig == SIGCHLD) {
+        bool none_left = execd_cmd_reap(ex);
+        if (ex->stopping && !execd_cmd_any_running(ex) && (!ex->pid1 || none_left))
+            event_base_loopexit(ex->base, NULL);
+        return;
+    }
+    begin_stop(ex, sig);
+}
+
+static int
+setup_signals(struct execd *ex)
+{
+    /* A client vanishing mid-write must be an EPIPE, not a dead daemon. */
+    (void)signal(SIGPIPE, SIG_IGN);
+    ex->sig_chld = evsignal_new(ex->base, SIGCHLD, on_signal, ex);
+    ex->sig_term = evsignal_new(ex->base, SIGTERM, on_signal, ex);
+    ex->sig_int = evsignal_new(ex->base, SIGINT, on_signal, ex);
+    if (!ex->sig_chld || !ex->sig_term || !ex->sig_int)
+        return -1;
+    if (evsignal_add(ex->sig_chld, NULL) < 0 || evsignal_add(ex->sig_term, NULL) < 0 ||
+        evsignal_add(ex->sig_int, NULL) < 0)
+        return -1;
+    return 0;
+}
+
+static void
+teardown(struct execd *ex)
+{
+    execd_http_stop(ex);
+    execd_metrics_free_all(ex);
+    execd_cmd_free_all(ex); /* before sessions: a running command points at its session */
+    execd_session_free_all(ex);
+    struct event *evs[] = {ex->sig_chld, ex->sig_term, ex->sig_int, ex->stop_timer};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(evs); i++) {
+        if (evs[i])
+            event_free(evs[i]);
+    }
+    if (ex->base)
+        event_base_free(ex->base);
+    (void)sbx_rm_rf(ex->cfg.state_dir, NULL);
+    config_dispose(&ex->cfg);
+}
+
+static int
+run(struct execd *ex)
+{
+    sbx_autoerror sbx_error *err = NULL;
+    ex->pid1 = getpid() == 1;
+    /* As an ordinary process, orphaned grandchildren re-parent to us so they get reaped. */
+    if (!ex->pid1 && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
+        sbx_log_errno(SBX_LOG_WARN, "PR_SET_CHILD_SUBREAPER");
+    ex->shell = find_shell();
+    if (make_state_dir(&ex->cfg) < 0)
+        return 1;
+    ex->base = event_base_new();
+    if (!ex->base || setup_signals(ex) < 0) {
+        sbx_error_log("event loop setup failed");
+        return 1;
+    }
+    if (execd_http_start(ex, &err) < 0) {
+        sbx_error_log("%s", sbx_error_msg(err));
+        return 1;
+    }
+    sbx_info("listening on %s:%u%s", ex->cfg.listen_host, ex->cfg.port,
+             ex->cfg.token ? " (access token required)" : "");
+    if (event_base_dispatch(ex->base) < 0)
+        return 1;
+    return ex->exit_code;
+}
+
+int
+main(int argc, char **argv)
+{
+    struct execd ex = {0};
+    sbx_log_init("sbx-execd", SBX_LOG_INFO, SBX_LOG_TEXT);
+    config_defaults(&ex.cfg);
+    int r = parse_args(&ex.cfg, argc, argv);
+    if (r != 0) {
+        config_dispose(&ex.cfg);
+        return r == 2 ? 0 : 2;
+    }
+    config_from_env(&ex.cfg);
+    umask(022);
+    r = run(&ex);
+    teardown(&ex);
+    return r;
+}

@@ -1,0 +1,39 @@
+/*
+ * spawn.h - fork+exec a command into its own process group.
+ */
+#ifndef SBX_EXECD_SPAWN_H
+#define SBX_EXECD_SPAWN_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/buf.h"
+#include "common/error.h"
+#include "common/util.h"
+
+#define EXECD_MAX_GROUPS 64
+
+struct execd_spawn {
+    char **argv; /* argv[0] is the path */
+    char **envp;
+    const char *cwd; /* NULL: inherit */
+    int fd_out;
+    int fd_err;
+    bool has_uid;
+    bool has_gid;
+    uid_t uid;
+    gid_t gid;
+    gid_t groups[EXECD_MAX_GROUPS];
+    size_t ngroups;
+};
+
+/* Run as uid (gid given, or the passwd entry's, or uid), with the user's groups. */
+void execd_spawn_set_user(struct execd_spawn *sp, uint32_t uid, bool has_gid, uint32_t gid);
+
+/* Start the child (stdin /dev/null, own process group). Returns the pid, or a negative code
+ * with *err set when the exec (or chdir, or setuid) failed: the caller can still answer with
+ * a plain JSON error. */
+pid_t execd_spawn(const struct execd_spawn *sp, sbx_error **err);
+
+#endif

@@ -1,0 +1,144 @@
+/*
+ * util.c - ids, timestamps, JSON string quoting, constant-time comparison.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+#include <event2/buffer.h>
+
+#include "execd/execd.h"
+
+void
+execd_uuid4(char *buf, bool dashes)
+{
+    unsigned char b[16];
+    if (getrandom(b, sizeof(b), 0) != (ssize_t)sizeof(b)) {
+        /* getrandom on 16 bytes cannot be short once the pool is up; fall back anyway */
+        uint64_t t = (uint64_t)clock();
+        for (size_t i = 0; i < sizeof(b); i++)
+            b[i] = (unsigned char)(t >> (i % 8 * 8)) ^ (unsigned char)(i * 131);
+    }
+    b[6] = (unsigned char)((b[6] & 0x0f) | 0x40);
+    b[8] = (unsigned char)((b[8] & 0x3f) | 0x80);
+    static const char hex[] = "0123456789abcdef";
+    size_t o = 0;
+    for (size_t i = 0; i < sizeof(b); i++) {
+        if (dashes && (i == 4 || i == 6 || i == 8 || i == 10))
+            buf[o++] = '-';
+        buf[o++] = hex[b[i] >> 4];
+        buf[o++] = hex[b[i] & 15];
+    }
+    buf[o] = '\0';
+}
+
+void
+execd_rfc3339(char *buf, size_t n, int64_t wall_ms)
+{
+    time_t t = (time_t)(wall_ms / 1000);
+    struct tm tm;
+    gmtime_r(&t, &tm);
+    char base[32];
+    if (strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm) == 0)
+        base[0] = '\0';
+    (void)snprintf(buf, n, "%s.%03dZ", base, (int)(wall_ms % 1000));
+}
+
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 when it is not valid. */
+static size_t
+utf8_len(const unsigned char *s, size_t n)
+{
+    unsigned char c = s[0];
+    size_t len = 0;
+    uint32_t cp = 0;
+    if (c < 0x80)
+        return 1;
+    if ((c & 0xe0) == 0xc0) {
+        len = 2;
+        cp = c & 0x1f;
+    } else if ((c & 0xf0) == 0xe0) {
+        len = 3;
+        cp = c & 0x0f;
+    } else if ((c & 0xf8) == 0xf0) {
+        len = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    if (len > n)
+        return 0;
+    for (size_t i = 1; i < len; i++) {
+        if ((s[i] & 0xc0) != 0x80)
+            return 0;
+        cp = (cp << 6) | (s[i] & 0x3f);
+    }
+    static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
+        return 0;
+    return len;
+}
+
+static void
+quote_byte(struct evbuffer *out, unsigned char c)
+{
+    switch (c) {
+    case '"':
+        evbuffer_add(out, "\\\"", 2);
+        break;
+    case '\\':
+        evbuffer_add(out, "\\\\", 2);
+        break;
+    case '\n':
+        evbuffer_add(out, "\\n", 2);
+        break;
+    case '\r':
+        evbuffer_add(out, "\\r", 2);
+        break;
+    case '\t':
+        evbuffer_add(out, "\\t", 2);
+        break;
+    default:
+        evbuffer_add_printf(out, "\\u%04x", c);
+        break;
+    }
+}
+
+void
+execd_json_quote(struct evbuffer *out, const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t run = 0; /* start of the pending run of bytes that need no escaping */
+    evbuffer_add(out, "\"", 1);
+    for (size_t i = 0; i < n;) {
+        unsigned char c = p[i];
+        if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+            i++;
+            continue;
+        }
+        size_t len = c < 0x80 ? 0 : utf8_len(p + i, n - i);
+        if (len > 0) {
+            i += len;
+            continue;
+        }
+        evbuffer_add(out, p + run, i - run);
+        if (c < 0x80)
+            quote_byte(out, c);
+        else
+            evbuffer_add(out, "\\ufffd", 6); /* like Go's encoding/json */
+        run = ++i;
+    }
+    evbuffer_add(out, p + run, n - run);
+    evbuffer_add(out, "\"", 1);
+}
+
+bool
+execd_token_equal(const char *a, const char *b)
+{
+    size_t la = strlen(a);
+    size_t lb = strlen(b);
+    volatile unsigned char diff = (unsigned char)(la != lb);
+    for (size_t i = 0; i < lb; i++)
+        diff |= (unsigned char)(a[i < la ? i : 0] ^ b[i]);
+    return diff == 0;
+}
