@@ -8,6 +8,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -77,6 +78,37 @@ sbx_proc_signal_session(pid_t sid, int sig)
         pid_t pid = (pid_t)strtol(de->d_name, NULL, 10);
         struct sbx_proc_info pi;
         if (sbx_proc_info(pid, &pi, NULL) == 0 && pi.sid == sid && kill(pid, sig) == 0)
+            count++;
+    }
+    return count;
+}
+
+int
+sbx_proc_signal_cwd(const char *dir, int sig)
+{
+    sbx_autoclosedir DIR *d = opendir("/proc");
+    if (!d)
+        return 0;
+    int count = 0;
+    const struct dirent *de = NULL;
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): this DIR stream is private to this call */
+    while ((de = readdir(d))) {
+        if (!isdigit((unsigned char)de->d_name[0]))
+            continue;
+        char link[300];
+        char cwd[PATH_MAX];
+        (void)snprintf(link, sizeof link, "/proc/%s/cwd", de->d_name);
+        ssize_t n = readlink(link, cwd, sizeof cwd - 1);
+        if (n <= 0)
+            continue;
+        cwd[n] = '\0';
+        if (strcmp(cwd, dir) != 0)
+            continue;
+        struct sbx_proc_info pi;
+        pid_t pid = (pid_t)strtol(de->d_name, NULL, 10);
+        if (sbx_proc_info(pid, &pi, NULL) == 0 && pi.sid > 1 && pi.sid == pid)
+            count += sbx_proc_signal_session(pi.sid, sig);
+        else if (kill(pid, sig) == 0)
             count++;
     }
     return count;

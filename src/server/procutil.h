@@ -21,6 +21,8 @@ int sbx_proc_info(pid_t pid, struct sbx_proc_info *out, sbx_error **err);
 int sbx_proc_same(pid_t pid, uint64_t start_time);
 /* Send sig to every process of session sid; returns how many got it. */
 int sbx_proc_signal_session(pid_t sid, int sig);
+/* Send sig to the session of every process whose cwd is dir; returns how many got it. */
+int sbx_proc_signal_cwd(const char *dir, int sig);
 /* A free TCP port on 127.0.0.1 (bind to port 0, read it back). */
 int sbx_net_free_port(int *port, sbx_error **err);
 /* Connect to 127.0.0.1:port within timeout_ms; CLOEXEC stream socket into *fd. */

@@ -361,6 +361,10 @@ proc_delete(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
 {
     adopt_pidfile(sb);
     (void)kill_session(sb, 0);
+    /* A crash between spawn and the pid file leaves an execd nobody recorded; it still sits
+     * in the sandbox's root (its cwd), which is how it is found. */
+    if (*priv_str(sb, "root"))
+        (void)sbx_proc_signal_cwd(priv_str(sb, "root"), SIGKILL);
     const char *dir = priv_str(sb, "dir");
     sbx_autofree char *fallback = sbx_xasprintf("%s/%s", pdata(p)->sandboxes_dir, sb->id);
     if (sbx_rm_rf(*dir ? dir : fallback, err) < 0)
