@@ -104,7 +104,7 @@ send_json(struct sbx_req *r, int status, json_t *body)
 enum MHD_Result
 sbx_http_send_error(struct sbx_req *r, int status, const char *code, const char *message)
 {
-    if (status >= 500)
+    if (status >= 500 && status != 502)
         sbx_warn("%s %s -> %d %s: %s (request %s)", r->method, r->path, status, code, message,
                  r->rid);
     else

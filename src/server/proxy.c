@@ -525,7 +525,8 @@ answer(struct sbx_req *r, struct sbx_proxy *p, int status, char *header_lines)
         (void)MHD_add_response_header(resp, "Upgrade", sbx_req_header(r, "Upgrade"));
         return queue(r, resp, 101);
     }
-    parse_headers(p, header_lines, NULL);
+    sbx_autofree char *scan = sbx_xstrdup(header_lines);
+    parse_headers(p, scan, NULL); /* framing first: it decides the response kind */
     if (no_body(r, status)) {
         resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     } else {
@@ -533,6 +534,7 @@ answer(struct sbx_req *r, struct sbx_proxy *p, int status, char *header_lines)
                                                                : MHD_SIZE_UNKNOWN;
         resp = MHD_create_response_from_callback(size, IO_BUF, body_reader, p, NULL);
     }
+    parse_headers(p, header_lines, resp);
     return queue(r, resp, status);
 }
 
