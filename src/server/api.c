@@ -44,9 +44,9 @@ status_json(const struct sbx_sandbox *sb)
 static json_t *
 sandbox_json(const struct sbx_sandbox *sb, bool full)
 {
-    json_t *o = json_pack("{s:s, s:o, s:O, s:O, s:s}", "id", sb->id, "status", status_json(sb),
-                          "entrypoint", sb->entrypoint, "metadata", sb->metadata, "provider",
-                          sb->provider);
+    json_t *o =
+        json_pack("{s:s, s:o, s:O, s:O, s:s}", "id", sb->id, "status", status_json(sb),
+                  "entrypoint", sb->entrypoint, "metadata", sb->metadata, "provider", sb->provider);
     set_time(o, "createdAt", sb->created_ms);
     if (sb->expires_ms)
         set_time(o, "expiresAt", sb->expires_ms);
@@ -65,8 +65,7 @@ parse_body(struct sbx_req *r, struct sbx_reply *out, json_t **body)
     json_error_t jerr;
     *body = json_loadb(r->body.data ? r->body.data : "", r->body.len, 0, &jerr);
     if (!*body) {
-        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER", "invalid JSON body: %s",
-                        jerr.text);
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER", "invalid JSON body: %s", jerr.text);
         return -1;
     }
     return 0;
@@ -164,8 +163,8 @@ check_volume(const json_t *v, size_t i, struct sbx_reply *out)
     const char *name = json_string_value(json_object_get(v, "name"));
     const char *mp = json_string_value(json_object_get(v, "mountPath"));
     json_t *ro = json_object_get(v, "readOnly");
-    int kinds = !!json_object_get(v, "host") + !!json_object_get(v, "pvc") +
-                !!json_object_get(v, "ossfs");
+    int kinds =
+        !!json_object_get(v, "host") + !!json_object_get(v, "pvc") + !!json_object_get(v, "ossfs");
     const char *why = NULL;
     if (!json_is_object(v))
         why = "must be an object";
@@ -290,7 +289,8 @@ build_record(const json_t *body, const struct sbx_provider *prov, int64_t timeou
     const char *k = NULL;
     json_t *v = NULL;
     void *tmp = NULL;
-    json_object_foreach_safe (sb->env, tmp, k, v) {
+    json_object_foreach_safe(sb->env, tmp, k, v)
+    {
         if (json_is_null(v))
             (void)json_object_del(sb->env, k);
     }
@@ -317,9 +317,9 @@ do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
     sbx_autoerror sbx_error *err = NULL;
     if (sbx_mgr_create(r->srv->mgr, sb, &done, &err) < 0) {
         int code = sbx_error_code(err);
-        sbx_reply_from(out, err, code == SBX_ELIMIT || code == SBX_EINVAL
-                                     ? NULL
-                                     : "SANDBOX::SANDBOX_START_FAILED");
+        sbx_reply_from(out, err,
+                       code == SBX_ELIMIT || code == SBX_EINVAL ? NULL
+                                                                : "SANDBOX::SANDBOX_START_FAILED");
         if (code != SBX_ELIMIT && code != SBX_EINVAL)
             out->status = 500;
     } else {
@@ -342,11 +342,11 @@ h_create(struct sbx_req *r, struct sbx_reply *out)
 /* ---- list ---- */
 
 struct list_q {
-    json_t *states;   /* array of lowercase names */
-    json_t *meta;     /* filter object */
+    json_t *states; /* array of lowercase names */
+    json_t *meta;   /* filter object */
     int64_t page;
     int64_t page_size;
-    const char *bad;  /* first bad parameter */
+    const char *bad; /* first bad parameter */
     sbx_error *err;
 };
 
@@ -482,9 +482,9 @@ h_delete(struct sbx_req *r, struct sbx_reply *out)
     if (!id)
         return;
     if (sbx_mgr_delete(r->srv->mgr, id, "user_delete", &err) < 0)
-        sbx_reply_from(out, err, sbx_error_code(err) == SBX_EGENERIC
-                                     ? "SANDBOX::SANDBOX_DELETE_FAILED"
-                                     : NULL);
+        sbx_reply_from(out, err,
+                       sbx_error_code(err) == SBX_EGENERIC ? "SANDBOX::SANDBOX_DELETE_FAILED"
+                                                           : NULL);
     else
         out->status = 204;
 }
@@ -560,9 +560,8 @@ h_patch_metadata(struct sbx_req *r, struct sbx_reply *out)
         sbx_reply_error(out, 400, "SANDBOX::INVALID_METADATA_LABEL",
                         "the body must be an object of string or null values");
     else if (sbx_mgr_patch_metadata(r->srv->mgr, id, body, &sb, &err) < 0)
-        sbx_reply_from(out, err,
-                       sbx_error_code(err) == SBX_EINVAL ? "SANDBOX::INVALID_METADATA_LABEL"
-                                                         : NULL);
+        sbx_reply_from(
+            out, err, sbx_error_code(err) == SBX_EINVAL ? "SANDBOX::INVALID_METADATA_LABEL" : NULL);
     else {
         out->status = 200;
         out->body = sandbox_json(sb, true);
@@ -647,8 +646,8 @@ sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out)
         h_endpoint(r, out);
         return;
     case SBX_ROUTE_UNSUPPORTED:
-        sbx_reply_error(out, 501, "SANDBOX::API_NOT_SUPPORTED", "%s %s is not supported",
-                        r->method, r->path);
+        sbx_reply_error(out, 501, "SANDBOX::API_NOT_SUPPORTED", "%s %s is not supported", r->method,
+                        r->path);
         return;
     case SBX_ROUTE_BAD_METHOD:
         sbx_reply_error(out, 405, "GENERAL::METHOD_NOT_ALLOWED", "method %s not allowed here",

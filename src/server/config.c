@@ -77,16 +77,14 @@ check_keys(const config_setting_t *group, const char *where, const char *const *
 }
 
 static int
-get_str(const config_setting_t *g, const char *key, const char *where, char **dst,
-        sbx_error **err)
+get_str(const config_setting_t *g, const char *key, const char *where, char **dst, sbx_error **err)
 {
     const config_setting_t *s = config_setting_get_member(g, key);
     if (!s)
         return 0;
     const char *v = config_setting_get_string(s);
     if (!v || !*v)
-        return sbx_error_set(err, SBX_EINVAL, 0, "`%s.%s` must be a non-empty string", where,
-                             key);
+        return sbx_error_set(err, SBX_EINVAL, 0, "`%s.%s` must be a non-empty string", where, key);
     free(*dst);
     *dst = sbx_xstrdup(v);
     return 0;
@@ -124,8 +122,8 @@ parse_server(struct sbx_server_config *cfg, const config_setting_t *g, sbx_error
 static int
 parse_limits(struct sbx_server_config *cfg, const config_setting_t *g, sbx_error **err)
 {
-    static const char *const keys[] = {"max_timeout_seconds", "max_sandboxes", "max_body_bytes",
-                                       "create_workers", "max_connections", NULL};
+    static const char *const keys[] = {"max_timeout_seconds", "max_sandboxes",   "max_body_bytes",
+                                       "create_workers",      "max_connections", NULL};
     if (check_keys(g, "limits", keys, err) < 0 ||
         get_int(g, "max_timeout_seconds", 60, &cfg->max_timeout_s, err) < 0 ||
         get_int(g, "max_sandboxes", 1, &cfg->max_sandboxes, err) < 0 ||

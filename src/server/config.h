@@ -11,7 +11,7 @@
 #include "common/error.h"
 
 struct sbx_server_config {
-    char *listen;      /* "HOST:PORT" */
+    char *listen; /* "HOST:PORT" */
     char *state_dir;
     char *public_addr; /* host[:port] put in endpoints; NULL = the request's Host */
     char **providers;  /* supported set, in config order */

@@ -63,8 +63,7 @@ query_cb(void *cls, enum MHD_ValueKind kind, const char *key, const char *value)
     sbx_autofree char *k = sbx_srv_url_decode(key, strlen(key), true);
     if (!k || strcmp(k, it->name) != 0)
         return MHD_YES;
-    sbx_autofree char *v = sbx_srv_url_decode(value ? value : "", value ? strlen(value) : 0,
-                                              true);
+    sbx_autofree char *v = sbx_srv_url_decode(value ? value : "", value ? strlen(value) : 0, true);
     /* A value that does not decode is passed as NULL so the handler can reject it. */
     it->fn(v, it->ud);
     return MHD_YES;
@@ -175,8 +174,8 @@ check_auth(struct sbx_req *r, bool *ok)
 static enum MHD_Result
 send_preflight(struct sbx_req *r)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(0, (void *)"",
-                                                                MHD_RESPMEM_PERSISTENT);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     sbx_http_common_headers(r, resp);
     (void)MHD_add_response_header(resp, "Access-Control-Allow-Methods",
                                   "GET, POST, PUT, PATCH, DELETE, OPTIONS");
@@ -230,6 +229,7 @@ final_call(struct sbx_req *r)
 }
 
 static enum MHD_Result
+/* NOLINTNEXTLINE(readability-function-size): the signature is libmicrohttpd's */
 on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
            const char *version, const char *data, size_t *data_size, void **con_cls)
 {
@@ -348,13 +348,13 @@ sbx_http_start(struct sbx_srv *srv, sbx_error **err)
     if (parse_listen(srv->cfg->listen, &ss, &v6, err) < 0)
         return -SBX_EINVAL;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_POLL | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG |
-                     (v6 ? MHD_USE_IPv6 : 0);
+                     MHD_USE_POLL | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
     srv->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv, MHD_OPTION_UNESCAPE_CALLBACK,
-        no_unescape, srv, MHD_OPTION_CONNECTION_LIMIT, (unsigned)srv->cfg->max_connections,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
+        MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, srv, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)srv->cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_END);
     if (!srv->daemon)
         return sbx_error_set(err, SBX_EUNAVAIL, 0, "cannot listen on %s (in use?)",
                              srv->cfg->listen);

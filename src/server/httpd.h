@@ -44,9 +44,9 @@ struct sbx_req {
 /* What an API handler produces: status + JSON body, or an error envelope. */
 struct sbx_reply {
     int status;
-    json_t *body;      /* owned; NULL = empty body */
-    const char *code;  /* error code when status >= 400 */
-    char *message;     /* owned */
+    json_t *body;     /* owned; NULL = empty body */
+    const char *code; /* error code when status >= 400 */
+    char *message;    /* owned */
     const char *location;
 };
 

@@ -23,15 +23,15 @@
 struct entry {
     struct sbx_sandbox *sb;
     struct sbx_provider *prov;
-    bool busy;          /* an operation is running on it */
-    bool create_done;   /* the create job has finished (either way) */
+    bool busy;        /* an operation is running on it */
+    bool create_done; /* the create job has finished (either way) */
     struct entry *next_job;
     sbx_error *create_err;
 };
 
 struct sbx_mgr {
     pthread_mutex_t mu;
-    pthread_cond_t cv;      /* job queued, job done, stopping */
+    pthread_cond_t cv; /* job queued, job done, stopping */
     struct entry **items;
     size_t n, cap;
     struct sbx_mgr_opts opts;
@@ -58,7 +58,7 @@ add_entry(struct sbx_mgr *m, struct entry *e)
 {
     if (m->n == m->cap) {
         m->cap = m->cap ? m->cap * 2 : 64;
-        m->items = sbx_xrealloc(m->items, m->cap * sizeof *m->items);
+        m->items = sbx_xrealloc(m->items, m->cap * sizeof(struct entry *));
     }
     m->items[m->n++] = e;
 }
@@ -133,7 +133,7 @@ run_create(struct sbx_mgr *m, struct entry *e)
         r = ops->start(e->prov, work, &err);
     }
     if (r < 0)
-        (void)ops->delete(e->prov, work, NULL);
+        (void)ops->delete (e->prov, work, NULL);
     pthread_mutex_lock(&m->mu);
     merge_priv(e, work);
     if (r < 0) {
@@ -207,8 +207,7 @@ enqueue_create(struct sbx_mgr *m, struct entry *e, sbx_error **err)
 }
 
 int
-sbx_mgr_create(struct sbx_mgr *m, struct sbx_sandbox *sb, struct sbx_sandbox **out,
-               sbx_error **err)
+sbx_mgr_create(struct sbx_mgr *m, struct sbx_sandbox *sb, struct sbx_sandbox **out, sbx_error **err)
 {
     struct entry *e = sbx_xcalloc(1, sizeof *e);
     e->sb = sb;
@@ -262,12 +261,12 @@ void
 sbx_mgr_list(struct sbx_mgr *m, struct sbx_sandbox ***out, size_t *n)
 {
     pthread_mutex_lock(&m->mu);
-    struct sbx_sandbox **items = sbx_xcalloc(m->n + 1, sizeof *items);
+    struct sbx_sandbox **items = sbx_xcalloc(m->n + 1, sizeof(struct sbx_sandbox *));
     for (size_t i = 0; i < m->n; i++)
         items[i] = sbx_sandbox_dup(m->items[i]->sb);
     *n = m->n;
     pthread_mutex_unlock(&m->mu);
-    qsort(items, *n, sizeof *items, newest_first);
+    qsort(items, *n, sizeof(struct sbx_sandbox *), newest_first);
     *out = items;
 }
 
@@ -314,7 +313,7 @@ delete_locked(struct sbx_mgr *m, struct entry *e, const char *reason, sbx_error 
     transition(m, e, "Stopping", reason, NULL);
     struct sbx_sandbox *work = sbx_sandbox_dup(e->sb);
     pthread_mutex_unlock(&m->mu);
-    int r = e->prov ? e->prov->ops->delete(e->prov, work, err) : 0;
+    int r = e->prov ? e->prov->ops->delete (e->prov, work, err) : 0;
     sbx_sandbox_free(work);
     pthread_mutex_lock(&m->mu);
     e->busy = false;
@@ -349,12 +348,16 @@ pause_resume(struct sbx_mgr *m, const char *id, bool pause, sbx_error **err)
     struct entry *e = NULL;
     int r = acquire(m, id, &e, err);
     const char *need = pause ? "Running" : "Paused";
-    if (r >= 0 && strcmp(e->sb->state, need) != 0)
+    if (r < 0 || !e) {
+        pthread_mutex_unlock(&m->mu);
+        return r;
+    }
+    if (strcmp(e->sb->state, need) != 0)
         r = sbx_error_set(err, SBX_ECONFLICT, 0, "sandbox `%s` is %s, not %s", id, e->sb->state,
                           need);
-    if (r >= 0 && pause)
+    else if (pause)
         r = run_op(m, e, e->prov->ops->pause, "Pausing", "Paused", err);
-    else if (r >= 0)
+    else
         r = run_op(m, e, e->prov->ops->resume, "Resuming", "Running", err);
     pthread_mutex_unlock(&m->mu);
     return r;
@@ -378,10 +381,10 @@ sbx_mgr_renew(struct sbx_mgr *m, const char *id, int64_t expires_ms, sbx_error *
     pthread_mutex_lock(&m->mu);
     struct entry *e = NULL;
     int r = acquire(m, id, &e, err);
-    if (r >= 0 && e->sb->expires_ms == 0)
+    if (r >= 0 && (!e || e->sb->expires_ms == 0))
         r = sbx_error_set(err, SBX_ECONFLICT, 0,
                           "sandbox `%s` was created without a timeout; it does not expire", id);
-    if (r >= 0) {
+    if (r >= 0 && e) {
         e->sb->expires_ms = expires_ms;
         r = sbx_store_put(m->opts.store, e->sb, err);
     }
@@ -395,12 +398,13 @@ sbx_mgr_patch_metadata(struct sbx_mgr *m, const char *id, const json_t *patch,
 {
     pthread_mutex_lock(&m->mu);
     struct entry *e = find(m, id);
-    int r = e ? 0 : sbx_error_set(err, SBX_ENOTFOUND, 0, "sandbox `%s` not found", id);
-    json_t *merged = e ? json_deep_copy(e->sb->metadata) : NULL;
-    if (r >= 0) {
-        sbx_merge_patch(merged, patch);
-        r = sbx_meta_validate(merged, err);
+    if (!e) {
+        pthread_mutex_unlock(&m->mu);
+        return sbx_error_set(err, SBX_ENOTFOUND, 0, "sandbox `%s` not found", id);
     }
+    json_t *merged = json_deep_copy(e->sb->metadata);
+    sbx_merge_patch(merged, patch);
+    int r = sbx_meta_validate(merged, err);
     if (r >= 0) {
         json_decref(e->sb->metadata);
         e->sb->metadata = json_incref(merged);
@@ -418,15 +422,17 @@ sbx_mgr_connect(struct sbx_mgr *m, const char *id, int port, int *fd, json_t **h
 {
     pthread_mutex_lock(&m->mu);
     struct entry *e = find(m, id);
-    int r = e ? 0 : sbx_error_set(err, SBX_ENOTFOUND, 0, "sandbox `%s` not found", id);
-    if (r >= 0 && strcmp(e->sb->state, "Running") != 0)
+    int r = 0;
+    if (!e)
+        r = sbx_error_set(err, SBX_ENOTFOUND, 0, "sandbox `%s` not found", id);
+    else if (strcmp(e->sb->state, "Running") != 0)
         r = sbx_error_set(err, SBX_ECONFLICT, 0, "sandbox `%s` is %s, not Running", id,
                           e->sb->state);
-    struct sbx_sandbox *work = r >= 0 ? sbx_sandbox_dup(e->sb) : NULL;
+    struct sbx_sandbox *work = r >= 0 && e ? sbx_sandbox_dup(e->sb) : NULL;
     struct sbx_provider *p = e ? e->prov : NULL;
     pthread_mutex_unlock(&m->mu);
-    if (r < 0)
-        return r;
+    if (r < 0 || !work || !p)
+        return r < 0 ? r : -SBX_ENOTFOUND;
     r = p->ops->connect(p, work, port, fd, err);
     *headers = r >= 0 && p->ops->proxy_headers ? p->ops->proxy_headers(p, work, port) : NULL;
     sbx_sandbox_free(work);
@@ -500,7 +506,7 @@ reconcile_live(struct sbx_mgr *m, struct entry *e)
     } else if (st.cls == SBX_CLASS_STARTABLE) {
         transition(m, e, "Paused", "SANDBOX_PAUSED", "re-adopted after a server restart");
     } else {
-        (void)e->prov->ops->delete(e->prov, e->sb, NULL);
+        (void)e->prov->ops->delete (e->prov, e->sb, NULL);
         transition(m, e, "Failed", st.reason[0] ? st.reason : "SANDBOX_LOST",
                    "the sandbox was gone when the server restarted");
     }
@@ -521,7 +527,7 @@ reconcile_one(struct sbx_mgr *m, struct entry *e)
         return;
     if (strcmp(s, "Pending") == 0) {
         /* A create that never finished: remove what it made; never leave it Pending. */
-        (void)e->prov->ops->delete(e->prov, e->sb, NULL);
+        (void)e->prov->ops->delete (e->prov, e->sb, NULL);
         transition(m, e, "Failed", "PROVISION_INTERRUPTED",
                    "the server stopped while the sandbox was being created");
         return;

@@ -10,7 +10,7 @@
 #include "common/util.h"
 #include "server/srvutil.h"
 
-#define LABEL_MAX     63
+#define LABEL_MAX      63
 #define DNS_PREFIX_MAX 253
 
 /* [A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?, at most 63 chars; empty allowed for values. */
@@ -79,8 +79,7 @@ sbx_meta_validate(const json_t *meta, sbx_error **err)
         if (key_check(key, err) < 0)
             return -SBX_EINVAL;
         if (!json_is_string(val))
-            return sbx_error_set(err, SBX_EINVAL, 0, "metadata `%s`: value must be a string",
-                                 key);
+            return sbx_error_set(err, SBX_EINVAL, 0, "metadata `%s`: value must be a string", key);
         if (!label_ok(json_string_value(val), json_string_length(val), true))
             return sbx_error_set(err, SBX_EINVAL, 0,
                                  "metadata `%s`: value must be at most 63 alphanumerics, `-`, "
@@ -137,13 +136,13 @@ filter_part(json_t *obj, const char *part, size_t n, sbx_error **err)
 {
     const char *eq = memchr(part, '=', n);
     if (!eq)
-        return sbx_error_set(err, SBX_EINVAL, 0, "metadata filter part `%.*s` has no `=`",
-                             (int)n, part);
+        return sbx_error_set(err, SBX_EINVAL, 0, "metadata filter part `%.*s` has no `=`", (int)n,
+                             part);
     sbx_autofree char *key = sbx_srv_url_decode(part, (size_t)(eq - part), true);
     sbx_autofree char *val = sbx_srv_url_decode(eq + 1, n - (size_t)(eq - part) - 1, true);
     if (!key || !val || !*key)
-        return sbx_error_set(err, SBX_EINVAL, 0, "metadata filter part `%.*s` is malformed",
-                             (int)n, part);
+        return sbx_error_set(err, SBX_EINVAL, 0, "metadata filter part `%.*s` is malformed", (int)n,
+                             part);
     if (*val) /* parse_qsl drops blank values */
         (void)json_object_set_new(obj, key, json_string(val));
     return 0;

@@ -43,7 +43,8 @@ sbx_proc_info(pid_t pid, struct sbx_proc_info *out, sbx_error **err)
     unsigned long long start = 0;
     /* state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt utime stime cutime
      * cstime priority nice threads itrealvalue starttime */
-    if (sscanf(p + 2, "%c %d %d %d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
+    if (sscanf(p + 2,
+               "%c %d %d %d %*d %*d %*u %*u %*u %*u %*u %*u %*u %*d %*d %*d %*d %*d %*d %llu",
                &state, &ppid, &pgrp, &sid, &start) != 5)
         return sbx_error_set(err, SBX_EIO, 0, "malformed %s", path);
     out->state = state;
@@ -55,7 +56,7 @@ sbx_proc_info(pid_t pid, struct sbx_proc_info *out, sbx_error **err)
 int
 sbx_proc_same(pid_t pid, uint64_t start_time)
 {
-    struct sbx_proc_info pi;
+    struct sbx_proc_info pi = {0};
     if (pid <= 0 || sbx_proc_info(pid, &pi, NULL) < 0)
         return 0;
     return pi.start_time == start_time && pi.state != 'Z' && pi.state != 'X';
@@ -76,7 +77,7 @@ sbx_proc_signal_session(pid_t sid, int sig)
         if (!isdigit((unsigned char)de->d_name[0]))
             continue;
         pid_t pid = (pid_t)strtol(de->d_name, NULL, 10);
-        struct sbx_proc_info pi;
+        struct sbx_proc_info pi = {0};
         if (sbx_proc_info(pid, &pi, NULL) == 0 && pi.sid == sid && kill(pid, sig) == 0)
             count++;
     }
@@ -104,7 +105,7 @@ sbx_proc_signal_cwd(const char *dir, int sig)
         cwd[n] = '\0';
         if (strcmp(cwd, dir) != 0)
             continue;
-        struct sbx_proc_info pi;
+        struct sbx_proc_info pi = {0};
         pid_t pid = (pid_t)strtol(de->d_name, NULL, 10);
         if (sbx_proc_info(pid, &pi, NULL) == 0 && pi.sid > 1 && pi.sid == pid)
             count += sbx_proc_signal_session(pi.sid, sig);

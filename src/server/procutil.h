@@ -10,7 +10,7 @@
 #include "common/error.h"
 
 struct sbx_proc_info {
-    char state;          /* R, S, D, T, t, Z, X ... */
+    char state; /* R, S, D, T, t, Z, X ... */
     pid_t sid;
     uint64_t start_time; /* field 22 of /proc/PID/stat (clock ticks since boot) */
 };

@@ -28,7 +28,7 @@ enum sbx_state_class {
 };
 
 struct sbx_provider_status {
-    char state[SBX_NAME_MAX];      /* the provider's own word ("running", "stopped", "dead") */
+    char state[SBX_NAME_MAX]; /* the provider's own word ("running", "stopped", "dead") */
     enum sbx_state_class cls;
     char reason[SBX_NAME_MAX * 2]; /* why, when terminal (e.g. SANDBOX_LOST) */
 };

@@ -257,8 +257,7 @@ proc_start(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
     struct proc_data *d = pdata(p);
     if (access(d->execd, X_OK) < 0)
         return sbx_error_set(err, SBX_EUNAVAIL, errno,
-                             "sbx-execd not found at `%s` (set providers.process.execd)",
-                             d->execd);
+                             "sbx-execd not found at `%s` (set providers.process.execd)", d->execd);
     sbx_warn("sandbox %s: process provider, NO ISOLATION: execd runs as a plain host process",
              sb->id);
     pid_t pid = 0;
@@ -318,8 +317,7 @@ signal_live(struct sbx_sandbox *sb, int sig, sbx_error **err)
 {
     pid_t sid = live_sid(sb);
     if (!sid)
-        return sbx_error_set(err, SBX_ECONFLICT, 0, "sandbox `%s`: execd is not running",
-                             sb->id);
+        return sbx_error_set(err, SBX_ECONFLICT, 0, "sandbox `%s`: execd is not running", sb->id);
     (void)sbx_proc_signal_session(sid, sig);
     return 0;
 }
@@ -387,7 +385,7 @@ proc_status(struct sbx_provider *p, const struct sbx_sandbox *sb, struct sbx_pro
 {
     (void)p;
     (void)err;
-    struct sbx_proc_info pi;
+    struct sbx_proc_info pi = {0};
     pid_t sid = live_sid(sb);
     if (!sid || sbx_proc_info(sid, &pi, NULL) < 0) {
         set_status(out, "dead", SBX_CLASS_TERMINAL, "SANDBOX_LOST");

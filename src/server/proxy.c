@@ -29,19 +29,25 @@
 #include "server/httpd.h"
 #include "server/srvutil.h"
 
-#define HEAD_MAX   (64 * 1024)
-#define IO_BUF     (32 * 1024)
+#define HEAD_MAX   ((size_t)64 * 1024)
+#define IO_BUF     ((size_t)32 * 1024)
 #define POLL_SLICE 1000
 
-enum chunk_state { CH_SIZE, CH_DATA, CH_CRLF, CH_TRAILER, CH_DONE };
+enum chunk_state {
+    CH_SIZE,
+    CH_DATA,
+    CH_CRLF,
+    CH_TRAILER,
+    CH_DONE
+};
 
 struct sbx_proxy {
     struct sbx_srv *srv;
     int fd;
-    bool chunked_up;  /* we frame the request body as chunked */
-    bool failed;      /* writing upstream failed */
-    bool upgrade;     /* the client asked for an upgrade */
-    char *buf;        /* bytes read from upstream not yet consumed */
+    bool chunked_up; /* we frame the request body as chunked */
+    bool failed;     /* writing upstream failed */
+    bool upgrade;    /* the client asked for an upgrade */
+    char *buf;       /* bytes read from upstream not yet consumed */
     size_t off, len, cap;
     bool resp_chunked;
     int64_t remaining; /* content-length left, -1 = until EOF */
@@ -88,11 +94,24 @@ path_ok(const char *rest)
 static bool
 skip_request_header(const char *k)
 {
-    static const char *const drop[] = {
-        "Connection", "Keep-Alive", "Proxy-Authorization", "Proxy-Connection", "TE", "Trailer",
-        "Transfer-Encoding", "Upgrade", "Host", "Content-Length", "Authorization", "Cookie",
-        "OPEN-SANDBOX-API-KEY", "X-EXECD-ACCESS-TOKEN", "X-Request-ID", "X-Forwarded-For",
-        "X-Forwarded-Host", "X-Forwarded-Proto"};
+    static const char *const drop[] = {"Connection",
+                                       "Keep-Alive",
+                                       "Proxy-Authorization",
+                                       "Proxy-Connection",
+                                       "TE",
+                                       "Trailer",
+                                       "Transfer-Encoding",
+                                       "Upgrade",
+                                       "Host",
+                                       "Content-Length",
+                                       "Authorization",
+                                       "Cookie",
+                                       "OPEN-SANDBOX-API-KEY",
+                                       "X-EXECD-ACCESS-TOKEN",
+                                       "X-Request-ID",
+                                       "X-Forwarded-For",
+                                       "X-Forwarded-Host",
+                                       "X-Forwarded-Proto"};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(drop); i++) {
         if (strcasecmp(k, drop[i]) == 0)
             return true;
@@ -225,8 +244,7 @@ sbx_proxy_data(struct sbx_req *r, const char *data, size_t n)
     char hdr[32];
     int hn = snprintf(hdr, sizeof hdr, "%zx\r\n", n);
     if ((p->chunked_up && sbx_write_all(p->fd, hdr, (size_t)hn) < 0) ||
-        sbx_write_all(p->fd, data, n) < 0 ||
-        (p->chunked_up && sbx_write_all(p->fd, "\r\n", 2) < 0))
+        sbx_write_all(p->fd, data, n) < 0 || (p->chunked_up && sbx_write_all(p->fd, "\r\n", 2) < 0))
         p->failed = true;
     return MHD_YES;
 }
@@ -293,9 +311,9 @@ read_head(struct sbx_proxy *p, char **end)
 static bool
 skip_response_header(const char *k)
 {
-    static const char *const drop[] = {"Connection", "Keep-Alive", "Transfer-Encoding",
-                                       "Content-Length", "Trailer", "TE", "Upgrade",
-                                       "Proxy-Authenticate", "Date", "X-Request-ID"};
+    static const char *const drop[] = {
+        "Connection", "Keep-Alive", "Transfer-Encoding",  "Content-Length", "Trailer",
+        "TE",         "Upgrade",    "Proxy-Authenticate", "Date",           "X-Request-ID"};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(drop); i++) {
         if (strcasecmp(k, drop[i]) == 0)
             return true;
@@ -456,7 +474,8 @@ splice_main(void *arg)
 {
     struct splice_job *j = arg;
     if (j->pending_len == 0 || sbx_write_all(j->client, j->pending, j->pending_len) == 0) {
-        struct pollfd pfd[2] = {{.fd = j->client, .events = POLLIN}, {.fd = j->up, .events = POLLIN}};
+        struct pollfd pfd[2] = {{.fd = j->client, .events = POLLIN},
+                                {.fd = j->up, .events = POLLIN}};
         for (;;) {
             if (poll(pfd, 2, -1) < 0 && errno != EINTR)
                 break;
@@ -474,6 +493,7 @@ splice_main(void *arg)
 }
 
 static void
+/* NOLINTNEXTLINE(readability-function-size): the signature is libmicrohttpd's */
 on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, const char *extra_in,
             size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
 {
@@ -530,8 +550,8 @@ answer(struct sbx_req *r, struct sbx_proxy *p, int status, char *header_lines)
     if (no_body(r, status)) {
         resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     } else {
-        uint64_t size = !p->resp_chunked && p->remaining >= 0 ? (uint64_t)p->remaining
-                                                               : MHD_SIZE_UNKNOWN;
+        uint64_t size =
+            !p->resp_chunked && p->remaining >= 0 ? (uint64_t)p->remaining : MHD_SIZE_UNKNOWN;
         resp = MHD_create_response_from_callback(size, IO_BUF, body_reader, p, NULL);
     }
     parse_headers(p, header_lines, resp);

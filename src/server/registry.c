@@ -53,8 +53,8 @@ add_one(struct sbx_registry *reg, const struct sbx_server_config *cfg, const cha
     const struct sbx_provider_factory *f = sbx_provider_factory_find(name);
     if (!f) {
         char *known = known_names();
-        int r = sbx_error_set(err, SBX_EINVAL, 0, "unknown provider `%s` (this sbx has: %s)",
-                              name, known);
+        int r = sbx_error_set(err, SBX_EINVAL, 0, "unknown provider `%s` (this sbx has: %s)", name,
+                              known);
         free(known);
         return r;
     }
@@ -75,7 +75,7 @@ sbx_registry_build(const struct sbx_server_config *cfg, const struct sbx_provide
                    struct sbx_registry **out, sbx_error **err)
 {
     struct sbx_registry *reg = sbx_xcalloc(1, sizeof *reg);
-    reg->items = sbx_xcalloc(cfg->n_providers + 1, sizeof *reg->items);
+    reg->items = sbx_xcalloc(cfg->n_providers + 1, sizeof(struct sbx_provider *));
     struct sbx_buf names;
     sbx_buf_init(&names, 4096);
     for (size_t i = 0; i < cfg->n_providers; i++) {

@@ -14,19 +14,19 @@
 struct sbx_sandbox {
     char id[SBX_UUID_LEN + 1];
     char provider[SBX_NAME_MAX];
-    char state[SBX_NAME_MAX];  /* API state: Pending, Running, Paused, ... */
+    char state[SBX_NAME_MAX]; /* API state: Pending, Running, Paused, ... */
     char reason[SBX_NAME_MAX * 2];
-    char *message;             /* owned, may be NULL */
+    char *message; /* owned, may be NULL */
     int64_t last_transition_ms;
     int64_t created_ms;
-    int64_t expires_ms;        /* 0 = no expiry */
-    json_t *image;             /* ImageSpec object or NULL */
-    json_t *entrypoint;        /* array of strings */
-    json_t *env;               /* object */
-    json_t *metadata;          /* object */
-    json_t *limits;            /* object (resourceLimits) */
-    json_t *extensions;        /* object */
-    json_t *priv;              /* provider-private object (pid, start time, port, token...) */
+    int64_t expires_ms; /* 0 = no expiry */
+    json_t *image;      /* ImageSpec object or NULL */
+    json_t *entrypoint; /* array of strings */
+    json_t *env;        /* object */
+    json_t *metadata;   /* object */
+    json_t *limits;     /* object (resourceLimits) */
+    json_t *extensions; /* object */
+    json_t *priv;       /* provider-private object (pid, start time, port, token...) */
 };
 
 /* A fresh record with empty JSON fields. */

@@ -6,7 +6,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
 #include <limits.h>
 #include <signal.h>
 #include <sodium.h>
@@ -70,7 +69,8 @@ exe_dir(void)
     if (n <= 0)
         return sbx_xstrdup(".");
     buf[n] = '\0';
-    return sbx_xstrdup(dirname(buf));
+    char *slash = strrchr(buf, '/');
+    return slash && slash != buf ? sbx_xstrndup(buf, (size_t)(slash - buf)) : sbx_xstrdup("/");
 }
 
 /* One server per state dir: the store and the sandboxes' processes are not shared. */
@@ -83,8 +83,8 @@ lock_state_dir(const char *dir, int *fd_out, sbx_error **err)
         return sbx_error_set(err, SBX_EIO, errno, "open `%s`", path);
     if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
         (void)close(fd);
-        return sbx_error_set(err, SBX_EEXISTS, 0,
-                             "another `sbx serve` is using the state dir `%s`", dir);
+        return sbx_error_set(err, SBX_EEXISTS, 0, "another `sbx serve` is using the state dir `%s`",
+                             dir);
     }
     *fd_out = fd;
     return 0;
@@ -185,8 +185,7 @@ sbx_server_run(const struct sbx_server_opts *opts, sbx_error **err)
         r = open_parts(&p, err);
     if (r >= 0) {
         sbx_info("sbx serve: listening on http://%s (state %s, providers: %s, default %s)",
-                 p.cfg.listen, p.cfg.state_dir, sbx_registry_names(p.reg),
-                 p.cfg.default_provider);
+                 p.cfg.listen, p.cfg.state_dir, sbx_registry_names(p.reg), p.cfg.default_provider);
         int sig = wait_for_signal(&set);
         sbx_info("sbx serve: signal %d, stopping (sandboxes keep running)", sig);
     }

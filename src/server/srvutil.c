@@ -78,8 +78,8 @@ parse_offset(const char *p, int64_t *off_s)
     int hh = 0;
     int mm = 0;
     char sign = *p;
-    if ((sign != '+' && sign != '-') || sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2 ||
-        strlen(p) != 6 || hh > 23 || mm > 59)
+    if ((sign != '+' && sign != '-') || sscanf(p + 1, "%2d:%2d", &hh, &mm) != 2 || strlen(p) != 6 ||
+        hh > 23 || mm > 59)
         return -1;
     *off_s = (int64_t)(hh * 3600 + mm * 60) * (sign == '+' ? 1 : -1);
     return 0;

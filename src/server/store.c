@@ -60,8 +60,8 @@ read_version(sqlite3 *db, int *version, sbx_error **err)
 static int
 migrate(sqlite3 *db, sbx_error **err)
 {
-    if (exec_sql(db, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)",
-                 err) < 0)
+    if (exec_sql(db, "CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)", err) <
+        0)
         return -SBX_EIO;
     int version = 0;
     if (read_version(db, &version, err) < 0)
@@ -72,10 +72,9 @@ migrate(sqlite3 *db, sbx_error **err)
                              "store: schema version %d is newer than this sbx (%d)", version,
                              known);
     for (int v = version; v < known; v++) {
-        sbx_autofree char *sql = sbx_xasprintf(
-            "BEGIN IMMEDIATE; %s DELETE FROM schema_version; "
-            "INSERT INTO schema_version VALUES (%d); COMMIT;",
-            migrations[v], v + 1);
+        sbx_autofree char *sql = sbx_xasprintf("BEGIN IMMEDIATE; %s DELETE FROM schema_version; "
+                                               "INSERT INTO schema_version VALUES (%d); COMMIT;",
+                                               migrations[v], v + 1);
         if (exec_sql(db, sql, err) < 0) {
             (void)sqlite3_exec(db, "ROLLBACK", NULL, NULL, NULL);
             return sbx_error_wrap(err, "migrate to version %d", v + 1);
@@ -263,8 +262,8 @@ sbx_store_load(struct sbx_store *st, void (*fn)(struct sbx_sandbox *sb, void *ud
     sqlite3_stmt *s = NULL;
     int r = 0;
     int rc = 0;
-    if (sqlite3_prepare_v2(st->db, "SELECT * FROM sandboxes ORDER BY created_at", -1, &s,
-                           NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(st->db, "SELECT * FROM sandboxes ORDER BY created_at", -1, &s, NULL) !=
+        SQLITE_OK) {
         r = db_error(st->db, err, "prepare");
         goto out;
     }

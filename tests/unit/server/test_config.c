@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,11 +28,12 @@ expect_error(const char *text, const char *needle)
     struct sbx_server_config cfg;
     char *msg = NULL;
     int r = parse(text, &cfg, &msg);
-    if (r >= 0 || !msg || !strstr(msg, needle))
-        fail_msg("config %s: want error with , got %d %s", text, needle, r,
-                 msg ? msg : "(none)");
+    char copy[512];
+    (void)snprintf(copy, sizeof copy, "%s", msg ? msg : "(none)");
     free(msg);
     sbx_server_config_dispose(&cfg);
+    if (r >= 0 || !strstr(copy, needle))
+        fail_msg("config %s: want an error with `%s`, got %d %s", text, needle, r, copy);
 }
 
 static void
@@ -62,6 +64,7 @@ test_full(void **state)
                        "limits = { max_timeout_seconds = 3600; max_sandboxes = 10;\n"
                        "           max_body_bytes = 65536; create_workers = 2; };\n";
     assert_int_equal(parse(text, &cfg, &msg), 0);
+    free(msg);
     assert_string_equal(cfg.listen, "0.0.0.0:9000");
     assert_string_equal(cfg.state_dir, "/tmp/x");
     assert_string_equal(cfg.public_addr, "sbx.example:9000");
@@ -99,6 +102,7 @@ registry_case(const char *text, const char *needle)
     struct sbx_server_config cfg;
     char *msg = NULL;
     assert_int_equal(parse(text, &cfg, &msg), 0);
+    free(msg);
     struct sbx_provider_env env = {.state_dir = "/nonexistent", .exe_dir = "/nonexistent"};
     struct sbx_registry *reg = NULL;
     sbx_error *err = NULL;

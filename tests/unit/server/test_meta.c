@@ -27,14 +27,27 @@ test_labels(void **state)
 {
     (void)state;
     static const char *const ok[] = {
-        "{}", "{\"a\":\"b\"}", "{\"app\":\"\"}", "{\"a.b-c_d\":\"X-1.y_z\"}",
-        "{\"example.com/name\":\"v\"}", "{\"a.b.c/n\":\"v\"}",
+        "{}",
+        "{\"a\":\"b\"}",
+        "{\"app\":\"\"}",
+        "{\"a.b-c_d\":\"X-1.y_z\"}",
+        "{\"example.com/name\":\"v\"}",
+        "{\"a.b.c/n\":\"v\"}",
         "{\"k\":\"123456789012345678901234567890123456789012345678901234567890123\"}",
     };
     static const char *const bad[] = {
-        "[]", "{\"a\":1}", "{\"\":\"v\"}", "{\"-a\":\"v\"}", "{\"a-\":\"v\"}",
-        "{\"a b\":\"v\"}", "{\"a\":\"v w\"}", "{\"a\":\"-v\"}", "{\"Example.com/a\":\"v\"}",
-        "{\"/a\":\"v\"}", "{\"x/\":\"v\"}", "{\"opensandbox.io/x\":\"v\"}",
+        "[]",
+        "{\"a\":1}",
+        "{\"\":\"v\"}",
+        "{\"-a\":\"v\"}",
+        "{\"a-\":\"v\"}",
+        "{\"a b\":\"v\"}",
+        "{\"a\":\"v w\"}",
+        "{\"a\":\"-v\"}",
+        "{\"Example.com/a\":\"v\"}",
+        "{\"/a\":\"v\"}",
+        "{\"x/\":\"v\"}",
+        "{\"opensandbox.io/x\":\"v\"}",
         "{\"k\":\"1234567890123456789012345678901234567890123456789012345678901234\"}",
         "{\"k1234567890123456789012345678901234567890123456789012345678901234\":\"v\"}",
     };
@@ -74,7 +87,8 @@ test_merge_patch(void **state)
     patch_case("{\"a\":\"b\"}", "{\"a\":null}", "{}");
     patch_case("{\"a\":\"b\",\"b\":\"c\"}", "{\"a\":null}", "{\"b\":\"c\"}");
     patch_case("{\"a\":[\"b\"]}", "{\"a\":\"c\"}", "{\"a\":\"c\"}");
-    patch_case("{\"a\":{\"b\":\"c\"}}", "{\"a\":{\"b\":\"d\",\"c\":null}}", "{\"a\":{\"b\":\"d\"}}");
+    patch_case("{\"a\":{\"b\":\"c\"}}", "{\"a\":{\"b\":\"d\",\"c\":null}}",
+               "{\"a\":{\"b\":\"d\"}}");
     patch_case("{\"e\":null}", "{\"a\":1}", "{\"e\":null,\"a\":1}");
     patch_case("{}", "{\"a\":{\"bb\":{\"ccc\":null}}}", "{\"a\":{\"bb\":{}}}");
     patch_case("{\"a\":\"b\"}", "{}", "{\"a\":\"b\"}");
@@ -119,8 +133,8 @@ test_filter(void **state)
     assert_int_equal(sbx_meta_filter_parse("project=Apollo&note=Demo%2520Test", &f, &err), 0);
     assert_string_equal(json_string_value(json_object_get(f, "project")), "Apollo");
     assert_string_equal(json_string_value(json_object_get(f, "note")), "Demo%20Test");
-    json_t *meta = json_pack("{s:s, s:s, s:s}", "project", "Apollo", "note", "Demo%20Test", "x",
-                             "y");
+    json_t *meta =
+        json_pack("{s:s, s:s, s:s}", "project", "Apollo", "note", "Demo%20Test", "x", "y");
     assert_true(sbx_meta_matches(meta, f));
     (void)json_object_set_new(meta, "project", json_string("Other"));
     assert_false(sbx_meta_matches(meta, f));

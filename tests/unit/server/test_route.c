@@ -51,8 +51,7 @@ test_routes(void **state)
         struct sbx_route_match m;
         sbx_route_match(cases[i].method, cases[i].path, &m);
         if (m.id != cases[i].want)
-            fail_msg("%s %s: got %d want %d", cases[i].method, cases[i].path, m.id,
-                     cases[i].want);
+            fail_msg("%s %s: got %d want %d", cases[i].method, cases[i].path, m.id, cases[i].want);
     }
 }
 
