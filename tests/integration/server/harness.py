@@ -24,6 +24,10 @@ class Fail(Exception):
     pass
 
 
+class Skip(Exception):
+    """Raised by a test that ran but found something it needs missing (exit 77)."""
+
+
 def check(cond, what):
     if not cond:
         raise Fail(what)
@@ -206,6 +210,11 @@ def main(test, sbx_arg_index=1, need_execd=True):
         sys.exit(SKIP)
     try:
         test(factory)
+    except Skip as e:
+        print("SKIP: %s" % e)
+        for s in servers:
+            s.cleanup()
+        sys.exit(SKIP)
     except Exception:
         traceback.print_exc()
         for s in servers:
