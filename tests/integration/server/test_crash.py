@@ -56,13 +56,15 @@ def readopt(new_server):
 def kill_mid_flight(new_server):
     s = new_server(tag="mid")
     s.start()
-    doomed = [s.create().json()["id"] for _ in range(4)]
     base = os.path.join(s.state, "sandboxes")
+    # 100 sandboxes in all: 40 made first, then 40 deletes and 60 creates cut by the kill
     with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
-        for sid in doomed:
-            pool.submit(s.request, "DELETE", "/v1/sandboxes/" + sid)
-        futs = [pool.submit(s.create) for _ in range(24)]
-        delay = random.uniform(0.02, 0.12)  # somewhere inside the burst of creates
+        doomed = [r.json()["id"] for r in pool.map(lambda _: s.create(), range(40))]
+    check(len(doomed) == 40, "40 sandboxes made")
+    with concurrent.futures.ThreadPoolExecutor(max_workers=64) as pool:
+        futs = [pool.submit(s.request, "DELETE", "/v1/sandboxes/" + sid) for sid in doomed]
+        futs += [pool.submit(s.create) for _ in range(60)]
+        delay = random.uniform(0.05, 0.5)  # somewhere inside the burst
         print("kill -9 after %.3f s" % delay)
         time.sleep(delay)
         s.kill9()
@@ -74,8 +76,11 @@ def kill_mid_flight(new_server):
     s.start()
     got = sandboxes(s)
     states = {x["status"]["state"] for x in got.values()}
-    print("after the kill: %s" % sorted((x["status"]["state"], x["status"].get("reason"))
-                                        for x in got.values()))
+    hist = {}
+    for x in got.values():
+        k = "%s/%s" % (x["status"]["state"], x["status"].get("reason"))
+        hist[k] = hist.get(k, 0) + 1
+    print("after the kill: %s" % hist)
     check(not states & {"Pending", "Stopping", "Pausing", "Resuming"},
           "nothing left in a transient state: %r" % states)
     live = [sid for sid, x in got.items() if x["status"]["state"] == "Running"]
