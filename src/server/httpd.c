@@ -347,6 +347,8 @@ sbx_http_start(struct sbx_srv *srv, sbx_error **err)
     bool v6 = false;
     if (parse_listen(srv->cfg->listen, &ss, &v6, err) < 0)
         return -SBX_EINVAL;
+    pthread_mutex_init(&srv->splice_mu, NULL);
+    pthread_cond_init(&srv->splice_cv, NULL);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_POLL | MHD_ALLOW_UPGRADE | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
     srv->daemon = MHD_start_daemon(
@@ -365,7 +367,11 @@ void
 sbx_http_stop(struct sbx_srv *srv)
 {
     atomic_store(&srv->stopping, true);
-    if (srv->daemon)
-        MHD_stop_daemon(srv->daemon);
+    if (!srv->daemon)
+        return;
+    sbx_proxy_close_upgraded(srv);
+    MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
+    pthread_cond_destroy(&srv->splice_cv);
+    pthread_mutex_destroy(&srv->splice_mu);
 }

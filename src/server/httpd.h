@@ -7,6 +7,7 @@
 
 #include <jansson.h>
 #include <microhttpd.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 
@@ -22,6 +23,12 @@ struct sbx_srv {
     char api_key[129];
     struct MHD_Daemon *daemon;
     atomic_bool stopping;
+    /* Upgraded (WebSocket) connections being spliced by the router; they must be closed
+     * before MHD stops. */
+    pthread_mutex_t splice_mu;
+    pthread_cond_t splice_cv;
+    struct sbx_splice *splices;
+    size_t n_splices;
 };
 
 struct sbx_proxy;
@@ -70,6 +77,8 @@ enum MHD_Result sbx_proxy_begin(struct sbx_req *r);
 enum MHD_Result sbx_proxy_data(struct sbx_req *r, const char *data, size_t n);
 enum MHD_Result sbx_proxy_end(struct sbx_req *r);
 void sbx_proxy_free(struct sbx_proxy *p);
+/* Close every upgraded connection and wait until their threads are gone. */
+void sbx_proxy_close_upgraded(struct sbx_srv *srv);
 
 /* Queue a JSON error on the connection (adds X-Request-ID, CORS). */
 enum MHD_Result sbx_http_send_error(struct sbx_req *r, int status, const char *code,

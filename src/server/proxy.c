@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -94,24 +95,13 @@ path_ok(const char *rest)
 static bool
 skip_request_header(const char *k)
 {
-    static const char *const drop[] = {"Connection",
-                                       "Keep-Alive",
-                                       "Proxy-Authorization",
-                                       "Proxy-Connection",
-                                       "TE",
-                                       "Trailer",
-                                       "Transfer-Encoding",
-                                       "Upgrade",
-                                       "Host",
-                                       "Content-Length",
-                                       "Authorization",
-                                       "Cookie",
-                                       "OPEN-SANDBOX-API-KEY",
-                                       "X-EXECD-ACCESS-TOKEN",
-                                       "X-Request-ID",
-                                       "X-Forwarded-For",
-                                       "X-Forwarded-Host",
-                                       "X-Forwarded-Proto"};
+    static const char *const drop[] = {
+        "Connection", "Keep-Alive", "Proxy-Authorization", "Proxy-Connection", "TE", "Trailer",
+        "Transfer-Encoding", "Upgrade", "Host", "Content-Length", "Authorization", "Cookie",
+        "OPEN-SANDBOX-API-KEY", "X-EXECD-ACCESS-TOKEN", "X-Request-ID", "X-Forwarded-For",
+        "X-Forwarded-Host", "X-Forwarded-Proto",
+        /* libmicrohttpd already answered 100-continue */
+        "Expect"};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(drop); i++) {
         if (strcasecmp(k, drop[i]) == 0)
             return true;
@@ -451,7 +441,9 @@ body_reader(void *cls, uint64_t pos, char *out, size_t max)
 
 /* ---- upgrade (WebSocket) ---- */
 
-struct splice_job {
+struct sbx_splice {
+    struct sbx_srv *srv;
+    struct sbx_splice *next;
     int up;
     MHD_socket client;
     struct MHD_UpgradeResponseHandle *urh;
@@ -469,10 +461,34 @@ pump(int from, int to)
     return sbx_write_all(to, buf, (size_t)n);
 }
 
+static void
+link_splice(struct sbx_splice *j)
+{
+    pthread_mutex_lock(&j->srv->splice_mu);
+    j->next = j->srv->splices;
+    j->srv->splices = j;
+    j->srv->n_splices++;
+    pthread_mutex_unlock(&j->srv->splice_mu);
+}
+
+/* Unlinked before its fds are closed, so a shutdown never hits a reused fd. */
+static void
+unlink_splice(struct sbx_splice *j)
+{
+    pthread_mutex_lock(&j->srv->splice_mu);
+    for (struct sbx_splice **pp = &j->srv->splices; *pp; pp = &(*pp)->next) {
+        if (*pp == j) {
+            *pp = j->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&j->srv->splice_mu);
+}
+
 static void *
 splice_main(void *arg)
 {
-    struct splice_job *j = arg;
+    struct sbx_splice *j = arg;
     if (j->pending_len == 0 || sbx_write_all(j->client, j->pending, j->pending_len) == 0) {
         struct pollfd pfd[2] = {{.fd = j->client, .events = POLLIN},
                                 {.fd = j->up, .events = POLLIN}};
@@ -485,11 +501,30 @@ splice_main(void *arg)
                 break;
         }
     }
+    struct sbx_srv *srv = j->srv;
+    unlink_splice(j);
     (void)close(j->up);
     (void)MHD_upgrade_action(j->urh, MHD_UPGRADE_ACTION_CLOSE);
     free(j->pending);
     free(j);
+    pthread_mutex_lock(&srv->splice_mu);
+    srv->n_splices--;
+    pthread_cond_broadcast(&srv->splice_cv);
+    pthread_mutex_unlock(&srv->splice_mu);
     return NULL;
+}
+
+void
+sbx_proxy_close_upgraded(struct sbx_srv *srv)
+{
+    pthread_mutex_lock(&srv->splice_mu);
+    for (struct sbx_splice *j = srv->splices; j; j = j->next) {
+        (void)shutdown(j->up, SHUT_RDWR);
+        (void)shutdown(j->client, SHUT_RDWR);
+    }
+    while (srv->n_splices > 0)
+        pthread_cond_wait(&srv->splice_cv, &srv->splice_mu);
+    pthread_mutex_unlock(&srv->splice_mu);
 }
 
 static void
@@ -500,13 +535,15 @@ on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, const char *extr
     (void)c;
     (void)con_cls;
     struct sbx_proxy *p = cls;
-    struct splice_job *j = sbx_xcalloc(1, sizeof *j);
+    struct sbx_splice *j = sbx_xcalloc(1, sizeof *j);
+    j->srv = p->srv;
     j->up = sbx_steal_fd(&p->fd);
     j->client = sock;
     j->urh = urh;
     j->pending_len = p->len - p->off;
     j->pending = sbx_xmalloc(j->pending_len + 1);
     memcpy(j->pending, p->buf + p->off, j->pending_len);
+    link_splice(j);
     pthread_t t;
     if ((extra_in_size && sbx_write_all(j->up, extra_in, extra_in_size) < 0) ||
         pthread_create(&t, NULL, splice_main, j) != 0) {
@@ -558,6 +595,26 @@ answer(struct sbx_req *r, struct sbx_proxy *p, int status, char *header_lines)
     return queue(r, resp, status);
 }
 
+/* Read response heads until a final one (interim 1xx heads other than 101 are dropped). On
+ * success the head is NUL-terminated at *end and p->off points at the body. */
+static int
+read_final_head(struct sbx_proxy *p, char **end, int *status)
+{
+    for (;;) {
+        if (read_head(p, end) < 0)
+            return -1;
+        **end = '\0';
+        p->off = (size_t)(*end - p->buf) + 4;
+        if (sscanf(p->buf, "HTTP/1.%*d %3d", status) != 1 || *status < 100 || *status > 599)
+            return -1;
+        if (*status >= 200 || *status == 101)
+            return 0;
+        memmove(p->buf, p->buf + p->off, p->len - p->off);
+        p->len -= p->off;
+        p->off = 0;
+    }
+}
+
 enum MHD_Result
 sbx_proxy_end(struct sbx_req *r)
 {
@@ -565,15 +622,10 @@ sbx_proxy_end(struct sbx_req *r)
     if (p->chunked_up && !p->failed && sbx_write_all(p->fd, "0\r\n\r\n", 5) < 0)
         p->failed = true;
     char *end = NULL;
-    if (p->failed || read_head(p, &end) < 0)
-        return sbx_http_send_error(r, 502, "SANDBOX::PROXY_ERROR",
-                                   "the sandbox closed the connection without a response");
-    *end = '\0';
-    p->off = (size_t)(end - p->buf) + 4;
     int status = 0;
-    if (sscanf(p->buf, "HTTP/1.%*d %3d", &status) != 1 || status < 100 || status > 599)
+    if (p->failed || read_final_head(p, &end, &status) < 0)
         return sbx_http_send_error(r, 502, "SANDBOX::PROXY_ERROR",
-                                   "the sandbox sent a malformed response");
+                                   "the sandbox sent no valid response");
     char *lines = strstr(p->buf, "\r\n");
     /* the header copy in MHD owns its strings, so parsing in place is fine */
     return answer(r, p, status, lines ? lines + 2 : end);

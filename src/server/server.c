@@ -123,6 +123,9 @@ open_parts(struct parts *p, sbx_error **err)
     const char *dir = p->cfg.state_dir;
     if (sbx_mkdir_p(dir, 0700, err) < 0 || lock_state_dir(dir, &p->lock_fd, err) < 0)
         return sbx_error_wrap(err, "state dir");
+    /* The store holds every sandbox's execd token: nobody else may read the state dir. */
+    if (chmod(dir, 0700) < 0)
+        return sbx_error_set(err, SBX_EPERM, errno, "chmod 0700 `%s`", dir);
     sbx_autofree char *key = NULL;
     if (sbx_server_ensure_api_key(dir, &key, err) < 0)
         return -SBX_EIO;

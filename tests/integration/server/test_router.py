@@ -85,6 +85,37 @@ def ws_frame(text):
         b ^ mask[i % 4] for i, b in enumerate(data))
 
 
+def check_expect(s, sid, port):
+    """Expect: 100-continue is answered once (by the server), not forwarded."""
+    c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+    c.putrequest("POST", "/sandboxes/%s/proxy/%d/echo" % (sid, port))
+    c.putheader("OPEN-SANDBOX-API-KEY", s.key)
+    c.putheader("Expect", "100-continue")
+    c.putheader("Content-Length", "4")
+    c.endheaders()
+    c.send(b"data")
+    r = c.getresponse()
+    j = json.loads(r.read())
+    c.close()
+    check(r.status == 200 and j["body"] == "data", "expect 100-continue: %r" % j)
+    check("expect" not in {k.lower() for k in j["headers"]}, "Expect not forwarded")
+
+
+def open_websocket(s, sid, port):
+    key = base64.b64encode(os.urandom(16)).decode()
+    req = ("GET /sandboxes/%s/proxy/%d/ws HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+           "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
+           "Sec-WebSocket-Version: 13\r\nOPEN-SANDBOX-API-KEY: %s\r\n\r\n" %
+           (sid, port, key, s.key))
+    c = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+    c.sendall(req.encode())
+    head = b""
+    while b"\r\n\r\n" not in head:
+        head += c.recv(1)
+    check(head.startswith(b"HTTP/1.1 101"), "101: %r" % head)
+    return c
+
+
 def check_websocket(s, sid, port):
     key = base64.b64encode(os.urandom(16)).decode()
     req = ("GET /sandboxes/%s/proxy/%d/ws HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -116,7 +147,12 @@ def test(new_server):
     check_sse(s, sid, port)
     check_echo(s, sid, port)
     check_bodies(s, sid, port)
+    check_expect(s, sid, port)
     check_websocket(s, sid, port)
+    ws = open_websocket(s, sid, port)  # still open when the server stops
+    check(s.stop() == 0, "clean stop with an open WebSocket")
+    ws.close()
+    s.start()  # the sandbox outlived the server; the new one re-adopts it
     check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
     check(s.stop() == 0, "clean stop")
 
