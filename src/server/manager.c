@@ -470,10 +470,76 @@ sbx_mgr_reap(struct sbx_mgr *m)
     return count;
 }
 
+/* ---- liveness: a workload that died while the server ran ---- */
+
+static bool
+live_state(const char *s)
+{
+    return strcmp(s, "Running") == 0 || strcmp(s, "Paused") == 0;
+}
+
+/* Mark a dead sandbox Failed (written first), then let its provider clean up what is left. */
+static void
+mark_lost(struct sbx_mgr *m, const char *id, struct sbx_sandbox *work,
+          const struct sbx_provider_status *st)
+{
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = find(m, id);
+    if (!e || e->busy || strcmp(e->sb->state, work->state) != 0) {
+        pthread_mutex_unlock(&m->mu);
+        return;
+    }
+    e->busy = true;
+    transition(m, e, "Failed", st->reason[0] ? st->reason : "SANDBOX_LOST",
+               "the sandbox's workload exited");
+    sbx_warn("sandbox %s: lost (%s)", id, st->state);
+    pthread_mutex_unlock(&m->mu);
+    (void)e->prov->ops->delete (e->prov, work, NULL);
+    pthread_mutex_lock(&m->mu);
+    e->busy = false;
+    pthread_mutex_unlock(&m->mu);
+}
+
+static void
+check_one(struct sbx_mgr *m, const char *id)
+{
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = find(m, id);
+    bool ok = e && !e->busy && e->prov && live_state(e->sb->state);
+    struct sbx_sandbox *work = ok ? sbx_sandbox_dup(e->sb) : NULL;
+    struct sbx_provider *p = ok ? e->prov : NULL;
+    pthread_mutex_unlock(&m->mu);
+    if (!work || !p)
+        return;
+    /* status may run any time (provider contract), so no busy mark for the common case */
+    struct sbx_provider_status st = {0};
+    if (p->ops->status(p, work, &st, NULL) >= 0 && st.cls == SBX_CLASS_TERMINAL)
+        mark_lost(m, id, work, &st);
+    sbx_sandbox_free(work);
+}
+
+int
+sbx_mgr_check_live(struct sbx_mgr *m)
+{
+    pthread_mutex_lock(&m->mu);
+    size_t n = m->n;
+    char(*ids)[SBX_UUID_LEN + 1] = sbx_xcalloc(n + 1, sizeof *ids);
+    for (size_t i = 0; i < n; i++)
+        memcpy(ids[i], m->items[i]->sb->id, sizeof ids[i]);
+    pthread_mutex_unlock(&m->mu);
+    for (size_t i = 0; i < n; i++)
+        check_one(m, ids[i]);
+    free(ids);
+    return 0;
+}
+
+#define LIVENESS_EVERY 5 /* reaper ticks (seconds) between liveness checks */
+
 static void *
 reaper_main(void *arg)
 {
     struct sbx_mgr *m = arg;
+    unsigned tick = 0;
     pthread_mutex_lock(&m->mu);
     while (!m->stopping) {
         struct timespec ts;
@@ -484,6 +550,8 @@ reaper_main(void *arg)
             break;
         pthread_mutex_unlock(&m->mu);
         (void)sbx_mgr_reap(m);
+        if (++tick % LIVENESS_EVERY == 0)
+            (void)sbx_mgr_check_live(m);
         pthread_mutex_lock(&m->mu);
     }
     pthread_mutex_unlock(&m->mu);

@@ -52,6 +52,9 @@ int sbx_mgr_patch_metadata(struct sbx_mgr *mgr, const char *id, const json_t *pa
 /* Connect to port of a Running sandbox; *headers (may be NULL) are the ones the router adds. */
 int sbx_mgr_connect(struct sbx_mgr *mgr, const char *id, int port, int *fd, json_t **headers,
                     sbx_error **err);
+/* Ask the provider of every Running/Paused sandbox whether it is still alive; dead ones become
+ * Failed (reason from the provider, e.g. SANDBOX_LOST). The reaper runs this every 5 s. */
+int sbx_mgr_check_live(struct sbx_mgr *mgr);
 /* Run one reaper pass now (tests); returns how many sandboxes expired. */
 int sbx_mgr_reap(struct sbx_mgr *mgr);
 

@@ -78,7 +78,8 @@ sbx_proc_signal_session(pid_t sid, int sig)
             continue;
         pid_t pid = (pid_t)strtol(de->d_name, NULL, 10);
         struct sbx_proc_info pi = {0};
-        if (sbx_proc_info(pid, &pi, NULL) == 0 && pi.sid == sid && kill(pid, sig) == 0)
+        if (sbx_proc_info(pid, &pi, NULL) == 0 && pi.sid == sid && pi.state != 'Z' &&
+            kill(pid, sig) == 0)
             count++;
     }
     return count;

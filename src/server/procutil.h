@@ -19,7 +19,8 @@ struct sbx_proc_info {
 int sbx_proc_info(pid_t pid, struct sbx_proc_info *out, sbx_error **err);
 /* True when pid is alive (not a zombie) and started at start_time. */
 int sbx_proc_same(pid_t pid, uint64_t start_time);
-/* Send sig to every process of session sid; returns how many got it. */
+/* Send sig to every live (non-zombie) process of session sid; returns how many got it (sig 0
+ * counts them). */
 int sbx_proc_signal_session(pid_t sid, int sig);
 /* Send sig to the session of every process whose cwd is dir; returns how many got it. */
 int sbx_proc_signal_cwd(const char *dir, int sig);

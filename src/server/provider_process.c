@@ -281,22 +281,38 @@ live_sid(const struct sbx_sandbox *sb)
     return sbx_proc_same(pid, priv_start(sb)) ? pid : 0;
 }
 
+/* The sandbox's session id, also after execd (its leader) died: Linux never hands out a pid
+ * that is still some process's session id, so while members are left the recorded pid cannot
+ * belong to anyone else. Only a live process with that pid and another start time means the
+ * session is gone (0). */
+static pid_t
+owned_sid(const struct sbx_sandbox *sb)
+{
+    pid_t pid = priv_int(sb, "pid");
+    struct sbx_proc_info pi = {0};
+    if (pid <= 1)
+        return 0;
+    if (sbx_proc_info(pid, &pi, NULL) == 0 && pi.start_time != priv_start(sb))
+        return 0;
+    return pid;
+}
+
 static int
 kill_session(const struct sbx_sandbox *sb, int grace_ms)
 {
-    pid_t sid = live_sid(sb);
+    pid_t sid = owned_sid(sb);
     if (!sid)
         return 0;
     if (grace_ms > 0) {
         (void)sbx_proc_signal_session(sid, SIGTERM);
         (void)sbx_proc_signal_session(sid, SIGCONT);
-        for (int waited = 0; waited < grace_ms && live_sid(sb); waited += 20) {
+        for (int waited = 0; waited < grace_ms && sbx_proc_signal_session(sid, 0) > 0;
+             waited += 20) {
             reap(sid);
             (void)usleep(20 * 1000);
         }
     }
-    (void)sbx_proc_signal_session(sid, SIGKILL);
-    for (int i = 0; i < 100 && live_sid(sb); i++) {
+    for (int i = 0; i < 100 && sbx_proc_signal_session(sid, SIGKILL) > 0; i++) {
         reap(sid);
         (void)usleep(10 * 1000);
     }

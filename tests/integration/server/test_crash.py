@@ -53,6 +53,26 @@ def readopt(new_server):
     check(s.stop() == 0, "clean stop")
 
 
+def lost_while_running(new_server):
+    """execd dies while the server runs: the sandbox turns Failed/SANDBOX_LOST on its own."""
+    s = new_server(tag="lost")
+    s.start()
+    sid = s.create().json()["id"]
+    pid = int(open(os.path.join(s.state, "sandboxes", sid, "execd.pid")).read().split()[0])
+    # a background command outside the sandbox dir must die with the sandbox too
+    r = s.request("POST", "/sandboxes/%s/proxy/44772/command" % sid,
+                  {"command": "cd / && sleep 300", "background": True})
+    check(r.status == 200, "background command")
+    wait_for(lambda: len(session_pids(pid)) >= 3, "the background command to start")
+    os.kill(pid, 9)
+    st = wait_for(lambda: (lambda x: x if x["state"] == "Failed" else None)(
+        s.request("GET", "/v1/sandboxes/" + sid).json()["status"]), "Failed", timeout=15)
+    check(st["reason"] == "SANDBOX_LOST", "reason: %r" % st)
+    wait_for(lambda: not session_pids(pid), "the rest of the session to be killed")
+    check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete the lost one")
+    check(s.stop() == 0, "clean stop")
+
+
 def kill_mid_flight(new_server):
     s = new_server(tag="mid")
     s.start()
@@ -100,6 +120,7 @@ def kill_mid_flight(new_server):
 
 def test(new_server):
     readopt(new_server)
+    lost_while_running(new_server)
     kill_mid_flight(new_server)
 
 
