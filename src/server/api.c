@@ -570,6 +570,13 @@ h_patch_metadata(struct sbx_req *r, struct sbx_reply *out)
     json_decref(body);
 }
 
+static void
+q_flag(const char *v, void *ud)
+{
+    (void)v;
+    *(bool *)ud = true;
+}
+
 /* The host[:port] clients reach this server at: config, else the request's Host. */
 static const char *
 public_addr(struct sbx_req *r)
@@ -594,6 +601,13 @@ h_endpoint(struct sbx_req *r, struct sbx_reply *out)
     sbx_autoerror sbx_error *err = NULL;
     if (port < 0) {
         sbx_reply_error(out, 400, "SANDBOX::INVALID_PORT", "port must be 1-65535");
+        return;
+    }
+    bool signed_route = false;
+    sbx_req_query_each(r, "expires", q_flag, &signed_route);
+    if (signed_route) {
+        sbx_reply_error(out, 400, "SANDBOX::API_NOT_SUPPORTED",
+                        "signed endpoints (`expires`) need a gateway; not supported");
         return;
     }
     if (sbx_mgr_get(r->srv->mgr, id, &sb, &err) < 0) {

@@ -22,6 +22,10 @@
 #include "server/apierr.h"
 #include "server/srvutil.h"
 
+/* An idle keep-alive connection (or a client that stops sending mid-request) is closed after
+ * this; a handler that is busy (a create, a streamed proxy response) is not idle. */
+#define IDLE_TIMEOUT_S 60
+
 void
 sbx_reply_error(struct sbx_reply *out, int status, const char *code, const char *fmt, ...)
 {
@@ -355,8 +359,8 @@ sbx_http_start(struct sbx_srv *srv, sbx_error **err)
         flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
         MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, srv, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)srv->cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)300,
-        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_END);
+        (unsigned)srv->cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
+        (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_END);
     if (!srv->daemon)
         return sbx_error_set(err, SBX_EUNAVAIL, 0, "cannot listen on %s (in use?)",
                              srv->cfg->listen);

@@ -483,6 +483,10 @@ sbx_provider_process_new(const json_t *settings, const struct sbx_provider_env *
     sbx_warn("provider `process` enabled: sandboxes run as plain host processes with NO "
              "ISOLATION (execd: %s)",
              d->execd);
+    if (access(d->execd, X_OK) < 0)
+        sbx_warn("provider `process`: `%s` is not an executable; creates will fail until it is "
+                 "(set providers.process.execd)",
+                 d->execd);
     *out = p;
     return 0;
 }

@@ -54,6 +54,8 @@ def cases(sid):
         ("bad port 0", "GET", "/v1/sandboxes/%s/endpoints/0" % sid, None, {}, 400),
         ("bad port big", "GET", "/v1/sandboxes/%s/endpoints/65536" % sid, None, {}, 400),
         ("bad port text", "GET", "/v1/sandboxes/%s/endpoints/http" % sid, None, {}, 400),
+        ("signed endpoint", "GET", "/v1/sandboxes/%s/endpoints/80?expires=99" % sid, None, {},
+         400),
         ("proxy bad port", "GET", "/sandboxes/%s/proxy/99999/ping" % sid, None, {}, 400),
         ("proxy dotdot", "GET", "/sandboxes/%s/proxy/44772/../../etc/passwd" % sid, None, {},
          400),
