@@ -19,6 +19,7 @@ sbx_cmd_serve(int argc, char **argv)
     };
     struct sbx_server_opts so = {0};
     int c = 0;
+    opterr = 0;
     while ((c = getopt_long(argc, argv, "l:s:c:", opts, NULL)) != -1) {
         if (c == 'l')
             so.listen = optarg;
@@ -26,8 +27,12 @@ sbx_cmd_serve(int argc, char **argv)
             so.state_dir = optarg;
         else if (c == 'c')
             so.config_path = optarg;
-        else
+        else {
+            fprintf(stderr,
+                    "sbx serve: unknown option or missing value `%s`; see `sbx serve --help`\n",
+                    argv[optind - 1]);
             return SBX_EXIT_USAGE;
+        }
     }
     if (optind != argc) {
         fprintf(stderr, "sbx serve: unexpected argument `%s`\n", argv[optind]);

@@ -2,6 +2,8 @@
 """The config file: bad files stop the server at startup with a message naming the problem;
 limits and provider settings take effect (max_sandboxes -> 429, a missing execd -> a Failed
 sandbox and a 500 {code,message}, never a hang)."""
+import subprocess
+
 from harness import check, main
 
 
@@ -50,7 +52,18 @@ def missing_execd(new_server):
     check(s.stop() == 0, "clean stop")
 
 
+def usage_errors(new_server):
+    s = new_server(tag="usage")
+    for argv in (["--bogus"], ["--listen"], ["extra"]):
+        r = subprocess.run([s.sbx, "serve"] + argv, capture_output=True, text=True, timeout=30)
+        check(r.returncode == 2 and r.stderr.startswith("sbx serve: "), "%r: %r" % (argv, r))
+    r = subprocess.run([s.sbx, "serve", "--listen", "nonsense", "--state-dir", s.state],
+                       capture_output=True, text=True, timeout=30)
+    check(r.returncode == 1 and "listen address" in r.stderr, "bad listen: %r" % r)
+
+
 def test(new_server):
+    usage_errors(new_server)
     bad_configs(new_server)
     limits(new_server)
     missing_execd(new_server)
