@@ -205,8 +205,8 @@ def run_tests(tests, **kw):
             print("ok   %s (%.2fs)" % (t.__name__, time.time() - t0), flush=True)
         rc = ex.stop()
         check(rc == 0, "execd exit code %d (sanitizer report?)\n%s" % (rc, ex.read_log()))
-    except Fail as e:
-        print("FAIL: %s" % e, flush=True)
+    except Exception as e:  # noqa: BLE001 - any failure prints the daemon's log
+        print("FAIL: %s: %s" % (type(e).__name__, e), flush=True)
         if ex:
             print(ex.read_log()[-4000:])
         sys.exit(1)

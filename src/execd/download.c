@@ -1,0 +1,213 @@
+/*
+ * download.c - GET /files/download: whole file, one byte range (206), or a line slice.
+ *
+ * The body is a file segment of the evbuffer (sendfile), so any size streams without being
+ * read into memory.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <event2/buffer.h>
+#include <event2/http.h>
+
+#include "common/buf.h"
+#include "common/cleanup.h"
+#include "common/util.h"
+#include "common/xalloc.h"
+#include "execd/download.h"
+#include "execd/files.h"
+
+#define MAX_LINE_SLICE (64u << 20)
+
+static int
+parse_num(const char **p, uint64_t *out)
+{
+    if (!isdigit((unsigned char)**p))
+        return -1;
+    uint64_t v = 0;
+    while (isdigit((unsigned char)**p)) {
+        if (v > (UINT64_MAX - 9) / 10)
+            return -1;
+        v = v * 10 + (uint64_t)(**p - '0');
+        (*p)++;
+    }
+    *out = v;
+    return 0;
+}
+
+int
+execd_range_parse(const char *h, uint64_t size, uint64_t *start, uint64_t *len)
+{
+    const char *p = h;
+    uint64_t a = 0;
+    uint64_t b = 0;
+    if (strncmp(p, "bytes=", 6) != 0)
+        return -1;
+    p += 6;
+    while (*p == ' ')
+        p++;
+    if (*p == '-') { /* suffix: the last n bytes */
+        p++;
+        if (parse_num(&p, &b) < 0 || b == 0 || size == 0)
+            return -1;
+        a = b >= size ? 0 : size - b;
+        b = size - 1;
+    } else {
+        if (parse_num(&p, &a) < 0 || *p++ != '-' || a >= size)
+            return -1;
+        if (*p == '\0' || *p == ',') {
+            b = size - 1;
+        } else if (parse_num(&p, &b) < 0 || b < a) {
+            return -1;
+        }
+        if (b >= size)
+            b = size - 1;
+    }
+    while (*p == ' ')
+        p++;
+    if (*p != '\0' && *p != ',') /* only the first of several ranges is served */
+        return -1;
+    *start = a;
+    *len = b - a + 1;
+    return 0;
+}
+
+/* attachment; filename="x", or the RFC 5987 form for names that need escaping. */
+static char *
+disposition(const char *path)
+{
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    bool plain = true;
+    for (const unsigned char *c = (const unsigned char *)base; *c; c++)
+        plain = plain && *c >= 0x20 && *c < 0x7f && *c != '"' && *c != '\\' && *c != '%';
+    if (plain)
+        return sbx_xasprintf("attachment; filename=\"%s\"", base);
+    struct sbx_buf b;
+    sbx_buf_init(&b, 1 << 16);
+    (void)sbx_buf_append_str(&b, "attachment; filename*=UTF-8''", NULL);
+    for (const unsigned char *c = (const unsigned char *)base; *c; c++) {
+        if (isalnum(*c) || strchr("-._~", *c))
+            (void)sbx_buf_append(&b, c, 1, NULL);
+        else
+            (void)sbx_buf_printf(&b, NULL, "%%%02X", *c);
+    }
+    return sbx_buf_steal(&b);
+}
+
+static void
+reply_lines(struct evhttp_request *req, FILE *f, uint64_t offset, uint64_t limit)
+{
+    struct evbuffer *b = evbuffer_new();
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    uint64_t lineno = 0;
+    while ((n = getline(&line, &cap, f)) > 0) {
+        if (++lineno < offset)
+            continue;
+        if ((limit && lineno >= offset + limit) || evbuffer_get_length(b) > MAX_LINE_SLICE)
+            break;
+        evbuffer_add(b, line, (size_t)n);
+    }
+    free(line);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type",
+                      "text/plain; charset=utf-8");
+    evhttp_send_reply(req, 200, "OK", b);
+    evbuffer_free(b);
+}
+
+static int
+line_params(struct evhttp_request *req, uint64_t *offset, uint64_t *limit, bool *lines)
+{
+    sbx_autofree char *off = execd_query(req, "offset");
+    sbx_autofree char *lim = execd_query(req, "limit");
+    *lines = off || lim;
+    *offset = 1;
+    *limit = 0;
+    if ((off && (sbx_parse_u64(off, offset, NULL) < 0 || *offset < 1)) ||
+        (lim && (sbx_parse_u64(lim, limit, NULL) < 0 || *limit < 1))) {
+        execd_reply_error(req, 400, "INVALID_REQUEST_BODY",
+                          "`offset` and `limit` must be integers >= 1");
+        return -1;
+    }
+    return 0;
+}
+
+static void
+send_file(struct evhttp_request *req, int fd, const char *path, uint64_t size)
+{
+    const char *range = evhttp_find_header(evhttp_request_get_input_headers(req), "Range");
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    uint64_t start = 0;
+    uint64_t len = size;
+    char cr[96];
+    if (range && execd_range_parse(range, size, &start, &len) < 0) {
+        (void)snprintf(cr, sizeof(cr), "bytes */%llu", (unsigned long long)size);
+        evhttp_add_header(h, "Content-Range", cr);
+        close(fd);
+        execd_reply_error(req, 416, "UNKNOWN", "range `%s` not satisfiable", range);
+        return;
+    }
+    sbx_autofree char *disp = disposition(path);
+    evhttp_add_header(h, "Content-Type", "application/octet-stream");
+    evhttp_add_header(h, "Content-Disposition", disp);
+    evhttp_add_header(h, "Accept-Ranges", "bytes");
+    struct evbuffer *b = evbuffer_new();
+    if (len > 0)
+        (void)evbuffer_add_file(b, fd, (ev_off_t)start, (ev_off_t)len); /* owns fd */
+    else
+        close(fd);
+    if (range) {
+        (void)snprintf(cr, sizeof(cr), "bytes %llu-%llu/%llu", (unsigned long long)start,
+                       (unsigned long long)(start + len - 1), (unsigned long long)size);
+        evhttp_add_header(h, "Content-Range", cr);
+    }
+    evhttp_send_reply(req, range ? 206 : 200, range ? "Partial Content" : "OK", b);
+    evbuffer_free(b);
+}
+
+void
+execd_files_download(struct execd *ex, struct evhttp_request *req)
+{
+    (void)ex;
+    sbx_autofree char *raw = execd_query(req, "path");
+    if (!raw) {
+        execd_reply_error(req, 400, "MISSING_QUERY", "missing query parameter `path`");
+        return;
+    }
+    sbx_autofree char *path = execd_req_path(req, raw);
+    uint64_t offset = 0;
+    uint64_t limit = 0;
+    bool lines = false;
+    if (!path || line_params(req, &offset, &limit, &lines) < 0)
+        return;
+    bool has_range = evhttp_find_header(evhttp_request_get_input_headers(req), "Range");
+    if (lines && has_range) {
+        execd_reply_error(req, 400, "INVALID_REQUEST_BODY",
+                          "`offset`/`limit` and a Range header are mutually exclusive");
+        return;
+    }
+    sbx_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        execd_reply_errno(req, errno, "open", path);
+        return;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        execd_reply_error(req, 400, "INVALID_REQUEST_BODY", "`%s` is not a regular file", path);
+        return;
+    }
+    if (lines) {
+        sbx_autofclose FILE *f = fdopen(sbx_steal_fd(&fd), "r");
+        reply_lines(req, f, offset, limit);
+        return;
+    }
+    send_file(req, sbx_steal_fd(&fd), path, (uint64_t)st.st_size);
+}
