@@ -18,16 +18,24 @@
 #include "common/xalloc.h"
 #include "server/provider.h"
 
+#ifdef SBX_HAVE_RUNTIME
+#define SBX_DEFAULT_PROVIDER "native"
+#else
+#define SBX_DEFAULT_PROVIDER "process"
+#endif
+
 void
 sbx_server_config_defaults(struct sbx_server_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);
     cfg->listen = sbx_xstrdup("127.0.0.1:8080");
     cfg->state_dir = sbx_xstrdup("/var/lib/sbx");
-    cfg->providers = sbx_xcalloc(1, sizeof *cfg->providers);
-    cfg->providers[0] = sbx_xstrdup("process");
+    /* Isolated sandboxes by default when the runtime is built in; the unisolated `process`
+     * provider only when asked for (or when there is nothing else). */
+    cfg->providers = sbx_xcalloc(1, sizeof(char *));
+    cfg->providers[0] = sbx_xstrdup(SBX_DEFAULT_PROVIDER);
     cfg->n_providers = 1;
-    cfg->default_provider = sbx_xstrdup("process");
+    cfg->default_provider = sbx_xstrdup(SBX_DEFAULT_PROVIDER);
     cfg->provider_settings = json_object();
     cfg->max_timeout_s = 86400;
     cfg->max_sandboxes = 1000;

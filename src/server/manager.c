@@ -99,6 +99,14 @@ merge_priv(struct entry *e, struct sbx_sandbox *work)
 
 /* ---- acquiring an entry for an operation ---- */
 
+/* The operation on e is over: wake whoever waits for it (a delete). */
+static void
+set_idle(struct sbx_mgr *m, struct entry *e)
+{
+    e->busy = false;
+    pthread_cond_broadcast(&m->cv);
+}
+
 static int
 acquire(struct sbx_mgr *m, const char *id, struct entry **out, sbx_error **err)
 {
@@ -298,7 +306,7 @@ run_op(struct sbx_mgr *m, struct entry *e, prov_op op, const char *during, const
     pthread_mutex_lock(&m->mu);
     merge_priv(e, work);
     sbx_sandbox_free(work);
-    e->busy = false;
+    set_idle(m, e);
     if (r < 0)
         transition(m, e, before, "OPERATION_FAILED", sbx_error_msg(err ? *err : NULL));
     else
@@ -316,7 +324,7 @@ delete_locked(struct sbx_mgr *m, struct entry *e, const char *reason, sbx_error 
     int r = e->prov ? e->prov->ops->delete (e->prov, work, err) : 0;
     sbx_sandbox_free(work);
     pthread_mutex_lock(&m->mu);
-    e->busy = false;
+    set_idle(m, e);
     if (r < 0) {
         transition(m, e, "Failed", "DELETE_FAILED", sbx_error_msg(err ? *err : NULL));
         return r;
@@ -334,6 +342,10 @@ sbx_mgr_delete(struct sbx_mgr *m, const char *id, const char *reason, sbx_error 
 {
     pthread_mutex_lock(&m->mu);
     struct entry *e = NULL;
+    /* A delete waits for an operation in progress (a create, a pause, a liveness cleanup)
+     * instead of failing: whatever it ends in, delete can follow. */
+    while ((e = find(m, id)) && e->busy && !m->stopping)
+        pthread_cond_wait(&m->cv, &m->mu);
     int r = acquire(m, id, &e, err);
     if (r >= 0)
         r = delete_locked(m, e, reason, err);
@@ -496,7 +508,7 @@ mark_lost(struct sbx_mgr *m, const char *id, struct sbx_sandbox *work,
     pthread_mutex_unlock(&m->mu);
     (void)e->prov->ops->delete (e->prov, work, NULL);
     pthread_mutex_lock(&m->mu);
-    e->busy = false;
+    set_idle(m, e);
     pthread_mutex_unlock(&m->mu);
 }
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -114,6 +115,24 @@ sbx_proc_signal_cwd(const char *dir, int sig)
             count++;
     }
     return count;
+}
+
+int
+sbx_execd_ping_fd(int fd, const char *token)
+{
+    char req[256];
+    int n = snprintf(req, sizeof req,
+                     "GET /ping HTTP/1.1\r\nHost: 127.0.0.1\r\nX-EXECD-ACCESS-TOKEN: %s\r\n"
+                     "Connection: close\r\n\r\n",
+                     token);
+    struct timeval tv = {.tv_sec = 1};
+    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    if (n < 0 || (size_t)n >= sizeof req || sbx_write_all(fd, req, (size_t)n) < 0)
+        return -1;
+    char resp[16] = {0};
+    if (sbx_read_full(fd, resp, 12) < 12)
+        return -1;
+    return strncmp(resp + 8, " 200", 4) == 0 ? 0 : -1;
 }
 
 int

@@ -24,6 +24,8 @@ int sbx_proc_same(pid_t pid, uint64_t start_time);
 int sbx_proc_signal_session(pid_t sid, int sig);
 /* Send sig to the session of every process whose cwd is dir; returns how many got it. */
 int sbx_proc_signal_cwd(const char *dir, int sig);
+/* GET /ping on a connected socket with execd's token; 0 when execd answers 200 within 1 s. */
+int sbx_execd_ping_fd(int fd, const char *token);
 /* A free TCP port on 127.0.0.1 (bind to port 0, read it back). */
 int sbx_net_free_port(int *port, sbx_error **err);
 /* Connect to 127.0.0.1:port within timeout_ms; CLOEXEC stream socket into *fd. */

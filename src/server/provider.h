@@ -100,6 +100,13 @@ struct sbx_provider *sbx_registry_get(struct sbx_registry *reg, const char *name
 /* "a, b" - the supported names, for error messages. Borrowed. */
 const char *sbx_registry_names(const struct sbx_registry *reg);
 
+#ifdef SBX_HAVE_RUNTIME
+/* The native provider's factory (built when src/runtime is part of the build). */
+int sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *env,
+                            struct sbx_provider **out, sbx_error **err);
+extern const char *const sbx_provider_native_keys[];
+#endif
+
 /* The process provider's factory. */
 int sbx_provider_process_new(const json_t *settings, const struct sbx_provider_env *env,
                              struct sbx_provider **out, sbx_error **err);

@@ -28,6 +28,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "server/launch.h"
 #include "server/procutil.h"
 #include "server/provider.h"
 #include "server/srvutil.h"
@@ -84,60 +85,16 @@ proc_create(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
     return 0;
 }
 
-/* The environment of execd (and so of every command): PATH, HOME=root, then the request's
- * env, then the values the launcher script consumes and unsets. The token reaches execd as
- * EXECD_ACCESS_TOKEN (execd unsets it at once), never in argv where `ps` would show it. */
 static char **
 build_env(const struct sbx_sandbox *sb, const char *execd)
 {
-    size_t n = json_object_size(sb->env) + 9;
-    char **envp = sbx_xcalloc(n, sizeof *envp);
-    size_t i = 0;
-    envp[i++] = sbx_xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-    envp[i++] = sbx_xasprintf("HOME=%s", priv_str(sb, "root"));
-    const char *key = NULL;
-    json_t *val = NULL;
-    json_object_foreach (sb->env, key, val) {
-        if (json_is_string(val) && i < n - 5)
-            envp[i++] = sbx_xasprintf("%s=%s", key, json_string_value(val));
-    }
-    envp[i++] = sbx_xasprintf("SBX_EXECD=%s", execd);
-    envp[i++] = sbx_xasprintf("SBX_EXECD_PORT=%d", priv_int(sb, "port"));
-    envp[i++] = sbx_xasprintf("SBX_EXECD_TOKEN=%s", priv_str(sb, "token"));
-    envp[i++] = sbx_xasprintf("SBX_EXECD_STATE=%s/execd-state", priv_str(sb, "dir"));
-    return envp;
-}
-
-/* sh runs the entrypoint in the background and then becomes execd, so both share the new
- * session and the pid we record is execd's. execd listens on loopback only. */
-static const char launcher[] =
-    "t=$SBX_EXECD_TOKEN; e=$SBX_EXECD; port=$SBX_EXECD_PORT; sd=$SBX_EXECD_STATE;"
-    " unset SBX_EXECD_TOKEN SBX_EXECD SBX_EXECD_PORT SBX_EXECD_STATE;"
-    " if [ $# -gt 0 ]; then \"$@\" </dev/null & fi;"
-    " EXECD_ACCESS_TOKEN=\"$t\" exec \"$e\" --listen \"127.0.0.1:$port\" --state-dir \"$sd\"";
-
-static char **
-build_argv(const struct sbx_sandbox *sb)
-{
-    size_t n = json_array_size(sb->entrypoint);
-    char **argv = sbx_xcalloc(n + 5, sizeof *argv);
-    argv[0] = sbx_xstrdup("/bin/sh");
-    argv[1] = sbx_xstrdup("-c");
-    argv[2] = sbx_xstrdup(launcher);
-    argv[3] = sbx_xstrdup("sbx-launch");
-    for (size_t i = 0; i < n; i++) {
-        const char *s = json_string_value(json_array_get(sb->entrypoint, i));
-        argv[4 + i] = sbx_xstrdup(s ? s : "");
-    }
-    return argv;
-}
-
-static void
-free_strv(char **v)
-{
-    for (size_t i = 0; v && v[i]; i++)
-        free(v[i]);
-    free(v);
+    sbx_autofree char *state = sbx_xasprintf("%s/execd-state", priv_str(sb, "dir"));
+    struct sbx_launch l = {.execd = execd,
+                           .port = priv_int(sb, "port"),
+                           .token = priv_str(sb, "token"),
+                           .state_dir = state,
+                           .home = priv_str(sb, "root")};
+    return sbx_launch_env(sb, &l);
 }
 
 static int
@@ -161,11 +118,11 @@ spawn_launcher(const struct sbx_sandbox *sb, const char *execd, pid_t *pid, sbx_
     (void)posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_APPEND, 0600);
     (void)posix_spawn_file_actions_adddup2(&fa, 1, 2);
     (void)posix_spawn_file_actions_addchdir_np(&fa, priv_str(sb, "root"));
-    char **argv = build_argv(sb);
+    char **argv = sbx_launch_argv(sb);
     char **envp = build_env(sb, execd);
     int rc = posix_spawn(pid, "/bin/sh", &fa, &attr, argv, envp);
-    free_strv(argv);
-    free_strv(envp);
+    sbx_strv_free(argv);
+    sbx_strv_free(envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     if (rc != 0)
@@ -180,19 +137,7 @@ ping_once(int port, const char *token)
     sbx_autoclose int fd = -1;
     if (sbx_net_connect_local(port, 200, &fd, NULL) < 0)
         return -1;
-    char req[256];
-    int n = snprintf(req, sizeof req,
-                     "GET /ping HTTP/1.1\r\nHost: 127.0.0.1\r\nX-EXECD-ACCESS-TOKEN: %s\r\n"
-                     "Connection: close\r\n\r\n",
-                     token);
-    struct timeval tv = {.tv_sec = 1};
-    (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    if (sbx_write_all(fd, req, (size_t)n) < 0)
-        return -1;
-    char resp[64] = {0};
-    if (sbx_read_full(fd, resp, 12) < 12)
-        return -1;
-    return strncmp(resp + 8, " 200", 4) == 0 ? 0 : -1;
+    return sbx_execd_ping_fd(fd, token);
 }
 
 static void

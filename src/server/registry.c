@@ -11,6 +11,9 @@
 #include "server/provider.h"
 
 const struct sbx_provider_factory sbx_provider_factories[] = {
+#ifdef SBX_HAVE_RUNTIME
+    {.name = "native", .create = sbx_provider_native_new, .keys = sbx_provider_native_keys},
+#endif
     {.name = "process", .create = sbx_provider_process_new, .keys = sbx_provider_process_keys},
     {0},
 };

@@ -81,6 +81,9 @@ class Server:
         self.port = free_port()
         self.proc = None
         self.config = None
+        if config_text is None:
+            # the tests drive the process provider unless they say otherwise
+            config_text = 'providers = { supported = ["process"]; default = "process"; };\n'
         if config_text is not None:
             self.config = os.path.join(self.tmp, "sbx.conf")
             with open(self.config, "w") as f:

@@ -11,8 +11,9 @@ BAD = [
     ("bogus = 1;", "unknown key `bogus`"),
     ("server = { lisen = \"127.0.0.1:1\"; };", "server.lisen"),
     ("providers = { supported = [\"process\", \"process\"]; };", "listed twice"),
-    ("providers = { supported = [\"native\"]; };", "unknown provider `native`"),
-    ("providers = { default = \"other\"; };", "not in the supported set"),
+    ("providers = { supported = [\"docker\"]; };", "unknown provider `docker`"),
+    ("providers = { supported = [\"process\"]; default = \"other\"; };",
+     "not in the supported set"),
     ("limits = { max_timeout_seconds = 5; };", ">= 60"),
     ("server = {", "line"),
 ]
@@ -27,7 +28,8 @@ def bad_configs(new_server):
 
 
 def limits(new_server):
-    s = new_server(config_text="limits = { max_sandboxes = 1; max_timeout_seconds = 600; };")
+    s = new_server(config_text='providers = { supported = ["process"]; default = "process"; };\n'
+                               "limits = { max_sandboxes = 1; max_timeout_seconds = 600; };")
     s.start()
     r = s.create()
     check(r.status == 202, "first create: %r" % r)
@@ -40,7 +42,8 @@ def limits(new_server):
 
 
 def missing_execd(new_server):
-    s = new_server(config_text='providers = { process = { execd = "/nonexistent/sbx-execd"; }; };')
+    s = new_server(config_text='providers = { supported = ["process"]; default = "process";\n'
+                               '  process = { execd = "/nonexistent/sbx-execd"; }; };')
     s.start()
     r = s.create()
     check(r.status == 500 and r.json()["code"] == "SANDBOX::SANDBOX_START_FAILED" and

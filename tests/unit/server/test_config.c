@@ -45,7 +45,11 @@ test_defaults(void **state)
     assert_string_equal(cfg.listen, "127.0.0.1:8080");
     assert_string_equal(cfg.state_dir, "/var/lib/sbx");
     assert_int_equal(cfg.n_providers, 1);
+#ifdef SBX_HAVE_RUNTIME
+    assert_string_equal(cfg.default_provider, "native");
+#else
     assert_string_equal(cfg.default_provider, "process");
+#endif
     assert_int_equal(cfg.max_body_bytes, 1 << 20);
     sbx_server_config_dispose(&cfg);
 }
@@ -127,9 +131,10 @@ static void
 test_registry(void **state)
 {
     (void)state;
-    registry_case("", NULL);
-    registry_case("providers = { supported = [\"native\"]; };", "unknown provider `native`");
-    registry_case("providers = { default = \"native\"; };", "not in the supported set");
+    registry_case("providers = { supported = [\"process\"]; default = \"process\"; };", NULL);
+    registry_case("providers = { supported = [\"docker\"]; };", "unknown provider `docker`");
+    registry_case("providers = { supported = [\"process\"]; default = \"docker\"; };",
+                  "not in the supported set");
 }
 
 int
