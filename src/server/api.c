@@ -240,14 +240,18 @@ pick_provider(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
     return prov;
 }
 
-/* What the process provider cannot honour is refused, not silently dropped. */
+/* What a provider cannot honour yet is refused, not silently dropped: `process` has no
+ * isolation to enforce a network policy or mount volumes with; `native` has no image store or
+ * volume/network wiring yet (only the built-in `host` image). */
 static int
 check_provider_fit(const struct sbx_provider *prov, const json_t *body, struct sbx_reply *out)
 {
-    if (strcmp(prov->name, "process") != 0)
+    bool native = strcmp(prov->name, "native") == 0;
+    if (!native && strcmp(prov->name, "process") != 0)
         return 0;
     json_t *np = json_object_get(body, "networkPolicy");
     json_t *vols = json_object_get(body, "volumes");
+    const char *uri = json_string_value(json_object_get(json_object_get(body, "image"), "uri"));
     const char *what = NULL;
     if (np && !json_is_null(np))
         what = "networkPolicy";
@@ -255,7 +259,14 @@ check_provider_fit(const struct sbx_provider *prov, const json_t *body, struct s
         what = "volumes";
     if (what) {
         sbx_reply_error(out, 400, "SANDBOX::API_NOT_SUPPORTED",
-                        "provider `process` cannot enforce `%s` (it has no isolation)", what);
+                        "provider `%s` cannot enforce `%s` yet", prov->name, what);
+        return -1;
+    }
+    if (native && (!uri || strcmp(uri, "host") != 0)) {
+        sbx_reply_error(out, 400, "SANDBOX::IMAGE_NOT_SUPPORTED",
+                        "image `%.200s`: provider `native` has only the built-in `host` image so "
+                        "far",
+                        uri ? uri : "");
         return -1;
     }
     return 0;

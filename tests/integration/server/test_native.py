@@ -73,6 +73,9 @@ def test(new_server):
               "paused sandbox refuses the router")
         check(s.request("POST", "/v1/sandboxes/%s/resume" % sid).status == 202, "resume")
         check(inside(s, sid, "echo back") == ["back"], "commands after resume")
+        r = s.create(image={"uri": "python:3.11"})
+        check(r.status == 400 and r.json()["code"] == "SANDBOX::IMAGE_NOT_SUPPORTED",
+              "no silent host image for a named image: %r" % r)
         p = s.create(provider="process")
         check(p.status == 202 and p.json()["provider"] == "process", "named provider: %r" % p)
         s.kill9()
