@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -73,7 +72,9 @@ exe_dir(void)
     return slash && slash != buf ? sbx_xstrndup(buf, (size_t)(slash - buf)) : sbx_xstrdup("/");
 }
 
-/* One server per state dir: the store and the sandboxes' processes are not shared. */
+/* One server per state dir: the store and the sandboxes' processes are not shared. A POSIX
+ * record lock (not flock) because it belongs to this process only: children that inherit the
+ * fd (a sandbox being set up when the server dies) do not keep the state dir locked. */
 static int
 lock_state_dir(const char *dir, int *fd_out, sbx_error **err)
 {
@@ -81,10 +82,11 @@ lock_state_dir(const char *dir, int *fd_out, sbx_error **err)
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0)
         return sbx_error_set(err, SBX_EIO, errno, "open `%s`", path);
-    if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (fcntl(fd, F_SETLK, &fl) < 0) {
         (void)close(fd);
-        return sbx_error_set(err, SBX_EEXISTS, 0, "another `sbx serve` is using the state dir `%s`",
-                             dir);
+        return sbx_error_set(err, SBX_EEXISTS, 0,
+                             "another `sbx serve` is using the state dir `%s`", dir);
     }
     *fd_out = fd;
     return 0;

@@ -4,8 +4,11 @@ create with limits, commands through the router into an isolated sandbox (own pi
 hostname, loopback-only network, private writable root), the memory limit (an OOM inside), pause/resume (freezer),
 kill -9 of the server and re-adoption, delete with nothing left. Skips when this build has no
 runtime or the host cannot make sandboxes."""
+import concurrent.futures
 import os
+import random
 import subprocess
+import time
 
 from harness import Skip, check, main
 
@@ -52,6 +55,32 @@ def memory_limit(s):
     check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
 
 
+def kill_mid_create(s):
+    """kill -9 during a burst of native creates: afterwards every sandbox is Running (and
+    answers) or Failed, and the runtime keeps records only for the Running ones."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=16) as pool:
+        futs = [pool.submit(s.create) for _ in range(16)]
+        time.sleep(random.uniform(0.02, 0.15))
+        s.kill9()
+        for f in futs:
+            try:
+                f.result()
+            except OSError:
+                pass
+    s.start()
+    items = s.request("GET", "/v1/sandboxes?pageSize=200").json()["items"]
+    states = {x["status"]["state"] for x in items}
+    check(states <= {"Running", "Failed"}, "nothing transient: %r" % states)
+    live = {x["id"] for x in items if x["status"]["state"] == "Running"}
+    for sid in live:
+        check(inside(s, sid, "echo up") == ["up"], "%s answers" % sid)
+    records = set(os.listdir(os.path.join(s.state, "run"))) - {"images"}
+    check({r for r in records if not r.startswith(".")} <= live,
+          "runtime records only for live sandboxes: %r" % (records - live))
+    for x in items:
+        check(s.request("DELETE", "/v1/sandboxes/" + x["id"]).status == 204, "delete")
+
+
 def test(new_server):
     s = new_server(config_text=CONFIG, tag="native")
     try:
@@ -86,6 +115,7 @@ def test(new_server):
         for x in (sid, p.json()["id"]):
             check(s.request("DELETE", "/v1/sandboxes/" + x).status == 204, "delete")
         check(not os.path.exists(os.path.join(s.state, "run", sid)), "runtime record removed")
+        kill_mid_create(s)
         check(s.stop() == 0, "clean stop")
     finally:
         s.kill9()
