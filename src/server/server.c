@@ -85,8 +85,8 @@ lock_state_dir(const char *dir, int *fd_out, sbx_error **err)
     struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
     if (fcntl(fd, F_SETLK, &fl) < 0) {
         (void)close(fd);
-        return sbx_error_set(err, SBX_EEXISTS, 0,
-                             "another `sbx serve` is using the state dir `%s`", dir);
+        return sbx_error_set(err, SBX_EEXISTS, 0, "another `sbx serve` is using the state dir `%s`",
+                             dir);
     }
     *fd_out = fd;
     return 0;
