@@ -345,6 +345,14 @@ parse_listen(const char *s, struct sockaddr_storage *ss, bool *v6, sbx_error **e
 }
 
 int
+sbx_http_check_listen(const char *listen, sbx_error **err)
+{
+    struct sockaddr_storage ss;
+    bool v6 = false;
+    return parse_listen(listen, &ss, &v6, err);
+}
+
+int
 sbx_http_start(struct sbx_srv *srv, sbx_error **err)
 {
     struct sockaddr_storage ss;

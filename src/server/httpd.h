@@ -86,6 +86,8 @@ enum MHD_Result sbx_http_send_error(struct sbx_req *r, int status, const char *c
 /* Add the headers every response carries. */
 void sbx_http_common_headers(struct sbx_req *r, struct MHD_Response *resp);
 
+/* Check a listen address ("HOST:PORT", "[V6]:PORT") without opening anything. */
+int sbx_http_check_listen(const char *listen, sbx_error **err);
 /* Start listening on cfg->listen. */
 int sbx_http_start(struct sbx_srv *srv, sbx_error **err);
 void sbx_http_stop(struct sbx_srv *srv);

@@ -186,6 +186,9 @@ sbx_server_run(const struct sbx_server_opts *opts, sbx_error **err)
     (void)signal(SIGPIPE, SIG_IGN);
     struct parts p = {.lock_fd = -1, .exe_dir = exe_dir()};
     int r = load_config(opts, &p.cfg, err);
+    /* Everything that can be checked is checked before anything is created or mounted. */
+    if (r >= 0)
+        r = sbx_http_check_listen(p.cfg.listen, err);
     if (r >= 0)
         r = open_parts(&p, err);
     if (r >= 0) {

@@ -184,9 +184,20 @@ class Server:
             out[name] = session_pids(pid)
         return out
 
+    def gc_runtime(self):
+        """The native provider's runtime keeps records on a tmpfs at <state>/run: remove its
+        sandboxes and unmount it (sbx gc --all), else a lazy unmount."""
+        run = os.path.join(self.state, "run")
+        if os.path.ismount(run):
+            subprocess.run([self.sbx, "gc", "--all", "--state-dir", self.state],
+                           capture_output=True, timeout=60)
+        if os.path.ismount(run):
+            subprocess.run(["umount", "-l", run], capture_output=True, timeout=30)
+
     def cleanup(self):
         """Kill the server and every process a sandbox of this test started; remove the dir."""
         self.kill9()
+        self.gc_runtime()
         for pids in self.sandbox_pids().values():
             for p in pids:
                 try:

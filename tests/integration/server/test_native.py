@@ -15,16 +15,6 @@ from harness import Skip, check, main
 CONFIG = 'providers = { supported = ["native", "process"]; default = "native"; };\n'
 
 
-def gc(s):
-    """Remove the runtime's records and its tmpfs under the state dir (sbx gc --all)."""
-    run = os.path.join(s.state, "run")
-    if os.path.ismount(run):
-        subprocess.run([s.sbx, "gc", "--all", "--state-dir", s.state], capture_output=True,
-                       timeout=60)
-    if os.path.ismount(run):
-        subprocess.run(["umount", "-l", run], capture_output=True, timeout=30)
-
-
 def inside(s, sid, cmd):
     out, events = s.run(sid, cmd)
     check(events[-1]["type"] == "execution_complete", "%r succeeded: %r" % (cmd, events))
@@ -119,7 +109,7 @@ def test(new_server):
         check(s.stop() == 0, "clean stop")
     finally:
         s.kill9()
-        gc(s)
+        s.gc_runtime()
 
 
 if __name__ == "__main__":
