@@ -13,7 +13,7 @@ pkgs=(
   # test and CI gates
   libcmocka-dev clang clang-tidy clang-format libclang-rt-14-dev
   # runtime helpers used by tests (real peers, not mocks)
-  iproute2 iptables procps psmisc curl
+  iproute2 iptables procps psmisc curl python3
 )
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(hyperfine wrk bubblewrap crun runc docker.io gnuplot-nox)

@@ -25,6 +25,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "execd/download.h"
 #include "execd/proc.h"
 #include "execd/spawn.h"
 
@@ -420,6 +421,7 @@ on_client_close(struct evhttp_connection *evcon, void *arg)
 {
     (void)evcon;
     struct stream *s = arg;
+    execd_http_abandon(s->req);
     s->req = NULL;
     pipe_close(&s->out);
     pipe_close(&s->err);
@@ -489,7 +491,7 @@ open_outputs(struct execd *ex, struct execd_cmd *c, bool merged, int pfd[2], int
     if (c->background) {
         c->log_path = sbx_xasprintf("%s/%s.log", ex->cfg.state_dir, c->id);
         cfd[0] = open(c->log_path, O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0600);
-        cfd[1] = cfd[0] >= 0 ? dup(cfd[0]) : -1;
+        cfd[1] = cfd[0] >= 0 ? fcntl(cfd[0], F_DUPFD_CLOEXEC, 0) : -1;
         return cfd[1] < 0 ? -1 : 0;
     }
     int a[2];
@@ -504,7 +506,7 @@ open_outputs(struct execd *ex, struct execd_cmd *c, bool merged, int pfd[2], int
     pfd[0] = a[0];
     pfd[1] = b[0];
     cfd[0] = a[1];
-    cfd[1] = merged ? dup(a[1]) : b[1];
+    cfd[1] = merged ? fcntl(a[1], F_DUPFD_CLOEXEC, 0) : b[1];
     (void)fcntl(pfd[0], F_SETFL, O_NONBLOCK);
     if (pfd[1] >= 0)
         (void)fcntl(pfd[1], F_SETFL, O_NONBLOCK);
@@ -522,7 +524,7 @@ close_fds(int fds[2])
 }
 
 static pid_t
-spawn_cmd(struct execd *ex, const struct execd_run *run, int cfd[2], sbx_error **err)
+spawn_cmd(struct execd *ex, const struct execd_run *run, const int cfd[2], sbx_error **err)
 {
     struct execd_spawn sp = {.argv = run->argv, .fd_out = cfd[0], .fd_err = cfd[1]};
     sp.envp = execd_child_env(ex, run->req->envs);
@@ -693,7 +695,7 @@ execd_cmd_interrupt(struct execd *ex, const char *id)
         return false;
     /* COMPAT 2.4: SIGTERM to the process group, SIGKILL if it is still there after 3 s */
     cmd_kill(c, SIGTERM);
-    arm_timer(c, &c->kill_ev, INTERRUPT_GRACE * 1000);
+    arm_timer(c, &c->kill_ev, (int64_t)INTERRUPT_GRACE * 1000);
     return true;
 }
 
@@ -759,7 +761,7 @@ execd_cmd_logs(struct execd *ex, struct evhttp_request *req, const char *id)
         cursor = size;
     struct evbuffer *b = evbuffer_new();
     if (size > cursor)
-        (void)evbuffer_add_file(b, sbx_steal_fd(&fd), (ev_off_t)cursor, (ev_off_t)(size - cursor));
+        execd_add_file_segment(b, sbx_steal_fd(&fd), cursor, size - cursor);
     char hdr[32];
     (void)snprintf(hdr, sizeof(hdr), "%llu", (unsigned long long)size);
     struct evkeyvalq *h = evhttp_request_get_output_headers(req);

@@ -140,6 +140,25 @@ line_params(struct evhttp_request *req, uint64_t *offset, uint64_t *limit, bool 
     return 0;
 }
 
+/* Append [start, start+len) of fd (owned) as a sendfile segment: evbuffer_add_file would
+ * mmap the file (a 1 GiB download would map 1 GiB into execd's RSS), or read it into memory
+ * when the buffer is not marked as draining to a socket; this buffer is moved into the
+ * connection's output as a whole, so it is marked. */
+void
+execd_add_file_segment(struct evbuffer *b, int fd, uint64_t start, uint64_t len)
+{
+    evbuffer_set_flags(b, EVBUFFER_FLAG_DRAINS_TO_FD);
+    struct evbuffer_file_segment *seg = evbuffer_file_segment_new(
+        fd, (ev_off_t)start, (ev_off_t)len,
+        EVBUF_FS_CLOSE_ON_FREE | EVBUF_FS_DISABLE_MMAP | EVBUF_FS_DISABLE_LOCKING);
+    if (!seg) {
+        close(fd);
+        return;
+    }
+    (void)evbuffer_add_file_segment(b, seg, 0, (ev_off_t)len);
+    evbuffer_file_segment_free(seg); /* the buffer holds its own reference */
+}
+
 static void
 send_file(struct evhttp_request *req, int fd, const char *path, uint64_t size)
 {
@@ -161,7 +180,7 @@ send_file(struct evhttp_request *req, int fd, const char *path, uint64_t size)
     evhttp_add_header(h, "Accept-Ranges", "bytes");
     struct evbuffer *b = evbuffer_new();
     if (len > 0)
-        (void)evbuffer_add_file(b, fd, (ev_off_t)start, (ev_off_t)len); /* owns fd */
+        execd_add_file_segment(b, fd, start, len); /* owns fd */
     else
         close(fd);
     if (range) {

@@ -69,6 +69,12 @@ void execd_reply_error(struct evhttp_request *req, int status, const char *code,
                        ...) __attribute__((format(printf, 4, 5)));
 /* Reply 200 with a JSON body (steals j). */
 void execd_reply_json(struct evhttp_request *req, int status, json_t *j);
+/* The handler answers later (after a timer): keep evhttp from reading the connection in the
+ * meantime (it would see pipelined bytes in its "writing" state) but notice a close. */
+void execd_http_park(struct evhttp_request *req);
+/* From a connection close callback: evhttp leaves a request it was still answering to its
+ * user (detached from the connection); free it. */
+void execd_http_abandon(struct evhttp_request *req);
 /* Reply 200 with an empty body. */
 void execd_reply_empty(struct evhttp_request *req);
 /* The request body parsed as JSON; replies 400 and returns NULL when it is not. An empty body

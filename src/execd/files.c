@@ -317,6 +317,7 @@ execd_files_search(struct execd *ex, struct evhttp_request *req)
     search_ctx.pattern = pattern && *pattern ? pattern : "**";
     search_ctx.out = json_array();
     /* FTW_PHYS: symlinks are reported, never followed (no loops, no escaping the tree) */
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): execd is single-threaded */
     (void)nftw(dir, search_visit, 32, FTW_PHYS | FTW_MOUNT);
     execd_reply_json(req, 200, search_ctx.out);
     search_ctx.out = NULL;

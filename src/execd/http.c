@@ -1,13 +1,20 @@
 /*
  * http.c - the evhttp listener, routing, auth and the JSON reply helpers.
  */
+#include <arpa/inet.h>
 #include <ctype.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/bufferevent.h>
 #include <event2/http.h>
 #include <event2/keyvalq_struct.h>
 
@@ -110,6 +117,7 @@ execd_reply_error(struct evhttp_request *req, int status, const char *code, cons
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
+    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): false positive, va_start above */
     (void)vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     json_t *j = json_pack("{s:s, s:s}", "code", code, "message", msg);
@@ -163,6 +171,25 @@ execd_reply_json(struct evhttp_request *req, int status, json_t *j)
 }
 
 void
+execd_http_park(struct evhttp_request *req)
+{
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(evhttp_request_get_connection(req));
+    bufferevent_data_cb r;
+    bufferevent_data_cb w;
+    bufferevent_event_cb e;
+    void *arg;
+    bufferevent_getcb(bev, &r, &w, &e, &arg);
+    bufferevent_setcb(bev, NULL, w, e, arg);
+}
+
+void
+execd_http_abandon(struct evhttp_request *req)
+{
+    if (req && !evhttp_request_get_connection(req))
+        evhttp_request_free(req);
+}
+
+void
 execd_reply_empty(struct evhttp_request *req)
 {
     evhttp_send_reply(req, 200, "OK", NULL);
@@ -213,7 +240,9 @@ query_decode(const char *s, size_t n)
             out[o++] = (char)(hi * 16 + lo);
             i += 2;
         } else {
-            out[o++] = s[i] == '+' ? ' ' : s[i];
+            out[o++] = s[i];
+            if (s[i] == '+')
+                out[o - 1] = ' ';
         }
     }
     out[o] = '\0';
@@ -332,6 +361,44 @@ on_request(struct evhttp_request *req, void *arg)
     dispatch(ex, req, p);
 }
 
+/* Numeric addresses only, bound here: a static binary must not go near NSS (getaddrinfo). */
+static int
+listen_socket(const char *host, uint16_t port, sbx_error **err)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof(ss));
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    char h[64];
+    size_t hl = strlen(host);
+    bool brackets = hl > 2 && host[0] == '[' && host[hl - 1] == ']';
+    (void)snprintf(h, sizeof(h), "%.*s", (int)(brackets ? hl - 2 : hl), host + brackets);
+    socklen_t len = sizeof(*a4);
+    if (inet_pton(AF_INET, h, &a4->sin_addr) == 1) {
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons(port);
+    } else if (inet_pton(AF_INET6, h, &a6->sin6_addr) == 1) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons(port);
+        len = sizeof(*a6);
+    } else {
+        return sbx_error_set(err, SBX_EINVAL, 0, "listen address `%s` is not numeric", host);
+    }
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    /* TCP_NODELAY (inherited by accepted sockets): SSE events are small writes; Nagle plus
+     * delayed ACKs would hold the second one back ~40 ms */
+    if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)) < 0 ||
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)) < 0 ||
+        bind(fd, (struct sockaddr *)&ss, len) < 0 || listen(fd, 1024) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            close(fd);
+        return sbx_error_set(err, SBX_EIO, e, "listen on %s:%u", host, port);
+    }
+    return fd;
+}
+
 int
 execd_http_start(struct execd *ex, sbx_error **err)
 {
@@ -344,9 +411,13 @@ execd_http_start(struct execd *ex, sbx_error **err)
                                              EVHTTP_REQ_PUT | EVHTTP_REQ_PATCH | EVHTTP_REQ_HEAD);
     evhttp_set_gencb(ex->http, on_request, ex);
     execd_upload_install(ex);
-    if (!evhttp_bind_socket_with_handle(ex->http, ex->cfg.listen_host, ex->cfg.port))
-        return sbx_error_set(err, SBX_EIO, 0, "cannot listen on %s:%u", ex->cfg.listen_host,
-                             ex->cfg.port);
+    int fd = listen_socket(ex->cfg.listen_host, ex->cfg.port, err);
+    if (fd < 0)
+        return fd;
+    if (!evhttp_accept_socket_with_handle(ex->http, fd)) {
+        close(fd);
+        return sbx_error_set(err, SBX_EIO, 0, "evhttp_accept_socket");
+    }
     return 0;
 }
 
@@ -354,6 +425,7 @@ void
 execd_http_stop(struct execd *ex)
 {
     if (ex->http) {
+        execd_upload_stop(ex);
         evhttp_free(ex->http);
         ex->http = NULL;
     }

@@ -215,8 +215,10 @@ on_stop_timer(int fd, short what, void *arg)
     (void)fd;
     (void)what;
     struct execd *ex = arg;
-    if (execd_cmd_any_running(ex))
-        execd_cmd_signal_all(ex, SIGKILL);
+    sbx_warn("children still running after %d s: killing them", STOP_GRACE_SEC);
+    execd_cmd_signal_all(ex, SIGKILL);
+    if (ex->pid1)
+        (void)kill(-1, SIGKILL);
     event_base_loopexit(ex->base, NULL);
 }
 
@@ -233,7 +235,8 @@ begin_stop(struct execd *ex, int sig)
     execd_cmd_signal_all(ex, sig);
     if (ex->pid1)
         (void)kill(-1, sig); /* PID 1 of a pid namespace: every other process is ours */
-    if (!execd_cmd_any_running(ex) && !ex->pid1) {
+    bool none_left = execd_cmd_reap(ex);
+    if (!execd_cmd_any_running(ex) && (!ex->pid1 || none_left)) {
         event_base_loopexit(ex->base, NULL);
         return;
     }

@@ -52,7 +52,7 @@ struct execd_mp {
 
 /* Take the boundary from a Content-Type header value ("multipart/form-data; boundary=x").
  * Returns 0, or -1 when the header is not multipart or the boundary is invalid. */
-int execd_mp_boundary(const char *content_type, char *out, size_t outn);
+int execd_mp_boundary(const char *ct, char *out, size_t outn);
 
 void execd_mp_init(struct execd_mp *mp, const char *boundary, const struct execd_mp_callbacks *cb,
                    void *ctx);

@@ -17,6 +17,8 @@
 #include "common/xalloc.h"
 #include "execd/proc.h"
 
+#define SESSION_RUN_CAP_MS (24LL * 3600 * 1000)
+
 struct execd_session {
     struct execd_session *next;
     struct execd *ex;
@@ -118,6 +120,8 @@ execd_session_run(struct execd *ex, struct evhttp_request *req, const char *id)
     const char *dir = cr.cwd ? cr.cwd : "";
     cr.cwd = NULL; /* the script changes directory itself, after restoring the saved one */
     cr.background = false;
+    if (cr.timeout_ms == 0)
+        cr.timeout_ms = SESSION_RUN_CAP_MS; /* COMPAT 2.3: session runs are capped at 24 h */
     char *argv[] = {(char *)s->ex->shell, "-c",        (char *)session_script,
                     "sbx-session",        s->env_path, s->cwd_path,
                     (char *)cr.command,   (char *)dir, NULL};

@@ -42,10 +42,11 @@
 #include "execd/path.h"
 #include "execd/upload.h"
 
-#define HEAD_MAX  (EXECD_MAX_HEADERS + 1024)
-#define WRITE_BUF (1u << 20)
-#define SOCK_READ (1u << 20)
-#define MAX_META  (64u << 10)
+#define HEAD_MAX        (EXECD_MAX_HEADERS + 1024)
+#define WRITE_BUF       (256u << 10)
+#define SOCK_READ       (256u << 10)
+#define MAX_META        (64u << 10)
+#define UPLOAD_IDLE_SEC 300 /* an upload body that stalls this long is abandoned */
 
 enum conn_state {
     C_HEAD,
@@ -69,6 +70,9 @@ struct conn {
     struct sbx_buf head;
     bool busy; /* we are changing the input buffer ourselves: ignore the callbacks */
     struct upload *up;
+    struct evbuffer *pending; /* bytes after an upload that is not answered yet (pipelining) */
+    int fd;                   /* the socket, and its inode: tells whether it is still open */
+    ino_t ino;
     /* evhttp's bufferevent callbacks, while ours are installed */
     bufferevent_data_cb saved_read;
     bufferevent_data_cb saved_write;
@@ -80,6 +84,8 @@ struct upload {
     struct conn *c;
     struct evhttp_request *req; /* set once evhttp dispatched it */
     bool body_done;
+    struct event *sock_ev; /* direct socket reads of a Content-Length body */
+    char *rbuf;
     bool expect_continue;
     uint64_t received;
     struct execd_mp mp;
@@ -123,6 +129,7 @@ up_fail(struct upload *u, int status, const char *code, const char *fmt, ...)
     u->code = code;
     va_list ap;
     va_start(ap, fmt);
+    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): false positive, va_start above */
     (void)vsnprintf(u->message, sizeof(u->message), fmt, ap);
     va_end(ap);
 }
@@ -146,6 +153,9 @@ static void
 upload_free(struct upload *u)
 {
     file_abort(u);
+    if (u->sock_ev)
+        event_free(u->sock_ev);
+    free(u->rbuf);
     json_decref(u->meta_json);
     sbx_buf_dispose(&u->meta);
     free(u->wbuf);
@@ -277,6 +287,13 @@ mp_data(void *ctx, const char *p, size_t n)
         }
         return 0;
     case P_FILE:
+        if (u->wlen == 0 && n >= WRITE_BUF / 2) { /* big spans go straight to the file */
+            if (sbx_write_all(u->fd, p, n) == 0)
+                return 0;
+            up_fail(u, 500, "RUNTIME_ERROR", "write `%s`: %s", u->dst_path,
+                    strerror(errno)); /* NOLINT(concurrency-mt-unsafe): one thread */
+            return -1;
+        }
         while (n > 0) {
             size_t k = WRITE_BUF - u->wlen < n ? WRITE_BUF - u->wlen : n;
             memcpy(u->wbuf + u->wlen, p, k);
@@ -365,26 +382,23 @@ conn_unlink(struct conn *c)
 
 /* The wrapper around evhttp's event callback: a connection that dies while we hold state
  * for it frees that state first. */
+static void conn_drop(struct conn *c, evbuffer_cb_func next, void *next_arg);
+
 static void
 on_bev_event(struct bufferevent *bev, short what, void *arg)
 {
     struct conn *c = arg;
     bufferevent_event_cb saved = c->saved_event;
-    bufferevent_data_cb saved_r = c->saved_read;
-    bufferevent_data_cb saved_w = c->saved_write;
     void *saved_arg = c->saved_arg;
-    evbuffer_remove_cb(bufferevent_get_input(bev), on_input_active, c);
-    conn_unlink(c);
-    if (c->up) {
-        if (c->up->req)
-            sbx_info("upload: client went away");
-        upload_free(c->up);
-    }
-    sbx_buf_dispose(&c->head);
-    free(c);
-    bufferevent_setcb(bev, saved_r, saved_w, saved, saved_arg);
+    struct evhttp_request *req = c->up ? c->up->req : NULL;
+    if (req)
+        sbx_info("upload: client went away");
+    bufferevent_incref(bev); /* conn_drop lets go of ours; evhttp still needs it below */
+    conn_drop(c, NULL, NULL);
     if (saved)
-        saved(bev, what, saved_arg);
+        saved(bev, what, saved_arg); /* evhttp frees the connection */
+    execd_http_abandon(req);
+    bufferevent_decref(bev);
 }
 
 static void
@@ -435,17 +449,61 @@ conn_unhook(struct conn *c)
         bufferevent_setcb(c->bev, c->saved_read, c->saved_write, c->saved_event, c->saved_arg);
 }
 
+/* Stop following c: its input goes to `next` (or straight to evhttp), its state is freed, and
+ * our reference on the bufferevent is dropped. */
+static void
+conn_drop(struct conn *c, evbuffer_cb_func next, void *next_arg)
+{
+    struct bufferevent *bev = c->bev;
+    struct evbuffer *in = bufferevent_get_input(bev);
+    struct evbuffer *pending = c->pending;
+    conn_unhook(c);
+    evbuffer_remove_cb(in, on_input_active, c);
+    if (next)
+        evbuffer_add_cb(in, next, next_arg);
+    conn_unlink(c);
+    if (c->up)
+        upload_free(c->up); /* removes its temp file; evhttp frees the request */
+    sbx_buf_dispose(&c->head);
+    free(c);
+    if (pending && next == on_input_idle) {
+        /* held pipelined bytes go through the hook again, as new input (the bufferevent keeps
+         * the end of its input frozen outside its own reads) */
+        evbuffer_unfreeze(in, 0);
+        evbuffer_add_buffer(in, pending);
+        evbuffer_freeze(in, 0);
+    }
+    if (pending)
+        evbuffer_free(pending);
+    bufferevent_decref(bev);
+}
+
 /* Back to idle: no state is kept for a connection between requests. */
 static void
 conn_release(struct conn *c)
 {
-    struct evbuffer *in = bufferevent_get_input(c->bev);
-    conn_unhook(c);
-    evbuffer_remove_cb(in, on_input_active, c);
-    evbuffer_add_cb(in, on_input_idle, c->bev);
-    conn_unlink(c);
-    sbx_buf_dispose(&c->head);
-    free(c);
+    conn_drop(c, on_input_idle, c->bev);
+}
+
+/* evhttp may free a connection while its callbacks, not ours, are installed (e.g. after it
+ * answered an error itself). The reference we hold keeps the bufferevent's memory valid; a
+ * closed socket (or one whose fd number now names another socket) marks the state as dead. */
+static bool
+conn_alive(const struct conn *c)
+{
+    struct stat st;
+    return c->fd >= 0 && fstat(c->fd, &st) == 0 && st.st_ino == c->ino;
+}
+
+static void
+conn_sweep(void)
+{
+    struct conn *next;
+    for (struct conn *c = conns; c; c = next) {
+        next = c->next;
+        if (!conn_alive(c))
+            conn_drop(c, NULL, NULL);
+    }
 }
 
 struct head_info {
@@ -586,6 +644,8 @@ handle_head(struct conn *c, struct evbuffer *out)
 {
     struct head_info hi;
     parse_head(c->ex, c->head.data, c->head.len, &hi);
+    sbx_debug("upload hook: head of %zu bytes, upload=%d cl=%llu chunked=%d", c->head.len,
+              hi.upload, (unsigned long long)hi.cl, hi.chunked);
     if (!hi.upload || hi.bad_cl || (hi.chunked && hi.has_cl)) {
         /* not ours, or ambiguous framing that evhttp rejects: pass it on unchanged */
         evbuffer_add(out, c->head.data, c->head.len);
@@ -698,6 +758,12 @@ process(struct conn *c, struct evbuffer *in, struct evbuffer *out)
             evbuffer_drain(in, len);
             return;
         case C_HEAD:
+            if (c->up) { /* the previous upload is not answered yet: hold what follows */
+                if (!c->pending)
+                    c->pending = evbuffer_new();
+                evbuffer_add_buffer(c->pending, in);
+                return;
+            }
             head_step(c, in, out);
             break;
         case C_CHUNK_PASS:
@@ -712,7 +778,11 @@ process(struct conn *c, struct evbuffer *in, struct evbuffer *out)
             break;
         }
         case C_UPLOAD:
-            if (c->up && c->up->body_done)
+            if (!c->up) {
+                c->state = C_DISCARD;
+                break;
+            }
+            if (c->up->body_done)
                 c->state = C_HEAD;
             else if (c->chunked)
                 upload_chunked(c, in);
@@ -757,16 +827,12 @@ on_input_active(struct evbuffer *buf, const struct evbuffer_cb_info *info, void 
     evbuffer_free(fresh);
     evbuffer_free(front);
     c->busy = false;
-    if (c->state == C_DISCARD && !c->up) {
-        evbuffer_remove_cb(buf, on_input_active, c);
-        evbuffer_add_cb(buf, on_input_discard, NULL);
-        conn_unlink(c);
-        conn_unhook(c);
-        sbx_buf_dispose(&c->head);
-        free(c);
-    } else if (conn_idle(c)) {
+    if (c->state == C_DISCARD && !c->up)
+        conn_drop(c, on_input_discard, NULL);
+    else if (c->state == C_PASS && !c->up)
+        conn_drop(c, NULL, NULL); /* framing we do not follow: evhttp gets the raw bytes */
+    else if (conn_idle(c))
         conn_release(c);
-    }
 }
 
 static void
@@ -775,9 +841,14 @@ on_input_idle(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *a
     if (info->n_added == 0)
         return;
     struct bufferevent *bev = arg;
+    conn_sweep();
     struct conn *c = sbx_xcalloc(1, sizeof(*c));
     c->bev = bev;
     c->ex = upload_ex;
+    bufferevent_incref(bev);
+    c->fd = bufferevent_getfd(bev);
+    struct stat st;
+    c->ino = c->fd >= 0 && fstat(c->fd, &st) == 0 ? st.st_ino : 0;
     sbx_buf_init(&c->head, HEAD_MAX);
     evbuffer_remove_cb(buf, on_input_idle, bev);
     evbuffer_add_cb(buf, on_input_active, c);
@@ -820,6 +891,45 @@ upload_maybe_reply(struct upload *u)
         upload_reply(u);
 }
 
+/* After the answer went out: forget the connection (or drop what a broken body left). */
+static void
+conn_after_reply(struct conn *c)
+{
+    if (c->busy)
+        return;
+    if (conn_idle(c)) {
+        conn_release(c);
+    } else if (c->state == C_DISCARD && !c->up) {
+        conn_drop(c, on_input_discard, NULL);
+    }
+}
+
+static void
+on_sock_read(evutil_socket_t fd, short what, void *arg)
+{
+    struct conn *c = arg;
+    struct upload *u = c->up;
+    if (what & EV_TIMEOUT) { /* a client that stopped sending mid-body */
+        on_bev_event(c->bev, BEV_EVENT_TIMEOUT | BEV_EVENT_READING, c);
+        return;
+    }
+    size_t want = c->remaining < SOCK_READ ? (size_t)c->remaining : SOCK_READ;
+    ssize_t n = read(fd, u->rbuf, want);
+    if (n < 0 && (errno == EAGAIN || errno == EINTR))
+        return;
+    if (n <= 0) {
+        on_bev_event(c->bev, BEV_EVENT_EOF | BEV_EVENT_READING, c);
+        return;
+    }
+    c->remaining -= (uint64_t)n;
+    body_feed(u, u->rbuf, (size_t)n);
+    if (c->remaining > 0)
+        return;
+    event_del(u->sock_ev);
+    body_end(u); /* answers the request and frees u */
+    conn_after_reply(c);
+}
+
 static struct conn *
 conn_of(struct evhttp_request *req)
 {
@@ -844,8 +954,7 @@ execd_files_upload(struct execd *ex, struct evhttp_request *req)
     u->req = req;
     if (u->body_done || (u->status == 413 && u->expect_continue)) {
         upload_reply(u);
-        if (!c->busy && conn_idle(c))
-            conn_release(c);
+        conn_after_reply(c);
         return;
     }
     /* evhttp is "writing" this request now: its read callback must not see the body bytes
@@ -853,7 +962,18 @@ execd_files_upload(struct execd *ex, struct evhttp_request *req)
     conn_hook_events(c);
     bufferevent_setcb(c->bev, NULL, c->saved_write ? on_bev_write : NULL, on_bev_event, c);
     c->saved_read = NULL; /* evhttp installs its own callbacks again when it replies */
-    bufferevent_enable(c->bev, EV_READ);
+    if (c->chunked) {
+        bufferevent_enable(c->bev, EV_READ);
+        return;
+    }
+    /* A Content-Length body is read from the socket directly, in large reads (the
+     * bufferevent reads 4 KiB at a time), exactly up to its end. */
+    bufferevent_disable(c->bev, EV_READ);
+    u->rbuf = sbx_xmalloc(SOCK_READ);
+    u->sock_ev = event_new(bufferevent_get_base(c->bev), bufferevent_getfd(c->bev),
+                           EV_READ | EV_PERSIST, on_sock_read, c);
+    struct timeval idle = {.tv_sec = UPLOAD_IDLE_SEC};
+    event_add(u->sock_ev, &idle);
 }
 
 static struct bufferevent *
@@ -873,4 +993,12 @@ execd_upload_install(struct execd *ex)
 {
     upload_ex = ex;
     evhttp_set_bevcb(ex->http, on_new_connection, ex);
+}
+
+void
+execd_upload_stop(struct execd *ex)
+{
+    (void)ex;
+    while (conns)
+        conn_drop(conns, NULL, NULL);
 }

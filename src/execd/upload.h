@@ -9,4 +9,7 @@
 /* Hook the connection filter that streams upload bodies into evhttp. */
 void execd_upload_install(struct execd *ex);
 
+/* Forget every connection's upload state (before evhttp frees the connections). */
+void execd_upload_stop(struct execd *ex);
+
 #endif

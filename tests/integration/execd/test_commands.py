@@ -5,10 +5,11 @@ import json
 import os
 import re
 import socket
+import tempfile
 import threading
 import time
 
-from harness import Fail, check, check_contract, parse_events, run_tests, wait_until
+from harness import Fail, check, check_contract, run_tests, wait_until
 
 
 def test_ping(ex):
@@ -53,16 +54,17 @@ def test_binary_and_long_lines(ex):
 
 
 def test_cwd_envs(ex):
-    d = os.path.join(ex.tmp, "work dir")
-    os.makedirs(d, exist_ok=True)
+    # created through the API so this also works against an execd inside a sandbox
+    d = "/tmp/execd-test-%d/work dir" % os.getpid()
+    ex.json("POST", "/directories", {d: {"mode": 755}})
     st, events = ex.stream("/command", {"command": "pwd; echo \"$FOO|$BAR\"", "cwd": d,
                                         "envs": {"FOO": "foo bar", "BAR": "2"}})
     _, code, out, _ = check_contract(events)
     check(out == [d, "foo bar|2"], "cwd/envs %r" % out)
-    os.environ["SBX_EXECD_TEST_DIR"] = d
     st, body = ex.stream("/command", {"command": "pwd", "cwd": "/nonexistent-sbx"})
     check(st in (400, 500), "missing cwd: %d" % st)
     check(json.loads(body)["code"] == "RUNTIME_ERROR", "missing cwd body %r" % body)
+    ex.request("DELETE", "/directories?path=/tmp/execd-test-%d" % os.getpid())
 
 
 def test_bad_requests(ex):
@@ -215,6 +217,40 @@ def test_sessions(ex):
     check(ex.request("DELETE", "/session/" + sid2)[0] == 404, "closed session is gone")
 
 
+ENVS_DIR = tempfile.mkdtemp(prefix="execd-envs-%d-" % os.getpid())
+ENVS_FILE = os.path.join(ENVS_DIR, "env")
+
+
+def test_envs_file(ex):
+    if ex.external:
+        return
+    with open(ENVS_FILE, "w") as f:
+        f.write("# comment\nFROM_FILE=one\nexport QUOTED=\"two words\"\n"
+                "EXPANDED=${FROM_FILE}-x\nOVERRIDE=file\n")
+    st, ev = ex.stream("/command", {"command": "echo $FROM_FILE; echo $QUOTED; echo $EXPANDED; "
+                                    "echo $OVERRIDE", "envs": {"OVERRIDE": "request"}})
+    check(check_contract(ev)[2] == ["one", "two words", "one-x", "request"],
+          "EXECD_ENVS file: %r" % ev)
+
+
+def test_uid_gid(ex):
+    if os.getuid() != 0:
+        return
+    st, ev = ex.stream("/command", {"command": "id -u; id -g", "uid": 65534})
+    _, code, out, _ = check_contract(ev)
+    check(out[0] == "65534", "uid not applied: %r" % out)
+    st, ev = ex.stream("/command", {"command": "id -u; id -g; id -G", "uid": 65534, "gid": 12})
+    _, code, out, _ = check_contract(ev)
+    check(out[:2] == ["65534", "12"] and out[2] == "12", "uid/gid: %r" % out)
+
+
+def test_self_proxy(ex):
+    st, ev = ex.stream("/proxy/%d/command" % ex.port, {"command": "echo proxied"})
+    check(st == 200 and check_contract(ev)[2] == ["proxied"], "self-proxy %r" % (ev,))
+    st, _, _ = ex.request("GET", "/proxy/%d/ping" % ex.port)
+    check(st == 200, "self-proxy ping")
+
+
 def test_concurrent_100(ex):
     results = [None] * 100
 
@@ -239,4 +275,5 @@ if __name__ == "__main__":
                test_binary_and_long_lines, test_cwd_envs, test_bad_requests,
                test_status_foreground, test_timeout_kills_group, test_background_logs_cursor,
                test_interrupt_background, test_interrupt_foreground, test_sessions,
-               test_concurrent_100])
+               test_envs_file, test_uid_gid, test_self_proxy, test_concurrent_100],
+              args=["--envs-file", ENVS_FILE], cleanup=[ENVS_DIR])

@@ -10,7 +10,7 @@ import socket
 import stat
 import urllib.parse
 
-from harness import check, run_tests
+from harness import check, run_tests, wait_until
 
 Q = urllib.parse.quote
 
@@ -120,6 +120,50 @@ def test_upload_chunked(ex):
     s.close()
     check(resp.startswith(b"HTTP/1.1 200"), "chunked upload: %r" % resp[:100])
     check(open(d(ex, "chunked.bin"), "rb").read() == b"C" * 100000, "chunked content")
+
+
+def test_upload_pipelined(ex):
+    """Two uploads and a ping sent back to back on one connection (HTTP pipelining)."""
+    os.makedirs(d(ex), exist_ok=True)
+    blob = b""
+    for i in range(2):
+        body, ct = multipart([({"path": d(ex, "pipe%d" % i)}, b"P%d" % i * 1000)])
+        blob += (b"POST /files/upload HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\n"
+                 b"Content-Length: %d\r\n" % (ct.encode(), len(body)))
+        if ex.token:
+            blob += b"X-EXECD-ACCESS-TOKEN: %s\r\n" % ex.token.encode()
+        blob += b"\r\n" + body
+    blob += b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n"
+    s = socket.create_connection((ex.host, ex.port), timeout=10)
+    s.sendall(blob)
+    buf = b""
+    while buf.count(b"HTTP/1.1 ") < 3:
+        chunk = s.recv(65536)
+        if not chunk:
+            break
+        buf += chunk
+    s.close()
+    check(buf.count(b"HTTP/1.1 200") == 3, "pipelined answers: %r" % buf[:600])
+    for i in range(2):
+        check(open(d(ex, "pipe%d" % i), "rb").read() == b"P%d" % i * 1000, "pipelined file %d" % i)
+
+
+def test_upload_client_abort(ex):
+    """A client that goes away mid-upload leaves no file and no temp file behind."""
+    os.makedirs(d(ex), exist_ok=True)
+    body, ct = multipart([({"path": d(ex, "aborted")}, b"A" * 300000)])
+    s = socket.create_connection((ex.host, ex.port))
+    hdr = "POST /files/upload HTTP/1.1\r\nHost: x\r\nContent-Type: %s\r\n" % ct
+    if ex.token:
+        hdr += "X-EXECD-ACCESS-TOKEN: %s\r\n" % ex.token
+    s.sendall((hdr + "Content-Length: %d\r\n\r\n" % len(body)).encode() + body[:200000])
+    wait_until(lambda: [n for n in os.listdir(d(ex)) if n.startswith(".sbx-upload")], 5,
+               "the temp file of the upload")
+    s.close()
+    wait_until(lambda: not [n for n in os.listdir(d(ex)) if n.startswith(".sbx-upload")], 5,
+               "the temp file to be removed after the client left")
+    check(not os.path.exists(d(ex, "aborted")), "aborted upload left a file")
+    check(ex.request("GET", "/ping")[0] == 200, "daemon up")
 
 
 def test_upload_limit_413(ex):
@@ -248,6 +292,6 @@ def test_directories(ex):
 
 
 if __name__ == "__main__":
-    run_tests([test_upload_and_info, test_upload_errors, test_upload_chunked,
-               test_upload_limit_413, test_download_and_ranges, test_permissions_mv_remove,
+    run_tests(local_only=True, tests=[test_upload_and_info, test_upload_errors, test_upload_chunked,
+               test_upload_pipelined, test_upload_client_abort, test_upload_limit_413, test_download_and_ranges, test_permissions_mv_remove,
                test_search_replace, test_directories], args=["--max-upload", "4m"])

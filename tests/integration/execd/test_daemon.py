@@ -1,0 +1,198 @@
+#!/usr/bin/env python3
+"""sbx-execd as a daemon: metrics, the access token, the hostile-input table, client
+disconnects (no leaked process or fd), idle cost, and the static release binary."""
+import json
+import os
+import socket
+import sys
+import time
+import urllib.parse
+
+from harness import Execd, Fail, check, children_of, fd_count, run_tests, wait_until
+
+Q = urllib.parse.quote
+
+
+def test_metrics(ex):
+    t0 = time.time()
+    m = ex.json("GET", "/metrics")
+    check(m["cpu_count"] > 0 and 0 <= m["cpu_used_pct"] <= 100, "cpu %r" % m)
+    check(0 <= m["mem_used_mib"] <= m["mem_total_mib"], "mem %r" % m)
+    check(abs(m["timestamp"] / 1000 - t0) < 10, "timestamp %r" % m)
+    c = ex.conn()
+    c.request("GET", "/metrics/watch", headers=ex.headers())
+    r = c.getresponse()
+    check(r.getheader("Content-Type") == "text/event-stream", "watch type")
+    t0 = time.time()
+    for _ in range(2):
+        w = json.loads(r.readline())
+        check(w["cpu_count"] > 0 and 0 <= w["mem_used_mib"] <= w["mem_total_mib"], "%r" % w)
+    check(time.time() - t0 > 0.9, "watch sends once a second")
+    c.close()
+
+
+def raw(ex, data, read=True):
+    """Send raw bytes; return the status code of the answer (or None when closed)."""
+    s = socket.create_connection((ex.host, ex.port), timeout=10)
+    try:
+        s.sendall(data)
+        if not read:
+            return None
+        buf = b""
+        while b"\r\n\r\n" not in buf:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            buf += chunk
+        if not buf.startswith(b"HTTP/1."):
+            return None
+        return int(buf.split(b" ")[1])
+    finally:
+        s.close()
+
+
+def test_hostile_table(ex):
+    tok = ("X-EXECD-ACCESS-TOKEN: %s\r\n" % ex.token) if ex.token else ""
+    cases = [
+        ("malformed JSON", "POST", "/command", '{"command": ', 400),
+        ("JSON wrong type", "POST", "/command", '{"command": ["ls"]}', 400),
+        ("JSON not object", "POST", "/files/permissions", '"x"', 400),
+        ("NUL in JSON", "POST", "/command", '{"command": "a\\u0000b"}', 400),
+        ("NUL in query", "GET", "/files/info?path=/tmp%00/etc", None, 400),
+        ("relative path", "GET", "/files/info?path=etc/passwd", None, 400),
+        ("relative dotdot", "GET", "/files/download?path=../../etc/passwd", None, 400),
+        ("empty path", "GET", "/files/download?path=", None, 400),
+        ("long path", "GET", "/files/info?path=/" + "a" * 5000, None, 400),
+        ("symlink loop", "GET", "/files/download?path=" + Q(os.path.join(ex.tmp, "loop")),
+         None, 400),
+        ("bad depth", "GET", "/directories/list?path=/&depth=-1", None, 400),
+        ("bad cursor", "GET", "/command/x/logs?cursor=abc", None, 400),
+        ("unknown path", "GET", "/nope", None, 404),
+        ("wrong method", "PUT", "/ping", "", 405),
+        ("bad multipart", "POST", "/files/upload", "--x\r\nnope", 400),
+        ("huge mv list item", "POST", "/files/mv", json.dumps([{"src": 1, "dest": 2}]), 400),
+        ("code interpreter", "POST", "/code", '{"code": "1"}', 501),
+    ]
+    os.symlink(os.path.join(ex.tmp, "loop"), os.path.join(ex.tmp, "loop"))
+    for name, method, path, body, want in cases:
+        hdrs = {"Content-Type": "multipart/form-data; boundary=x"} if "upload" in path else {}
+        st, h, data = ex.request(method, path, body, hdrs)
+        check(st == want, "%s: status %d, want %d (%r)" % (name, st, want, data[:200]))
+        j = json.loads(data)
+        check(isinstance(j.get("code"), str) and isinstance(j.get("message"), str),
+              "%s: not an error envelope: %r" % (name, data))
+    # huge headers, garbage request line, bad Content-Length, bad chunking: 4xx or a close
+    for name, blob in [
+            ("huge header", b"GET /ping HTTP/1.1\r\nX-Big: " + b"a" * 200000 + b"\r\n\r\n"),
+            ("garbage", b"\x00\x01\x02 nonsense\r\n\r\n"),
+            ("bad content-length", b"POST /command HTTP/1.1\r\nContent-Length: -5\r\n\r\n"),
+            ("two content-lengths", b"POST /files/upload HTTP/1.1\r\nContent-Length: 5\r\n"
+             b"Content-Length: 6\r\n\r\nhello"),
+            ("bad chunk", b"POST /command HTTP/1.1\r\n" + tok.encode() +
+             b"Transfer-Encoding: chunked\r\n\r\nzz\r\n")]:
+        st = raw(ex, blob)
+        check(st is None or 400 <= st < 500, "%s: status %r" % (name, st))
+    st, _, _ = ex.request("GET", "/ping")
+    check(st == 200, "daemon down after the hostile table")
+
+
+def test_disconnect_kills_and_no_fd_leak(ex):
+    if ex.external:
+        raise Fail("needs a local daemon")
+    ex.request("GET", "/ping")
+    before = fd_count(ex.pid)
+    for cmd in ("sleep 1000", "yes"):
+        s = socket.create_connection((ex.host, ex.port))
+        body = json.dumps({"command": cmd}).encode()
+        s.sendall(b"POST /command HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s" %
+                  (len(body), body))
+        buf = b""
+        while b'"init"' not in buf:
+            buf += s.recv(65536)
+        wait_until(lambda: len(children_of(ex.pid)) == 1, 5, "command to start")
+        child = children_of(ex.pid)[0]
+        s.close()
+        wait_until(lambda: not os.path.exists("/proc/%d" % child), 10,
+                   "command %r to be killed after the client left" % cmd)
+    wait_until(lambda: fd_count(ex.pid) <= before, 5, "fds back to %d" % before)
+
+
+def test_idle_costs_nothing(ex):
+    if ex.external:
+        raise Fail("needs a local daemon")
+
+    def cpu():
+        with open("/proc/%d/stat" % ex.pid) as f:
+            v = f.read().rsplit(")", 1)[1].split()
+        return int(v[11]) + int(v[12])
+
+    time.sleep(0.3)
+    a = cpu()
+    time.sleep(2)
+    check(cpu() - a <= 1, "idle execd used CPU: %d ticks in 2 s" % (cpu() - a))
+
+
+def test_access_token(binary):
+    ex = Execd(binary, token="s3cr3t-token", external_ok=False)
+    try:
+        st, _, _ = ex.request("GET", "/ping", headers={})
+        check(st == 200, "ping needs no token")
+        ex.token = None
+        for hdrs in ({}, {"X-EXECD-ACCESS-TOKEN": "wrong"}, {"X-EXECD-ACCESS-TOKEN": "s3cr3t"},
+                     {"X-EXECD-ACCESS-TOKEN": "s3cr3t-token-longer"}):
+            st, _, body = ex.request("POST", "/command", {"command": "true"}, hdrs)
+            j = json.loads(body)
+            check(st == 401 and j["code"] == "UNAUTHORIZED" and "error" in j,
+                  "token %r: %d %r" % (hdrs, st, body))
+        ex.token = "s3cr3t-token"
+        st, ev = ex.stream("/command", {"command": "echo ${EXECD_ACCESS_TOKEN:-unset}"})
+        check(st == 200 and ev[1]["text"] == "unset", "token leaked to commands: %r" % ev)
+        check(ex.stop() == 0, "exit code")
+    finally:
+        ex.close()
+    env = dict(os.environ, EXECD_ACCESS_TOKEN="from-env")
+    ex = Execd(binary, external_ok=False, env=env)
+    try:
+        st, _, _ = ex.request("GET", "/files/info?path=/")
+        check(st == 401, "env token not enforced: %d" % st)
+        ex.token = "from-env"
+        st, ev = ex.stream("/command", {"command": "echo ${EXECD_ACCESS_TOKEN:-unset}"})
+        check(ev[1]["text"] == "unset", "env token inherited by commands")
+        check(ex.stop() == 0, "exit code")
+    finally:
+        ex.close()
+
+
+def test_sigterm_stops_children(binary):
+    ex = Execd(binary, external_ok=False)
+    try:
+        st, ev = ex.stream("/command", {"command": "sleep 1000", "background": True})
+        wait_until(lambda: len(children_of(ex.pid)) == 1, 5, "child")
+        child = children_of(ex.pid)[0]
+        rc = ex.stop()
+        check(rc == 0, "exit code after SIGTERM %d" % rc)
+        check(not os.path.exists("/proc/%d" % child), "child survived SIGTERM of execd")
+    finally:
+        ex.close()
+
+
+def main():
+    binary = sys.argv[1]
+    # token and signal tests need their own daemons
+    if len(sys.argv) > 2 and sys.argv[2] == "own":
+        try:
+            test_access_token(binary)
+            print("ok   test_access_token", flush=True)
+            test_sigterm_stops_children(binary)
+            print("ok   test_sigterm_stops_children", flush=True)
+        except Fail as e:
+            print("FAIL: %s" % e)
+            sys.exit(1)
+        sys.exit(0)
+    run_tests(local_only=True, tests=[test_metrics, test_hostile_table,
+                                      test_disconnect_kills_and_no_fd_leak,
+                                      test_idle_costs_nothing])
+
+
+if __name__ == "__main__":
+    main()
