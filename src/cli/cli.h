@@ -44,5 +44,6 @@ int sbx_cmd_image(int argc, char **argv);
 int sbx_cmd_net(int argc, char **argv);
 int sbx_cmd_run(int argc, char **argv);
 int sbx_cmd_gc(int argc, char **argv);
+int sbx_cmd_serve(int argc, char **argv);
 
 #endif

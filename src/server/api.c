@@ -1,0 +1,688 @@
+/*
+ * api.c - the OpenSandbox lifecycle API on top of the manager (JSON in, JSON out).
+ *
+ * Field names, statuses and error codes follow COMPAT.md (the reference server's observed
+ * behaviour); unknown request fields are ignored.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/cleanup.h"
+#include "common/util.h"
+#include "common/xalloc.h"
+#include "server/httpd.h"
+#include "server/meta.h"
+#include "server/srvutil.h"
+
+#define PAGE_SIZE_MAX 200
+
+/* ---- Sandbox -> JSON ---- */
+
+static void
+set_time(json_t *o, const char *key, int64_t ms)
+{
+    char ts[32];
+    sbx_srv_format_time(ms, ts);
+    (void)json_object_set_new(o, key, json_string(ts));
+}
+
+static json_t *
+status_json(const struct sbx_sandbox *sb)
+{
+    json_t *st = json_pack("{s:s}", "state", sb->state);
+    if (sb->reason[0])
+        (void)json_object_set_new(st, "reason", json_string(sb->reason));
+    if (sb->message)
+        (void)json_object_set_new(st, "message", json_string(sb->message));
+    set_time(st, "lastTransitionAt", sb->last_transition_ms);
+    return st;
+}
+
+/* Sandbox (full = GET/list/PATCH, else CreateSandboxResponse without image). */
+static json_t *
+sandbox_json(const struct sbx_sandbox *sb, bool full)
+{
+    json_t *o =
+        json_pack("{s:s, s:o, s:O, s:O, s:s}", "id", sb->id, "status", status_json(sb),
+                  "entrypoint", sb->entrypoint, "metadata", sb->metadata, "provider", sb->provider);
+    set_time(o, "createdAt", sb->created_ms);
+    if (sb->expires_ms)
+        set_time(o, "expiresAt", sb->expires_ms);
+    if (full && sb->image)
+        (void)json_object_set(o, "image", sb->image);
+    if (json_object_size(sb->extensions))
+        (void)json_object_set(o, "extensions", sb->extensions);
+    return o;
+}
+
+/* ---- helpers ---- */
+
+static int
+parse_body(struct sbx_req *r, struct sbx_reply *out, json_t **body)
+{
+    json_error_t jerr;
+    *body = json_loadb(r->body.data ? r->body.data : "", r->body.len, 0, &jerr);
+    if (!*body) {
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER", "invalid JSON body: %s", jerr.text);
+        return -1;
+    }
+    return 0;
+}
+
+/* The sandbox id path segment: anything but a uuid cannot name a sandbox. */
+static const char *
+sandbox_id(struct sbx_req *r, struct sbx_reply *out)
+{
+    if (!sbx_srv_is_uuid(r->route.sandbox_id)) {
+        sbx_reply_error(out, 404, "SANDBOX::SANDBOX_NOT_FOUND", "sandbox `%.64s` not found",
+                        r->route.sandbox_id);
+        return NULL;
+    }
+    return r->route.sandbox_id;
+}
+
+static bool
+string_map(const json_t *v, bool allow_null_values)
+{
+    if (!json_is_object(v))
+        return false;
+    const char *k = NULL;
+    json_t *x = NULL;
+    json_object_foreach ((json_t *)v, k, x) {
+        if (!json_is_string(x) && !(allow_null_values && json_is_null(x)))
+            return false;
+    }
+    return true;
+}
+
+/* ---- create ---- */
+
+static int
+check_entrypoint(const json_t *ep, struct sbx_reply *out)
+{
+    bool ok = json_is_array(ep) && json_array_size(ep) >= 1;
+    for (size_t i = 0; ok && i < json_array_size(ep); i++)
+        ok = json_is_string(json_array_get(ep, i));
+    if (!ok) {
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_ENTRYPOINT",
+                        "`entrypoint` must be a non-empty array of strings");
+        return -1;
+    }
+    return 0;
+}
+
+static int
+check_image(const json_t *body, struct sbx_reply *out)
+{
+    json_t *image = json_object_get(body, "image");
+    json_t *snap = json_object_get(body, "snapshotId");
+    if (snap && !json_is_null(snap)) {
+        sbx_reply_error(out, 400, "SANDBOX::API_NOT_SUPPORTED", "snapshots are not supported");
+        return -1;
+    }
+    json_t *uri = json_object_get(image, "uri");
+    if (!json_is_object(image) || !json_is_string(uri) || json_string_length(uri) == 0) {
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
+                        "`image` must be an object with a non-empty string `uri`");
+        return -1;
+    }
+    return 0;
+}
+
+static int
+check_timeout(struct sbx_req *r, const json_t *t, int64_t *secs, struct sbx_reply *out)
+{
+    *secs = 0;
+    if (!t || json_is_null(t))
+        return 0;
+    int64_t max = r->srv->cfg->max_timeout_s;
+    if (!json_is_integer(t) || json_integer_value(t) < 60 || json_integer_value(t) > max) {
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
+                        "`timeout` must be null or an integer of seconds in [60, %lld]",
+                        (long long)max);
+        return -1;
+    }
+    *secs = json_integer_value(t);
+    return 0;
+}
+
+static bool
+dns_label(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 63 || s[0] == '-' || s[n - 1] == '-')
+        return false;
+    return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == n;
+}
+
+static int
+check_volume(const json_t *v, size_t i, struct sbx_reply *out)
+{
+    const char *name = json_string_value(json_object_get(v, "name"));
+    const char *mp = json_string_value(json_object_get(v, "mountPath"));
+    json_t *ro = json_object_get(v, "readOnly");
+    int kinds =
+        !!json_object_get(v, "host") + !!json_object_get(v, "pvc") + !!json_object_get(v, "ossfs");
+    const char *why = NULL;
+    if (!json_is_object(v))
+        why = "must be an object";
+    else if (!name || !dns_label(name))
+        why = "`name` must be a DNS label";
+    else if (!mp || mp[0] != '/')
+        why = "`mountPath` must be an absolute path";
+    else if (ro && !json_is_boolean(ro))
+        why = "`readOnly` must be a boolean";
+    else if (kinds != 1)
+        why = "exactly one of `host`, `pvc`, `ossfs` is required";
+    if (why) {
+        sbx_reply_error(out, 400, "VOLUME::INVALID_VOLUME", "volumes[%zu]: %s", i, why);
+        return -1;
+    }
+    return 0;
+}
+
+static int
+check_volumes(const json_t *vols, struct sbx_reply *out)
+{
+    if (!vols || json_is_null(vols))
+        return 0;
+    if (!json_is_array(vols)) {
+        sbx_reply_error(out, 400, "VOLUME::INVALID_VOLUME", "`volumes` must be an array");
+        return -1;
+    }
+    for (size_t i = 0; i < json_array_size(vols); i++) {
+        if (check_volume(json_array_get(vols, i), i, out) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static int
+check_maps(const json_t *body, struct sbx_reply *out)
+{
+    static const char *const keys[] = {"env", "resourceLimits", "extensions"};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
+        json_t *v = json_object_get(body, keys[i]);
+        if (v && !json_is_null(v) && !string_map(v, i == 0)) {
+            sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
+                            "`%s` must be an object of strings", keys[i]);
+            return -1;
+        }
+    }
+    json_t *meta = json_object_get(body, "metadata");
+    sbx_autoerror sbx_error *err = NULL;
+    if (meta && !json_is_null(meta) && sbx_meta_validate(meta, &err) < 0) {
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_METADATA_LABEL", "%s", sbx_error_msg(err));
+        return -1;
+    }
+    return 0;
+}
+
+/* The provider extension: top-level `provider` or `extensions.provider`; unnamed = default. */
+static struct sbx_provider *
+pick_provider(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
+{
+    json_t *p = json_object_get(body, "provider");
+    if (!p || json_is_null(p))
+        p = json_object_get(json_object_get(body, "extensions"), "provider");
+    if (p && !json_is_string(p)) {
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER", "`provider` must be a string");
+        return NULL;
+    }
+    const char *name = json_string_value(p);
+    struct sbx_provider *prov = sbx_registry_get(r->srv->reg, name);
+    if (!prov)
+        sbx_reply_error(out, 400, "SANDBOX::UNSUPPORTED_PROVIDER",
+                        "provider `%.64s` is not supported by this server (supported: %s)",
+                        name ? name : "", sbx_registry_names(r->srv->reg));
+    return prov;
+}
+
+/* What a provider cannot honour yet is refused, not silently dropped: `process` has no
+ * isolation to enforce a network policy or mount volumes with; `native` has no image store or
+ * volume/network wiring yet (only the built-in `host` image). */
+static int
+check_provider_fit(const struct sbx_provider *prov, const json_t *body, struct sbx_reply *out)
+{
+    bool native = strcmp(prov->name, "native") == 0;
+    if (!native && strcmp(prov->name, "process") != 0)
+        return 0;
+    json_t *np = json_object_get(body, "networkPolicy");
+    json_t *vols = json_object_get(body, "volumes");
+    const char *uri = json_string_value(json_object_get(json_object_get(body, "image"), "uri"));
+    const char *what = NULL;
+    if (np && !json_is_null(np))
+        what = "networkPolicy";
+    else if (json_array_size(vols) > 0)
+        what = "volumes";
+    if (what) {
+        sbx_reply_error(out, 400, "SANDBOX::API_NOT_SUPPORTED",
+                        "provider `%s` cannot enforce `%s` yet", prov->name, what);
+        return -1;
+    }
+    if (native && (!uri || strcmp(uri, "host") != 0)) {
+        sbx_reply_error(out, 400, "SANDBOX::IMAGE_NOT_SUPPORTED",
+                        "image `%.200s`: provider `native` has only the built-in `host` image so "
+                        "far",
+                        uri ? uri : "");
+        return -1;
+    }
+    return 0;
+}
+
+static json_t *
+copy_or(const json_t *body, const char *key, json_t *fallback)
+{
+    json_t *v = json_object_get(body, key);
+    if (!v || json_is_null(v))
+        return fallback;
+    json_decref(fallback);
+    return json_deep_copy(v);
+}
+
+static struct sbx_sandbox *
+build_record(const json_t *body, const struct sbx_provider *prov, int64_t timeout_s)
+{
+    struct sbx_sandbox *sb = sbx_sandbox_new();
+    sbx_srv_uuid4(sb->id);
+    (void)snprintf(sb->provider, sizeof sb->provider, "%s", prov->name);
+    sb->created_ms = sbx_wall_ms();
+    sb->expires_ms = timeout_s ? sb->created_ms + timeout_s * 1000 : 0;
+    sb->image = json_deep_copy(json_object_get(body, "image"));
+    sb->entrypoint = copy_or(body, "entrypoint", sb->entrypoint);
+    sb->env = copy_or(body, "env", sb->env);
+    sb->metadata = copy_or(body, "metadata", sb->metadata);
+    sb->limits = copy_or(body, "resourceLimits", sb->limits);
+    sb->extensions = copy_or(body, "extensions", sb->extensions);
+    /* null env values are tolerated and skipped (like the reference server) */
+    const char *k = NULL;
+    json_t *v = NULL;
+    void *tmp = NULL;
+    json_object_foreach_safe(sb->env, tmp, k, v)
+    {
+        if (json_is_null(v))
+            (void)json_object_del(sb->env, k);
+    }
+    return sb;
+}
+
+static void
+do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
+{
+    int64_t timeout_s = 0;
+    if (!json_is_object(body)) {
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER", "body must be a JSON object");
+        return;
+    }
+    struct sbx_provider *prov = pick_provider(r, body, out);
+    if (!prov || check_image(body, out) < 0 ||
+        check_entrypoint(json_object_get(body, "entrypoint"), out) < 0 ||
+        check_timeout(r, json_object_get(body, "timeout"), &timeout_s, out) < 0 ||
+        check_maps(body, out) < 0 || check_volumes(json_object_get(body, "volumes"), out) < 0 ||
+        check_provider_fit(prov, body, out) < 0)
+        return;
+    struct sbx_sandbox *sb = build_record(body, prov, timeout_s);
+    struct sbx_sandbox *done = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    if (sbx_mgr_create(r->srv->mgr, sb, &done, &err) < 0) {
+        int code = sbx_error_code(err);
+        sbx_reply_from(out, err,
+                       code == SBX_ELIMIT || code == SBX_EINVAL ? NULL
+                                                                : "SANDBOX::SANDBOX_START_FAILED");
+        if (code != SBX_ELIMIT && code != SBX_EINVAL)
+            out->status = 500;
+    } else {
+        out->status = 202;
+        out->body = sandbox_json(done, false);
+    }
+    sbx_sandbox_free(done);
+}
+
+static void
+h_create(struct sbx_req *r, struct sbx_reply *out)
+{
+    json_t *body = NULL;
+    if (parse_body(r, out, &body) < 0)
+        return;
+    do_create(r, body, out);
+    json_decref(body);
+}
+
+/* ---- list ---- */
+
+struct list_q {
+    json_t *states; /* array of lowercase names */
+    json_t *meta;   /* filter object */
+    int64_t page;
+    int64_t page_size;
+    const char *bad; /* first bad parameter */
+    sbx_error *err;
+};
+
+static void
+q_state(const char *v, void *ud)
+{
+    struct list_q *q = ud;
+    if (!v) {
+        q->bad = "state";
+        return;
+    }
+    (void)json_array_append_new(q->states, json_string(v));
+}
+
+static void
+q_meta(const char *v, void *ud)
+{
+    struct list_q *q = ud;
+    json_t *f = NULL;
+    if (!v || sbx_meta_filter_parse(v, &f, &q->err) < 0) {
+        q->bad = "metadata";
+        return;
+    }
+    sbx_merge_patch(q->meta, f);
+    json_decref(f);
+}
+
+static void
+q_int(const char *v, int64_t *dst, const char *name, struct list_q *q)
+{
+    if (!v || sbx_parse_i64(v, dst, NULL) < 0 || *dst < 1 ||
+        (strcmp(name, "pageSize") == 0 && *dst > PAGE_SIZE_MAX))
+        q->bad = name;
+}
+
+static void
+q_page(const char *v, void *ud)
+{
+    struct list_q *q = ud;
+    q_int(v, &q->page, "page", q);
+}
+
+static void
+q_page_size(const char *v, void *ud)
+{
+    struct list_q *q = ud;
+    q_int(v, &q->page_size, "pageSize", q);
+}
+
+static bool
+state_matches(const json_t *states, const char *state)
+{
+    if (json_array_size(states) == 0)
+        return true;
+    for (size_t i = 0; i < json_array_size(states); i++) {
+        if (strcasecmp(json_string_value(json_array_get(states, i)), state) == 0)
+            return true;
+    }
+    return false;
+}
+
+static json_t *
+list_json(struct sbx_req *r, const struct list_q *q)
+{
+    struct sbx_sandbox **all = NULL;
+    size_t n = 0;
+    sbx_mgr_list(r->srv->mgr, &all, &n);
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (state_matches(q->states, all[i]->state) && sbx_meta_matches(all[i]->metadata, q->meta))
+            all[kept++] = all[i];
+        else
+            sbx_sandbox_free(all[i]);
+    }
+    struct sbx_page pg;
+    sbx_page_calc(kept, (size_t)q->page, (size_t)q->page_size, &pg);
+    json_t *items = json_array();
+    for (size_t i = pg.start; i < pg.start + pg.count; i++)
+        (void)json_array_append_new(items, sandbox_json(all[i], true));
+    sbx_mgr_list_free(all, kept);
+    return json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:b}}", "items", items, "pagination", "page",
+                     (json_int_t)q->page, "pageSize", (json_int_t)q->page_size, "totalItems",
+                     (json_int_t)kept, "totalPages", (json_int_t)pg.total_pages, "hasNextPage",
+                     pg.has_next);
+}
+
+static void
+h_list(struct sbx_req *r, struct sbx_reply *out)
+{
+    struct list_q q = {.states = json_array(), .meta = json_object(), .page = 1, .page_size = 20};
+    sbx_req_query_each(r, "state", q_state, &q);
+    sbx_req_query_each(r, "metadata", q_meta, &q);
+    sbx_req_query_each(r, "page", q_page, &q);
+    sbx_req_query_each(r, "pageSize", q_page_size, &q);
+    if (q.bad && strcmp(q.bad, "metadata") == 0)
+        sbx_reply_error(out, 400, "INVALID_METADATA_FORMAT", "bad `metadata` filter: %s",
+                        sbx_error_msg(q.err));
+    else if (q.bad)
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
+                        "bad `%s` (page >= 1, 1 <= pageSize <= %d)", q.bad, PAGE_SIZE_MAX);
+    else
+        out->body = list_json(r, &q);
+    out->status = out->status ? out->status : 200;
+    json_decref(q.states);
+    json_decref(q.meta);
+    sbx_error_clear(&q.err);
+}
+
+/* ---- one sandbox ---- */
+
+static void
+h_get(struct sbx_req *r, struct sbx_reply *out)
+{
+    const char *id = sandbox_id(r, out);
+    struct sbx_sandbox *sb = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    if (!id)
+        return;
+    if (sbx_mgr_get(r->srv->mgr, id, &sb, &err) < 0) {
+        sbx_reply_from(out, err, NULL);
+        return;
+    }
+    out->status = 200;
+    out->body = sandbox_json(sb, true);
+    sbx_sandbox_free(sb);
+}
+
+static void
+h_delete(struct sbx_req *r, struct sbx_reply *out)
+{
+    const char *id = sandbox_id(r, out);
+    sbx_autoerror sbx_error *err = NULL;
+    if (!id)
+        return;
+    if (sbx_mgr_delete(r->srv->mgr, id, "user_delete", &err) < 0)
+        sbx_reply_from(out, err,
+                       sbx_error_code(err) == SBX_EGENERIC ? "SANDBOX::SANDBOX_DELETE_FAILED"
+                                                           : NULL);
+    else
+        out->status = 204;
+}
+
+static void
+h_pause_resume(struct sbx_req *r, struct sbx_reply *out, bool pause)
+{
+    const char *id = sandbox_id(r, out);
+    sbx_autoerror sbx_error *err = NULL;
+    if (!id)
+        return;
+    int rc = pause ? sbx_mgr_pause(r->srv->mgr, id, &err) : sbx_mgr_resume(r->srv->mgr, id, &err);
+    if (rc >= 0) {
+        out->status = 202;
+        return;
+    }
+    const char *code = NULL;
+    if (sbx_error_code(err) == SBX_ECONFLICT)
+        code = pause ? "SANDBOX::SANDBOX_NOT_RUNNING" : "SANDBOX::SANDBOX_NOT_PAUSED";
+    sbx_reply_from(out, err, code);
+}
+
+static void
+do_renew(struct sbx_req *r, const char *id, const json_t *body, struct sbx_reply *out)
+{
+    const char *s = json_string_value(json_object_get(body, "expiresAt"));
+    int64_t ms = 0;
+    int64_t now = sbx_wall_ms();
+    sbx_autoerror sbx_error *err = NULL;
+    if (!s || sbx_srv_parse_time(s, &ms, &err) < 0) {
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_EXPIRATION",
+                        "`expiresAt` must be an RFC 3339 time");
+        return;
+    }
+    if (ms <= now || ms - now > r->srv->cfg->max_timeout_s * 1000) {
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_EXPIRATION",
+                        "`expiresAt` must be in the future and at most %lld s from now",
+                        (long long)r->srv->cfg->max_timeout_s);
+        return;
+    }
+    if (sbx_mgr_renew(r->srv->mgr, id, ms, &err) < 0) {
+        sbx_reply_from(out, err,
+                       sbx_error_code(err) == SBX_ECONFLICT ? "SANDBOX::INVALID_EXPIRATION" : NULL);
+        return;
+    }
+    char ts[32];
+    sbx_srv_format_time(ms, ts);
+    out->status = 200;
+    out->body = json_pack("{s:s}", "expiresAt", ts);
+}
+
+static void
+h_renew(struct sbx_req *r, struct sbx_reply *out)
+{
+    const char *id = sandbox_id(r, out);
+    json_t *body = NULL;
+    if (!id || parse_body(r, out, &body) < 0)
+        return;
+    do_renew(r, id, body, out);
+    json_decref(body);
+}
+
+static void
+h_patch_metadata(struct sbx_req *r, struct sbx_reply *out)
+{
+    const char *id = sandbox_id(r, out);
+    json_t *body = NULL;
+    if (!id || parse_body(r, out, &body) < 0)
+        return;
+    sbx_autoerror sbx_error *err = NULL;
+    struct sbx_sandbox *sb = NULL;
+    if (!string_map(body, true))
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_METADATA_LABEL",
+                        "the body must be an object of string or null values");
+    else if (sbx_mgr_patch_metadata(r->srv->mgr, id, body, &sb, &err) < 0)
+        sbx_reply_from(
+            out, err, sbx_error_code(err) == SBX_EINVAL ? "SANDBOX::INVALID_METADATA_LABEL" : NULL);
+    else {
+        out->status = 200;
+        out->body = sandbox_json(sb, true);
+    }
+    sbx_sandbox_free(sb);
+    json_decref(body);
+}
+
+static void
+q_flag(const char *v, void *ud)
+{
+    (void)v;
+    *(bool *)ud = true;
+}
+
+/* The host[:port] clients reach this server at: config, else the request's Host. */
+static const char *
+public_addr(struct sbx_req *r)
+{
+    if (r->srv->cfg->public_addr)
+        return r->srv->cfg->public_addr;
+    const char *host = sbx_req_header(r, "Host");
+    bool ok = host && *host && strlen(host) < 256 &&
+              strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") ==
+                  strlen(host);
+    return ok ? host : r->srv->cfg->listen;
+}
+
+static void
+h_endpoint(struct sbx_req *r, struct sbx_reply *out)
+{
+    const char *id = sandbox_id(r, out);
+    if (!id)
+        return;
+    int port = sbx_route_port(r->route.port);
+    struct sbx_sandbox *sb = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    if (port < 0) {
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PORT", "port must be 1-65535");
+        return;
+    }
+    bool signed_route = false;
+    sbx_req_query_each(r, "expires", q_flag, &signed_route);
+    if (signed_route) {
+        sbx_reply_error(out, 400, "SANDBOX::API_NOT_SUPPORTED",
+                        "signed endpoints (`expires`) need a gateway; not supported");
+        return;
+    }
+    if (sbx_mgr_get(r->srv->mgr, id, &sb, &err) < 0) {
+        sbx_reply_from(out, err, NULL);
+        return;
+    }
+    sbx_sandbox_free(sb);
+    sbx_autofree char *ep = sbx_xasprintf("%s/sandboxes/%s/proxy/%d", public_addr(r), id, port);
+    out->status = 200;
+    /* The router needs the API key too; the SDKs send an endpoint's headers with every call to
+     * it. The caller already holds this key (it just used it), so nothing new is disclosed. */
+    out->body = json_pack("{s:s, s:{s:s}}", "endpoint", ep, "headers", "OPEN-SANDBOX-API-KEY",
+                          r->srv->api_key);
+}
+
+void
+sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out)
+{
+    switch (r->route.id) {
+    case SBX_ROUTE_HEALTH:
+        out->status = 200;
+        out->body = json_pack("{s:s}", "status", "healthy");
+        return;
+    case SBX_ROUTE_METRICS_EVENTS:
+        out->status = 204;
+        return;
+    case SBX_ROUTE_CREATE:
+        h_create(r, out);
+        return;
+    case SBX_ROUTE_LIST:
+        h_list(r, out);
+        return;
+    case SBX_ROUTE_GET:
+        h_get(r, out);
+        return;
+    case SBX_ROUTE_DELETE:
+        h_delete(r, out);
+        return;
+    case SBX_ROUTE_PAUSE:
+    case SBX_ROUTE_RESUME:
+        h_pause_resume(r, out, r->route.id == SBX_ROUTE_PAUSE);
+        return;
+    case SBX_ROUTE_RENEW:
+        h_renew(r, out);
+        return;
+    case SBX_ROUTE_PATCH_METADATA:
+        h_patch_metadata(r, out);
+        return;
+    case SBX_ROUTE_ENDPOINT:
+        h_endpoint(r, out);
+        return;
+    case SBX_ROUTE_UNSUPPORTED:
+        sbx_reply_error(out, 501, "SANDBOX::API_NOT_SUPPORTED", "%s %s is not supported", r->method,
+                        r->path);
+        return;
+    case SBX_ROUTE_BAD_METHOD:
+        sbx_reply_error(out, 405, "GENERAL::METHOD_NOT_ALLOWED", "method %s not allowed here",
+                        r->method);
+        return;
+    case SBX_ROUTE_NOT_FOUND:
+    case SBX_ROUTE_PROXY:     /* handled by the router before the body */
+    case SBX_ROUTE_PREFLIGHT: /* handled before the body */
+    default:
+        sbx_reply_error(out, 404, "GENERAL::NOT_FOUND", "no route for %s", r->method);
+        return;
+    }
+}

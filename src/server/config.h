@@ -1,0 +1,36 @@
+/*
+ * config.h - `sbx serve` configuration (libconfig syntax; see docs/server.md).
+ */
+#ifndef SBX_SERVER_CONFIG_H
+#define SBX_SERVER_CONFIG_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+
+struct sbx_server_config {
+    char *listen; /* "HOST:PORT" */
+    char *state_dir;
+    char *public_addr; /* host[:port] put in endpoints; NULL = the request's Host */
+    char **providers;  /* supported set, in config order */
+    size_t n_providers;
+    char *default_provider;
+    json_t *provider_settings; /* name -> object */
+    int64_t max_timeout_s;
+    int64_t max_sandboxes;
+    int64_t max_body_bytes;
+    int64_t create_workers;
+    int64_t max_connections;
+};
+
+/* Fill cfg with the embedded defaults. */
+void sbx_server_config_defaults(struct sbx_server_config *cfg);
+/* Parse config text over cfg (which holds defaults). Unknown keys, wrong types, duplicate
+ * providers fail with a message naming the key. */
+int sbx_server_config_parse(struct sbx_server_config *cfg, const char *text, sbx_error **err);
+int sbx_server_config_load(struct sbx_server_config *cfg, const char *path, sbx_error **err);
+void sbx_server_config_dispose(struct sbx_server_config *cfg);
+
+#endif

@@ -1,0 +1,95 @@
+/*
+ * httpd.h - the HTTP front of `sbx serve` (libmicrohttpd, thread per connection): request
+ * context, replies, and the two kinds of handlers (API and router).
+ */
+#ifndef SBX_SERVER_HTTPD_H
+#define SBX_SERVER_HTTPD_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+
+#include "common/buf.h"
+#include "server/config.h"
+#include "server/manager.h"
+#include "server/route.h"
+
+struct sbx_srv {
+    const struct sbx_server_config *cfg;
+    struct sbx_mgr *mgr;
+    struct sbx_registry *reg;
+    char api_key[129];
+    struct MHD_Daemon *daemon;
+    atomic_bool stopping;
+    /* Upgraded (WebSocket) connections being spliced by the router; they must be closed
+     * before MHD stops. */
+    pthread_mutex_t splice_mu;
+    pthread_cond_t splice_cv;
+    struct sbx_splice *splices;
+    size_t n_splices;
+};
+
+struct sbx_proxy;
+
+struct sbx_req {
+    struct sbx_srv *srv;
+    struct MHD_Connection *conn;
+    const char *method;
+    const char *path; /* raw (not percent-decoded), without the query */
+    char *raw_uri;    /* the request target as sent, with the query */
+    bool started;     /* the first access-handler call happened */
+    char rid[129];
+    struct sbx_route_match route;
+    struct sbx_buf body;
+    bool too_big;
+    bool done; /* a response was queued */
+    struct sbx_proxy *proxy;
+};
+
+/* What an API handler produces: status + JSON body, or an error envelope. */
+struct sbx_reply {
+    int status;
+    json_t *body;     /* owned; NULL = empty body */
+    const char *code; /* error code when status >= 400 */
+    char *message;    /* owned */
+    const char *location;
+};
+
+void sbx_reply_error(struct sbx_reply *out, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* An error reply from an sbx_error (status/code from the error table unless code given). */
+void sbx_reply_from(struct sbx_reply *out, const sbx_error *err, const char *code);
+
+/* A request header (NULL when absent). */
+const char *sbx_req_header(struct sbx_req *r, const char *name);
+/* Call fn for every query argument called name, value decoded once ("" for a bare name). */
+void sbx_req_query_each(struct sbx_req *r, const char *name,
+                        void (*fn)(const char *value, void *ud), void *ud);
+
+/* The lifecycle API: one call per request with the whole body in r->body. */
+void sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out);
+
+/* The router. begin runs on the first call (headers read), data for each body chunk, end once
+ * the body is complete; each returns MHD_YES/MHD_NO like an access handler. */
+enum MHD_Result sbx_proxy_begin(struct sbx_req *r);
+enum MHD_Result sbx_proxy_data(struct sbx_req *r, const char *data, size_t n);
+enum MHD_Result sbx_proxy_end(struct sbx_req *r);
+void sbx_proxy_free(struct sbx_proxy *p);
+/* Close every upgraded connection and wait until their threads are gone. */
+void sbx_proxy_close_upgraded(struct sbx_srv *srv);
+
+/* Queue a JSON error on the connection (adds X-Request-ID, CORS). */
+enum MHD_Result sbx_http_send_error(struct sbx_req *r, int status, const char *code,
+                                    const char *message);
+/* Add the headers every response carries. */
+void sbx_http_common_headers(struct sbx_req *r, struct MHD_Response *resp);
+
+/* Check a listen address ("HOST:PORT", "[V6]:PORT") without opening anything. */
+int sbx_http_check_listen(const char *listen, sbx_error **err);
+/* Start listening on cfg->listen. */
+int sbx_http_start(struct sbx_srv *srv, sbx_error **err);
+void sbx_http_stop(struct sbx_srv *srv);
+
+#endif

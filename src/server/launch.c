@@ -1,0 +1,59 @@
+/*
+ * launch.c - argv/envp of the execd launcher shared by the providers.
+ */
+#include "server/launch.h"
+
+#include <stdlib.h>
+
+#include "common/xalloc.h"
+
+static const char launcher[] =
+    "t=$SBX_EXECD_TOKEN; e=$SBX_EXECD; port=$SBX_EXECD_PORT; sd=$SBX_EXECD_STATE;"
+    " unset SBX_EXECD_TOKEN SBX_EXECD SBX_EXECD_PORT SBX_EXECD_STATE;"
+    " if [ $# -gt 0 ]; then \"$@\" </dev/null & fi;"
+    " EXECD_ACCESS_TOKEN=\"$t\" exec \"$e\" --listen \"127.0.0.1:$port\" --state-dir \"$sd\"";
+
+char **
+sbx_launch_argv(const struct sbx_sandbox *sb)
+{
+    size_t n = json_array_size(sb->entrypoint);
+    char **argv = sbx_xcalloc(n + 5, sizeof(char *));
+    argv[0] = sbx_xstrdup("/bin/sh");
+    argv[1] = sbx_xstrdup("-c");
+    argv[2] = sbx_xstrdup(launcher);
+    argv[3] = sbx_xstrdup("sbx-launch");
+    for (size_t i = 0; i < n; i++) {
+        const char *s = json_string_value(json_array_get(sb->entrypoint, i));
+        argv[4 + i] = sbx_xstrdup(s ? s : "");
+    }
+    return argv;
+}
+
+char **
+sbx_launch_env(const struct sbx_sandbox *sb, const struct sbx_launch *l)
+{
+    size_t n = json_object_size(sb->env) + 7;
+    char **envp = sbx_xcalloc(n, sizeof(char *));
+    size_t i = 0;
+    envp[i++] = sbx_xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    envp[i++] = sbx_xasprintf("HOME=%s", l->home);
+    const char *key = NULL;
+    json_t *val = NULL;
+    json_object_foreach (sb->env, key, val) {
+        if (json_is_string(val) && i < n - 5)
+            envp[i++] = sbx_xasprintf("%s=%s", key, json_string_value(val));
+    }
+    envp[i++] = sbx_xasprintf("SBX_EXECD=%s", l->execd);
+    envp[i++] = sbx_xasprintf("SBX_EXECD_PORT=%d", l->port);
+    envp[i++] = sbx_xasprintf("SBX_EXECD_TOKEN=%s", l->token);
+    envp[i++] = sbx_xasprintf("SBX_EXECD_STATE=%s", l->state_dir);
+    return envp;
+}
+
+void
+sbx_strv_free(char **v)
+{
+    for (size_t i = 0; v && v[i]; i++)
+        free(v[i]);
+    free(v);
+}

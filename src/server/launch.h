@@ -1,0 +1,27 @@
+/*
+ * launch.h - how a provider starts execd and the entrypoint: `/bin/sh -c LAUNCHER` runs the
+ * entrypoint in the background and then execs execd, so both live in the same session (or pid
+ * namespace) and the recorded pid is execd's.
+ */
+#ifndef SBX_SERVER_LAUNCH_H
+#define SBX_SERVER_LAUNCH_H
+
+#include "server/sandbox.h"
+
+struct sbx_launch {
+    const char *execd;     /* execd's path as the launched shell sees it */
+    int port;              /* execd listens on 127.0.0.1:port */
+    const char *token;     /* execd's access token */
+    const char *state_dir; /* execd's --state-dir */
+    const char *home;      /* HOME */
+};
+
+/* argv for posix_spawn/the runtime: /bin/sh -c LAUNCHER sbx-launch ENTRYPOINT... (NULL-ended). */
+char **sbx_launch_argv(const struct sbx_sandbox *sb);
+/* envp: PATH, HOME, the request's env, then the SBX_EXECD* values the launcher consumes and
+ * unsets. The token reaches execd as EXECD_ACCESS_TOKEN (execd unsets it at once), never in
+ * argv where `ps` would show it. */
+char **sbx_launch_env(const struct sbx_sandbox *sb, const struct sbx_launch *l);
+void sbx_strv_free(char **v);
+
+#endif

@@ -1,0 +1,708 @@
+/*
+ * manager.c - sandbox records, provider calls, create workers, TTL reaper, reconcile.
+ *
+ * Locking: one mutex guards the table and every record in it. Provider calls never run under
+ * it: the caller marks the entry busy (so no other operation starts on it), writes the
+ * transition to the store, drops the lock and hands the provider a private copy of the
+ * record; the provider's new private data is merged back under the lock.
+ */
+#include "server/manager.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "common/xalloc.h"
+#include "server/meta.h"
+
+struct entry {
+    struct sbx_sandbox *sb;
+    struct sbx_provider *prov;
+    bool busy;        /* an operation is running on it */
+    bool create_done; /* the create job has finished (either way) */
+    struct entry *next_job;
+    sbx_error *create_err;
+};
+
+struct sbx_mgr {
+    pthread_mutex_t mu;
+    pthread_cond_t cv; /* job queued, job done, stopping */
+    struct entry **items;
+    size_t n, cap;
+    struct sbx_mgr_opts opts;
+    struct entry *jobs_head, *jobs_tail;
+    pthread_t *workers;
+    size_t n_workers;
+    pthread_t reaper;
+    bool reaper_started;
+    bool stopping;
+};
+
+static struct entry *
+find(struct sbx_mgr *m, const char *id)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        if (strcmp(m->items[i]->sb->id, id) == 0)
+            return m->items[i];
+    }
+    return NULL;
+}
+
+static void
+add_entry(struct sbx_mgr *m, struct entry *e)
+{
+    if (m->n == m->cap) {
+        m->cap = m->cap ? m->cap * 2 : 64;
+        m->items = sbx_xrealloc(m->items, m->cap * sizeof(struct entry *));
+    }
+    m->items[m->n++] = e;
+}
+
+static void
+remove_entry(struct sbx_mgr *m, struct entry *e)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        if (m->items[i] == e) {
+            m->items[i] = m->items[--m->n];
+            break;
+        }
+    }
+    sbx_sandbox_free(e->sb);
+    sbx_error_clear(&e->create_err);
+    free(e);
+}
+
+/* Record a transition: in memory, then in the store. A store failure is logged; the
+ * in-memory state still moves so the API tells the truth about the live sandbox. */
+static void
+transition(struct sbx_mgr *m, struct entry *e, const char *state, const char *reason,
+           const char *msg)
+{
+    sbx_sandbox_set_state(e->sb, state, reason, msg);
+    sbx_autoerror sbx_error *err = NULL;
+    if (sbx_store_put(m->opts.store, e->sb, &err) < 0)
+        sbx_error_log("sandbox %s -> %s: %s", e->sb->id, state, sbx_error_msg(err));
+}
+
+/* Merge the provider's private data of work back into e (under the lock). */
+static void
+merge_priv(struct entry *e, struct sbx_sandbox *work)
+{
+    json_decref(e->sb->priv);
+    e->sb->priv = json_incref(work->priv);
+}
+
+/* ---- acquiring an entry for an operation ---- */
+
+/* The operation on e is over: wake whoever waits for it (a delete). */
+static void
+set_idle(struct sbx_mgr *m, struct entry *e)
+{
+    e->busy = false;
+    pthread_cond_broadcast(&m->cv);
+}
+
+static int
+acquire(struct sbx_mgr *m, const char *id, struct entry **out, sbx_error **err)
+{
+    struct entry *e = find(m, id);
+    if (!e)
+        return sbx_error_set(err, SBX_ENOTFOUND, 0, "sandbox `%s` not found", id);
+    if (e->busy)
+        return sbx_error_set(err, SBX_ECONFLICT, 0,
+                             "sandbox `%s` is %s; another operation is in progress", id,
+                             e->sb->state);
+    *out = e;
+    return 0;
+}
+
+/* ---- create ---- */
+
+static void
+run_create(struct sbx_mgr *m, struct entry *e)
+{
+    pthread_mutex_lock(&m->mu);
+    struct sbx_sandbox *work = sbx_sandbox_dup(e->sb);
+    pthread_mutex_unlock(&m->mu);
+    sbx_error *err = NULL;
+    const struct sbx_provider_ops *ops = e->prov->ops;
+    int r = ops->create(e->prov, work, &err);
+    if (r >= 0) {
+        /* Record what exists before starting it, so a crash here can be cleaned up. */
+        pthread_mutex_lock(&m->mu);
+        merge_priv(e, work);
+        transition(m, e, "Pending", "PROVISIONING", "starting");
+        pthread_mutex_unlock(&m->mu);
+        r = ops->start(e->prov, work, &err);
+    }
+    if (r < 0)
+        (void)ops->delete (e->prov, work, NULL);
+    pthread_mutex_lock(&m->mu);
+    merge_priv(e, work);
+    if (r < 0) {
+        sbx_warn("sandbox %s: create failed: %s", e->sb->id, sbx_error_msg(err));
+        transition(m, e, "Failed", "PROVISIONING_ERROR", sbx_error_msg(err));
+        e->create_err = err;
+    } else {
+        transition(m, e, "Running", "SANDBOX_RUNNING", NULL);
+        sbx_info("sandbox %s: running (provider %s)", e->sb->id, e->prov->name);
+    }
+    e->busy = false;
+    e->create_done = true;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    sbx_sandbox_free(work);
+}
+
+static void *
+worker_main(void *arg)
+{
+    struct sbx_mgr *m = arg;
+    pthread_mutex_lock(&m->mu);
+    for (;;) {
+        while (!m->jobs_head && !m->stopping)
+            pthread_cond_wait(&m->cv, &m->mu);
+        if (!m->jobs_head)
+            break;
+        struct entry *e = m->jobs_head;
+        m->jobs_head = e->next_job;
+        if (!m->jobs_head)
+            m->jobs_tail = NULL;
+        pthread_mutex_unlock(&m->mu);
+        run_create(m, e);
+        pthread_mutex_lock(&m->mu);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return NULL;
+}
+
+static size_t
+count_live(struct sbx_mgr *m)
+{
+    size_t live = 0;
+    for (size_t i = 0; i < m->n; i++) {
+        const char *s = m->items[i]->sb->state;
+        if (strcmp(s, "Failed") != 0 && strcmp(s, "Terminated") != 0)
+            live++;
+    }
+    return live;
+}
+
+static int
+enqueue_create(struct sbx_mgr *m, struct entry *e, sbx_error **err)
+{
+    if (m->stopping)
+        return sbx_error_set(err, SBX_EUNAVAIL, 0, "the server is shutting down");
+    if (count_live(m) >= m->opts.max_sandboxes)
+        return sbx_error_set(err, SBX_ELIMIT, 0, "too many sandboxes (limit %zu)",
+                             m->opts.max_sandboxes);
+    sbx_sandbox_set_state(e->sb, "Pending", "PROVISIONING", "queued");
+    if (sbx_store_put(m->opts.store, e->sb, err) < 0)
+        return sbx_error_wrap(err, "create sandbox");
+    add_entry(m, e);
+    if (m->jobs_tail)
+        m->jobs_tail->next_job = e;
+    else
+        m->jobs_head = e;
+    m->jobs_tail = e;
+    pthread_cond_broadcast(&m->cv);
+    return 0;
+}
+
+int
+sbx_mgr_create(struct sbx_mgr *m, struct sbx_sandbox *sb, struct sbx_sandbox **out, sbx_error **err)
+{
+    struct entry *e = sbx_xcalloc(1, sizeof *e);
+    e->sb = sb;
+    e->prov = sbx_registry_get(m->opts.registry, sb->provider);
+    e->busy = true;
+    pthread_mutex_lock(&m->mu);
+    int r = e->prov ? enqueue_create(m, e, err)
+                    : sbx_error_set(err, SBX_EINVAL, 0, "unknown provider `%s`", sb->provider);
+    if (r < 0) {
+        pthread_mutex_unlock(&m->mu);
+        sbx_sandbox_free(sb);
+        free(e);
+        return r;
+    }
+    while (!e->create_done)
+        pthread_cond_wait(&m->cv, &m->mu);
+    *out = sbx_sandbox_dup(e->sb);
+    if (e->create_err) {
+        r = sbx_error_set(err, sbx_error_code(e->create_err), 0, "%s",
+                          sbx_error_msg(e->create_err));
+        sbx_error_clear(&e->create_err);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return r;
+}
+
+/* ---- reads ---- */
+
+int
+sbx_mgr_get(struct sbx_mgr *m, const char *id, struct sbx_sandbox **out, sbx_error **err)
+{
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = find(m, id);
+    if (e)
+        *out = sbx_sandbox_dup(e->sb);
+    pthread_mutex_unlock(&m->mu);
+    return e ? 0 : sbx_error_set(err, SBX_ENOTFOUND, 0, "sandbox `%s` not found", id);
+}
+
+static int
+newest_first(const void *a, const void *b)
+{
+    const struct sbx_sandbox *x = *(struct sbx_sandbox *const *)a;
+    const struct sbx_sandbox *y = *(struct sbx_sandbox *const *)b;
+    if (x->created_ms != y->created_ms)
+        return x->created_ms < y->created_ms ? 1 : -1;
+    return strcmp(x->id, y->id);
+}
+
+void
+sbx_mgr_list(struct sbx_mgr *m, struct sbx_sandbox ***out, size_t *n)
+{
+    pthread_mutex_lock(&m->mu);
+    struct sbx_sandbox **items = sbx_xcalloc(m->n + 1, sizeof(struct sbx_sandbox *));
+    for (size_t i = 0; i < m->n; i++)
+        items[i] = sbx_sandbox_dup(m->items[i]->sb);
+    *n = m->n;
+    pthread_mutex_unlock(&m->mu);
+    qsort(items, *n, sizeof(struct sbx_sandbox *), newest_first);
+    *out = items;
+}
+
+void
+sbx_mgr_list_free(struct sbx_sandbox **items, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        sbx_sandbox_free(items[i]);
+    free(items);
+}
+
+/* ---- operations on an existing sandbox ---- */
+
+typedef int (*prov_op)(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err);
+
+/* Mark e busy in state `during`, run op on a copy without the lock, then land in `after`
+ * (or `failed_state` when op fails; NULL keeps the previous state). */
+static int
+run_op(struct sbx_mgr *m, struct entry *e, prov_op op, const char *during, const char *after,
+       sbx_error **err)
+{
+    char before[SBX_NAME_MAX];
+    (void)snprintf(before, sizeof before, "%s", e->sb->state);
+    e->busy = true;
+    transition(m, e, during, NULL, NULL);
+    struct sbx_sandbox *work = sbx_sandbox_dup(e->sb);
+    pthread_mutex_unlock(&m->mu);
+    int r = op(e->prov, work, err);
+    pthread_mutex_lock(&m->mu);
+    merge_priv(e, work);
+    sbx_sandbox_free(work);
+    set_idle(m, e);
+    if (r < 0)
+        transition(m, e, before, "OPERATION_FAILED", sbx_error_msg(err ? *err : NULL));
+    else
+        transition(m, e, after, NULL, NULL);
+    return r;
+}
+
+static int
+delete_locked(struct sbx_mgr *m, struct entry *e, const char *reason, sbx_error **err)
+{
+    e->busy = true;
+    transition(m, e, "Stopping", reason, NULL);
+    struct sbx_sandbox *work = sbx_sandbox_dup(e->sb);
+    pthread_mutex_unlock(&m->mu);
+    int r = e->prov ? e->prov->ops->delete (e->prov, work, err) : 0;
+    sbx_sandbox_free(work);
+    pthread_mutex_lock(&m->mu);
+    set_idle(m, e);
+    if (r < 0) {
+        transition(m, e, "Failed", "DELETE_FAILED", sbx_error_msg(err ? *err : NULL));
+        return r;
+    }
+    sbx_autoerror sbx_error *serr = NULL;
+    if (sbx_store_delete(m->opts.store, e->sb->id, &serr) < 0)
+        sbx_error_log("sandbox %s: %s", e->sb->id, sbx_error_msg(serr));
+    sbx_info("sandbox %s: deleted (%s)", e->sb->id, reason);
+    remove_entry(m, e);
+    return 0;
+}
+
+int
+sbx_mgr_delete(struct sbx_mgr *m, const char *id, const char *reason, sbx_error **err)
+{
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = NULL;
+    /* A delete waits for an operation in progress (a create, a pause, a liveness cleanup)
+     * instead of failing: whatever it ends in, delete can follow. */
+    while ((e = find(m, id)) && e->busy && !m->stopping)
+        pthread_cond_wait(&m->cv, &m->mu);
+    int r = acquire(m, id, &e, err);
+    if (r >= 0)
+        r = delete_locked(m, e, reason, err);
+    pthread_mutex_unlock(&m->mu);
+    return r;
+}
+
+static int
+pause_resume(struct sbx_mgr *m, const char *id, bool pause, sbx_error **err)
+{
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = NULL;
+    int r = acquire(m, id, &e, err);
+    const char *need = pause ? "Running" : "Paused";
+    if (r < 0 || !e) {
+        pthread_mutex_unlock(&m->mu);
+        return r;
+    }
+    if (strcmp(e->sb->state, need) != 0)
+        r = sbx_error_set(err, SBX_ECONFLICT, 0, "sandbox `%s` is %s, not %s", id, e->sb->state,
+                          need);
+    else if (pause)
+        r = run_op(m, e, e->prov->ops->pause, "Pausing", "Paused", err);
+    else
+        r = run_op(m, e, e->prov->ops->resume, "Resuming", "Running", err);
+    pthread_mutex_unlock(&m->mu);
+    return r;
+}
+
+int
+sbx_mgr_pause(struct sbx_mgr *m, const char *id, sbx_error **err)
+{
+    return pause_resume(m, id, true, err);
+}
+
+int
+sbx_mgr_resume(struct sbx_mgr *m, const char *id, sbx_error **err)
+{
+    return pause_resume(m, id, false, err);
+}
+
+int
+sbx_mgr_renew(struct sbx_mgr *m, const char *id, int64_t expires_ms, sbx_error **err)
+{
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = NULL;
+    int r = acquire(m, id, &e, err);
+    if (r >= 0 && (!e || e->sb->expires_ms == 0))
+        r = sbx_error_set(err, SBX_ECONFLICT, 0,
+                          "sandbox `%s` was created without a timeout; it does not expire", id);
+    if (r >= 0 && e) {
+        e->sb->expires_ms = expires_ms;
+        r = sbx_store_put(m->opts.store, e->sb, err);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return r;
+}
+
+int
+sbx_mgr_patch_metadata(struct sbx_mgr *m, const char *id, const json_t *patch,
+                       struct sbx_sandbox **out, sbx_error **err)
+{
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = find(m, id);
+    if (!e) {
+        pthread_mutex_unlock(&m->mu);
+        return sbx_error_set(err, SBX_ENOTFOUND, 0, "sandbox `%s` not found", id);
+    }
+    json_t *merged = json_deep_copy(e->sb->metadata);
+    sbx_merge_patch(merged, patch);
+    int r = sbx_meta_validate(merged, err);
+    if (r >= 0) {
+        json_decref(e->sb->metadata);
+        e->sb->metadata = json_incref(merged);
+        r = sbx_store_put(m->opts.store, e->sb, err);
+        *out = sbx_sandbox_dup(e->sb);
+    }
+    json_decref(merged);
+    pthread_mutex_unlock(&m->mu);
+    return r;
+}
+
+int
+sbx_mgr_connect(struct sbx_mgr *m, const char *id, int port, int *fd, json_t **headers,
+                sbx_error **err)
+{
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = find(m, id);
+    int r = 0;
+    if (!e)
+        r = sbx_error_set(err, SBX_ENOTFOUND, 0, "sandbox `%s` not found", id);
+    else if (strcmp(e->sb->state, "Running") != 0)
+        r = sbx_error_set(err, SBX_ECONFLICT, 0, "sandbox `%s` is %s, not Running", id,
+                          e->sb->state);
+    struct sbx_sandbox *work = r >= 0 && e ? sbx_sandbox_dup(e->sb) : NULL;
+    struct sbx_provider *p = e ? e->prov : NULL;
+    pthread_mutex_unlock(&m->mu);
+    if (r < 0 || !work || !p)
+        return r < 0 ? r : -SBX_ENOTFOUND;
+    r = p->ops->connect(p, work, port, fd, err);
+    *headers = r >= 0 && p->ops->proxy_headers ? p->ops->proxy_headers(p, work, port) : NULL;
+    sbx_sandbox_free(work);
+    return r;
+}
+
+/* ---- TTL reaper ---- */
+
+static struct entry *
+next_expired(struct sbx_mgr *m, int64_t now)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        struct entry *e = m->items[i];
+        if (!e->busy && e->sb->expires_ms && e->sb->expires_ms <= now)
+            return e;
+    }
+    return NULL;
+}
+
+int
+sbx_mgr_reap(struct sbx_mgr *m)
+{
+    int count = 0;
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = NULL;
+    while (!m->stopping && (e = next_expired(m, sbx_wall_ms()))) {
+        char id[SBX_UUID_LEN + 1];
+        memcpy(id, e->sb->id, sizeof id);
+        sbx_autoerror sbx_error *err = NULL;
+        if (delete_locked(m, e, "ttl_expiry", &err) < 0)
+            sbx_warn("sandbox %s: expiry delete failed: %s", id, sbx_error_msg(err));
+        count++;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return count;
+}
+
+/* ---- liveness: a workload that died while the server ran ---- */
+
+static bool
+live_state(const char *s)
+{
+    return strcmp(s, "Running") == 0 || strcmp(s, "Paused") == 0;
+}
+
+/* Mark a dead sandbox Failed (written first), then let its provider clean up what is left. */
+static void
+mark_lost(struct sbx_mgr *m, const char *id, struct sbx_sandbox *work,
+          const struct sbx_provider_status *st)
+{
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = find(m, id);
+    if (!e || e->busy || strcmp(e->sb->state, work->state) != 0) {
+        pthread_mutex_unlock(&m->mu);
+        return;
+    }
+    e->busy = true;
+    transition(m, e, "Failed", st->reason[0] ? st->reason : "SANDBOX_LOST",
+               "the sandbox's workload exited");
+    sbx_warn("sandbox %s: lost (%s)", id, st->state);
+    pthread_mutex_unlock(&m->mu);
+    (void)e->prov->ops->delete (e->prov, work, NULL);
+    pthread_mutex_lock(&m->mu);
+    set_idle(m, e);
+    pthread_mutex_unlock(&m->mu);
+}
+
+static void
+check_one(struct sbx_mgr *m, const char *id)
+{
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = find(m, id);
+    bool ok = e && !e->busy && e->prov && live_state(e->sb->state);
+    struct sbx_sandbox *work = ok ? sbx_sandbox_dup(e->sb) : NULL;
+    struct sbx_provider *p = ok ? e->prov : NULL;
+    pthread_mutex_unlock(&m->mu);
+    if (!work || !p)
+        return;
+    /* status may run any time (provider contract), so no busy mark for the common case */
+    struct sbx_provider_status st = {0};
+    if (p->ops->status(p, work, &st, NULL) >= 0 && st.cls == SBX_CLASS_TERMINAL)
+        mark_lost(m, id, work, &st);
+    sbx_sandbox_free(work);
+}
+
+int
+sbx_mgr_check_live(struct sbx_mgr *m)
+{
+    pthread_mutex_lock(&m->mu);
+    size_t n = m->n;
+    char(*ids)[SBX_UUID_LEN + 1] = sbx_xcalloc(n + 1, sizeof *ids);
+    for (size_t i = 0; i < n; i++)
+        memcpy(ids[i], m->items[i]->sb->id, sizeof ids[i]);
+    pthread_mutex_unlock(&m->mu);
+    for (size_t i = 0; i < n; i++)
+        check_one(m, ids[i]);
+    free(ids);
+    return 0;
+}
+
+#define LIVENESS_EVERY 5 /* reaper ticks (seconds) between liveness checks */
+
+static void *
+reaper_main(void *arg)
+{
+    struct sbx_mgr *m = arg;
+    unsigned tick = 0;
+    pthread_mutex_lock(&m->mu);
+    while (!m->stopping) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += 1;
+        (void)pthread_cond_timedwait(&m->cv, &m->mu, &ts);
+        if (m->stopping)
+            break;
+        pthread_mutex_unlock(&m->mu);
+        (void)sbx_mgr_reap(m);
+        if (++tick % LIVENESS_EVERY == 0)
+            (void)sbx_mgr_check_live(m);
+        pthread_mutex_lock(&m->mu);
+    }
+    pthread_mutex_unlock(&m->mu);
+    return NULL;
+}
+
+/* ---- startup: load and reconcile ---- */
+
+static void
+reconcile_live(struct sbx_mgr *m, struct entry *e)
+{
+    struct sbx_provider_status st = {0};
+    sbx_autoerror sbx_error *err = NULL;
+    if (e->prov->ops->reconcile(e->prov, e->sb, &st, &err) < 0) {
+        st.cls = SBX_CLASS_TERMINAL;
+        (void)snprintf(st.reason, sizeof st.reason, "RECONCILE_FAILED");
+    }
+    if (st.cls == SBX_CLASS_USABLE) {
+        transition(m, e, "Running", "SANDBOX_RUNNING", "re-adopted after a server restart");
+    } else if (st.cls == SBX_CLASS_STARTABLE) {
+        transition(m, e, "Paused", "SANDBOX_PAUSED", "re-adopted after a server restart");
+    } else {
+        (void)e->prov->ops->delete (e->prov, e->sb, NULL);
+        transition(m, e, "Failed", st.reason[0] ? st.reason : "SANDBOX_LOST",
+                   "the sandbox was gone when the server restarted");
+    }
+    sbx_info("reconcile: sandbox %s is %s", e->sb->id, e->sb->state);
+}
+
+static void
+reconcile_one(struct sbx_mgr *m, struct entry *e)
+{
+    const char *s = e->sb->state;
+    if (!e->prov) {
+        if (strcmp(s, "Failed") != 0)
+            transition(m, e, "Failed", "PROVIDER_UNAVAILABLE",
+                       "its provider is not enabled in this server's config");
+        return;
+    }
+    if (strcmp(s, "Failed") == 0 || strcmp(s, "Terminated") == 0)
+        return;
+    if (strcmp(s, "Pending") == 0) {
+        /* A create that never finished: remove what it made; never leave it Pending. */
+        (void)e->prov->ops->delete (e->prov, e->sb, NULL);
+        transition(m, e, "Failed", "PROVISION_INTERRUPTED",
+                   "the server stopped while the sandbox was being created");
+        return;
+    }
+    reconcile_live(m, e);
+}
+
+static void
+load_cb(struct sbx_sandbox *sb, void *ud)
+{
+    struct sbx_mgr *m = ud;
+    struct entry *e = sbx_xcalloc(1, sizeof *e);
+    e->sb = sb;
+    e->prov = sbx_registry_get(m->opts.registry, sb->provider);
+    e->create_done = true;
+    add_entry(m, e);
+}
+
+static int
+reconcile_all(struct sbx_mgr *m, sbx_error **err)
+{
+    if (sbx_store_load(m->opts.store, load_cb, m, err) < 0)
+        return sbx_error_wrap(err, "load sandboxes");
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->n;) {
+        struct entry *e = m->items[i];
+        if (strcmp(e->sb->state, "Stopping") == 0) {
+            /* A delete that never finished: finish it. */
+            sbx_autoerror sbx_error *derr = NULL;
+            if (delete_locked(m, e, "user_delete", &derr) == 0)
+                continue;
+        } else {
+            reconcile_one(m, e);
+        }
+        i++;
+    }
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+}
+
+static int
+start_threads(struct sbx_mgr *m, sbx_error **err)
+{
+    m->workers = sbx_xcalloc(m->opts.workers, sizeof *m->workers);
+    for (size_t i = 0; i < m->opts.workers; i++) {
+        int rc = pthread_create(&m->workers[i], NULL, worker_main, m);
+        if (rc != 0)
+            return sbx_error_set(err, SBX_EGENERIC, rc, "start create worker");
+        m->n_workers++;
+    }
+    int rc = pthread_create(&m->reaper, NULL, reaper_main, m);
+    if (rc != 0)
+        return sbx_error_set(err, SBX_EGENERIC, rc, "start reaper");
+    m->reaper_started = true;
+    return 0;
+}
+
+int
+sbx_mgr_new(const struct sbx_mgr_opts *opts, struct sbx_mgr **out, sbx_error **err)
+{
+    struct sbx_mgr *m = sbx_xcalloc(1, sizeof *m);
+    m->opts = *opts;
+    if (m->opts.workers == 0)
+        m->opts.workers = 1;
+    pthread_mutex_init(&m->mu, NULL);
+    pthread_cond_init(&m->cv, NULL);
+    if (reconcile_all(m, err) < 0 || start_threads(m, err) < 0) {
+        sbx_mgr_free(m);
+        return -SBX_EGENERIC;
+    }
+    *out = m;
+    return 0;
+}
+
+void
+sbx_mgr_free(struct sbx_mgr *m)
+{
+    if (!m)
+        return;
+    pthread_mutex_lock(&m->mu);
+    m->stopping = true;
+    pthread_cond_broadcast(&m->cv);
+    pthread_mutex_unlock(&m->mu);
+    for (size_t i = 0; i < m->n_workers; i++)
+        pthread_join(m->workers[i], NULL);
+    if (m->reaper_started)
+        pthread_join(m->reaper, NULL);
+    for (size_t i = 0; i < m->n; i++) {
+        sbx_sandbox_free(m->items[i]->sb);
+        sbx_error_clear(&m->items[i]->create_err);
+        free(m->items[i]);
+    }
+    free(m->items);
+    free(m->workers);
+    pthread_cond_destroy(&m->cv);
+    pthread_mutex_destroy(&m->mu);
+    free(m);
+}

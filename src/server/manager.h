@@ -1,0 +1,61 @@
+/*
+ * manager.h - the sandbox manager: records in memory + store, provider calls, the create
+ * worker pool, the TTL reaper, and reconciliation after a restart.
+ *
+ * Every state transition is written to the store before the provider is asked to act, and
+ * one operation at a time runs on a sandbox (others get SBX_ECONFLICT).
+ */
+#ifndef SBX_SERVER_MANAGER_H
+#define SBX_SERVER_MANAGER_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/error.h"
+#include "server/provider.h"
+#include "server/sandbox.h"
+#include "server/store.h"
+
+struct sbx_mgr;
+
+struct sbx_mgr_opts {
+    struct sbx_store *store;       /* borrowed */
+    struct sbx_registry *registry; /* borrowed */
+    size_t max_sandboxes;
+    size_t workers;
+};
+
+/* Load the store, reconcile every sandbox with its provider, start the workers and reaper. */
+int sbx_mgr_new(const struct sbx_mgr_opts *opts, struct sbx_mgr **out, sbx_error **err);
+/* Stop the threads (in-flight creates finish). Sandboxes keep running. */
+void sbx_mgr_free(struct sbx_mgr *mgr);
+
+/* Create sb (owned; id, provider, timestamps and spec filled) on the worker pool and wait until
+ * it is Running or Failed. *out is a copy of the final record (also on failure, when the
+ * record exists); a failed start returns its error. */
+int sbx_mgr_create(struct sbx_mgr *mgr, struct sbx_sandbox *sb, struct sbx_sandbox **out,
+                   sbx_error **err);
+/* A copy of the record. */
+int sbx_mgr_get(struct sbx_mgr *mgr, const char *id, struct sbx_sandbox **out, sbx_error **err);
+/* Copies of all records, newest first; free with sbx_mgr_list_free. */
+void sbx_mgr_list(struct sbx_mgr *mgr, struct sbx_sandbox ***out, size_t *n);
+void sbx_mgr_list_free(struct sbx_sandbox **items, size_t n);
+int sbx_mgr_delete(struct sbx_mgr *mgr, const char *id, const char *reason, sbx_error **err);
+int sbx_mgr_pause(struct sbx_mgr *mgr, const char *id, sbx_error **err);
+int sbx_mgr_resume(struct sbx_mgr *mgr, const char *id, sbx_error **err);
+/* Set a new expiry (ms since the epoch). SBX_ECONFLICT when the sandbox has no expiry. */
+int sbx_mgr_renew(struct sbx_mgr *mgr, const char *id, int64_t expires_ms, sbx_error **err);
+/* Apply a JSON merge patch to the metadata; the merged result is validated. */
+int sbx_mgr_patch_metadata(struct sbx_mgr *mgr, const char *id, const json_t *patch,
+                           struct sbx_sandbox **out, sbx_error **err);
+/* Connect to port of a Running sandbox; *headers (may be NULL) are the ones the router adds. */
+int sbx_mgr_connect(struct sbx_mgr *mgr, const char *id, int port, int *fd, json_t **headers,
+                    sbx_error **err);
+/* Ask the provider of every Running/Paused sandbox whether it is still alive; dead ones become
+ * Failed (reason from the provider, e.g. SANDBOX_LOST). The reaper runs this every 5 s. */
+int sbx_mgr_check_live(struct sbx_mgr *mgr);
+/* Run one reaper pass now (tests); returns how many sandboxes expired. */
+int sbx_mgr_reap(struct sbx_mgr *mgr);
+
+#endif

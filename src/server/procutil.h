@@ -1,0 +1,34 @@
+/*
+ * procutil.h - host process and loopback socket helpers for the process provider.
+ */
+#ifndef SBX_SERVER_PROCUTIL_H
+#define SBX_SERVER_PROCUTIL_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+
+struct sbx_proc_info {
+    char state; /* R, S, D, T, t, Z, X ... */
+    pid_t sid;
+    uint64_t start_time; /* field 22 of /proc/PID/stat (clock ticks since boot) */
+};
+
+/* Read /proc/PID/stat. -SBX_ENOTFOUND when the process does not exist. */
+int sbx_proc_info(pid_t pid, struct sbx_proc_info *out, sbx_error **err);
+/* True when pid is alive (not a zombie) and started at start_time. */
+int sbx_proc_same(pid_t pid, uint64_t start_time);
+/* Send sig to every live (non-zombie) process of session sid; returns how many got it (sig 0
+ * counts them). */
+int sbx_proc_signal_session(pid_t sid, int sig);
+/* Send sig to the session of every process whose cwd is dir; returns how many got it. */
+int sbx_proc_signal_cwd(const char *dir, int sig);
+/* GET /ping on a connected socket with execd's token; 0 when execd answers 200 within 1 s. */
+int sbx_execd_ping_fd(int fd, const char *token);
+/* A free TCP port on 127.0.0.1 (bind to port 0, read it back). */
+int sbx_net_free_port(int *port, sbx_error **err);
+/* Connect to 127.0.0.1:port within timeout_ms; CLOEXEC stream socket into *fd. */
+int sbx_net_connect_local(int port, int timeout_ms, int *fd, sbx_error **err);
+
+#endif

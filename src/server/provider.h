@@ -1,0 +1,115 @@
+/*
+ * provider.h - the provider interface and the registry of provider factories.
+ *
+ * A provider turns a sandbox record into something running: `process` (execd as a plain host
+ * process, no isolation) today, `native` (the runtime) next. The manager owns the record and
+ * writes every state transition to the store before it calls the provider; the provider keeps
+ * what it needs to find its sandbox again (pid, start time, ports, tokens) in sb->priv, which
+ * the manager persists after each call.
+ *
+ * All calls may block; the manager never calls two of them at once on the same sandbox (except
+ * connect and status, which must be safe to call any time).
+ */
+#ifndef SBX_SERVER_PROVIDER_H
+#define SBX_SERVER_PROVIDER_H
+
+#include <jansson.h>
+#include <stdbool.h>
+
+#include "common/error.h"
+#include "server/sandbox.h"
+
+/* What the manager may do with a sandbox in a provider's own state. */
+enum sbx_state_class {
+    SBX_CLASS_USABLE,    /* running: commands and the router work (API state Running) */
+    SBX_CLASS_STARTABLE, /* exists but stopped/paused: resume or start make it usable (Paused) */
+    SBX_CLASS_TRANSIENT, /* between states; ask again later (Pending) */
+    SBX_CLASS_TERMINAL,  /* gone or dead; only delete makes sense (Failed) */
+};
+
+struct sbx_provider_status {
+    char state[SBX_NAME_MAX]; /* the provider's own word ("running", "stopped", "dead") */
+    enum sbx_state_class cls;
+    char reason[SBX_NAME_MAX * 2]; /* why, when terminal (e.g. SANDBOX_LOST) */
+};
+
+struct sbx_provider;
+
+struct sbx_provider_ops {
+    /* Allocate what the sandbox needs (dirs, ports, tokens) into sb->priv; nothing runs yet. */
+    int (*create)(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err);
+    /* Start the workload; return once it is usable (execd answers /ping) or failed. */
+    int (*start)(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err);
+    /* Stop the workload, keep the resources (start may run it again). */
+    int (*stop)(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err);
+    int (*pause)(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err);
+    int (*resume)(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err);
+    /* Stop everything and remove every resource. Idempotent; works on half-made creates. */
+    int (*delete)(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err);
+    /* The live state of the sandbox. */
+    int (*status)(struct sbx_provider *p, const struct sbx_sandbox *sb,
+                  struct sbx_provider_status *out, sbx_error **err);
+    /* A connected stream socket to `port` inside the sandbox (the router's only way in). */
+    int (*connect)(struct sbx_provider *p, const struct sbx_sandbox *sb, int port, int *fd,
+                   sbx_error **err);
+    /* After a server restart: re-find the sandbox (may refresh sb->priv) and report its state. */
+    int (*reconcile)(struct sbx_provider *p, struct sbx_sandbox *sb,
+                     struct sbx_provider_status *out, sbx_error **err);
+    /* Headers the router adds on requests to `port` (e.g. execd's access token); new ref or
+     * NULL. */
+    json_t *(*proxy_headers)(struct sbx_provider *p, const struct sbx_sandbox *sb, int port);
+    void (*free)(struct sbx_provider *p);
+};
+
+struct sbx_provider {
+    const struct sbx_provider_ops *ops;
+    char name[SBX_NAME_MAX];
+    void *data;
+};
+
+/* What every provider factory gets besides its own settings. */
+struct sbx_provider_env {
+    const char *state_dir; /* the server's state dir */
+    const char *exe_dir;   /* the directory of the running sbx binary */
+};
+
+struct sbx_provider_factory {
+    const char *name;
+    /* settings: the provider's config group as a JSON object (never NULL). */
+    int (*create)(const json_t *settings, const struct sbx_provider_env *env,
+                  struct sbx_provider **out, sbx_error **err);
+    /* Keys the settings may hold (NULL-terminated); anything else is a config error. */
+    const char *const *keys;
+};
+
+/* The factories compiled into this sbx (NULL-terminated by name). */
+extern const struct sbx_provider_factory sbx_provider_factories[];
+
+const struct sbx_provider_factory *sbx_provider_factory_find(const char *name);
+
+struct sbx_registry;
+struct sbx_server_config;
+
+/* Instantiate the supported providers of cfg. Fails on duplicates, unknown names, and a
+ * default that is not in the supported set. */
+int sbx_registry_build(const struct sbx_server_config *cfg, const struct sbx_provider_env *env,
+                       struct sbx_registry **out, sbx_error **err);
+void sbx_registry_free(struct sbx_registry *reg);
+/* The provider called name (NULL or "" = the default), or NULL when not supported. */
+struct sbx_provider *sbx_registry_get(struct sbx_registry *reg, const char *name);
+/* "a, b" - the supported names, for error messages. Borrowed. */
+const char *sbx_registry_names(const struct sbx_registry *reg);
+
+#ifdef SBX_HAVE_RUNTIME
+/* The native provider's factory (built when src/runtime is part of the build). */
+int sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *env,
+                            struct sbx_provider **out, sbx_error **err);
+extern const char *const sbx_provider_native_keys[];
+#endif
+
+/* The process provider's factory. */
+int sbx_provider_process_new(const json_t *settings, const struct sbx_provider_env *env,
+                             struct sbx_provider **out, sbx_error **err);
+extern const char *const sbx_provider_process_keys[];
+
+#endif

@@ -1,0 +1,416 @@
+/*
+ * provider_native.c - the `native` provider: every sandbox is a sbx runtime sandbox (its own
+ * pid, mount, uts, ipc, net and cgroup namespaces, overlay root, cgroup limits, dropped
+ * capabilities, no_new_privs, seccomp; see docs/runtime.md) with sbx-execd as PID 1.
+ *
+ * The sandbox has network `none` (loopback only): the router reaches execd and any port through
+ * sbx_rt_connect, a socket made inside the sandbox's network namespace, so nothing inside is
+ * reachable from the host's network. Pause/resume is the cgroup freezer. The runtime records
+ * every sandbox under <state>/run before creating anything; a restarted server re-opens
+ * running ones with sbx_rt_adopt (pid + start time checked) and sbx_rt_gc removes dead ones.
+ */
+/* Compiled (and linked to sbx_runtime) only when src/runtime is part of the build. */
+#ifdef SBX_HAVE_RUNTIME
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "common/xalloc.h"
+#include "runtime/runtime.h"
+#include "server/launch.h"
+#include "server/procutil.h"
+#include "server/provider.h"
+#include "server/srvutil.h"
+
+#define EXECD_PORT   44772
+#define DEFAULT_PIDS 4096
+#define EXECD_STATE  "/tmp/.sbx-execd"
+
+const char *const sbx_provider_native_keys[] = {"execd", "ping_timeout_ms", "cgroup_parent", NULL};
+
+struct handle {
+    char id[SBX_UUID_LEN + 1];
+    struct sbx_rt_sandbox *h;
+};
+
+struct native_data {
+    struct sbx_rt *rt;
+    char *execd;
+    char *logs_dir;
+    int ping_timeout_ms;
+    pthread_mutex_t mu; /* guards hs */
+    struct handle *hs;
+    size_t n, cap;
+};
+
+static struct native_data *
+ndata(struct sbx_provider *p)
+{
+    return p->data;
+}
+
+static const char *
+priv_str(const struct sbx_sandbox *sb, const char *key)
+{
+    const char *s = json_string_value(json_object_get(sb->priv, key));
+    return s ? s : "";
+}
+
+/* ---- open handles (one per sandbox, re-opened with sbx_rt_adopt after a restart) ---- */
+
+static struct sbx_rt_sandbox *
+find_locked(struct native_data *d, const char *id)
+{
+    for (size_t i = 0; i < d->n; i++) {
+        if (strcmp(d->hs[i].id, id) == 0)
+            return d->hs[i].h;
+    }
+    return NULL;
+}
+
+static void
+add_locked(struct native_data *d, const char *id, struct sbx_rt_sandbox *h)
+{
+    if (d->n == d->cap) {
+        d->cap = d->cap ? d->cap * 2 : 32;
+        d->hs = sbx_xrealloc(d->hs, d->cap * sizeof(struct handle));
+    }
+    (void)snprintf(d->hs[d->n].id, sizeof d->hs[d->n].id, "%s", id);
+    d->hs[d->n++].h = h;
+}
+
+/* The open handle of sandbox id, adopting it from the runtime's records when needed. */
+static int
+get_handle(struct native_data *d, const char *id, struct sbx_rt_sandbox **out, sbx_error **err)
+{
+    pthread_mutex_lock(&d->mu);
+    struct sbx_rt_sandbox *h = find_locked(d, id);
+    int r = 0;
+    if (!h && (r = sbx_rt_adopt(&h, d->rt, id, err)) >= 0)
+        add_locked(d, id, h);
+    pthread_mutex_unlock(&d->mu);
+    *out = h;
+    return r;
+}
+
+/* Remove id's handle from the table; the caller owns it (may be NULL). */
+static struct sbx_rt_sandbox *
+take_handle(struct native_data *d, const char *id)
+{
+    pthread_mutex_lock(&d->mu);
+    struct sbx_rt_sandbox *h = NULL;
+    for (size_t i = 0; i < d->n; i++) {
+        if (strcmp(d->hs[i].id, id) == 0) {
+            h = d->hs[i].h;
+            d->hs[i] = d->hs[--d->n];
+            break;
+        }
+    }
+    pthread_mutex_unlock(&d->mu);
+    return h;
+}
+
+/* ---- create / start ---- */
+
+static int
+native_create(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
+{
+    (void)p;
+    (void)err;
+    char token[65];
+    sbx_srv_random_hex(token, 32);
+    (void)json_object_set_new(sb->priv, "token", json_string(token));
+    return 0;
+}
+
+/* "500m" -> 500, "2" -> 2000, "1.5" -> 1500 (Kubernetes CPU quantities). */
+static int
+parse_cpu(const char *s, uint64_t *millis)
+{
+    char *end = NULL;
+    double v = strtod(s, &end);
+    if (end == s || v < 0)
+        return -1;
+    if (strcmp(end, "m") == 0)
+        *millis = (uint64_t)v;
+    else if (*end == '\0')
+        *millis = (uint64_t)(v * 1000.0);
+    else
+        return -1;
+    return 0;
+}
+
+static int
+limits_into(const struct sbx_sandbox *sb, struct sbx_rt_spec *spec, sbx_error **err)
+{
+    const char *mem = json_string_value(json_object_get(sb->limits, "memory"));
+    const char *cpu = json_string_value(json_object_get(sb->limits, "cpu"));
+    if (mem && sbx_parse_size(mem, &spec->memory_bytes, err) < 0)
+        return sbx_error_wrap(err, "resourceLimits.memory");
+    if (cpu && parse_cpu(cpu, &spec->cpu_millis) < 0)
+        return sbx_error_set(err, SBX_EINVAL, 0, "resourceLimits.cpu `%s` is not a CPU quantity",
+                             cpu);
+    spec->pids_max = DEFAULT_PIDS;
+    return 0;
+}
+
+static int
+open_log(struct native_data *d, const char *id)
+{
+    sbx_autofree char *path = sbx_xasprintf("%s/%s.log", d->logs_dir, id);
+    return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+}
+
+static int
+wait_ready(struct native_data *d, const struct sbx_sandbox *sb, struct sbx_rt_sandbox *h,
+           sbx_error **err)
+{
+    uint64_t deadline = sbx_now_ms() + (uint64_t)d->ping_timeout_ms;
+    pid_t pid = sbx_rt_sandbox_pid(h);
+    while (sbx_now_ms() < deadline) {
+        sbx_autoclose int fd = -1;
+        if (sbx_rt_connect(&fd, h, EXECD_PORT, NULL) == 0 &&
+            sbx_execd_ping_fd(fd, priv_str(sb, "token")) == 0)
+            return 0;
+        if (kill(pid, 0) < 0)
+            return sbx_error_set(err, SBX_EUNAVAIL, 0,
+                                 "execd exited before it was ready (log: %s/%s.log)", d->logs_dir,
+                                 sb->id);
+        (void)usleep(10 * 1000);
+    }
+    return sbx_error_set(err, SBX_ETIMEDOUT, 0, "execd did not answer /ping within %d ms",
+                         d->ping_timeout_ms);
+}
+
+static void
+record_pid(struct sbx_sandbox *sb, struct sbx_rt_sandbox *h)
+{
+    pid_t pid = sbx_rt_sandbox_pid(h);
+    struct sbx_proc_info pi = {0};
+    (void)sbx_proc_info(pid, &pi, NULL);
+    (void)json_object_set_new(sb->priv, "pid", json_integer(pid));
+    (void)json_object_set_new(sb->priv, "start_time", json_integer((json_int_t)pi.start_time));
+}
+
+static int
+native_start(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
+{
+    struct native_data *d = ndata(p);
+    struct sbx_launch l = {.execd = SBX_RT_EXECD_PATH,
+                           .port = EXECD_PORT,
+                           .token = priv_str(sb, "token"),
+                           .state_dir = EXECD_STATE,
+                           .home = "/root"};
+    char **argv = sbx_launch_argv(sb);
+    char **envp = sbx_launch_env(sb, &l);
+    sbx_autoclose int logfd = open_log(d, sb->id);
+    struct sbx_rt_spec spec = {.id = sb->id,
+                               .argv = argv,
+                               .env = envp,
+                               .execd_path = d->execd,
+                               .net = SBX_RT_NET_NONE,
+                               .as_init = true,
+                               .pausable = true,
+                               .start = true,
+                               .stdio = {-1, logfd, logfd}};
+    struct sbx_rt_sandbox *h = NULL;
+    int r = limits_into(sb, &spec, err);
+    if (r >= 0)
+        r = sbx_rt_create(&h, d->rt, &spec, err);
+    sbx_strv_free(argv);
+    sbx_strv_free(envp);
+    if (r < 0)
+        return sbx_error_wrap(err, "native sandbox `%s`", sb->id);
+    pthread_mutex_lock(&d->mu);
+    add_locked(d, sb->id, h);
+    pthread_mutex_unlock(&d->mu);
+    record_pid(sb, h);
+    return wait_ready(d, sb, h, err);
+}
+
+/* ---- the rest of the lifecycle ---- */
+
+static int
+native_stop(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
+{
+    struct sbx_rt_sandbox *h = NULL;
+    if (get_handle(ndata(p), sb->id, &h, err) < 0)
+        return -SBX_ENOTFOUND;
+    return sbx_rt_kill(h, SIGKILL, err);
+}
+
+static int
+native_pause(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
+{
+    struct sbx_rt_sandbox *h = NULL;
+    if (get_handle(ndata(p), sb->id, &h, err) < 0 || sbx_rt_pause(h, err) < 0)
+        return sbx_error_wrap(err, "pause `%s`", sb->id);
+    (void)json_object_set_new(sb->priv, "paused", json_true());
+    return 0;
+}
+
+static int
+native_resume(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
+{
+    struct sbx_rt_sandbox *h = NULL;
+    if (get_handle(ndata(p), sb->id, &h, err) < 0 || sbx_rt_resume(h, err) < 0)
+        return sbx_error_wrap(err, "resume `%s`", sb->id);
+    (void)json_object_set_new(sb->priv, "paused", json_false());
+    return 0;
+}
+
+static int
+native_delete(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
+{
+    struct native_data *d = ndata(p);
+    struct sbx_rt_sandbox *h = take_handle(d, sb->id);
+    sbx_autoerror sbx_error *aerr = NULL;
+    if (!h && sbx_rt_adopt(&h, d->rt, sb->id, &aerr) < 0) {
+        /* Not running (or never made): gc removes the records whose init is gone. */
+        struct sbx_rt_gc_stats st = {0};
+        (void)sbx_rt_gc(&st, d->rt, false, NULL);
+    }
+    int r = h ? sbx_rt_destroy(h, err) : 0;
+    sbx_rt_sandbox_free(h);
+    sbx_autofree char *log = sbx_xasprintf("%s/%s.log", d->logs_dir, sb->id);
+    (void)unlink(log);
+    return r < 0 ? sbx_error_wrap(err, "delete `%s`", sb->id) : 0;
+}
+
+static void
+set_status(struct sbx_provider_status *out, const char *state, enum sbx_state_class cls,
+           const char *reason)
+{
+    (void)snprintf(out->state, sizeof out->state, "%s", state);
+    (void)snprintf(out->reason, sizeof out->reason, "%s", reason);
+    out->cls = cls;
+}
+
+static int
+native_status(struct sbx_provider *p, const struct sbx_sandbox *sb, struct sbx_provider_status *out,
+              sbx_error **err)
+{
+    (void)p;
+    (void)err;
+    pid_t pid = (pid_t)json_integer_value(json_object_get(sb->priv, "pid"));
+    uint64_t start = (uint64_t)json_integer_value(json_object_get(sb->priv, "start_time"));
+    if (!sbx_proc_same(pid, start))
+        set_status(out, "dead", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
+    else if (json_is_true(json_object_get(sb->priv, "paused")))
+        set_status(out, "frozen", SBX_CLASS_STARTABLE, "SANDBOX_PAUSED");
+    else
+        set_status(out, "running", SBX_CLASS_USABLE, "SANDBOX_RUNNING");
+    return 0;
+}
+
+static int
+native_reconcile(struct sbx_provider *p, struct sbx_sandbox *sb, struct sbx_provider_status *out,
+                 sbx_error **err)
+{
+    struct sbx_rt_sandbox *h = NULL;
+    sbx_autoerror sbx_error *aerr = NULL;
+    if (get_handle(ndata(p), sb->id, &h, &aerr) < 0) {
+        set_status(out, "dead", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
+        return 0;
+    }
+    record_pid(sb, h);
+    return native_status(p, sb, out, err);
+}
+
+static int
+native_connect(struct sbx_provider *p, const struct sbx_sandbox *sb, int port, int *fd,
+               sbx_error **err)
+{
+    struct sbx_rt_sandbox *h = NULL;
+    if (get_handle(ndata(p), sb->id, &h, err) < 0)
+        return sbx_error_wrap(err, "sandbox `%s`", sb->id);
+    return sbx_rt_connect(fd, h, (uint16_t)port, err);
+}
+
+static json_t *
+native_proxy_headers(struct sbx_provider *p, const struct sbx_sandbox *sb, int port)
+{
+    (void)p;
+    if (port != EXECD_PORT)
+        return NULL;
+    return json_pack("{s:s}", "X-EXECD-ACCESS-TOKEN", priv_str(sb, "token"));
+}
+
+static void
+free_data(struct native_data *d)
+{
+    for (size_t i = 0; i < d->n; i++)
+        sbx_rt_sandbox_free(d->hs[i].h); /* handles only: the sandboxes keep running */
+    free(d->hs);
+    sbx_rt_close(d->rt);
+    pthread_mutex_destroy(&d->mu);
+    free(d->execd);
+    free(d->logs_dir);
+    free(d);
+}
+
+static void
+native_free(struct sbx_provider *p)
+{
+    free_data(ndata(p));
+    free(p);
+}
+
+static const struct sbx_provider_ops native_ops = {
+    .create = native_create,
+    .start = native_start,
+    .stop = native_stop,
+    .pause = native_pause,
+    .resume = native_resume,
+    .delete = native_delete,
+    .status = native_status,
+    .connect = native_connect,
+    .reconcile = native_reconcile,
+    .proxy_headers = native_proxy_headers,
+    .free = native_free,
+};
+
+int
+sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *env,
+                        struct sbx_provider **out, sbx_error **err)
+{
+    const char *execd = json_string_value(json_object_get(settings, "execd"));
+    json_t *ping = json_object_get(settings, "ping_timeout_ms");
+    if (ping && (!json_is_integer(ping) || json_integer_value(ping) < 100))
+        return sbx_error_set(err, SBX_EINVAL, 0, "`ping_timeout_ms` must be an integer >= 100");
+    struct sbx_rt_config rc = {.state_dir = env->state_dir,
+                               .cgroup_parent =
+                                   json_string_value(json_object_get(settings, "cgroup_parent"))};
+    struct sbx_rt *rt = NULL;
+    if (sbx_rt_open(&rt, &rc, err) < 0)
+        return sbx_error_wrap(err, "open the native runtime");
+    struct native_data *d = sbx_xcalloc(1, sizeof *d);
+    d->rt = rt;
+    d->execd = execd ? sbx_xstrdup(execd) : sbx_xasprintf("%s/sbx-execd", env->exe_dir);
+    d->logs_dir = sbx_xasprintf("%s/native-logs", env->state_dir);
+    d->ping_timeout_ms = ping ? (int)json_integer_value(ping) : 10000;
+    pthread_mutex_init(&d->mu, NULL);
+    if (sbx_mkdir_p(d->logs_dir, 0700, err) < 0) {
+        free_data(d);
+        return -SBX_EIO;
+    }
+    if (access(d->execd, X_OK) < 0)
+        sbx_warn("provider `native`: `%s` is not an executable; creates will fail until it is "
+                 "(set providers.native.execd)",
+                 d->execd);
+    struct sbx_provider *p = sbx_xcalloc(1, sizeof *p);
+    p->ops = &native_ops;
+    p->data = d;
+    *out = p;
+    return 0;
+}
+
+#endif /* SBX_HAVE_RUNTIME */

@@ -1,0 +1,632 @@
+/*
+ * proxy.c - the router: /sandboxes/{id}/proxy/{port}/... forwarded through
+ * provider.connect(port).
+ *
+ * One upstream connection per request (Connection: close), request body streamed as it
+ * arrives, response streamed back chunk by chunk (SSE is never buffered), WebSocket and other
+ * upgrades spliced both ways on a thread of their own.
+ *
+ * Security: the route requires the API key like the rest of the API; credentials meant for
+ * this server (API key, Authorization, Cookie) are stripped, a client-sent
+ * X-EXECD-ACCESS-TOKEN is dropped and the real one is added only by the provider, and `.`/`..`
+ * path segments (also percent-encoded) are refused so the forwarded path means what it says.
+ */
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "common/xalloc.h"
+#include "server/httpd.h"
+#include "server/srvutil.h"
+
+#define HEAD_MAX   ((size_t)64 * 1024)
+#define IO_BUF     ((size_t)32 * 1024)
+#define POLL_SLICE 1000
+
+enum chunk_state {
+    CH_SIZE,
+    CH_DATA,
+    CH_CRLF,
+    CH_TRAILER,
+    CH_DONE
+};
+
+struct sbx_proxy {
+    struct sbx_srv *srv;
+    int fd;
+    bool chunked_up; /* we frame the request body as chunked */
+    bool failed;     /* writing upstream failed */
+    bool upgrade;    /* the client asked for an upgrade */
+    char *buf;       /* bytes read from upstream not yet consumed */
+    size_t off, len, cap;
+    bool resp_chunked;
+    int64_t remaining; /* content-length left, -1 = until EOF */
+    enum chunk_state cst;
+    uint64_t chunk_left;
+};
+
+void
+sbx_proxy_free(struct sbx_proxy *p)
+{
+    if (!p)
+        return;
+    if (p->fd >= 0)
+        (void)close(p->fd);
+    free(p->buf);
+    free(p);
+}
+
+/* ---- request side ---- */
+
+static bool
+dot_segment(const char *seg, size_t n)
+{
+    sbx_autofree char *d = sbx_srv_url_decode(seg, n, false);
+    return !d || strcmp(d, ".") == 0 || strcmp(d, "..") == 0 || strchr(d, '/') != NULL ||
+           strchr(d, '\\') != NULL;
+}
+
+/* Refuse `.`, `..` (also encoded) and encoded separators in the forwarded path. */
+static bool
+path_ok(const char *rest)
+{
+    const char *p = rest;
+    while (*p == '/') {
+        p++;
+        size_t n = strcspn(p, "/?");
+        if (n > 0 && dot_segment(p, n))
+            return false;
+        p += n;
+    }
+    return true;
+}
+
+static bool
+skip_request_header(const char *k)
+{
+    static const char *const drop[] = {
+        "Connection", "Keep-Alive", "Proxy-Authorization", "Proxy-Connection", "TE", "Trailer",
+        "Transfer-Encoding", "Upgrade", "Host", "Content-Length", "Authorization", "Cookie",
+        "OPEN-SANDBOX-API-KEY", "X-EXECD-ACCESS-TOKEN", "X-Request-ID", "X-Forwarded-For",
+        "X-Forwarded-Host", "X-Forwarded-Proto",
+        /* libmicrohttpd already answered 100-continue */
+        "Expect"};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(drop); i++) {
+        if (strcasecmp(k, drop[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+static enum MHD_Result
+copy_header(void *cls, enum MHD_ValueKind kind, const char *k, const char *v)
+{
+    (void)kind;
+    if (!skip_request_header(k))
+        (void)sbx_buf_printf(cls, NULL, "%s: %s\r\n", k, v ? v : "");
+    return MHD_YES;
+}
+
+static bool
+wants_upgrade(struct sbx_req *r)
+{
+    const char *up = sbx_req_header(r, "Upgrade");
+    const char *conn = sbx_req_header(r, "Connection");
+    return up && conn && strcasestr(conn, "upgrade");
+}
+
+static void
+add_framing(struct sbx_req *r, struct sbx_proxy *p, struct sbx_buf *h)
+{
+    const char *cl = sbx_req_header(r, "Content-Length");
+    const char *te = sbx_req_header(r, "Transfer-Encoding");
+    if (cl)
+        (void)sbx_buf_printf(h, NULL, "Content-Length: %s\r\n", cl);
+    else if (te && strcasestr(te, "chunked")) {
+        p->chunked_up = true;
+        (void)sbx_buf_printf(h, NULL, "Transfer-Encoding: chunked\r\n");
+    }
+    if (p->upgrade)
+        (void)sbx_buf_printf(h, NULL, "Connection: Upgrade\r\nUpgrade: %s\r\n",
+                             sbx_req_header(r, "Upgrade"));
+    else
+        (void)sbx_buf_printf(h, NULL, "Connection: close\r\n");
+}
+
+static void
+add_extra_headers(struct sbx_req *r, json_t *extra, struct sbx_buf *h)
+{
+    const char *k = NULL;
+    json_t *v = NULL;
+    json_object_foreach (extra, k, v)
+        (void)sbx_buf_printf(h, NULL, "%s: %s\r\n", k, json_string_value(v));
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char ip[64] = "unknown";
+    if (ci && ci->client_addr)
+        (void)getnameinfo(ci->client_addr,
+                          ci->client_addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                                 : sizeof(struct sockaddr_in),
+                          ip, sizeof ip, NULL, 0, NI_NUMERICHOST);
+    const char *host = sbx_req_header(r, "Host");
+    (void)sbx_buf_printf(h, NULL,
+                         "X-Forwarded-For: %s\r\nX-Forwarded-Proto: http\r\n"
+                         "X-Forwarded-Host: %s\r\nX-Request-ID: %s\r\n",
+                         ip, host ? host : "", r->rid);
+}
+
+static int
+build_head(struct sbx_req *r, struct sbx_proxy *p, int port, json_t *extra, struct sbx_buf *h)
+{
+    const char *q = strchr(r->raw_uri, '?');
+    const char *rest = *r->route.rest ? r->route.rest : "/";
+    (void)sbx_buf_printf(h, NULL, "%s %s%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n", r->method, rest,
+                         q ? q : "", port);
+    (void)MHD_get_connection_values(r->conn, MHD_HEADER_KIND, copy_header, h);
+    add_framing(r, p, h);
+    add_extra_headers(r, extra, h);
+    return sbx_buf_append_str(h, "\r\n", NULL);
+}
+
+static enum MHD_Result
+connect_error(struct sbx_req *r, const sbx_error *err)
+{
+    int code = sbx_error_code(err);
+    if (code == SBX_ENOTFOUND)
+        return sbx_http_send_error(r, 404, "SANDBOX::SANDBOX_NOT_FOUND", sbx_error_msg(err));
+    if (code == SBX_ECONFLICT)
+        return sbx_http_send_error(r, 409, "SANDBOX::SANDBOX_NOT_RUNNING", sbx_error_msg(err));
+    return sbx_http_send_error(r, 502, "SANDBOX::PROXY_CONNECT_FAILED", sbx_error_msg(err));
+}
+
+enum MHD_Result
+sbx_proxy_begin(struct sbx_req *r)
+{
+    int port = sbx_route_port(r->route.port);
+    if (!sbx_srv_is_uuid(r->route.sandbox_id))
+        return sbx_http_send_error(r, 404, "SANDBOX::SANDBOX_NOT_FOUND", "no such sandbox");
+    if (port < 0)
+        return sbx_http_send_error(r, 400, "SANDBOX::INVALID_PORT", "port must be 1-65535");
+    if (!path_ok(r->route.rest))
+        return sbx_http_send_error(r, 400, "SANDBOX::INVALID_PARAMETER",
+                                   "`.`, `..` and encoded separators are not allowed in the "
+                                   "proxied path");
+    struct sbx_proxy *p = sbx_xcalloc(1, sizeof *p);
+    p->srv = r->srv;
+    p->fd = -1;
+    p->remaining = -1;
+    p->upgrade = wants_upgrade(r);
+    r->proxy = p;
+    json_t *extra = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    if (sbx_mgr_connect(r->srv->mgr, r->route.sandbox_id, port, &p->fd, &extra, &err) < 0)
+        return connect_error(r, err);
+    struct sbx_buf head;
+    sbx_buf_init(&head, HEAD_MAX);
+    int rc = build_head(r, p, port, extra, &head);
+    json_decref(extra);
+    if (rc < 0 || sbx_write_all(p->fd, head.data, head.len) < 0) {
+        sbx_buf_dispose(&head);
+        return sbx_http_send_error(r, 502, "SANDBOX::PROXY_ERROR",
+                                   "cannot send the request to the sandbox");
+    }
+    sbx_buf_dispose(&head);
+    return MHD_YES;
+}
+
+enum MHD_Result
+sbx_proxy_data(struct sbx_req *r, const char *data, size_t n)
+{
+    struct sbx_proxy *p = r->proxy;
+    if (p->failed)
+        return MHD_YES;
+    char hdr[32];
+    int hn = snprintf(hdr, sizeof hdr, "%zx\r\n", n);
+    if ((p->chunked_up && sbx_write_all(p->fd, hdr, (size_t)hn) < 0) ||
+        sbx_write_all(p->fd, data, n) < 0 || (p->chunked_up && sbx_write_all(p->fd, "\r\n", 2) < 0))
+        p->failed = true;
+    return MHD_YES;
+}
+
+/* ---- response side ---- */
+
+/* Wait for upstream data in slices so a shutting-down server is noticed. */
+static ssize_t
+up_read(struct sbx_proxy *p, char *dst, size_t n)
+{
+    for (;;) {
+        struct pollfd pfd = {.fd = p->fd, .events = POLLIN};
+        int pr = poll(&pfd, 1, POLL_SLICE);
+        if (atomic_load(&p->srv->stopping))
+            return -1;
+        if (pr < 0 && errno == EINTR)
+            continue;
+        if (pr < 0)
+            return -1;
+        if (pr == 0)
+            continue;
+        ssize_t got = read(p->fd, dst, n);
+        if (got < 0 && errno == EINTR)
+            continue;
+        return got;
+    }
+}
+
+/* Read more upstream bytes into p->buf (compacting first). 0 on EOF, -1 on error. */
+static ssize_t
+fill(struct sbx_proxy *p)
+{
+    if (p->off > 0) {
+        memmove(p->buf, p->buf + p->off, p->len - p->off);
+        p->len -= p->off;
+        p->off = 0;
+    }
+    if (p->cap - p->len < IO_BUF) {
+        p->cap = p->len + IO_BUF;
+        p->buf = sbx_xrealloc(p->buf, p->cap);
+    }
+    ssize_t got = up_read(p, p->buf + p->len, p->cap - p->len);
+    if (got > 0)
+        p->len += (size_t)got;
+    return got;
+}
+
+static char *
+find_head_end(struct sbx_proxy *p)
+{
+    return memmem(p->buf, p->len, "\r\n\r\n", 4);
+}
+
+static int
+read_head(struct sbx_proxy *p, char **end)
+{
+    while (!(*end = p->len ? find_head_end(p) : NULL)) {
+        if (p->len >= HEAD_MAX || fill(p) <= 0)
+            return -1;
+    }
+    return 0;
+}
+
+static bool
+skip_response_header(const char *k)
+{
+    static const char *const drop[] = {
+        "Connection", "Keep-Alive", "Transfer-Encoding",  "Content-Length", "Trailer",
+        "TE",         "Upgrade",    "Proxy-Authenticate", "Date",           "X-Request-ID"};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(drop); i++) {
+        if (strcasecmp(k, drop[i]) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* Walk the header lines of the head (status line excluded); note framing headers. */
+static void
+parse_headers(struct sbx_proxy *p, char *lines, struct MHD_Response *resp)
+{
+    char *save = NULL;
+    for (char *line = strtok_r(lines, "\r\n", &save); line; line = strtok_r(NULL, "\r\n", &save)) {
+        char *colon = strchr(line, ':');
+        if (!colon)
+            continue;
+        *colon = '\0';
+        char *v = colon + 1;
+        while (*v == ' ' || *v == '\t')
+            v++;
+        if (strcasecmp(line, "Transfer-Encoding") == 0 && strcasestr(v, "chunked"))
+            p->resp_chunked = true;
+        if (strcasecmp(line, "Content-Length") == 0 && !p->resp_chunked)
+            (void)sbx_parse_i64(v, &p->remaining, NULL);
+        if (resp && !skip_response_header(line))
+            (void)MHD_add_response_header(resp, line, v);
+    }
+}
+
+/* Chunked decoding of the upstream body into out. */
+static ssize_t
+dechunk_line(struct sbx_proxy *p, char **line)
+{
+    char *nl = NULL;
+    while (!(nl = p->len > p->off ? memmem(p->buf + p->off, p->len - p->off, "\r\n", 2) : NULL)) {
+        if (p->len - p->off > 4096)
+            return -1;
+        ssize_t got = fill(p);
+        if (got <= 0)
+            return -1;
+    }
+    *nl = '\0';
+    *line = p->buf + p->off;
+    p->off = (size_t)(nl - p->buf) + 2;
+    return 0;
+}
+
+static ssize_t
+dechunk_step(struct sbx_proxy *p, char *out, size_t max)
+{
+    char *line = NULL;
+    switch (p->cst) {
+    case CH_SIZE:
+        if (dechunk_line(p, &line) < 0)
+            return -1;
+        p->chunk_left = strtoull(line, NULL, 16);
+        p->cst = p->chunk_left ? CH_DATA : CH_TRAILER;
+        return 0;
+    case CH_DATA: {
+        if (p->off == p->len && fill(p) <= 0)
+            return -1;
+        size_t n = p->len - p->off;
+        n = n < max ? n : max;
+        n = n < p->chunk_left ? n : (size_t)p->chunk_left;
+        memcpy(out, p->buf + p->off, n);
+        p->off += n;
+        p->chunk_left -= n;
+        if (p->chunk_left == 0)
+            p->cst = CH_CRLF;
+        return (ssize_t)n;
+    }
+    case CH_CRLF:
+        if (dechunk_line(p, &line) < 0)
+            return -1;
+        p->cst = CH_SIZE;
+        return 0;
+    case CH_TRAILER:
+        if (dechunk_line(p, &line) < 0)
+            return -1;
+        if (!*line)
+            p->cst = CH_DONE;
+        return 0;
+    case CH_DONE:
+    default:
+        return 0;
+    }
+}
+
+static ssize_t
+read_chunked(struct sbx_proxy *p, char *out, size_t max)
+{
+    while (p->cst != CH_DONE) {
+        ssize_t n = dechunk_step(p, out, max);
+        if (n < 0)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        if (n > 0)
+            return n;
+    }
+    return MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static ssize_t
+read_plain(struct sbx_proxy *p, char *out, size_t max)
+{
+    if (p->remaining == 0)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (p->remaining > 0 && (uint64_t)p->remaining < max)
+        max = (size_t)p->remaining;
+    ssize_t n = 0;
+    if (p->off < p->len) {
+        n = (ssize_t)(p->len - p->off < max ? p->len - p->off : max);
+        memcpy(out, p->buf + p->off, (size_t)n);
+        p->off += (size_t)n;
+    } else {
+        n = up_read(p, out, max);
+    }
+    if (n == 0 && p->remaining < 0)
+        return MHD_CONTENT_READER_END_OF_STREAM;
+    if (n <= 0)
+        return MHD_CONTENT_READER_END_WITH_ERROR;
+    if (p->remaining > 0)
+        p->remaining -= n;
+    return n;
+}
+
+/* MHD pulls the body from here; each call returns what is there now, so every SSE event goes
+ * out as soon as execd sends it. */
+static ssize_t
+body_reader(void *cls, uint64_t pos, char *out, size_t max)
+{
+    (void)pos;
+    struct sbx_proxy *p = cls;
+    return p->resp_chunked ? read_chunked(p, out, max) : read_plain(p, out, max);
+}
+
+/* ---- upgrade (WebSocket) ---- */
+
+struct sbx_splice {
+    struct sbx_srv *srv;
+    struct sbx_splice *next;
+    int up;
+    MHD_socket client;
+    struct MHD_UpgradeResponseHandle *urh;
+    char *pending; /* upstream bytes read past the 101 head, for the client */
+    size_t pending_len;
+};
+
+static int
+pump(int from, int to)
+{
+    char buf[IO_BUF];
+    ssize_t n = read(from, buf, sizeof buf);
+    if (n <= 0)
+        return -1;
+    return sbx_write_all(to, buf, (size_t)n);
+}
+
+static void
+link_splice(struct sbx_splice *j)
+{
+    pthread_mutex_lock(&j->srv->splice_mu);
+    j->next = j->srv->splices;
+    j->srv->splices = j;
+    j->srv->n_splices++;
+    pthread_mutex_unlock(&j->srv->splice_mu);
+}
+
+/* Unlinked before its fds are closed, so a shutdown never hits a reused fd. */
+static void
+unlink_splice(struct sbx_splice *j)
+{
+    pthread_mutex_lock(&j->srv->splice_mu);
+    for (struct sbx_splice **pp = &j->srv->splices; *pp; pp = &(*pp)->next) {
+        if (*pp == j) {
+            *pp = j->next;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&j->srv->splice_mu);
+}
+
+static void *
+splice_main(void *arg)
+{
+    struct sbx_splice *j = arg;
+    if (j->pending_len == 0 || sbx_write_all(j->client, j->pending, j->pending_len) == 0) {
+        struct pollfd pfd[2] = {{.fd = j->client, .events = POLLIN},
+                                {.fd = j->up, .events = POLLIN}};
+        for (;;) {
+            if (poll(pfd, 2, -1) < 0 && errno != EINTR)
+                break;
+            if ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) && pump(j->client, j->up) < 0)
+                break;
+            if ((pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) && pump(j->up, j->client) < 0)
+                break;
+        }
+    }
+    struct sbx_srv *srv = j->srv;
+    unlink_splice(j);
+    (void)close(j->up);
+    (void)MHD_upgrade_action(j->urh, MHD_UPGRADE_ACTION_CLOSE);
+    free(j->pending);
+    free(j);
+    pthread_mutex_lock(&srv->splice_mu);
+    srv->n_splices--;
+    pthread_cond_broadcast(&srv->splice_cv);
+    pthread_mutex_unlock(&srv->splice_mu);
+    return NULL;
+}
+
+void
+sbx_proxy_close_upgraded(struct sbx_srv *srv)
+{
+    pthread_mutex_lock(&srv->splice_mu);
+    for (struct sbx_splice *j = srv->splices; j; j = j->next) {
+        (void)shutdown(j->up, SHUT_RDWR);
+        (void)shutdown(j->client, SHUT_RDWR);
+    }
+    while (srv->n_splices > 0)
+        pthread_cond_wait(&srv->splice_cv, &srv->splice_mu);
+    pthread_mutex_unlock(&srv->splice_mu);
+}
+
+static void
+/* NOLINTNEXTLINE(readability-function-size): the signature is libmicrohttpd's */
+on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, const char *extra_in,
+            size_t extra_in_size, MHD_socket sock, struct MHD_UpgradeResponseHandle *urh)
+{
+    (void)c;
+    (void)con_cls;
+    struct sbx_proxy *p = cls;
+    struct sbx_splice *j = sbx_xcalloc(1, sizeof *j);
+    j->srv = p->srv;
+    j->up = sbx_steal_fd(&p->fd);
+    j->client = sock;
+    j->urh = urh;
+    j->pending_len = p->len - p->off;
+    j->pending = sbx_xmalloc(j->pending_len + 1);
+    memcpy(j->pending, p->buf + p->off, j->pending_len);
+    link_splice(j);
+    pthread_t t;
+    if ((extra_in_size && sbx_write_all(j->up, extra_in, extra_in_size) < 0) ||
+        pthread_create(&t, NULL, splice_main, j) != 0) {
+        splice_main(j);
+        return;
+    }
+    (void)pthread_detach(t);
+}
+
+/* ---- end of request: read the head, answer ---- */
+
+static enum MHD_Result
+queue(struct sbx_req *r, struct MHD_Response *resp, int status)
+{
+    sbx_http_common_headers(r, resp);
+    enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    r->done = true;
+    return ret;
+}
+
+static bool
+no_body(struct sbx_req *r, int status)
+{
+    return strcmp(r->method, "HEAD") == 0 || status == 204 || status == 304 ||
+           (status >= 100 && status < 200);
+}
+
+static enum MHD_Result
+answer(struct sbx_req *r, struct sbx_proxy *p, int status, char *header_lines)
+{
+    struct MHD_Response *resp = NULL;
+    if (status == 101 && p->upgrade) {
+        resp = MHD_create_response_for_upgrade(on_upgraded, p);
+        parse_headers(p, header_lines, resp);
+        (void)MHD_add_response_header(resp, "Upgrade", sbx_req_header(r, "Upgrade"));
+        return queue(r, resp, 101);
+    }
+    sbx_autofree char *scan = sbx_xstrdup(header_lines);
+    parse_headers(p, scan, NULL); /* framing first: it decides the response kind */
+    if (no_body(r, status)) {
+        resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
+    } else {
+        uint64_t size =
+            !p->resp_chunked && p->remaining >= 0 ? (uint64_t)p->remaining : MHD_SIZE_UNKNOWN;
+        resp = MHD_create_response_from_callback(size, IO_BUF, body_reader, p, NULL);
+    }
+    parse_headers(p, header_lines, resp);
+    return queue(r, resp, status);
+}
+
+/* Read response heads until a final one (interim 1xx heads other than 101 are dropped). On
+ * success the head is NUL-terminated at *end and p->off points at the body. */
+static int
+read_final_head(struct sbx_proxy *p, char **end, int *status)
+{
+    for (;;) {
+        if (read_head(p, end) < 0)
+            return -1;
+        **end = '\0';
+        p->off = (size_t)(*end - p->buf) + 4;
+        if (sscanf(p->buf, "HTTP/1.%*d %3d", status) != 1 || *status < 100 || *status > 599)
+            return -1;
+        if (*status >= 200 || *status == 101)
+            return 0;
+        memmove(p->buf, p->buf + p->off, p->len - p->off);
+        p->len -= p->off;
+        p->off = 0;
+    }
+}
+
+enum MHD_Result
+sbx_proxy_end(struct sbx_req *r)
+{
+    struct sbx_proxy *p = r->proxy;
+    if (p->chunked_up && !p->failed && sbx_write_all(p->fd, "0\r\n\r\n", 5) < 0)
+        p->failed = true;
+    char *end = NULL;
+    int status = 0;
+    if (p->failed || read_final_head(p, &end, &status) < 0)
+        return sbx_http_send_error(r, 502, "SANDBOX::PROXY_ERROR",
+                                   "the sandbox sent no valid response");
+    char *lines = strstr(p->buf, "\r\n");
+    /* the header copy in MHD owns its strings, so parsing in place is fine */
+    return answer(r, p, status, lines ? lines + 2 : end);
+}

@@ -1,0 +1,153 @@
+/*
+ * route.c - route matching for the lifecycle API and the router.
+ */
+#include "server/route.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#define MAX_SEGS 5
+
+struct segs {
+    const char *p[MAX_SEGS];
+    size_t len[MAX_SEGS];
+    int n;
+    const char *after; /* path after the 4th segment (proxy rest) */
+};
+
+/* Split up to MAX_SEGS segments; remember where the fourth one ended for the proxy rest. */
+static void
+split(const char *path, struct segs *s)
+{
+    memset(s, 0, sizeof *s);
+    const char *p = path;
+    while (*p == '/' && s->n < MAX_SEGS) {
+        p++;
+        size_t n = strcspn(p, "/");
+        s->p[s->n] = p;
+        s->len[s->n] = n;
+        s->n++;
+        p += n;
+        if (s->n == 4)
+            s->after = p;
+    }
+    if (*p) /* more segments than we keep: only the proxy route allows that */
+        s->n = MAX_SEGS + 1;
+}
+
+static bool
+seg_is(const struct segs *s, int i, const char *lit)
+{
+    return i < s->n && s->len[i] == strlen(lit) && memcmp(s->p[i], lit, s->len[i]) == 0;
+}
+
+static void
+copy_seg(char *dst, const struct segs *s, int i)
+{
+    if (s->len[i] > SBX_ROUTE_SEG_MAX) {
+        dst[0] = '\0';
+        return;
+    }
+    memcpy(dst, s->p[i], s->len[i]);
+    dst[s->len[i]] = '\0';
+}
+
+static enum sbx_route_id
+pick(const char *method, const char *want, enum sbx_route_id id)
+{
+    return strcmp(method, want) == 0 ? id : SBX_ROUTE_BAD_METHOD;
+}
+
+static enum sbx_route_id
+match_sandbox_sub(const char *method, const struct segs *s, struct sbx_route_match *m)
+{
+    if (s->n == 3 && seg_is(s, 2, "metadata"))
+        return pick(method, "PATCH", SBX_ROUTE_PATCH_METADATA);
+    if (s->n == 3 && seg_is(s, 2, "pause"))
+        return pick(method, "POST", SBX_ROUTE_PAUSE);
+    if (s->n == 3 && seg_is(s, 2, "resume"))
+        return pick(method, "POST", SBX_ROUTE_RESUME);
+    if (s->n == 3 && seg_is(s, 2, "renew-expiration"))
+        return pick(method, "POST", SBX_ROUTE_RENEW);
+    if (s->n == 4 && seg_is(s, 2, "endpoints")) {
+        copy_seg(m->port, s, 3);
+        return pick(method, "GET", SBX_ROUTE_ENDPOINT);
+    }
+    if (seg_is(s, 2, "snapshots") || seg_is(s, 2, "diagnostics"))
+        return SBX_ROUTE_UNSUPPORTED;
+    return SBX_ROUTE_NOT_FOUND;
+}
+
+static enum sbx_route_id
+match_sandboxes(const char *method, const char *path, struct sbx_route_match *m)
+{
+    struct segs s;
+    split(path, &s);
+    /* The proxy takes any rest, so it is matched on the first four segments only. */
+    if (s.after && seg_is(&s, 2, "proxy") && s.len[1] > 0) {
+        copy_seg(m->sandbox_id, &s, 1);
+        copy_seg(m->port, &s, 3);
+        m->rest = s.after;
+        return SBX_ROUTE_PROXY;
+    }
+    if (s.n > MAX_SEGS - 1)
+        return SBX_ROUTE_NOT_FOUND;
+    if (s.n == 1)
+        return strcmp(method, "GET") == 0 ? SBX_ROUTE_LIST : pick(method, "POST", SBX_ROUTE_CREATE);
+    if (s.len[1] == 0)
+        return SBX_ROUTE_NOT_FOUND;
+    copy_seg(m->sandbox_id, &s, 1);
+    if (s.n == 2) {
+        if (strcmp(method, "GET") == 0)
+            return SBX_ROUTE_GET;
+        return pick(method, "DELETE", SBX_ROUTE_DELETE);
+    }
+    return match_sandbox_sub(method, &s, m);
+}
+
+static enum sbx_route_id
+match(const char *method, const char *path, struct sbx_route_match *m)
+{
+    if (strcmp(path, "/v1") == 0 || strncmp(path, "/v1/", 4) == 0)
+        path += 3;
+    if (strcmp(path, "/health") == 0)
+        return pick(method, "GET", SBX_ROUTE_HEALTH);
+    if (strcmp(path, "/metrics/events") == 0)
+        return pick(method, "POST", SBX_ROUTE_METRICS_EVENTS);
+    if (strcmp(path, "/sandboxes") == 0 || strncmp(path, "/sandboxes/", 11) == 0)
+        return match_sandboxes(method, path, m);
+    if (strcmp(path, "/snapshots") == 0 || strncmp(path, "/snapshots/", 11) == 0 ||
+        strcmp(path, "/pools") == 0 || strncmp(path, "/pools/", 7) == 0)
+        return SBX_ROUTE_UNSUPPORTED;
+    return SBX_ROUTE_NOT_FOUND;
+}
+
+void
+sbx_route_match(const char *method, const char *path, struct sbx_route_match *m)
+{
+    memset(m, 0, sizeof *m);
+    m->rest = "";
+    m->id = match(method, path, m);
+    /* CORS preflight for any API path; the proxy forwards OPTIONS to the sandbox instead. */
+    if (strcmp(method, "OPTIONS") == 0 && m->id != SBX_ROUTE_PROXY && m->id != SBX_ROUTE_NOT_FOUND)
+        m->id = SBX_ROUTE_PREFLIGHT;
+}
+
+int
+sbx_route_port(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > 5 || strspn(s, "0123456789") != n)
+        return -1;
+    int port = 0;
+    for (size_t i = 0; i < n; i++)
+        port = port * 10 + (s[i] - '0');
+    return port >= 1 && port <= 65535 ? port : -1;
+}
+
+int
+sbx_route_needs_auth(enum sbx_route_id id)
+{
+    return id != SBX_ROUTE_HEALTH && id != SBX_ROUTE_PREFLIGHT;
+}

@@ -1,0 +1,47 @@
+/*
+ * route.h - the route table of the lifecycle API (pure: method + raw path in, route out).
+ *
+ * Every route is mounted at `/` and at `/v1`. Paths are matched raw (not percent-decoded), so
+ * an encoded `/` or `..` can never change which route is picked.
+ */
+#ifndef SBX_SERVER_ROUTE_H
+#define SBX_SERVER_ROUTE_H
+
+enum sbx_route_id {
+    SBX_ROUTE_NOT_FOUND = 0,
+    SBX_ROUTE_BAD_METHOD, /* path known, method not */
+    SBX_ROUTE_HEALTH,
+    SBX_ROUTE_LIST,
+    SBX_ROUTE_CREATE,
+    SBX_ROUTE_GET,
+    SBX_ROUTE_DELETE,
+    SBX_ROUTE_PATCH_METADATA,
+    SBX_ROUTE_PAUSE,
+    SBX_ROUTE_RESUME,
+    SBX_ROUTE_RENEW,
+    SBX_ROUTE_ENDPOINT,
+    SBX_ROUTE_PROXY,
+    SBX_ROUTE_METRICS_EVENTS,
+    SBX_ROUTE_UNSUPPORTED, /* known OpenSandbox API we do not implement (snapshots, pools...) */
+    SBX_ROUTE_PREFLIGHT,   /* CORS OPTIONS */
+};
+
+#define SBX_ROUTE_SEG_MAX 64
+
+struct sbx_route_match {
+    enum sbx_route_id id;
+    char sandbox_id[SBX_ROUTE_SEG_MAX + 1]; /* raw segment ("" when too long) */
+    char port[SBX_ROUTE_SEG_MAX + 1];       /* raw segment */
+    const char *rest; /* proxy: the path after the port ("" or starting with '/'), in path */
+};
+
+/* Match method and raw path; never fails (unknown routes give SBX_ROUTE_NOT_FOUND). */
+void sbx_route_match(const char *method, const char *path, struct sbx_route_match *m);
+
+/* Parse a port segment: 1..65535, decimal digits only. Returns the port or -1. */
+int sbx_route_port(const char *s);
+
+/* Whether a route needs the API key. */
+int sbx_route_needs_auth(enum sbx_route_id id);
+
+#endif

@@ -1,0 +1,41 @@
+/*
+ * sandbox.h - the server's record of one sandbox (what the store persists).
+ */
+#ifndef SBX_SERVER_SANDBOX_H
+#define SBX_SERVER_SANDBOX_H
+
+#include <jansson.h>
+#include <stdint.h>
+
+#include "server/srvutil.h"
+
+#define SBX_NAME_MAX 32
+
+struct sbx_sandbox {
+    char id[SBX_UUID_LEN + 1];
+    char provider[SBX_NAME_MAX];
+    char state[SBX_NAME_MAX]; /* API state: Pending, Running, Paused, ... */
+    char reason[SBX_NAME_MAX * 2];
+    char *message; /* owned, may be NULL */
+    int64_t last_transition_ms;
+    int64_t created_ms;
+    int64_t expires_ms; /* 0 = no expiry */
+    json_t *image;      /* ImageSpec object or NULL */
+    json_t *entrypoint; /* array of strings */
+    json_t *env;        /* object */
+    json_t *metadata;   /* object */
+    json_t *limits;     /* object (resourceLimits) */
+    json_t *extensions; /* object */
+    json_t *priv;       /* provider-private object (pid, start time, port, token...) */
+};
+
+/* A fresh record with empty JSON fields. */
+struct sbx_sandbox *sbx_sandbox_new(void);
+/* Deep copy. */
+struct sbx_sandbox *sbx_sandbox_dup(const struct sbx_sandbox *sb);
+void sbx_sandbox_free(struct sbx_sandbox *sb);
+/* Set state, reason (may be NULL) and message (may be NULL, copied); stamps the transition. */
+void sbx_sandbox_set_state(struct sbx_sandbox *sb, const char *state, const char *reason,
+                           const char *message);
+
+#endif

@@ -1,0 +1,202 @@
+/*
+ * server.c - wiring of `sbx serve`: config, state dir, API key, store, providers, manager,
+ * HTTP, signals.
+ */
+#include "server/server.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <signal.h>
+#include <sodium.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "common/xalloc.h"
+#include "server/config.h"
+#include "server/httpd.h"
+#include "server/manager.h"
+#include "server/provider.h"
+#include "server/srvutil.h"
+#include "server/store.h"
+
+int
+sbx_server_read_api_key(const char *state_dir, char **key, sbx_error **err)
+{
+    sbx_autofree char *path = sbx_xasprintf("%s/%s", state_dir, SBX_SERVER_KEY_FILE);
+    char *text = NULL;
+    if (sbx_read_file(path, 4096, &text, NULL, err) < 0)
+        return sbx_error_wrap(err, "read API key");
+    text[strcspn(text, "\r\n")] = '\0';
+    if (!*text) {
+        free(text);
+        return sbx_error_set(err, SBX_EINVAL, 0, "API key file `%s` is empty", path);
+    }
+    *key = text;
+    return 0;
+}
+
+int
+sbx_server_ensure_api_key(const char *state_dir, char **key, sbx_error **err)
+{
+    sbx_autofree char *path = sbx_xasprintf("%s/%s", state_dir, SBX_SERVER_KEY_FILE);
+    if (access(path, F_OK) == 0)
+        return sbx_server_read_api_key(state_dir, key, err);
+    char hex[65];
+    sbx_srv_random_hex(hex, 32);
+    char line[80];
+    int n = snprintf(line, sizeof line, "%s\n", hex);
+    /* 0600: the key grants full control of every sandbox. */
+    if (sbx_write_file_atomic(path, line, (size_t)n, 0600, err) < 0)
+        return sbx_error_wrap(err, "write API key");
+    sbx_info("generated a new API key in %s", path);
+    *key = sbx_xstrdup(hex);
+    return 0;
+}
+
+static char *
+exe_dir(void)
+{
+    char buf[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", buf, sizeof buf - 1);
+    if (n <= 0)
+        return sbx_xstrdup(".");
+    buf[n] = '\0';
+    char *slash = strrchr(buf, '/');
+    return slash && slash != buf ? sbx_xstrndup(buf, (size_t)(slash - buf)) : sbx_xstrdup("/");
+}
+
+/* One server per state dir: the store and the sandboxes' processes are not shared. A POSIX
+ * record lock (not flock) because it belongs to this process only: children that inherit the
+ * fd (a sandbox being set up when the server dies) do not keep the state dir locked. */
+static int
+lock_state_dir(const char *dir, int *fd_out, sbx_error **err)
+{
+    sbx_autofree char *path = sbx_xasprintf("%s/lock", dir);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0)
+        return sbx_error_set(err, SBX_EIO, errno, "open `%s`", path);
+    struct flock fl = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
+    if (fcntl(fd, F_SETLK, &fl) < 0) {
+        (void)close(fd);
+        return sbx_error_set(err, SBX_EEXISTS, 0, "another `sbx serve` is using the state dir `%s`",
+                             dir);
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+static int
+load_config(const struct sbx_server_opts *opts, struct sbx_server_config *cfg, sbx_error **err)
+{
+    sbx_server_config_defaults(cfg);
+    if (opts->config_path && sbx_server_config_load(cfg, opts->config_path, err) < 0)
+        return -SBX_EINVAL;
+    if (opts->listen) {
+        free(cfg->listen);
+        cfg->listen = sbx_xstrdup(opts->listen);
+    }
+    if (opts->state_dir) {
+        free(cfg->state_dir);
+        cfg->state_dir = sbx_xstrdup(opts->state_dir);
+    }
+    return 0;
+}
+
+struct parts {
+    struct sbx_server_config cfg;
+    int lock_fd;
+    char *exe_dir;
+    struct sbx_store *store;
+    struct sbx_registry *reg;
+    struct sbx_mgr *mgr;
+    struct sbx_srv srv;
+};
+
+static int
+open_parts(struct parts *p, sbx_error **err)
+{
+    const char *dir = p->cfg.state_dir;
+    if (sbx_mkdir_p(dir, 0700, err) < 0 || lock_state_dir(dir, &p->lock_fd, err) < 0)
+        return sbx_error_wrap(err, "state dir");
+    /* The store holds every sandbox's execd token: nobody else may read the state dir. */
+    if (chmod(dir, 0700) < 0)
+        return sbx_error_set(err, SBX_EPERM, errno, "chmod 0700 `%s`", dir);
+    sbx_autofree char *key = NULL;
+    if (sbx_server_ensure_api_key(dir, &key, err) < 0)
+        return -SBX_EIO;
+    (void)snprintf(p->srv.api_key, sizeof p->srv.api_key, "%s", key);
+    sbx_autofree char *db = sbx_xasprintf("%s/sbx.db", dir);
+    if (sbx_store_open(db, &p->store, err) < 0)
+        return -SBX_EIO;
+    struct sbx_provider_env env = {.state_dir = dir, .exe_dir = p->exe_dir};
+    if (sbx_registry_build(&p->cfg, &env, &p->reg, err) < 0)
+        return sbx_error_wrap(err, "providers");
+    struct sbx_mgr_opts mo = {.store = p->store,
+                              .registry = p->reg,
+                              .max_sandboxes = (size_t)p->cfg.max_sandboxes,
+                              .workers = (size_t)p->cfg.create_workers};
+    if (sbx_mgr_new(&mo, &p->mgr, err) < 0)
+        return -SBX_EGENERIC;
+    p->srv.cfg = &p->cfg;
+    p->srv.mgr = p->mgr;
+    p->srv.reg = p->reg;
+    return sbx_http_start(&p->srv, err);
+}
+
+static void
+close_parts(struct parts *p)
+{
+    sbx_http_stop(&p->srv);
+    sbx_mgr_free(p->mgr);
+    sbx_registry_free(p->reg);
+    sbx_store_close(p->store);
+    if (p->lock_fd >= 0)
+        (void)close(p->lock_fd);
+    free(p->exe_dir);
+    sbx_server_config_dispose(&p->cfg);
+}
+
+static int
+wait_for_signal(const sigset_t *set)
+{
+    int sig = 0;
+    while (sigwait(set, &sig) != 0 || (sig != SIGTERM && sig != SIGINT))
+        ;
+    return sig;
+}
+
+int
+sbx_server_run(const struct sbx_server_opts *opts, sbx_error **err)
+{
+    if (sodium_init() < 0)
+        return sbx_error_set(err, SBX_EGENERIC, 0, "libsodium init failed");
+    /* Block the stop signals before any thread exists so only sigwait sees them. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    (void)signal(SIGPIPE, SIG_IGN);
+    struct parts p = {.lock_fd = -1, .exe_dir = exe_dir()};
+    int r = load_config(opts, &p.cfg, err);
+    /* Everything that can be checked is checked before anything is created or mounted. */
+    if (r >= 0)
+        r = sbx_http_check_listen(p.cfg.listen, err);
+    if (r >= 0)
+        r = open_parts(&p, err);
+    if (r >= 0) {
+        sbx_info("sbx serve: listening on http://%s (state %s, providers: %s, default %s)",
+                 p.cfg.listen, p.cfg.state_dir, sbx_registry_names(p.reg), p.cfg.default_provider);
+        int sig = wait_for_signal(&set);
+        sbx_info("sbx serve: signal %d, stopping (sandboxes keep running)", sig);
+    }
+    close_parts(&p);
+    return r;
+}

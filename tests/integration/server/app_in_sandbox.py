@@ -1,0 +1,100 @@
+"""An HTTP app the router test starts *inside* a sandbox (through execd): SSE with gaps,
+echo of body/headers/query, a large body, a body ended by EOF, and a WebSocket echo."""
+import base64
+import hashlib
+import http.server
+import json
+import socketserver
+import sys
+import time
+
+
+class H(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *a):
+        pass
+
+    def chunk(self, data):
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def do_GET(self):
+        if self.path.startswith("/sse"):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for i in range(3):
+                self.chunk(b'{"n":%d}\n\n' % i)
+                time.sleep(0.7)
+            self.chunk(b"")
+        elif self.path.startswith("/big"):
+            body = bytes(range(256)) * (5 * 4096)
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        elif self.path.startswith("/eof"):
+            self.send_response(200)
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(b"until-eof")
+            self.close_connection = True
+        elif self.path.startswith("/ws"):
+            self.websocket()
+        else:
+            self.echo(b"")
+
+    def do_POST(self):
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            body = b""
+            while True:
+                n = int(self.rfile.readline().strip(), 16)
+                if n == 0:
+                    self.rfile.readline()
+                    break
+                body += self.rfile.read(n)
+                self.rfile.readline()
+        else:
+            body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.echo(body)
+
+    def echo(self, body):
+        out = json.dumps({"path": self.path, "headers": dict(self.headers.items()),
+                          "body": body.decode("latin-1")}).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    def websocket(self):
+        key = self.headers["Sec-WebSocket-Key"]
+        accept = base64.b64encode(hashlib.sha1(
+            (key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").encode()).digest()).decode()
+        self.send_response(101)
+        self.send_header("Upgrade", "websocket")
+        self.send_header("Connection", "Upgrade")
+        self.send_header("Sec-WebSocket-Accept", accept)
+        self.end_headers()
+        self.wfile.flush()
+        while True:
+            hdr = self.rfile.read(2)
+            if len(hdr) < 2:
+                return
+            n = hdr[1] & 0x7F
+            mask = self.rfile.read(4)
+            data = bytes(b ^ mask[i % 4] for i, b in enumerate(self.rfile.read(n)))
+            if hdr[0] & 0x0F == 8:
+                return
+            reply = b"echo:" + data
+            self.wfile.write(bytes([0x81, len(reply)]) + reply)
+            self.wfile.flush()
+
+
+class S(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+
+S(("127.0.0.1", int(sys.argv[1])), H).serve_forever()

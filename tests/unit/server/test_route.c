@@ -1,0 +1,111 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "common/util.h"
+#include "server/route.h"
+
+static void
+test_routes(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *method, *path;
+        enum sbx_route_id want;
+    } cases[] = {
+        {"GET", "/health", SBX_ROUTE_HEALTH},
+        {"GET", "/v1/health", SBX_ROUTE_HEALTH},
+        {"POST", "/health", SBX_ROUTE_BAD_METHOD},
+        {"GET", "/sandboxes", SBX_ROUTE_LIST},
+        {"GET", "/v1/sandboxes", SBX_ROUTE_LIST},
+        {"POST", "/v1/sandboxes", SBX_ROUTE_CREATE},
+        {"PUT", "/v1/sandboxes", SBX_ROUTE_BAD_METHOD},
+        {"GET", "/v1/sandboxes/abc", SBX_ROUTE_GET},
+        {"DELETE", "/sandboxes/abc", SBX_ROUTE_DELETE},
+        {"PATCH", "/v1/sandboxes/abc/metadata", SBX_ROUTE_PATCH_METADATA},
+        {"POST", "/v1/sandboxes/abc/pause", SBX_ROUTE_PAUSE},
+        {"POST", "/v1/sandboxes/abc/resume", SBX_ROUTE_RESUME},
+        {"GET", "/v1/sandboxes/abc/resume", SBX_ROUTE_BAD_METHOD},
+        {"POST", "/v1/sandboxes/abc/renew-expiration", SBX_ROUTE_RENEW},
+        {"GET", "/v1/sandboxes/abc/endpoints/44772", SBX_ROUTE_ENDPOINT},
+        {"GET", "/v1/sandboxes/abc/proxy/8080", SBX_ROUTE_PROXY},
+        {"POST", "/sandboxes/abc/proxy/8080/a/b/c/d", SBX_ROUTE_PROXY},
+        {"OPTIONS", "/sandboxes/abc/proxy/8080/x", SBX_ROUTE_PROXY},
+        {"OPTIONS", "/v1/sandboxes", SBX_ROUTE_PREFLIGHT},
+        {"POST", "/v1/metrics/events", SBX_ROUTE_METRICS_EVENTS},
+        {"GET", "/v1/snapshots", SBX_ROUTE_UNSUPPORTED},
+        {"POST", "/v1/sandboxes/abc/snapshots", SBX_ROUTE_UNSUPPORTED},
+        {"GET", "/", SBX_ROUTE_NOT_FOUND},
+        {"GET", "/v2/sandboxes", SBX_ROUTE_NOT_FOUND},
+        {"GET", "/v1/sandboxes/", SBX_ROUTE_NOT_FOUND},
+        {"GET", "/v1/sandboxes//pause", SBX_ROUTE_NOT_FOUND},
+        {"GET", "/v1/sandboxes/a/b/c/d/e", SBX_ROUTE_NOT_FOUND},
+        {"GET", "/v1/sandboxesX", SBX_ROUTE_NOT_FOUND},
+    };
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(cases); i++) {
+        struct sbx_route_match m;
+        sbx_route_match(cases[i].method, cases[i].path, &m);
+        if (m.id != cases[i].want)
+            fail_msg("%s %s: got %d want %d", cases[i].method, cases[i].path, m.id, cases[i].want);
+    }
+}
+
+static void
+test_captures(void **state)
+{
+    (void)state;
+    struct sbx_route_match m;
+    sbx_route_match("GET", "/v1/sandboxes/abc/proxy/44772/files/x?y", &m);
+    assert_string_equal(m.sandbox_id, "abc");
+    assert_string_equal(m.port, "44772");
+    assert_string_equal(m.rest, "/files/x?y");
+    sbx_route_match("GET", "/sandboxes/abc/proxy/80", &m);
+    assert_string_equal(m.rest, "");
+    char long_path[300];
+    (void)snprintf(long_path, sizeof long_path, "/v1/sandboxes/%0200d", 0);
+    sbx_route_match("GET", long_path, &m);
+    assert_int_equal(m.id, SBX_ROUTE_GET);
+    assert_string_equal(m.sandbox_id, ""); /* too long: never matches a sandbox */
+}
+
+static void
+test_port(void **state)
+{
+    (void)state;
+    assert_int_equal(sbx_route_port("1"), 1);
+    assert_int_equal(sbx_route_port("65535"), 65535);
+    assert_int_equal(sbx_route_port("0"), -1);
+    assert_int_equal(sbx_route_port("65536"), -1);
+    assert_int_equal(sbx_route_port("080a"), -1);
+    assert_int_equal(sbx_route_port(""), -1);
+    assert_int_equal(sbx_route_port("-1"), -1);
+    assert_int_equal(sbx_route_port("999999"), -1);
+}
+
+static void
+test_auth(void **state)
+{
+    (void)state;
+    assert_false(sbx_route_needs_auth(SBX_ROUTE_HEALTH));
+    assert_false(sbx_route_needs_auth(SBX_ROUTE_PREFLIGHT));
+    assert_true(sbx_route_needs_auth(SBX_ROUTE_PROXY));
+    assert_true(sbx_route_needs_auth(SBX_ROUTE_NOT_FOUND));
+    assert_true(sbx_route_needs_auth(SBX_ROUTE_LIST));
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_routes),
+        cmocka_unit_test(test_captures),
+        cmocka_unit_test(test_port),
+        cmocka_unit_test(test_auth),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
