@@ -29,7 +29,7 @@ set_time(json_t *o, const char *key, int64_t ms)
 }
 
 static json_t *
-status_json(const struct sbx_sandbox *sb)
+status_json(const struct sbx_record *sb)
 {
     json_t *st = json_pack("{s:s}", "state", sb->state);
     if (sb->reason[0])
@@ -42,7 +42,7 @@ status_json(const struct sbx_sandbox *sb)
 
 /* Sandbox (full = GET/list/PATCH, else CreateSandboxResponse without image). */
 static json_t *
-sandbox_json(const struct sbx_sandbox *sb, bool full)
+sandbox_json(const struct sbx_record *sb, bool full)
 {
     json_t *o =
         json_pack("{s:s, s:o, s:O, s:O, s:s}", "id", sb->id, "status", status_json(sb),
@@ -282,10 +282,10 @@ copy_or(const json_t *body, const char *key, json_t *fallback)
     return json_deep_copy(v);
 }
 
-static struct sbx_sandbox *
+static struct sbx_record *
 build_record(const json_t *body, const struct sbx_provider *prov, int64_t timeout_s)
 {
-    struct sbx_sandbox *sb = sbx_sandbox_new();
+    struct sbx_record *sb = sbx_record_new();
     sbx_srv_uuid4(sb->id);
     (void)snprintf(sb->provider, sizeof sb->provider, "%s", prov->name);
     sb->created_ms = sbx_wall_ms();
@@ -323,8 +323,8 @@ do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
         check_maps(body, out) < 0 || check_volumes(json_object_get(body, "volumes"), out) < 0 ||
         check_provider_fit(prov, body, out) < 0)
         return;
-    struct sbx_sandbox *sb = build_record(body, prov, timeout_s);
-    struct sbx_sandbox *done = NULL;
+    struct sbx_record *sb = build_record(body, prov, timeout_s);
+    struct sbx_record *done = NULL;
     sbx_autoerror sbx_error *err = NULL;
     if (sbx_mgr_create(r->srv->mgr, sb, &done, &err) < 0) {
         int code = sbx_error_code(err);
@@ -337,7 +337,7 @@ do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
         out->status = 202;
         out->body = sandbox_json(done, false);
     }
-    sbx_sandbox_free(done);
+    sbx_record_free(done);
 }
 
 static void
@@ -422,7 +422,7 @@ state_matches(const json_t *states, const char *state)
 static json_t *
 list_json(struct sbx_req *r, const struct list_q *q)
 {
-    struct sbx_sandbox **all = NULL;
+    struct sbx_record **all = NULL;
     size_t n = 0;
     sbx_mgr_list(r->srv->mgr, &all, &n);
     size_t kept = 0;
@@ -430,7 +430,7 @@ list_json(struct sbx_req *r, const struct list_q *q)
         if (state_matches(q->states, all[i]->state) && sbx_meta_matches(all[i]->metadata, q->meta))
             all[kept++] = all[i];
         else
-            sbx_sandbox_free(all[i]);
+            sbx_record_free(all[i]);
     }
     struct sbx_page pg;
     sbx_page_calc(kept, (size_t)q->page, (size_t)q->page_size, &pg);
@@ -472,7 +472,7 @@ static void
 h_get(struct sbx_req *r, struct sbx_reply *out)
 {
     const char *id = sandbox_id(r, out);
-    struct sbx_sandbox *sb = NULL;
+    struct sbx_record *sb = NULL;
     sbx_autoerror sbx_error *err = NULL;
     if (!id)
         return;
@@ -482,7 +482,7 @@ h_get(struct sbx_req *r, struct sbx_reply *out)
     }
     out->status = 200;
     out->body = sandbox_json(sb, true);
-    sbx_sandbox_free(sb);
+    sbx_record_free(sb);
 }
 
 static void
@@ -566,7 +566,7 @@ h_patch_metadata(struct sbx_req *r, struct sbx_reply *out)
     if (!id || parse_body(r, out, &body) < 0)
         return;
     sbx_autoerror sbx_error *err = NULL;
-    struct sbx_sandbox *sb = NULL;
+    struct sbx_record *sb = NULL;
     if (!string_map(body, true))
         sbx_reply_error(out, 400, "SANDBOX::INVALID_METADATA_LABEL",
                         "the body must be an object of string or null values");
@@ -577,7 +577,7 @@ h_patch_metadata(struct sbx_req *r, struct sbx_reply *out)
         out->status = 200;
         out->body = sandbox_json(sb, true);
     }
-    sbx_sandbox_free(sb);
+    sbx_record_free(sb);
     json_decref(body);
 }
 
@@ -608,7 +608,7 @@ h_endpoint(struct sbx_req *r, struct sbx_reply *out)
     if (!id)
         return;
     int port = sbx_route_port(r->route.port);
-    struct sbx_sandbox *sb = NULL;
+    struct sbx_record *sb = NULL;
     sbx_autoerror sbx_error *err = NULL;
     if (port < 0) {
         sbx_reply_error(out, 400, "SANDBOX::INVALID_PORT", "port must be 1-65535");
@@ -625,7 +625,7 @@ h_endpoint(struct sbx_req *r, struct sbx_reply *out)
         sbx_reply_from(out, err, NULL);
         return;
     }
-    sbx_sandbox_free(sb);
+    sbx_record_free(sb);
     sbx_autofree char *ep = sbx_xasprintf("%s/sandboxes/%s/proxy/%d", public_addr(r), id, port);
     out->status = 200;
     /* The router needs the API key too; the SDKs send an endpoint's headers with every call to

@@ -14,7 +14,7 @@ static const char launcher[] =
     " EXECD_ACCESS_TOKEN=\"$t\" exec \"$e\" --listen \"127.0.0.1:$port\" --state-dir \"$sd\"";
 
 char **
-sbx_launch_argv(const struct sbx_sandbox *sb)
+sbx_launch_argv(const struct sbx_record *sb)
 {
     size_t n = json_array_size(sb->entrypoint);
     char **argv = sbx_xcalloc(n + 5, sizeof(char *));
@@ -30,7 +30,7 @@ sbx_launch_argv(const struct sbx_sandbox *sb)
 }
 
 char **
-sbx_launch_env(const struct sbx_sandbox *sb, const struct sbx_launch *l)
+sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l)
 {
     size_t n = json_object_size(sb->env) + 7;
     char **envp = sbx_xcalloc(n, sizeof(char *));

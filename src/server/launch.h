@@ -17,11 +17,11 @@ struct sbx_launch {
 };
 
 /* argv for posix_spawn/the runtime: /bin/sh -c LAUNCHER sbx-launch ENTRYPOINT... (NULL-ended). */
-char **sbx_launch_argv(const struct sbx_sandbox *sb);
+char **sbx_launch_argv(const struct sbx_record *sb);
 /* envp: PATH, HOME, the request's env, then the SBX_EXECD* values the launcher consumes and
  * unsets. The token reaches execd as EXECD_ACCESS_TOKEN (execd unsets it at once), never in
  * argv where `ps` would show it. */
-char **sbx_launch_env(const struct sbx_sandbox *sb, const struct sbx_launch *l);
+char **sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l);
 void sbx_strv_free(char **v);
 
 #endif

@@ -21,7 +21,7 @@
 #include "server/meta.h"
 
 struct entry {
-    struct sbx_sandbox *sb;
+    struct sbx_record *sb;
     struct sbx_provider *prov;
     bool busy;        /* an operation is running on it */
     bool create_done; /* the create job has finished (either way) */
@@ -72,7 +72,7 @@ remove_entry(struct sbx_mgr *m, struct entry *e)
             break;
         }
     }
-    sbx_sandbox_free(e->sb);
+    sbx_record_free(e->sb);
     sbx_error_clear(&e->create_err);
     free(e);
 }
@@ -83,7 +83,7 @@ static void
 transition(struct sbx_mgr *m, struct entry *e, const char *state, const char *reason,
            const char *msg)
 {
-    sbx_sandbox_set_state(e->sb, state, reason, msg);
+    sbx_record_set_state(e->sb, state, reason, msg);
     sbx_autoerror sbx_error *err = NULL;
     if (sbx_store_put(m->opts.store, e->sb, &err) < 0)
         sbx_error_log("sandbox %s -> %s: %s", e->sb->id, state, sbx_error_msg(err));
@@ -91,7 +91,7 @@ transition(struct sbx_mgr *m, struct entry *e, const char *state, const char *re
 
 /* Merge the provider's private data of work back into e (under the lock). */
 static void
-merge_priv(struct entry *e, struct sbx_sandbox *work)
+merge_priv(struct entry *e, struct sbx_record *work)
 {
     json_decref(e->sb->priv);
     e->sb->priv = json_incref(work->priv);
@@ -127,7 +127,7 @@ static void
 run_create(struct sbx_mgr *m, struct entry *e)
 {
     pthread_mutex_lock(&m->mu);
-    struct sbx_sandbox *work = sbx_sandbox_dup(e->sb);
+    struct sbx_record *work = sbx_record_dup(e->sb);
     pthread_mutex_unlock(&m->mu);
     sbx_error *err = NULL;
     const struct sbx_provider_ops *ops = e->prov->ops;
@@ -156,7 +156,7 @@ run_create(struct sbx_mgr *m, struct entry *e)
     e->create_done = true;
     pthread_cond_broadcast(&m->cv);
     pthread_mutex_unlock(&m->mu);
-    sbx_sandbox_free(work);
+    sbx_record_free(work);
 }
 
 static void *
@@ -201,7 +201,7 @@ enqueue_create(struct sbx_mgr *m, struct entry *e, sbx_error **err)
     if (count_live(m) >= m->opts.max_sandboxes)
         return sbx_error_set(err, SBX_ELIMIT, 0, "too many sandboxes (limit %zu)",
                              m->opts.max_sandboxes);
-    sbx_sandbox_set_state(e->sb, "Pending", "PROVISIONING", "queued");
+    sbx_record_set_state(e->sb, "Pending", "PROVISIONING", "queued");
     if (sbx_store_put(m->opts.store, e->sb, err) < 0)
         return sbx_error_wrap(err, "create sandbox");
     add_entry(m, e);
@@ -215,7 +215,7 @@ enqueue_create(struct sbx_mgr *m, struct entry *e, sbx_error **err)
 }
 
 int
-sbx_mgr_create(struct sbx_mgr *m, struct sbx_sandbox *sb, struct sbx_sandbox **out, sbx_error **err)
+sbx_mgr_create(struct sbx_mgr *m, struct sbx_record *sb, struct sbx_record **out, sbx_error **err)
 {
     struct entry *e = sbx_xcalloc(1, sizeof *e);
     e->sb = sb;
@@ -226,13 +226,13 @@ sbx_mgr_create(struct sbx_mgr *m, struct sbx_sandbox *sb, struct sbx_sandbox **o
                     : sbx_error_set(err, SBX_EINVAL, 0, "unknown provider `%s`", sb->provider);
     if (r < 0) {
         pthread_mutex_unlock(&m->mu);
-        sbx_sandbox_free(sb);
+        sbx_record_free(sb);
         free(e);
         return r;
     }
     while (!e->create_done)
         pthread_cond_wait(&m->cv, &m->mu);
-    *out = sbx_sandbox_dup(e->sb);
+    *out = sbx_record_dup(e->sb);
     if (e->create_err) {
         r = sbx_error_set(err, sbx_error_code(e->create_err), 0, "%s",
                           sbx_error_msg(e->create_err));
@@ -245,12 +245,12 @@ sbx_mgr_create(struct sbx_mgr *m, struct sbx_sandbox *sb, struct sbx_sandbox **o
 /* ---- reads ---- */
 
 int
-sbx_mgr_get(struct sbx_mgr *m, const char *id, struct sbx_sandbox **out, sbx_error **err)
+sbx_mgr_get(struct sbx_mgr *m, const char *id, struct sbx_record **out, sbx_error **err)
 {
     pthread_mutex_lock(&m->mu);
     struct entry *e = find(m, id);
     if (e)
-        *out = sbx_sandbox_dup(e->sb);
+        *out = sbx_record_dup(e->sb);
     pthread_mutex_unlock(&m->mu);
     return e ? 0 : sbx_error_set(err, SBX_ENOTFOUND, 0, "sandbox `%s` not found", id);
 }
@@ -258,37 +258,37 @@ sbx_mgr_get(struct sbx_mgr *m, const char *id, struct sbx_sandbox **out, sbx_err
 static int
 newest_first(const void *a, const void *b)
 {
-    const struct sbx_sandbox *x = *(struct sbx_sandbox *const *)a;
-    const struct sbx_sandbox *y = *(struct sbx_sandbox *const *)b;
+    const struct sbx_record *x = *(struct sbx_record *const *)a;
+    const struct sbx_record *y = *(struct sbx_record *const *)b;
     if (x->created_ms != y->created_ms)
         return x->created_ms < y->created_ms ? 1 : -1;
     return strcmp(x->id, y->id);
 }
 
 void
-sbx_mgr_list(struct sbx_mgr *m, struct sbx_sandbox ***out, size_t *n)
+sbx_mgr_list(struct sbx_mgr *m, struct sbx_record ***out, size_t *n)
 {
     pthread_mutex_lock(&m->mu);
-    struct sbx_sandbox **items = sbx_xcalloc(m->n + 1, sizeof(struct sbx_sandbox *));
+    struct sbx_record **items = sbx_xcalloc(m->n + 1, sizeof(struct sbx_record *));
     for (size_t i = 0; i < m->n; i++)
-        items[i] = sbx_sandbox_dup(m->items[i]->sb);
+        items[i] = sbx_record_dup(m->items[i]->sb);
     *n = m->n;
     pthread_mutex_unlock(&m->mu);
-    qsort(items, *n, sizeof(struct sbx_sandbox *), newest_first);
+    qsort(items, *n, sizeof(struct sbx_record *), newest_first);
     *out = items;
 }
 
 void
-sbx_mgr_list_free(struct sbx_sandbox **items, size_t n)
+sbx_mgr_list_free(struct sbx_record **items, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        sbx_sandbox_free(items[i]);
+        sbx_record_free(items[i]);
     free(items);
 }
 
 /* ---- operations on an existing sandbox ---- */
 
-typedef int (*prov_op)(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err);
+typedef int (*prov_op)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
 
 /* Mark e busy in state `during`, run op on a copy without the lock, then land in `after`
  * (or `failed_state` when op fails; NULL keeps the previous state). */
@@ -300,12 +300,12 @@ run_op(struct sbx_mgr *m, struct entry *e, prov_op op, const char *during, const
     (void)snprintf(before, sizeof before, "%s", e->sb->state);
     e->busy = true;
     transition(m, e, during, NULL, NULL);
-    struct sbx_sandbox *work = sbx_sandbox_dup(e->sb);
+    struct sbx_record *work = sbx_record_dup(e->sb);
     pthread_mutex_unlock(&m->mu);
     int r = op(e->prov, work, err);
     pthread_mutex_lock(&m->mu);
     merge_priv(e, work);
-    sbx_sandbox_free(work);
+    sbx_record_free(work);
     set_idle(m, e);
     if (r < 0)
         transition(m, e, before, "OPERATION_FAILED", sbx_error_msg(err ? *err : NULL));
@@ -319,10 +319,10 @@ delete_locked(struct sbx_mgr *m, struct entry *e, const char *reason, sbx_error 
 {
     e->busy = true;
     transition(m, e, "Stopping", reason, NULL);
-    struct sbx_sandbox *work = sbx_sandbox_dup(e->sb);
+    struct sbx_record *work = sbx_record_dup(e->sb);
     pthread_mutex_unlock(&m->mu);
     int r = e->prov ? e->prov->ops->delete (e->prov, work, err) : 0;
-    sbx_sandbox_free(work);
+    sbx_record_free(work);
     pthread_mutex_lock(&m->mu);
     set_idle(m, e);
     if (r < 0) {
@@ -406,7 +406,7 @@ sbx_mgr_renew(struct sbx_mgr *m, const char *id, int64_t expires_ms, sbx_error *
 
 int
 sbx_mgr_patch_metadata(struct sbx_mgr *m, const char *id, const json_t *patch,
-                       struct sbx_sandbox **out, sbx_error **err)
+                       struct sbx_record **out, sbx_error **err)
 {
     pthread_mutex_lock(&m->mu);
     struct entry *e = find(m, id);
@@ -421,7 +421,7 @@ sbx_mgr_patch_metadata(struct sbx_mgr *m, const char *id, const json_t *patch,
         json_decref(e->sb->metadata);
         e->sb->metadata = json_incref(merged);
         r = sbx_store_put(m->opts.store, e->sb, err);
-        *out = sbx_sandbox_dup(e->sb);
+        *out = sbx_record_dup(e->sb);
     }
     json_decref(merged);
     pthread_mutex_unlock(&m->mu);
@@ -440,14 +440,14 @@ sbx_mgr_connect(struct sbx_mgr *m, const char *id, int port, int *fd, json_t **h
     else if (strcmp(e->sb->state, "Running") != 0)
         r = sbx_error_set(err, SBX_ECONFLICT, 0, "sandbox `%s` is %s, not Running", id,
                           e->sb->state);
-    struct sbx_sandbox *work = r >= 0 && e ? sbx_sandbox_dup(e->sb) : NULL;
+    struct sbx_record *work = r >= 0 && e ? sbx_record_dup(e->sb) : NULL;
     struct sbx_provider *p = e ? e->prov : NULL;
     pthread_mutex_unlock(&m->mu);
     if (r < 0 || !work || !p)
         return r < 0 ? r : -SBX_ENOTFOUND;
     r = p->ops->connect(p, work, port, fd, err);
     *headers = r >= 0 && p->ops->proxy_headers ? p->ops->proxy_headers(p, work, port) : NULL;
-    sbx_sandbox_free(work);
+    sbx_record_free(work);
     return r;
 }
 
@@ -492,7 +492,7 @@ live_state(const char *s)
 
 /* Mark a dead sandbox Failed (written first), then let its provider clean up what is left. */
 static void
-mark_lost(struct sbx_mgr *m, const char *id, struct sbx_sandbox *work,
+mark_lost(struct sbx_mgr *m, const char *id, struct sbx_record *work,
           const struct sbx_provider_status *st)
 {
     pthread_mutex_lock(&m->mu);
@@ -518,7 +518,7 @@ check_one(struct sbx_mgr *m, const char *id)
     pthread_mutex_lock(&m->mu);
     struct entry *e = find(m, id);
     bool ok = e && !e->busy && e->prov && live_state(e->sb->state);
-    struct sbx_sandbox *work = ok ? sbx_sandbox_dup(e->sb) : NULL;
+    struct sbx_record *work = ok ? sbx_record_dup(e->sb) : NULL;
     struct sbx_provider *p = ok ? e->prov : NULL;
     pthread_mutex_unlock(&m->mu);
     if (!work || !p)
@@ -527,7 +527,7 @@ check_one(struct sbx_mgr *m, const char *id)
     struct sbx_provider_status st = {0};
     if (p->ops->status(p, work, &st, NULL) >= 0 && st.cls == SBX_CLASS_TERMINAL)
         mark_lost(m, id, work, &st);
-    sbx_sandbox_free(work);
+    sbx_record_free(work);
 }
 
 int
@@ -616,7 +616,7 @@ reconcile_one(struct sbx_mgr *m, struct entry *e)
 }
 
 static void
-load_cb(struct sbx_sandbox *sb, void *ud)
+load_cb(struct sbx_record *sb, void *ud)
 {
     struct sbx_mgr *m = ud;
     struct entry *e = sbx_xcalloc(1, sizeof *e);
@@ -696,7 +696,7 @@ sbx_mgr_free(struct sbx_mgr *m)
     if (m->reaper_started)
         pthread_join(m->reaper, NULL);
     for (size_t i = 0; i < m->n; i++) {
-        sbx_sandbox_free(m->items[i]->sb);
+        sbx_record_free(m->items[i]->sb);
         sbx_error_clear(&m->items[i]->create_err);
         free(m->items[i]);
     }

@@ -34,13 +34,13 @@ void sbx_mgr_free(struct sbx_mgr *mgr);
 /* Create sb (owned; id, provider, timestamps and spec filled) on the worker pool and wait until
  * it is Running or Failed. *out is a copy of the final record (also on failure, when the
  * record exists); a failed start returns its error. */
-int sbx_mgr_create(struct sbx_mgr *mgr, struct sbx_sandbox *sb, struct sbx_sandbox **out,
+int sbx_mgr_create(struct sbx_mgr *mgr, struct sbx_record *sb, struct sbx_record **out,
                    sbx_error **err);
 /* A copy of the record. */
-int sbx_mgr_get(struct sbx_mgr *mgr, const char *id, struct sbx_sandbox **out, sbx_error **err);
+int sbx_mgr_get(struct sbx_mgr *mgr, const char *id, struct sbx_record **out, sbx_error **err);
 /* Copies of all records, newest first; free with sbx_mgr_list_free. */
-void sbx_mgr_list(struct sbx_mgr *mgr, struct sbx_sandbox ***out, size_t *n);
-void sbx_mgr_list_free(struct sbx_sandbox **items, size_t n);
+void sbx_mgr_list(struct sbx_mgr *mgr, struct sbx_record ***out, size_t *n);
+void sbx_mgr_list_free(struct sbx_record **items, size_t n);
 int sbx_mgr_delete(struct sbx_mgr *mgr, const char *id, const char *reason, sbx_error **err);
 int sbx_mgr_pause(struct sbx_mgr *mgr, const char *id, sbx_error **err);
 int sbx_mgr_resume(struct sbx_mgr *mgr, const char *id, sbx_error **err);
@@ -48,7 +48,7 @@ int sbx_mgr_resume(struct sbx_mgr *mgr, const char *id, sbx_error **err);
 int sbx_mgr_renew(struct sbx_mgr *mgr, const char *id, int64_t expires_ms, sbx_error **err);
 /* Apply a JSON merge patch to the metadata; the merged result is validated. */
 int sbx_mgr_patch_metadata(struct sbx_mgr *mgr, const char *id, const json_t *patch,
-                           struct sbx_sandbox **out, sbx_error **err);
+                           struct sbx_record **out, sbx_error **err);
 /* Connect to port of a Running sandbox; *headers (may be NULL) are the ones the router adds. */
 int sbx_mgr_connect(struct sbx_mgr *mgr, const char *id, int port, int *fd, json_t **headers,
                     sbx_error **err);

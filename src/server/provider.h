@@ -37,27 +37,27 @@ struct sbx_provider;
 
 struct sbx_provider_ops {
     /* Allocate what the sandbox needs (dirs, ports, tokens) into sb->priv; nothing runs yet. */
-    int (*create)(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err);
+    int (*create)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
     /* Start the workload; return once it is usable (execd answers /ping) or failed. */
-    int (*start)(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err);
+    int (*start)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
     /* Stop the workload, keep the resources (start may run it again). */
-    int (*stop)(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err);
-    int (*pause)(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err);
-    int (*resume)(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err);
+    int (*stop)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
+    int (*pause)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
+    int (*resume)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
     /* Stop everything and remove every resource. Idempotent; works on half-made creates. */
-    int (*delete)(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err);
+    int (*delete)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
     /* The live state of the sandbox. */
-    int (*status)(struct sbx_provider *p, const struct sbx_sandbox *sb,
+    int (*status)(struct sbx_provider *p, const struct sbx_record *sb,
                   struct sbx_provider_status *out, sbx_error **err);
     /* A connected stream socket to `port` inside the sandbox (the router's only way in). */
-    int (*connect)(struct sbx_provider *p, const struct sbx_sandbox *sb, int port, int *fd,
+    int (*connect)(struct sbx_provider *p, const struct sbx_record *sb, int port, int *fd,
                    sbx_error **err);
     /* After a server restart: re-find the sandbox (may refresh sb->priv) and report its state. */
-    int (*reconcile)(struct sbx_provider *p, struct sbx_sandbox *sb,
-                     struct sbx_provider_status *out, sbx_error **err);
+    int (*reconcile)(struct sbx_provider *p, struct sbx_record *sb, struct sbx_provider_status *out,
+                     sbx_error **err);
     /* Headers the router adds on requests to `port` (e.g. execd's access token); new ref or
      * NULL. */
-    json_t *(*proxy_headers)(struct sbx_provider *p, const struct sbx_sandbox *sb, int port);
+    json_t *(*proxy_headers)(struct sbx_provider *p, const struct sbx_record *sb, int port);
     void (*free)(struct sbx_provider *p);
 };
 

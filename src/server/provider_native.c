@@ -58,7 +58,7 @@ ndata(struct sbx_provider *p)
 }
 
 static const char *
-priv_str(const struct sbx_sandbox *sb, const char *key)
+priv_str(const struct sbx_record *sb, const char *key)
 {
     const char *s = json_string_value(json_object_get(sb->priv, key));
     return s ? s : "";
@@ -121,7 +121,7 @@ take_handle(struct native_data *d, const char *id)
 /* ---- create / start ---- */
 
 static int
-native_create(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
+native_create(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
     (void)p;
     (void)err;
@@ -149,7 +149,7 @@ parse_cpu(const char *s, uint64_t *millis)
 }
 
 static int
-limits_into(const struct sbx_sandbox *sb, struct sbx_rt_spec *spec, sbx_error **err)
+limits_into(const struct sbx_record *sb, struct sbx_rt_spec *spec, sbx_error **err)
 {
     const char *mem = json_string_value(json_object_get(sb->limits, "memory"));
     const char *cpu = json_string_value(json_object_get(sb->limits, "cpu"));
@@ -170,7 +170,7 @@ open_log(struct native_data *d, const char *id)
 }
 
 static int
-wait_ready(struct native_data *d, const struct sbx_sandbox *sb, struct sbx_rt_sandbox *h,
+wait_ready(struct native_data *d, const struct sbx_record *sb, struct sbx_rt_sandbox *h,
            sbx_error **err)
 {
     uint64_t deadline = sbx_now_ms() + (uint64_t)d->ping_timeout_ms;
@@ -191,7 +191,7 @@ wait_ready(struct native_data *d, const struct sbx_sandbox *sb, struct sbx_rt_sa
 }
 
 static void
-record_pid(struct sbx_sandbox *sb, struct sbx_rt_sandbox *h)
+record_pid(struct sbx_record *sb, struct sbx_rt_sandbox *h)
 {
     pid_t pid = sbx_rt_sandbox_pid(h);
     struct sbx_proc_info pi = {0};
@@ -201,7 +201,7 @@ record_pid(struct sbx_sandbox *sb, struct sbx_rt_sandbox *h)
 }
 
 static int
-native_start(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
+native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
     struct native_data *d = ndata(p);
     struct sbx_launch l = {.execd = SBX_RT_EXECD_PATH,
@@ -239,7 +239,7 @@ native_start(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
 /* ---- the rest of the lifecycle ---- */
 
 static int
-native_stop(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
+native_stop(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
     struct sbx_rt_sandbox *h = NULL;
     if (get_handle(ndata(p), sb->id, &h, err) < 0)
@@ -248,7 +248,7 @@ native_stop(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
 }
 
 static int
-native_pause(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
+native_pause(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
     struct sbx_rt_sandbox *h = NULL;
     if (get_handle(ndata(p), sb->id, &h, err) < 0 || sbx_rt_pause(h, err) < 0)
@@ -258,7 +258,7 @@ native_pause(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
 }
 
 static int
-native_resume(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
+native_resume(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
     struct sbx_rt_sandbox *h = NULL;
     if (get_handle(ndata(p), sb->id, &h, err) < 0 || sbx_rt_resume(h, err) < 0)
@@ -268,7 +268,7 @@ native_resume(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
 }
 
 static int
-native_delete(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
+native_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
     struct native_data *d = ndata(p);
     struct sbx_rt_sandbox *h = take_handle(d, sb->id);
@@ -295,7 +295,7 @@ set_status(struct sbx_provider_status *out, const char *state, enum sbx_state_cl
 }
 
 static int
-native_status(struct sbx_provider *p, const struct sbx_sandbox *sb, struct sbx_provider_status *out,
+native_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_provider_status *out,
               sbx_error **err)
 {
     (void)p;
@@ -312,7 +312,7 @@ native_status(struct sbx_provider *p, const struct sbx_sandbox *sb, struct sbx_p
 }
 
 static int
-native_reconcile(struct sbx_provider *p, struct sbx_sandbox *sb, struct sbx_provider_status *out,
+native_reconcile(struct sbx_provider *p, struct sbx_record *sb, struct sbx_provider_status *out,
                  sbx_error **err)
 {
     struct sbx_rt_sandbox *h = NULL;
@@ -326,7 +326,7 @@ native_reconcile(struct sbx_provider *p, struct sbx_sandbox *sb, struct sbx_prov
 }
 
 static int
-native_connect(struct sbx_provider *p, const struct sbx_sandbox *sb, int port, int *fd,
+native_connect(struct sbx_provider *p, const struct sbx_record *sb, int port, int *fd,
                sbx_error **err)
 {
     struct sbx_rt_sandbox *h = NULL;
@@ -336,7 +336,7 @@ native_connect(struct sbx_provider *p, const struct sbx_sandbox *sb, int port, i
 }
 
 static json_t *
-native_proxy_headers(struct sbx_provider *p, const struct sbx_sandbox *sb, int port)
+native_proxy_headers(struct sbx_provider *p, const struct sbx_record *sb, int port)
 {
     (void)p;
     if (port != EXECD_PORT)

@@ -50,26 +50,26 @@ pdata(struct sbx_provider *p)
 }
 
 static int
-priv_int(const struct sbx_sandbox *sb, const char *key)
+priv_int(const struct sbx_record *sb, const char *key)
 {
     return (int)json_integer_value(json_object_get(sb->priv, key));
 }
 
 static const char *
-priv_str(const struct sbx_sandbox *sb, const char *key)
+priv_str(const struct sbx_record *sb, const char *key)
 {
     const char *s = json_string_value(json_object_get(sb->priv, key));
     return s ? s : "";
 }
 
 static uint64_t
-priv_start(const struct sbx_sandbox *sb)
+priv_start(const struct sbx_record *sb)
 {
     return (uint64_t)json_integer_value(json_object_get(sb->priv, "start_time"));
 }
 
 static int
-proc_create(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
+proc_create(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
     sbx_autofree char *dir = sbx_xasprintf("%s/%s", pdata(p)->sandboxes_dir, sb->id);
     sbx_autofree char *root = sbx_xasprintf("%s/root", dir);
@@ -86,7 +86,7 @@ proc_create(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
 }
 
 static char **
-build_env(const struct sbx_sandbox *sb, const char *execd)
+build_env(const struct sbx_record *sb, const char *execd)
 {
     sbx_autofree char *state = sbx_xasprintf("%s/execd-state", priv_str(sb, "dir"));
     struct sbx_launch l = {.execd = execd,
@@ -98,7 +98,7 @@ build_env(const struct sbx_sandbox *sb, const char *execd)
 }
 
 static int
-spawn_launcher(const struct sbx_sandbox *sb, const char *execd, pid_t *pid, sbx_error **err)
+spawn_launcher(const struct sbx_record *sb, const char *execd, pid_t *pid, sbx_error **err)
 {
     sbx_autofree char *log = sbx_xasprintf("%s/execd.log", priv_str(sb, "dir"));
     posix_spawn_file_actions_t fa;
@@ -148,7 +148,7 @@ reap(pid_t pid)
 }
 
 static int
-log_tail(const struct sbx_sandbox *sb, char *out, size_t n)
+log_tail(const struct sbx_record *sb, char *out, size_t n)
 {
     sbx_autofree char *path = sbx_xasprintf("%s/execd.log", priv_str(sb, "dir"));
     sbx_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -167,7 +167,7 @@ log_tail(const struct sbx_sandbox *sb, char *out, size_t n)
 }
 
 static int
-wait_ready(struct proc_data *d, const struct sbx_sandbox *sb, pid_t pid, uint64_t start,
+wait_ready(struct proc_data *d, const struct sbx_record *sb, pid_t pid, uint64_t start,
            sbx_error **err)
 {
     uint64_t deadline = sbx_now_ms() + (uint64_t)d->ping_timeout_ms;
@@ -188,7 +188,7 @@ wait_ready(struct proc_data *d, const struct sbx_sandbox *sb, pid_t pid, uint64_
 }
 
 static int
-write_pidfile(const struct sbx_sandbox *sb, pid_t pid, uint64_t start, sbx_error **err)
+write_pidfile(const struct sbx_record *sb, pid_t pid, uint64_t start, sbx_error **err)
 {
     sbx_autofree char *path = sbx_xasprintf("%s/execd.pid", priv_str(sb, "dir"));
     char line[64];
@@ -197,7 +197,7 @@ write_pidfile(const struct sbx_sandbox *sb, pid_t pid, uint64_t start, sbx_error
 }
 
 static int
-proc_start(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
+proc_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
     struct proc_data *d = pdata(p);
     if (access(d->execd, X_OK) < 0)
@@ -220,7 +220,7 @@ proc_start(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
 
 /* The session of the recorded execd, or 0 when it is gone (or is another process now). */
 static pid_t
-live_sid(const struct sbx_sandbox *sb)
+live_sid(const struct sbx_record *sb)
 {
     pid_t pid = priv_int(sb, "pid");
     return sbx_proc_same(pid, priv_start(sb)) ? pid : 0;
@@ -231,7 +231,7 @@ live_sid(const struct sbx_sandbox *sb)
  * belong to anyone else. Only a live process with that pid and another start time means the
  * session is gone (0). */
 static pid_t
-owned_sid(const struct sbx_sandbox *sb)
+owned_sid(const struct sbx_record *sb)
 {
     pid_t pid = priv_int(sb, "pid");
     struct sbx_proc_info pi = {0};
@@ -243,7 +243,7 @@ owned_sid(const struct sbx_sandbox *sb)
 }
 
 static int
-kill_session(const struct sbx_sandbox *sb, int grace_ms)
+kill_session(const struct sbx_record *sb, int grace_ms)
 {
     pid_t sid = owned_sid(sb);
     if (!sid)
@@ -266,7 +266,7 @@ kill_session(const struct sbx_sandbox *sb, int grace_ms)
 }
 
 static int
-proc_stop(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
+proc_stop(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
     (void)p;
     (void)err;
@@ -274,7 +274,7 @@ proc_stop(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
 }
 
 static int
-signal_live(struct sbx_sandbox *sb, int sig, sbx_error **err)
+signal_live(struct sbx_record *sb, int sig, sbx_error **err)
 {
     pid_t sid = live_sid(sb);
     if (!sid)
@@ -284,14 +284,14 @@ signal_live(struct sbx_sandbox *sb, int sig, sbx_error **err)
 }
 
 static int
-proc_pause(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
+proc_pause(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
     (void)p;
     return signal_live(sb, SIGSTOP, err);
 }
 
 static int
-proc_resume(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
+proc_resume(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
     (void)p;
     return signal_live(sb, SIGCONT, err);
@@ -300,7 +300,7 @@ proc_resume(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
 /* Fill pid/start_time from the pid file when the store does not have them (a crash between
  * spawn and the store write). */
 static void
-adopt_pidfile(struct sbx_sandbox *sb)
+adopt_pidfile(struct sbx_record *sb)
 {
     if (priv_int(sb, "pid") > 0 || !*priv_str(sb, "dir"))
         return;
@@ -316,7 +316,7 @@ adopt_pidfile(struct sbx_sandbox *sb)
 }
 
 static int
-proc_delete(struct sbx_provider *p, struct sbx_sandbox *sb, sbx_error **err)
+proc_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
     adopt_pidfile(sb);
     (void)kill_session(sb, 0);
@@ -341,7 +341,7 @@ set_status(struct sbx_provider_status *out, const char *state, enum sbx_state_cl
 }
 
 static int
-proc_status(struct sbx_provider *p, const struct sbx_sandbox *sb, struct sbx_provider_status *out,
+proc_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_provider_status *out,
             sbx_error **err)
 {
     (void)p;
@@ -360,7 +360,7 @@ proc_status(struct sbx_provider *p, const struct sbx_sandbox *sb, struct sbx_pro
 }
 
 static int
-proc_reconcile(struct sbx_provider *p, struct sbx_sandbox *sb, struct sbx_provider_status *out,
+proc_reconcile(struct sbx_provider *p, struct sbx_record *sb, struct sbx_provider_status *out,
                sbx_error **err)
 {
     adopt_pidfile(sb);
@@ -368,7 +368,7 @@ proc_reconcile(struct sbx_provider *p, struct sbx_sandbox *sb, struct sbx_provid
 }
 
 static int
-proc_connect(struct sbx_provider *p, const struct sbx_sandbox *sb, int port, int *fd,
+proc_connect(struct sbx_provider *p, const struct sbx_record *sb, int port, int *fd,
              sbx_error **err)
 {
     (void)p;
@@ -378,7 +378,7 @@ proc_connect(struct sbx_provider *p, const struct sbx_sandbox *sb, int port, int
 }
 
 static json_t *
-proc_proxy_headers(struct sbx_provider *p, const struct sbx_sandbox *sb, int port)
+proc_proxy_headers(struct sbx_provider *p, const struct sbx_record *sb, int port)
 {
     (void)p;
     if (port != EXECD_PORT)

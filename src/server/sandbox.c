@@ -10,10 +10,10 @@
 #include "common/util.h"
 #include "common/xalloc.h"
 
-struct sbx_sandbox *
-sbx_sandbox_new(void)
+struct sbx_record *
+sbx_record_new(void)
 {
-    struct sbx_sandbox *sb = sbx_xcalloc(1, sizeof *sb);
+    struct sbx_record *sb = sbx_xcalloc(1, sizeof *sb);
     sb->entrypoint = json_array();
     sb->env = json_object();
     sb->metadata = json_object();
@@ -29,10 +29,10 @@ deep(const json_t *j)
     return j ? json_deep_copy(j) : NULL;
 }
 
-struct sbx_sandbox *
-sbx_sandbox_dup(const struct sbx_sandbox *sb)
+struct sbx_record *
+sbx_record_dup(const struct sbx_record *sb)
 {
-    struct sbx_sandbox *c = sbx_xmalloc(sizeof *c);
+    struct sbx_record *c = sbx_xmalloc(sizeof *c);
     *c = *sb;
     c->message = sb->message ? sbx_xstrdup(sb->message) : NULL;
     c->image = deep(sb->image);
@@ -46,7 +46,7 @@ sbx_sandbox_dup(const struct sbx_sandbox *sb)
 }
 
 void
-sbx_sandbox_free(struct sbx_sandbox *sb)
+sbx_record_free(struct sbx_record *sb)
 {
     if (!sb)
         return;
@@ -62,8 +62,8 @@ sbx_sandbox_free(struct sbx_sandbox *sb)
 }
 
 void
-sbx_sandbox_set_state(struct sbx_sandbox *sb, const char *state, const char *reason,
-                      const char *message)
+sbx_record_set_state(struct sbx_record *sb, const char *state, const char *reason,
+                     const char *message)
 {
     (void)snprintf(sb->state, sizeof sb->state, "%s", state);
     (void)snprintf(sb->reason, sizeof sb->reason, "%s", reason ? reason : "");

@@ -11,7 +11,7 @@
 
 #define SBX_NAME_MAX 32
 
-struct sbx_sandbox {
+struct sbx_record {
     char id[SBX_UUID_LEN + 1];
     char provider[SBX_NAME_MAX];
     char state[SBX_NAME_MAX]; /* API state: Pending, Running, Paused, ... */
@@ -30,12 +30,12 @@ struct sbx_sandbox {
 };
 
 /* A fresh record with empty JSON fields. */
-struct sbx_sandbox *sbx_sandbox_new(void);
+struct sbx_record *sbx_record_new(void);
 /* Deep copy. */
-struct sbx_sandbox *sbx_sandbox_dup(const struct sbx_sandbox *sb);
-void sbx_sandbox_free(struct sbx_sandbox *sb);
+struct sbx_record *sbx_record_dup(const struct sbx_record *sb);
+void sbx_record_free(struct sbx_record *sb);
 /* Set state, reason (may be NULL) and message (may be NULL, copied); stamps the transition. */
-void sbx_sandbox_set_state(struct sbx_sandbox *sb, const char *state, const char *reason,
-                           const char *message);
+void sbx_record_set_state(struct sbx_record *sb, const char *state, const char *reason,
+                          const char *message);
 
 #endif

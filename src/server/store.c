@@ -149,7 +149,7 @@ bind_text(sqlite3_stmt *s, int i, const char *t)
 }
 
 static void
-bind_row(sqlite3_stmt *s, const struct sbx_sandbox *sb)
+bind_row(sqlite3_stmt *s, const struct sbx_record *sb)
 {
     bind_text(s, 1, sb->id);
     bind_text(s, 2, sb->provider);
@@ -172,7 +172,7 @@ bind_row(sqlite3_stmt *s, const struct sbx_sandbox *sb)
 }
 
 static int
-run_stmt(struct sbx_store *st, const char *sql, const struct sbx_sandbox *sb, const char *id,
+run_stmt(struct sbx_store *st, const char *sql, const struct sbx_record *sb, const char *id,
          sbx_error **err)
 {
     pthread_mutex_lock(&st->mu);
@@ -195,7 +195,7 @@ out:
 }
 
 int
-sbx_store_put(struct sbx_store *st, const struct sbx_sandbox *sb, sbx_error **err)
+sbx_store_put(struct sbx_store *st, const struct sbx_record *sb, sbx_error **err)
 {
     return run_stmt(st,
                     "INSERT OR REPLACE INTO sandboxes VALUES "
@@ -229,10 +229,10 @@ col_copy(char *dst, size_t n, sqlite3_stmt *s, int i)
     dst[len] = '\0';
 }
 
-static struct sbx_sandbox *
+static struct sbx_record *
 row_to_sandbox(sqlite3_stmt *s)
 {
-    struct sbx_sandbox *sb = sbx_xcalloc(1, sizeof *sb);
+    struct sbx_record *sb = sbx_xcalloc(1, sizeof *sb);
     col_copy(sb->id, sizeof sb->id, s, 0);
     col_copy(sb->provider, sizeof sb->provider, s, 1);
     col_copy(sb->state, sizeof sb->state, s, 2);
@@ -255,7 +255,7 @@ row_to_sandbox(sqlite3_stmt *s)
 }
 
 int
-sbx_store_load(struct sbx_store *st, void (*fn)(struct sbx_sandbox *sb, void *ud), void *ud,
+sbx_store_load(struct sbx_store *st, void (*fn)(struct sbx_record *sb, void *ud), void *ud,
                sbx_error **err)
 {
     pthread_mutex_lock(&st->mu);

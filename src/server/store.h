@@ -16,10 +16,10 @@ struct sbx_store;
 int sbx_store_open(const char *path, struct sbx_store **out, sbx_error **err);
 void sbx_store_close(struct sbx_store *st);
 /* Insert or replace the whole row of sb. */
-int sbx_store_put(struct sbx_store *st, const struct sbx_sandbox *sb, sbx_error **err);
+int sbx_store_put(struct sbx_store *st, const struct sbx_record *sb, sbx_error **err);
 int sbx_store_delete(struct sbx_store *st, const char *id, sbx_error **err);
 /* Call fn for every row (fn takes ownership of the record). */
-int sbx_store_load(struct sbx_store *st, void (*fn)(struct sbx_sandbox *sb, void *ud), void *ud,
+int sbx_store_load(struct sbx_store *st, void (*fn)(struct sbx_record *sb, void *ud), void *ud,
                    sbx_error **err);
 /* The schema version of an open store. */
 int sbx_store_version(struct sbx_store *st);

@@ -14,15 +14,15 @@
 
 struct seen {
     int n;
-    struct sbx_sandbox *last;
+    struct sbx_record *last;
 };
 
 static void
-collect(struct sbx_sandbox *sb, void *ud)
+collect(struct sbx_record *sb, void *ud)
 {
     struct seen *s = ud;
     s->n++;
-    sbx_sandbox_free(s->last);
+    sbx_record_free(s->last);
     s->last = sb;
 }
 
@@ -37,16 +37,16 @@ test_roundtrip(void **state)
     struct sbx_store *st = NULL;
     assert_int_equal(sbx_store_open(path, &st, NULL), 0);
     assert_int_equal(sbx_store_version(st), 1);
-    struct sbx_sandbox *sb = sbx_sandbox_new();
+    struct sbx_record *sb = sbx_record_new();
     sbx_srv_uuid4(sb->id);
     (void)snprintf(sb->provider, sizeof sb->provider, "process");
-    sbx_sandbox_set_state(sb, "Running", "SANDBOX_RUNNING", "hi");
+    sbx_record_set_state(sb, "Running", "SANDBOX_RUNNING", "hi");
     sb->created_ms = 1000;
     sb->image = json_pack("{s:s}", "uri", "python");
     (void)json_array_append_new(sb->entrypoint, json_string("sleep"));
     (void)json_object_set_new(sb->priv, "pid", json_integer(42));
     assert_int_equal(sbx_store_put(st, sb, NULL), 0);
-    sbx_sandbox_set_state(sb, "Paused", NULL, NULL);
+    sbx_record_set_state(sb, "Paused", NULL, NULL);
     assert_int_equal(sbx_store_put(st, sb, NULL), 0); /* replace, not a second row */
     sbx_store_close(st);
 
@@ -62,12 +62,12 @@ test_roundtrip(void **state)
     assert_true(json_equal(seen.last->entrypoint, sb->entrypoint));
     assert_int_equal(json_integer_value(json_object_get(seen.last->priv, "pid")), 42);
     assert_int_equal(sbx_store_delete(st, sb->id, NULL), 0);
-    sbx_sandbox_free(seen.last);
+    sbx_record_free(seen.last);
     seen = (struct seen){0};
     assert_int_equal(sbx_store_load(st, collect, &seen, NULL), 0);
     assert_int_equal(seen.n, 0);
     sbx_store_close(st);
-    sbx_sandbox_free(sb);
+    sbx_record_free(sb);
     assert_int_equal(sbx_rm_rf(dir, NULL), 0);
 }
 
