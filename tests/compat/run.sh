@@ -18,7 +18,11 @@ fi
 
 state=$(mktemp -d /tmp/sbx-compat-XXXXXX)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$sbx" serve --listen "127.0.0.1:$port" --state-dir "$state" >"$state/server.log" 2>&1 &
+cat > "$state/sbx.conf" <<CONF
+providers = { supported = ["native", "process"]; default = "native"; };
+CONF
+"$sbx" serve --listen "127.0.0.1:$port" --state-dir "$state" --config "$state/sbx.conf" \
+  >"$state/server.log" 2>&1 &
 pid=$!
 cleanup() {
   kill "$pid" 2>/dev/null; wait "$pid" 2>/dev/null

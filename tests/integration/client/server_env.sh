@@ -6,7 +6,11 @@ start_server() {
   SBX_TEST_STATE=$(mktemp -d /tmp/sbx-client-test-XXXXXX)
   local port
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  "$sbx" serve --listen "127.0.0.1:$port" --state-dir "$SBX_TEST_STATE" >"$SBX_TEST_STATE/server.log" 2>&1 &
+  cat > "$SBX_TEST_STATE/sbx.conf" <<CONF
+providers = { supported = ["native", "process"]; default = "native"; };
+CONF
+  "$sbx" serve --listen "127.0.0.1:$port" --state-dir "$SBX_TEST_STATE" \
+    --config "$SBX_TEST_STATE/sbx.conf" >"$SBX_TEST_STATE/server.log" 2>&1 &
   SBX_TEST_SERVER_PID=$!
   trap stop_server EXIT
   for _ in $(seq 100); do
