@@ -283,17 +283,28 @@ static struct {
     json_t *out;
 } search_ctx;
 
+/* Kernel pseudo filesystems are never searched into (unless the search starts there): they
+ * are huge and not files anyone uploaded. Other mount points are: an overlay root reports a
+ * different device for some files, so a same-device rule (FTW_MOUNT) would miss them. */
+static bool
+pseudo_fs_dir(const char *path, int level)
+{
+    return level > 0 && (strcmp(path, "/proc") == 0 || strcmp(path, "/sys") == 0 ||
+                         strcmp(path, "/dev") == 0);
+}
+
 static int
 search_visit(const char *path, const struct stat *st, int type, struct FTW *ftw)
 {
-    (void)ftw;
-    if (type == FTW_D || type == FTW_DP || type == FTW_DNR)
-        return 0;
+    if (type == FTW_D)
+        return pseudo_fs_dir(path, ftw->level) ? FTW_SKIP_SUBTREE : FTW_CONTINUE;
+    if (type == FTW_DP || type == FTW_DNR)
+        return FTW_CONTINUE;
     const char *base = path + ftw->base;
     bool all = strcmp(search_ctx.pattern, "**") == 0 || strcmp(search_ctx.pattern, "*") == 0;
     if (all || fnmatch(search_ctx.pattern, base, 0) == 0)
         (void)json_array_append_new(search_ctx.out, execd_file_info(path, st));
-    return json_array_size(search_ctx.out) >= MAX_LISTING ? 1 : 0;
+    return json_array_size(search_ctx.out) >= MAX_LISTING ? FTW_STOP : FTW_CONTINUE;
 }
 
 void
@@ -318,7 +329,7 @@ execd_files_search(struct execd *ex, struct evhttp_request *req)
     search_ctx.out = json_array();
     /* FTW_PHYS: symlinks are reported, never followed (no loops, no escaping the tree) */
     /* NOLINTNEXTLINE(concurrency-mt-unsafe): execd is single-threaded */
-    (void)nftw(dir, search_visit, 32, FTW_PHYS | FTW_MOUNT);
+    (void)nftw(dir, search_visit, 32, FTW_PHYS | FTW_ACTIONRETVAL);
     execd_reply_json(req, 200, search_ctx.out);
     search_ctx.out = NULL;
 }

@@ -147,6 +147,7 @@ test("endpoints: any port, scheme-less", async () => {
   const sbx = await make();
   const ep = await sbx.getEndpoint(44772);
   assert.ok(ep.endpoint && !ep.endpoint.includes("://"), `scheme-less endpoint, got ${ep.endpoint}`);
+  assert.ok(ep.endpoint.includes(`/sandboxes/${sbx.id}/proxy/44772`), "execd goes through the router");
   const other = await sbx.getEndpoint(8080);
   assert.ok(other.endpoint);
   const url = await sbx.getEndpointUrl(44772);
