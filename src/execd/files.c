@@ -289,8 +289,8 @@ static struct {
 static bool
 pseudo_fs_dir(const char *path, int level)
 {
-    return level > 0 && (strcmp(path, "/proc") == 0 || strcmp(path, "/sys") == 0 ||
-                         strcmp(path, "/dev") == 0);
+    return level > 0 &&
+           (strcmp(path, "/proc") == 0 || strcmp(path, "/sys") == 0 || strcmp(path, "/dev") == 0);
 }
 
 static int
