@@ -161,3 +161,14 @@ sbx_native_image_release(struct sbx_native_image *ni, bool unpin)
     free(ni->owner);
     memset(ni, 0, sizeof *ni);
 }
+
+void
+sbx_native_image_unpin(const char *state_dir, const char *owner)
+{
+    sbx_autofree char *root = sbx_image_default_root(state_dir);
+    struct sbx_image_store *store = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    if (access(root, F_OK) == 0 && sbx_image_store_open(&store, root, &err) == 0)
+        (void)sbx_image_unpin(store, owner, &err);
+    sbx_image_store_close(store);
+}

@@ -37,6 +37,8 @@ struct sbx_native_image {
 int sbx_native_image_apply(struct sbx_native_image *out, struct sbx_rt_spec *spec,
                            const char *state_dir, const char *ref, const char *owner,
                            sbx_error **err);
+/* Drop the pin of `owner` in the store under state_dir (the sandbox is gone). Best effort. */
+void sbx_native_image_unpin(const char *state_dir, const char *owner);
 /* Unpin (when unpin is true: the sandbox is gone) and free. Safe on a zeroed struct. */
 void sbx_native_image_release(struct sbx_native_image *ni, bool unpin);
 

@@ -241,17 +241,15 @@ pick_provider(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
 }
 
 /* What a provider cannot honour yet is refused, not silently dropped: `process` has no
- * isolation to enforce a network policy or mount volumes with; `native` has no image store or
- * volume/network wiring yet (only the built-in `host` image). */
+ * isolation to enforce a network policy or mount volumes with; `native` has no volume or
+ * network-policy wiring yet. */
 static int
 check_provider_fit(const struct sbx_provider *prov, const json_t *body, struct sbx_reply *out)
 {
-    bool native = strcmp(prov->name, "native") == 0;
-    if (!native && strcmp(prov->name, "process") != 0)
+    if (strcmp(prov->name, "native") != 0 && strcmp(prov->name, "process") != 0)
         return 0;
     json_t *np = json_object_get(body, "networkPolicy");
     json_t *vols = json_object_get(body, "volumes");
-    const char *uri = json_string_value(json_object_get(json_object_get(body, "image"), "uri"));
     const char *what = NULL;
     if (np && !json_is_null(np))
         what = "networkPolicy";
@@ -260,13 +258,6 @@ check_provider_fit(const struct sbx_provider *prov, const json_t *body, struct s
     if (what) {
         sbx_reply_error(out, 400, "SANDBOX::API_NOT_SUPPORTED",
                         "provider `%s` cannot enforce `%s` yet", prov->name, what);
-        return -1;
-    }
-    if (native && (!uri || strcmp(uri, "host") != 0)) {
-        sbx_reply_error(out, 400, "SANDBOX::IMAGE_NOT_SUPPORTED",
-                        "image `%.200s`: provider `native` has only the built-in `host` image so "
-                        "far",
-                        uri ? uri : "");
         return -1;
     }
     return 0;
@@ -328,6 +319,13 @@ do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
     sbx_autoerror sbx_error *err = NULL;
     if (sbx_mgr_create(r->srv->mgr, sb, &done, &err) < 0) {
         int code = sbx_error_code(err);
+        if (code == SBX_ENOTFOUND) {
+            /* Something the request named does not exist (an image not in the store). */
+            sbx_reply_from(out, err, "SANDBOX::INVALID_PARAMETER");
+            out->status = 400;
+            sbx_record_free(done);
+            return;
+        }
         sbx_reply_from(out, err,
                        code == SBX_ELIMIT || code == SBX_EINVAL ? NULL
                                                                 : "SANDBOX::SANDBOX_START_FAILED");

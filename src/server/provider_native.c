@@ -3,9 +3,12 @@
  * pid, mount, uts, ipc, net and cgroup namespaces, overlay root, cgroup limits, dropped
  * capabilities, no_new_privs, seccomp; see docs/runtime.md) with sbx-execd as PID 1.
  *
- * The sandbox has network `none` (loopback only): the router reaches execd and any port through
- * sbx_rt_connect, a socket made inside the sandbox's network namespace, so nothing inside is
- * reachable from the host's network. Pause/resume is the cgroup freezer. The runtime records
+ * Images: the built-in `host` image or any image in the OCI store under the state dir (pulled or
+ * imported with `sbx image`); a sandbox pins its image's layers until it is deleted.
+ * Network (setting `network`): `bridge` (default: an address on the sbx0 bridge with NAT for
+ * egress; nothing on the host network can connect in) or `none` (loopback only). Either way the
+ * router reaches execd and any port through sbx_rt_connect, a socket made inside the sandbox's
+ * network namespace. Pause/resume is the cgroup freezer. The runtime records
  * every sandbox under <state>/run before creating anything; a restarted server re-opens
  * running ones with sbx_rt_adopt (pid + start time checked) and sbx_rt_gc removes dead ones.
  */
@@ -24,6 +27,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "runtime/native.h"
 #include "runtime/runtime.h"
 #include "server/launch.h"
 #include "server/procutil.h"
@@ -34,7 +38,8 @@
 #define DEFAULT_PIDS 4096
 #define EXECD_STATE  "/tmp/.sbx-execd"
 
-const char *const sbx_provider_native_keys[] = {"execd", "ping_timeout_ms", "cgroup_parent", NULL};
+const char *const sbx_provider_native_keys[] = {"execd", "ping_timeout_ms", "cgroup_parent",
+                                                "network", NULL};
 
 struct handle {
     char id[SBX_UUID_LEN + 1];
@@ -43,6 +48,10 @@ struct handle {
 
 struct native_data {
     struct sbx_rt *rt;
+    struct sbx_native_bridge *bridge;
+    struct sbx_rt_net_ops net_ops;
+    enum sbx_rt_netmode net;
+    char *state_dir;
     char *execd;
     char *logs_dir;
     int ping_timeout_ms;
@@ -216,15 +225,20 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
                                .argv = argv,
                                .env = envp,
                                .execd_path = d->execd,
-                               .net = SBX_RT_NET_NONE,
+                               .net = d->net,
                                .as_init = true,
                                .pausable = true,
                                .start = true,
                                .stdio = {-1, logfd, logfd}};
     struct sbx_rt_sandbox *h = NULL;
+    struct sbx_native_image img = {0};
+    const char *uri = json_string_value(json_object_get(sb->image, "uri"));
     int r = limits_into(sb, &spec, err);
     if (r >= 0)
+        r = sbx_native_image_apply(&img, &spec, d->state_dir, uri, sb->id, err);
+    if (r >= 0)
         r = sbx_rt_create(&h, d->rt, &spec, err);
+    sbx_native_image_release(&img, r < 0); /* the pin stays while the sandbox exists */
     sbx_strv_free(argv);
     sbx_strv_free(envp);
     if (r < 0)
@@ -282,6 +296,8 @@ native_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     sbx_rt_sandbox_free(h);
     sbx_autofree char *log = sbx_xasprintf("%s/%s.log", d->logs_dir, sb->id);
     (void)unlink(log);
+    if (r >= 0)
+        sbx_native_image_unpin(d->state_dir, sb->id);
     return r < 0 ? sbx_error_wrap(err, "delete `%s`", sb->id) : 0;
 }
 
@@ -351,6 +367,8 @@ free_data(struct native_data *d)
         sbx_rt_sandbox_free(d->hs[i].h); /* handles only: the sandboxes keep running */
     free(d->hs);
     sbx_rt_close(d->rt);
+    sbx_native_bridge_free(d->bridge);
+    free(d->state_dir);
     pthread_mutex_destroy(&d->mu);
     free(d->execd);
     free(d->logs_dir);
@@ -378,6 +396,32 @@ static const struct sbx_provider_ops native_ops = {
     .free = native_free,
 };
 
+/* The daemon bound into every sandbox must be static (any image: no libc needed). A sanitizer
+ * build's sbx-execd is dynamic, and that build also makes sbx-execd-static: prefer it. */
+static char *
+default_execd(const char *exe_dir)
+{
+    char *path = sbx_xasprintf("%s/sbx-execd-static", exe_dir);
+    if (access(path, X_OK) == 0)
+        return path;
+    free(path);
+    return sbx_xasprintf("%s/sbx-execd", exe_dir);
+}
+
+static int
+parse_network(const char *s, enum sbx_rt_netmode *out, sbx_error **err)
+{
+    if (!s || strcmp(s, "bridge") == 0)
+        *out = SBX_RT_NET_BRIDGE;
+    else if (strcmp(s, "none") == 0)
+        *out = SBX_RT_NET_NONE;
+    else
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "providers.native.network must be \"bridge\" or \"none\", not `%s`",
+                             s);
+    return 0;
+}
+
 int
 sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *env,
                         struct sbx_provider **out, sbx_error **err)
@@ -386,18 +430,27 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
     json_t *ping = json_object_get(settings, "ping_timeout_ms");
     if (ping && (!json_is_integer(ping) || json_integer_value(ping) < 100))
         return sbx_error_set(err, SBX_EINVAL, 0, "`ping_timeout_ms` must be an integer >= 100");
+    enum sbx_rt_netmode net = SBX_RT_NET_BRIDGE;
+    if (parse_network(json_string_value(json_object_get(settings, "network")), &net, err) < 0)
+        return -SBX_EINVAL;
+    struct native_data *d = sbx_xcalloc(1, sizeof *d);
+    d->net = net;
+    d->state_dir = sbx_xstrdup(env->state_dir);
+    (void)sbx_native_bridge_new(&d->bridge, env->state_dir, NULL);
+    sbx_native_bridge_ops(&d->net_ops, d->bridge);
+    /* The bridge is set up on the host only when the first bridged sandbox is made. */
     struct sbx_rt_config rc = {.state_dir = env->state_dir,
                                .cgroup_parent =
-                                   json_string_value(json_object_get(settings, "cgroup_parent"))};
-    struct sbx_rt *rt = NULL;
-    if (sbx_rt_open(&rt, &rc, err) < 0)
+                                   json_string_value(json_object_get(settings, "cgroup_parent")),
+                               .net_ops = &d->net_ops};
+    pthread_mutex_init(&d->mu, NULL);
+    if (sbx_rt_open(&d->rt, &rc, err) < 0) {
+        free_data(d);
         return sbx_error_wrap(err, "open the native runtime");
-    struct native_data *d = sbx_xcalloc(1, sizeof *d);
-    d->rt = rt;
-    d->execd = execd ? sbx_xstrdup(execd) : sbx_xasprintf("%s/sbx-execd", env->exe_dir);
+    }
+    d->execd = execd ? sbx_xstrdup(execd) : default_execd(env->exe_dir);
     d->logs_dir = sbx_xasprintf("%s/native-logs", env->state_dir);
     d->ping_timeout_ms = ping ? (int)json_integer_value(ping) : 10000;
-    pthread_mutex_init(&d->mu, NULL);
     if (sbx_mkdir_p(d->logs_dir, 0700, err) < 0) {
         free_data(d);
         return -SBX_EIO;

@@ -29,6 +29,24 @@ out=$(run --image "$ref" --user 0 -w / -- /bin/sh -c 'echo x > /etc/hello && cat
 [[ $(cat "$T/layer1.tar" | tar -xOf - ./etc/hello) == hello ]] || die "layer changed"
 out=$(run --image "$ref" -- /bin/sh -c "cat /etc/hello"); [[ $out == hello ]] || die "a write leaked into the layer: [$out]"
 
+echo "== sbx serve: native sandboxes from the same image, on the bridge"
+port=$(free_port)
+"$SBX" serve --listen "127.0.0.1:$port" --state-dir "$state" >"$T/server.log" 2>&1 &
+srv=$!
+PIDS+=("$srv")
+for _ in $(seq 100); do curl -fs "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
+export SBX_HOST=http://127.0.0.1:$port SBX_API_KEY=$(cat "$state/api-key")
+id=$("$SBX" create -q --image "$ref") || die "create from $ref: $(tail -3 "$T/server.log")"
+out=$("$SBX" exec "$id" -- 'cat /etc/added; echo $GREETING; ip -4 -o addr show eth0 | wc -l')
+[[ $out == $'added\nhi\n1' ]] || die "native sandbox from the image: [$out]"
+[[ $(ls "$state/images/pins" | wc -l) == 1 ]] || die "the sandbox did not pin its image"
+"$SBX" rm "$id" || die "rm"
+[[ $(ls "$state/images/pins" | wc -l) == 0 ]] || die "delete left the pin"
+err=$("$SBX" create --image no/such:img 2>&1) && die "create from a missing image succeeded"
+grep -q "HTTP 400" <<<"$err" || die "missing image is not a 400: $err"
+kill "$srv"; wait "$srv" || die "server did not stop cleanly"
+unset SBX_HOST SBX_API_KEY
+
 echo "== the layers of a running image are pinned"
 run --image "$ref" -- /bin/sh -c 'sleep 3' &
 pid=$!
