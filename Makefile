@@ -14,7 +14,7 @@ build: deps
 	@cmake --build build/release
 
 run: build
-	@scripts/run.sh
+	@scripts/run.sh $(ARGS)
 
 test: deps
 	@cmake --preset dev >/dev/null

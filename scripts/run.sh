@@ -1,9 +1,7 @@
 #!/usr/bin/env bash
-# Start the main job in the foreground with embedded defaults.
-# Until `sbx serve` lands this prints the version; see issue "sbx serve".
+# `make run`: start the server in the foreground with the embedded defaults (SQLite store,
+# API key and images in /var/lib/sbx, the native provider, the built-in host image).
+#   SBX_LISTEN=ADDR:PORT (default 127.0.0.1:8080); extra arguments go to `sbx serve`.
 set -euo pipefail
-bin=build/release/sbx
-if "$bin" help serve >/dev/null 2>&1; then
-  exec "$bin" serve --listen "${SBX_LISTEN:-127.0.0.1:8080}" "$@"
-fi
-exec "$bin" --version
+cd "$(dirname "$0")/.."
+exec build/release/sbx serve --listen "${SBX_LISTEN:-127.0.0.1:8080}" "$@"

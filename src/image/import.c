@@ -206,11 +206,12 @@ oci_pick(json_t *index, json_t **out_desc, sbx_error **err)
         return ret;
     json_array_foreach (list, i, m) {
         const char *d = json_string_value(json_object_get(m, "digest"));
-        if (d && strcmp(d, digest) == 0)
-            break;
+        if (d && strcmp(d, digest) == 0) {
+            *out_desc = m;
+            return 0;
+        }
     }
-    *out_desc = m;
-    return 0;
+    return sbx_error_set(err, SBX_EINVAL, 0, "index.json: the selected manifest is not listed");
 }
 
 /* A manifest digest from a descriptor that may point at a nested index. */
