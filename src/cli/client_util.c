@@ -24,6 +24,18 @@ sbx_cli_conn_opt(struct sbx_cli_conn *conn, int opt, const char *arg)
     return 0;
 }
 
+int
+sbx_cli_parse_conn(struct sbx_cli_conn *conn, int argc, char **argv)
+{
+    static const struct option longopts[] = {SBX_CLI_CLIENT_LONGOPTS, {NULL, 0, NULL, 0}};
+    int opt;
+    while ((opt = getopt_long(argc, argv, "H:", longopts, NULL)) != -1) {
+        if (!sbx_cli_conn_opt(conn, opt, optarg))
+            return -1;
+    }
+    return 0;
+}
+
 sbx_client *
 sbx_cli_connect(const struct sbx_cli_conn *conn, const char *verb)
 {

@@ -27,6 +27,9 @@ struct sbx_cli_conn {
 
 /* Handle --host/--api-key (opt 'H'/'K'); returns 1 when handled. */
 int sbx_cli_conn_opt(struct sbx_cli_conn *conn, int opt, const char *arg);
+/* Parse a verb's options when it takes only --host/--api-key; optind is left at the first
+ * argument. Returns 0, or -1 on an unknown option (getopt printed it). */
+int sbx_cli_parse_conn(struct sbx_cli_conn *conn, int argc, char **argv);
 /* Connect; prints the error as "sbx VERB: ..." and returns NULL on failure. */
 sbx_client *sbx_cli_connect(const struct sbx_cli_conn *conn, const char *verb);
 /* Print "sbx VERB: what: <last error>" and return the exit code for ret. */

@@ -43,13 +43,9 @@ copy(sbx_client *c, const char *src, const char *dst)
 int
 sbx_cmd_cp(int argc, char **argv)
 {
-    static const struct option longopts[] = {SBX_CLI_CLIENT_LONGOPTS, {NULL, 0, NULL, 0}};
     struct sbx_cli_conn conn = {0};
-    int opt;
-    while ((opt = getopt_long(argc, argv, "H:", longopts, NULL)) != -1) {
-        if (!sbx_cli_conn_opt(&conn, opt, optarg))
-            return SBX_EXIT_USAGE;
-    }
+    if (sbx_cli_parse_conn(&conn, argc, argv) < 0)
+        return SBX_EXIT_USAGE;
     if (sbx_cli_positional(argc, optind, 2, "cp", "SRC DST") < 0)
         return SBX_EXIT_USAGE;
     sbx_client *c = sbx_cli_connect(&conn, "cp");

@@ -23,13 +23,9 @@ print_pretty(const char *json)
 int
 sbx_cmd_inspect(int argc, char **argv)
 {
-    static const struct option longopts[] = {SBX_CLI_CLIENT_LONGOPTS, {NULL, 0, NULL, 0}};
     struct sbx_cli_conn conn = {0};
-    int opt;
-    while ((opt = getopt_long(argc, argv, "H:", longopts, NULL)) != -1) {
-        if (!sbx_cli_conn_opt(&conn, opt, optarg))
-            return SBX_EXIT_USAGE;
-    }
+    if (sbx_cli_parse_conn(&conn, argc, argv) < 0)
+        return SBX_EXIT_USAGE;
     if (optind >= argc) {
         fprintf(stderr, "sbx inspect: expected one or more sandbox ids\n");
         return SBX_EXIT_USAGE;

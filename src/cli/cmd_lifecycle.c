@@ -14,13 +14,9 @@ typedef int (*lifecycle_fn)(sbx_client *c, const char *id);
 static int
 run_each(int argc, char **argv, const char *verb, const char *what, lifecycle_fn fn)
 {
-    static const struct option longopts[] = {SBX_CLI_CLIENT_LONGOPTS, {NULL, 0, NULL, 0}};
     struct sbx_cli_conn conn = {0};
-    int opt;
-    while ((opt = getopt_long(argc, argv, "H:", longopts, NULL)) != -1) {
-        if (!sbx_cli_conn_opt(&conn, opt, optarg))
-            return SBX_EXIT_USAGE;
-    }
+    if (sbx_cli_parse_conn(&conn, argc, argv) < 0)
+        return SBX_EXIT_USAGE;
     if (optind >= argc) {
         fprintf(stderr, "sbx %s: expected one or more sandbox ids\n", verb);
         return SBX_EXIT_USAGE;

@@ -12,13 +12,9 @@
 int
 sbx_cmd_renew(int argc, char **argv)
 {
-    static const struct option longopts[] = {SBX_CLI_CLIENT_LONGOPTS, {NULL, 0, NULL, 0}};
     struct sbx_cli_conn conn = {0};
-    int opt;
-    while ((opt = getopt_long(argc, argv, "H:", longopts, NULL)) != -1) {
-        if (!sbx_cli_conn_opt(&conn, opt, optarg))
-            return SBX_EXIT_USAGE;
-    }
+    if (sbx_cli_parse_conn(&conn, argc, argv) < 0)
+        return SBX_EXIT_USAGE;
     if (sbx_cli_positional(argc, optind, 2, "renew", "ID SECONDS") < 0)
         return SBX_EXIT_USAGE;
     uint64_t secs = 0;

@@ -35,6 +35,10 @@ struct sbx_provider_status {
 
 struct sbx_provider;
 
+/* Fill a status (state word, class, reason). */
+void sbx_provider_status_set(struct sbx_provider_status *out, const char *state,
+                             enum sbx_state_class cls, const char *reason);
+
 struct sbx_provider_ops {
     /* Allocate what the sandbox needs (dirs, ports, tokens) into sb->priv; nothing runs yet. */
     int (*create)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);

@@ -301,15 +301,6 @@ native_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     return r < 0 ? sbx_error_wrap(err, "delete `%s`", sb->id) : 0;
 }
 
-static void
-set_status(struct sbx_provider_status *out, const char *state, enum sbx_state_class cls,
-           const char *reason)
-{
-    (void)snprintf(out->state, sizeof out->state, "%s", state);
-    (void)snprintf(out->reason, sizeof out->reason, "%s", reason);
-    out->cls = cls;
-}
-
 static int
 native_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_provider_status *out,
               sbx_error **err)
@@ -319,11 +310,11 @@ native_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_pr
     pid_t pid = (pid_t)json_integer_value(json_object_get(sb->priv, "pid"));
     uint64_t start = (uint64_t)json_integer_value(json_object_get(sb->priv, "start_time"));
     if (!sbx_proc_same(pid, start))
-        set_status(out, "dead", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
+        sbx_provider_status_set(out, "dead", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
     else if (json_is_true(json_object_get(sb->priv, "paused")))
-        set_status(out, "frozen", SBX_CLASS_STARTABLE, "SANDBOX_PAUSED");
+        sbx_provider_status_set(out, "frozen", SBX_CLASS_STARTABLE, "SANDBOX_PAUSED");
     else
-        set_status(out, "running", SBX_CLASS_USABLE, "SANDBOX_RUNNING");
+        sbx_provider_status_set(out, "running", SBX_CLASS_USABLE, "SANDBOX_RUNNING");
     return 0;
 }
 
@@ -334,7 +325,7 @@ native_reconcile(struct sbx_provider *p, struct sbx_record *sb, struct sbx_provi
     struct sbx_rt_sandbox *h = NULL;
     sbx_autoerror sbx_error *aerr = NULL;
     if (get_handle(ndata(p), sb->id, &h, &aerr) < 0) {
-        set_status(out, "dead", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
+        sbx_provider_status_set(out, "dead", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
         return 0;
     }
     record_pid(sb, h);

@@ -331,15 +331,6 @@ proc_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     return 0;
 }
 
-static void
-set_status(struct sbx_provider_status *out, const char *state, enum sbx_state_class cls,
-           const char *reason)
-{
-    (void)snprintf(out->state, sizeof out->state, "%s", state);
-    (void)snprintf(out->reason, sizeof out->reason, "%s", reason);
-    out->cls = cls;
-}
-
 static int
 proc_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_provider_status *out,
             sbx_error **err)
@@ -349,13 +340,13 @@ proc_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_prov
     struct sbx_proc_info pi = {0};
     pid_t sid = live_sid(sb);
     if (!sid || sbx_proc_info(sid, &pi, NULL) < 0) {
-        set_status(out, "dead", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
+        sbx_provider_status_set(out, "dead", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
         return 0;
     }
     if (pi.state == 'T' || pi.state == 't')
-        set_status(out, "stopped", SBX_CLASS_STARTABLE, "PROCESS_STOPPED");
+        sbx_provider_status_set(out, "stopped", SBX_CLASS_STARTABLE, "PROCESS_STOPPED");
     else
-        set_status(out, "running", SBX_CLASS_USABLE, "PROCESS_RUNNING");
+        sbx_provider_status_set(out, "running", SBX_CLASS_USABLE, "PROCESS_RUNNING");
     return 0;
 }
 

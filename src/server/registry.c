@@ -131,3 +131,12 @@ sbx_registry_names(const struct sbx_registry *reg)
 {
     return reg->names;
 }
+
+void
+sbx_provider_status_set(struct sbx_provider_status *out, const char *state,
+                        enum sbx_state_class cls, const char *reason)
+{
+    (void)snprintf(out->state, sizeof out->state, "%s", state);
+    (void)snprintf(out->reason, sizeof out->reason, "%s", reason);
+    out->cls = cls;
+}
