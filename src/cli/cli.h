@@ -28,6 +28,10 @@ int sbx_cli_wants_help(int argc, char **argv, const struct sbx_cli_cmd *cmd);
 #define SBX_EXIT_FAIL  1
 #define SBX_EXIT_USAGE 2
 
+/* Run this verb in the companion binary sbx-full (same directory as sbx): exec, no return on
+ * success. argv[0] is the verb. */
+int sbx_cli_forward(int argc, char **argv);
+
 int sbx_cmd_version(int argc, char **argv);
 int sbx_cmd_help(int argc, char **argv);
 int sbx_cmd_create(int argc, char **argv);

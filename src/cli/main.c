@@ -15,8 +15,17 @@
         .name = (n), .summary = (sum), .usage = (use), .run = (fn) \
     }
 
+/* Verbs that need the heavy libraries (libcurl, libmicrohttpd, SQLite, libarchive) live in the
+ * companion binary sbx-full next to sbx: loading those libraries costs several milliseconds,
+ * which `sbx run` must not pay. In sbx itself such a verb execs sbx-full (see forward.c). */
+#ifdef SBX_CLI_FULL
+#define HEAVY(fn) (fn)
+#else
+#define HEAVY(fn) sbx_cli_forward
+#endif
+
 const struct sbx_cli_cmd sbx_cli_commands[] = {
-    CMD("create", sbx_cmd_create, "Create a sandbox on a server and print its id",
+    CMD("create", HEAVY(sbx_cmd_create), "Create a sandbox on a server and print its id",
         "Usage: sbx create [OPTIONS] [-- ENTRYPOINT...]\n\n"
         "Create a sandbox and print its id once it is running.\n\n"
         "  -i, --image URI      image (default: the built-in `host` image)\n"
@@ -26,30 +35,30 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "  -c, --limit K=V      resource limit, e.g. cpu=1, memory=512Mi (repeatable)\n"
         "  -p, --provider NAME  provider (default: the server's default)\n"
         "  -q, --quiet          print only the id\n" SBX_CLI_CLIENT_HELP),
-    CMD("ls", sbx_cmd_ls, "List sandboxes",
+    CMD("ls", HEAVY(sbx_cmd_ls), "List sandboxes",
         "Usage: sbx ls [--json] [--state STATE]... [--metadata K=V]...\n\n"
         "  -j, --json           one JSON object per line instead of a table\n"
         "  -s, --state STATE    only sandboxes in STATE (repeatable: any of them)\n"
         "  -l, --metadata K=V   only sandboxes with this label (repeatable: all of "
         "them)\n" SBX_CLI_CLIENT_HELP),
-    CMD("inspect", sbx_cmd_inspect, "Show a sandbox as JSON",
+    CMD("inspect", HEAVY(sbx_cmd_inspect), "Show a sandbox as JSON",
         "Usage: sbx inspect ID...\n\n" SBX_CLI_CLIENT_HELP),
-    CMD("exec", sbx_cmd_exec, "Run a command in a sandbox, streaming its output",
+    CMD("exec", HEAVY(sbx_cmd_exec), "Run a command in a sandbox, streaming its output",
         "Usage: sbx exec [OPTIONS] ID -- CMD [ARG...]\n\n"
         "Run CMD in the sandbox, print its output as it comes, exit with its exit code.\n"
         "A single CMD argument is a shell command line; several are quoted word by word.\n\n"
         "  -w, --workdir DIR    working directory\n"
         "  -e, --env K=V        environment variable (repeatable)\n"
         "  -t, --timeout MS     kill the command after MS milliseconds\n" SBX_CLI_CLIENT_HELP),
-    CMD("cp", sbx_cmd_cp, "Copy a file into or out of a sandbox",
+    CMD("cp", HEAVY(sbx_cmd_cp), "Copy a file into or out of a sandbox",
         "Usage: sbx cp LOCAL ID:/PATH\n       sbx cp ID:/PATH LOCAL\n\n" SBX_CLI_CLIENT_HELP),
-    CMD("pause", sbx_cmd_pause, "Pause (freeze) sandboxes",
+    CMD("pause", HEAVY(sbx_cmd_pause), "Pause (freeze) sandboxes",
         "Usage: sbx pause ID...\n\n" SBX_CLI_CLIENT_HELP),
-    CMD("resume", sbx_cmd_resume, "Resume paused sandboxes",
+    CMD("resume", HEAVY(sbx_cmd_resume), "Resume paused sandboxes",
         "Usage: sbx resume ID...\n\n" SBX_CLI_CLIENT_HELP),
-    CMD("renew", sbx_cmd_renew, "Move a sandbox's expiry to now + SECONDS",
+    CMD("renew", HEAVY(sbx_cmd_renew), "Move a sandbox's expiry to now + SECONDS",
         "Usage: sbx renew ID SECONDS\n\n" SBX_CLI_CLIENT_HELP),
-    CMD("rm", sbx_cmd_rm, "Delete sandboxes", "Usage: sbx rm ID...\n\n" SBX_CLI_CLIENT_HELP),
+    CMD("rm", HEAVY(sbx_cmd_rm), "Delete sandboxes", "Usage: sbx rm ID...\n\n" SBX_CLI_CLIENT_HELP),
     CMD("secret", sbx_cmd_secret, "Manage encrypted secrets (set, ls, rm)",
         "Usage: sbx secret set NAME [--from-env VAR]\n"
         "       sbx secret ls [--json]\n"
@@ -65,7 +74,7 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "  -j, --json           `ls` prints JSON lines\n"),
     CMD("help", sbx_cmd_help, "Show help for sbx or one of its commands",
         "Usage: sbx help [COMMAND]\n\nShow the list of commands, or the help of COMMAND.\n"),
-    CMD("image", sbx_cmd_image, "Manage OCI images: pull, import, ls, rm",
+    CMD("image", HEAVY(sbx_cmd_image), "Manage OCI images: pull, import, ls, rm",
         "Usage: sbx image pull [--insecure] [--platform OS/ARCH[/VARIANT]] [--username U\n"
         "                      [--password-stdin]] REF\n"
         "       sbx image import [--tag NAME] FILE\n"
@@ -113,7 +122,7 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "Usage: sbx gc [--all] [--state-dir D]\n\n"
         "Remove the cgroups, network leases and state of every recorded sandbox whose init\n"
         "is gone. With --all, kill and remove running sandboxes too.\n"),
-    CMD("serve", sbx_cmd_serve, "Run the sandbox server (OpenSandbox lifecycle API)",
+    CMD("serve", HEAVY(sbx_cmd_serve), "Run the sandbox server (OpenSandbox lifecycle API)",
         "Usage: sbx serve [--listen ADDR] [--state-dir DIR] [--config FILE]\n\n"
         "Run the control plane in the foreground until SIGTERM/SIGINT.\n\n"
         "  --listen ADDR     HOST:PORT to listen on (default 127.0.0.1:8080)\n"

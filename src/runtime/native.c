@@ -81,6 +81,11 @@ bridge_attach(void *arg, struct sbx_rt_lease *out, const char *id, int netns_fd,
     return 0;
 }
 
+/* The runtime detaches a sandbox only once everything in it is dead, so its network namespace
+ * is on its way out and the kernel deletes the veth pair with it. Deleting the veth here would
+ * wait ~30 ms for the kernel; releasing the lease is enough. Safe because a later attach that
+ * gets the same address finds the old veth (same name, from the address) and deletes it first;
+ * addresses are picked from a random start, so that is rare anyway. */
 static int
 bridge_detach(void *arg, const char *id, sbx_error **err)
 {
@@ -88,7 +93,7 @@ bridge_detach(void *arg, const char *id, sbx_error **err)
     struct sbx_net *n = bridge_net(b, false, err);
     if (!n)
         return sbx_error_wrap(err, "bridge network");
-    return sbx_net_detach(n, id, err);
+    return sbx_net_release(n, id, err);
 }
 
 void
