@@ -16,7 +16,7 @@ pkgs=(
   iproute2 iptables procps psmisc curl
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  pkgs+=(hyperfine wrk bubblewrap crun runc docker.io gnuplot-nox)
+  pkgs+=(hyperfine wrk bubblewrap crun runc docker.io gnuplot-nox busybox-static python3 util-linux)
 fi
 
 missing=()
