@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 import threading
@@ -68,6 +69,14 @@ class ApiError(Exception):
     pass
 
 
+class NoDelayConnection(http.client.HTTPConnection):
+    """TCP_NODELAY so the client never adds Nagle/delayed-ACK stalls to what is measured."""
+
+    def connect(self):
+        super().connect()
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
 class Client:
     """One keep-alive HTTP/1.1 connection per thread to one base URL."""
 
@@ -81,7 +90,7 @@ class Client:
     def conn(self):
         c = getattr(self.local, "conn", None)
         if c is None:
-            c = http.client.HTTPConnection(self.host, self.port, timeout=120)
+            c = NoDelayConnection(self.host, self.port, timeout=120)
             self.local.conn = c
         return c
 
@@ -268,23 +277,27 @@ def section_tti(lc, cfg, work):
 
 
 # ------------------------------------------------------------------ 3. exec round trip
+def exec_record(execd, rid, variant, cfg, work):
+    what = f"POST /command `true` until the SSE stream ends, {variant}, one kept-alive connection"
+    warm = [timed(lambda: run_command(execd)) for _ in range(cfg["exec_warm"])]
+    runs = [timed(lambda: run_command(execd)) for _ in range(cfg["exec"])]
+    errs = [r[2] for r in runs if r[2]]
+    rec = latency_record("exec", rid, variant, what, [r[0] for r in runs], [r[1] for r in runs],
+                         {"first_error": errs[0]} if errs else None)
+    rec["warmup"] = {"samples": [r[0] for r in warm], "exit_codes": [r[1] for r in warm]}
+    bench.write_record(work, rec)
+
+
 def section_exec(lc, cfg, work):
     sid = lc.create()
     for rid, variant, proxy in (("exec.direct", "execd direct", False), ("exec.proxy", "via server proxy", True)):
-        what = f"POST /command `true` until the SSE stream ends, {variant}, one kept-alive connection"
         try:
             execd = lc.execd(sid, proxy)
             wait_ping(execd)
         except (ApiError, OSError, KeyError) as e:
-            skip(work, "exec", rid, variant, what, f"endpoint not usable: {e}")
+            skip(work, "exec", rid, variant, "exec round trip", f"endpoint not usable: {e}")
             continue
-        warm = [timed(lambda: run_command(execd)) for _ in range(cfg["exec_warm"])]
-        runs = [timed(lambda: run_command(execd)) for _ in range(cfg["exec"])]
-        errs = [r[2] for r in runs if r[2]]
-        rec = latency_record("exec", rid, variant, what, [r[0] for r in runs], [r[1] for r in runs],
-                             {"first_error": errs[0]} if errs else None)
-        rec["warmup"] = {"samples": [r[0] for r in warm], "exit_codes": [r[1] for r in warm]}
-        bench.write_record(work, rec)
+        exec_record(execd, rid, variant, cfg, work)
     lc.delete(sid)
 
 
@@ -472,20 +485,21 @@ def download(execd, target):
     return h.hexdigest(), n
 
 
-def peaks(server_pid):
-    execd = [proc_status(p, "VmHWM") or 0 for p in execd_pids()]
+def peaks(server_pid, execd_pid=0):
+    execd = [proc_status(p, "VmHWM") or 0 for p in ([execd_pid] if execd_pid else execd_pids())]
     server = proc_status(server_pid, "VmHWM") if server_pid else None
     return f"peak RSS: server {stats.fmt_bytes(server)}, execd {stats.fmt_bytes(max(execd) if execd else None)}"
 
 
-def transfer(execd, src, size, digest, server_pid):
-    target = f"/tmp/sbxbench-{size}"
+def transfer(execd, src, size, digest, pids, target_dir="/tmp"):
+    server_pid = pids[0]
+    target = f"{target_dir}/sbxbench-{size}"
     out = []
     t0 = time.monotonic()
     try:
         upload(execd, src, size, target)
         out.append({"bytes": size, "direction": "upload", "seconds": time.monotonic() - t0, "ok": True,
-                    "notes": peaks(server_pid)})
+                    "notes": peaks(*pids)})
     except (ApiError, OSError) as e:
         out.append({"bytes": size, "direction": "upload", "ok": False, "error": str(e)[:200]})
         return out
@@ -494,29 +508,38 @@ def transfer(execd, src, size, digest, server_pid):
         got, n = download(execd, target)
         ok = got == digest and n == size
         out.append({"bytes": size, "direction": "download", "seconds": time.monotonic() - t0, "ok": True,
-                    "check": "sha256 ok" if ok else f"MISMATCH ({n} bytes)", "notes": peaks(server_pid)})
+                    "check": "sha256 ok" if ok else f"MISMATCH ({n} bytes)", "notes": peaks(*pids)})
     except (ApiError, OSError) as e:
         out.append({"bytes": size, "direction": "download", "ok": False, "error": str(e)[:200]})
     return out
 
 
-def section_files(lc, cfg, work, server_pid):
-    sid = lc.create()
-    wait_ping(lc.execd(sid))
+def payloads(cfg, work):
     files = {}
     for mib in cfg["sizes"]:
         path = os.path.join(work, f"payload-{mib}M")
         files[mib] = (path, make_file(path, mib * MIB))
+    return files
+
+
+def files_record(execd, rid, variant, cfg, work, files, pids, target_dir="/tmp"):
+    values = []
+    for mib in cfg["sizes"]:
+        values += transfer(execd, files[mib][0], mib * MIB, files[mib][1], pids, target_dir)
+    bad = all(not v["ok"] for v in values)
+    bench.write_record(work, {"section": "files", "id": rid, "tool": "sbx", "variant": variant,
+                              "what": f"multipart upload then download, {variant}; the download is checked "
+                                      "against the upload's SHA-256", "kind": "throughput",
+                              "status": "failed" if bad else "measured", "reason": "every transfer failed" if bad else "",
+                              "values": values})
+
+
+def section_files(lc, cfg, work, server_pid):
+    sid = lc.create()
+    wait_ping(lc.execd(sid))
+    files = payloads(cfg, work)
     for rid, variant, proxy in (("files.direct", "execd direct", False), ("files.proxy", "via server proxy", True)):
-        execd = lc.execd(sid, proxy)
-        values = []
-        for mib in cfg["sizes"]:
-            values += transfer(execd, files[mib][0], mib * MIB, files[mib][1], server_pid)
-        bad = all(not v["ok"] for v in values)
-        bench.write_record(work, {"section": "files", "id": rid, "tool": "sbx", "variant": variant,
-                                  "what": f"multipart upload then download, {variant}", "kind": "throughput",
-                                  "status": "failed" if bad else "measured", "reason": "every transfer failed" if bad else "",
-                                  "values": values})
+        files_record(lc.execd(sid, proxy), rid, variant, cfg, work, files, (server_pid, 0))
     for path, _ in files.values():
         os.unlink(path)
     lc.delete(sid)
@@ -595,6 +618,35 @@ def run_section(name, fn, work, ids):
                                           "reason": f"section aborted: {str(e)[:300]}"})
 
 
+EXECD_HOST = [("exec", "exec.host", "execd on the host (no sandbox, no server)"),
+              ("files", "files.host", "execd on the host (no sandbox, no server)")]
+
+
+def cmd_skip_execd(args):
+    for section, rid, variant in EXECD_HOST:
+        skip(args.work, section, rid, variant, "the same requests straight to a host sbx-execd", args.reason)
+    return 0
+
+
+def cmd_execd(args):
+    """Exec round trip and file transfer against one sbx-execd started on the host by the driver."""
+    cfg = CONFIG[args.mode]
+    execd = Client(args.url)
+    try:
+        wait_ping(execd, 10)
+    except (ApiError, OSError) as e:
+        return cmd_skip_execd(argparse.Namespace(work=args.work, reason=f"sbx-execd did not answer /ping: {e}"))
+    exec_record(execd, "exec.host", EXECD_HOST[0][2], cfg, args.work)
+    target = os.path.join(args.work, "execd-root")
+    os.makedirs(target, exist_ok=True)
+    files = payloads(cfg, args.work)
+    files_record(execd, "files.host", EXECD_HOST[1][2], cfg, args.work, files, (0, args.pid), target)
+    for path, _ in files.values():
+        os.unlink(path)
+    shutil.rmtree(target, ignore_errors=True)
+    return 0
+
+
 def cmd_run(args):
     cfg = CONFIG[args.mode]
     lc = Lifecycle(args.url, args.api_key, args.image)
@@ -623,6 +675,16 @@ def main(argv):
     p.add_argument("--image", required=True)
     p.add_argument("--server-pid", type=int, default=0)
     p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("execd")
+    p.add_argument("--work", required=True)
+    p.add_argument("--url", required=True)
+    p.add_argument("--mode", choices=sorted(CONFIG), default="full")
+    p.add_argument("--pid", type=int, default=0)
+    p.set_defaults(fn=cmd_execd)
+    p = sub.add_parser("skip-execd")
+    p.add_argument("--work", required=True)
+    p.add_argument("--reason", required=True)
+    p.set_defaults(fn=cmd_skip_execd)
     p = sub.add_parser("skip-all")
     p.add_argument("--work", required=True)
     p.add_argument("--reason", required=True)
