@@ -142,7 +142,12 @@ def load_hyperfine(path):
 def cmd_hyperfine(args):
     rec = base_record(args)
     rec.update({"kind": "latency", "unit": "s", "status": "measured", "timer": "hyperfine -N"})
-    rec["samples"], rec["exit_codes"] = load_hyperfine(args.json)
+    rec["samples"], rec["exit_codes"] = [], []
+    for path in args.json:  # one file per round, in run order
+        t, c = load_hyperfine(path)
+        rec["samples"] += t
+        rec["exit_codes"] += c
+    rec["rounds"] = args.rounds
     if args.warmup_json:
         wt, wc = load_hyperfine(args.warmup_json)
         rec["warmup"] = {"samples": wt, "exit_codes": wc}
@@ -163,7 +168,7 @@ def cmd_skip(args):
 
 def cmd_all_failed(args):
     """Exit 0 when every run in a hyperfine result failed (so the driver can probe why)."""
-    _, codes = load_hyperfine(args.json)
+    codes = [c for path in args.json for c in load_hyperfine(path)[1]]
     return 0 if codes and all(c != 0 for c in codes) else 1
 
 
@@ -192,7 +197,8 @@ def main(argv):
     p.set_defaults(fn=cmd_machine)
     p = sub.add_parser("hyperfine")
     add_record_args(p)
-    p.add_argument("--json", required=True)
+    p.add_argument("--json", action="append", required=True, help="once per round")
+    p.add_argument("--rounds", type=int, default=1)
     p.add_argument("--warmup-json")
     p.add_argument("--fail-reason")
     p.set_defaults(fn=cmd_hyperfine)
@@ -201,7 +207,7 @@ def main(argv):
     p.add_argument("--reason", required=True)
     p.set_defaults(fn=cmd_skip)
     p = sub.add_parser("all-failed")
-    p.add_argument("--json", required=True)
+    p.add_argument("--json", action="append", required=True)
     p.set_defaults(fn=cmd_all_failed)
     p = sub.add_parser("render")
     p.add_argument("--work", required=True)

@@ -232,7 +232,7 @@ def published_lines(published, records):
     return lines + [""]
 
 
-def machine_lines(machine, mode, notes):
+def machine_lines(machine, mode, notes, config):
     mem_gib = machine["mem_total_kib"] / 1048576
     lines = [
         "## Machine",
@@ -245,6 +245,7 @@ def machine_lines(machine, mode, notes):
         f"- Load average at start: {' '.join(machine['loadavg_at_start'])}; at end: "
         f"{' '.join(machine.get('loadavg_at_end', []))}",
         f"- Mode: {mode}",
+        f"- sbx commit: {config.get('git_commit', '?')}{' (with uncommitted changes)' if config.get('git_dirty') else ''}",
         "- Tool versions: "
         + "; ".join(f"{k} `{v}`" for k, v in machine["tool_versions"].items() if v),
         "",
@@ -272,7 +273,7 @@ def write_md(path, ctx):
     machine, records = ctx["machine"], ctx["records"]
     lines = [f"# sbx benchmark — {machine['time_utc'][:10]} on {machine['host']}", ""]
     lines += counts_lines(records)
-    lines += machine_lines(machine, ctx["mode"], ctx["notes"])
+    lines += machine_lines(machine, ctx["mode"], ctx["notes"], ctx.get("config", {}))
     for key, title, desc in SECTIONS:
         lines += section_lines(key, title, desc, records, ctx["plots"])
     lines += published_lines(ctx["published"], records)
@@ -389,9 +390,15 @@ def main(args):
     }
     os.makedirs(args.out, exist_ok=True)
     make_plots(ctx)
+    config = {}
+    if os.path.exists(os.path.join(args.work, "config.json")):
+        with open(os.path.join(args.work, "config.json"), encoding="utf-8") as f:
+            config = json.load(f)
+    ctx["config"] = config
     result = {
         "schema": 1,
         "mode": args.mode,
+        "config": config,
         "notes": args.notes,
         "machine": machine,
         "records": records,
