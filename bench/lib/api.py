@@ -106,6 +106,7 @@ class Client:
         if isinstance(body, (dict, list)):
             body = json.dumps(body).encode()
             h["Content-Type"] = "application/json"
+        replayable = body is None or isinstance(body, (bytes, str))
         for attempt in (0, 1):  # a kept-alive connection the server closed: retry once
             try:
                 c = self.conn()
@@ -113,7 +114,7 @@ class Client:
                 return c.getresponse()
             except (http.client.HTTPException, ConnectionError, OSError):
                 self.drop()
-                if attempt:
+                if attempt or not replayable:  # a streamed body cannot be sent twice
                     raise
         raise ApiError("unreachable")
 
@@ -278,14 +279,21 @@ def section_tti(lc, cfg, work):
 
 # ------------------------------------------------------------------ 3. exec round trip
 def exec_record(execd, rid, variant, cfg, work):
-    what = f"POST /command `true` until the SSE stream ends, {variant}, one kept-alive connection"
-    warm = [timed(lambda: run_command(execd)) for _ in range(cfg["exec_warm"])]
-    runs = [timed(lambda: run_command(execd)) for _ in range(cfg["exec"])]
-    errs = [r[2] for r in runs if r[2]]
-    rec = latency_record("exec", rid, variant, what, [r[0] for r in runs], [r[1] for r in runs],
-                         {"first_error": errs[0]} if errs else None)
-    rec["warmup"] = {"samples": [r[0] for r in warm], "exit_codes": [r[1] for r in warm]}
-    bench.write_record(work, rec)
+    """Two records: over one kept-alive connection (what SDKs do), and a new connection per call."""
+    for suffix, label, fresh in (("", "kept-alive connection", False), (".fresh", "new connection per command", True)):
+        def once():
+            if fresh:
+                execd.drop()
+            return run_command(execd)
+
+        what = f"POST /command `true` until the SSE stream ends, {variant}, {label}"
+        warm = [timed(once) for _ in range(cfg["exec_warm"])]
+        runs = [timed(once) for _ in range(cfg["exec"])]
+        errs = [r[2] for r in runs if r[2]]
+        rec = latency_record("exec", rid + suffix, f"{variant}, {label}", what, [r[0] for r in runs],
+                             [r[1] for r in runs], {"first_error": errs[0]} if errs else None)
+        rec["warmup"] = {"samples": [r[0] for r in warm], "exit_codes": [r[1] for r in warm]}
+        bench.write_record(work, rec)
 
 
 def section_exec(lc, cfg, work):
@@ -500,7 +508,8 @@ def transfer(execd, src, size, digest, pids, target_dir="/tmp"):
         upload(execd, src, size, target)
         out.append({"bytes": size, "direction": "upload", "seconds": time.monotonic() - t0, "ok": True,
                     "notes": peaks(*pids)})
-    except (ApiError, OSError) as e:
+    except (ApiError, OSError, http.client.HTTPException) as e:
+        execd.drop()  # the connection is in an unknown state after a failed upload
         out.append({"bytes": size, "direction": "upload", "ok": False, "error": str(e)[:200]})
         return out
     t0 = time.monotonic()
@@ -509,7 +518,8 @@ def transfer(execd, src, size, digest, pids, target_dir="/tmp"):
         ok = got == digest and n == size
         out.append({"bytes": size, "direction": "download", "seconds": time.monotonic() - t0, "ok": True,
                     "check": "sha256 ok" if ok else f"MISMATCH ({n} bytes)", "notes": peaks(*pids)})
-    except (ApiError, OSError) as e:
+    except (ApiError, OSError, http.client.HTTPException) as e:
+        execd.drop()
         out.append({"bytes": size, "direction": "download", "ok": False, "error": str(e)[:200]})
     return out
 
