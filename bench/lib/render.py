@@ -33,8 +33,11 @@ SECTIONS = [
     (
         "density",
         "4. Density",
-        "Idle sandboxes created one after another (capped); host MemAvailable drop per sandbox, "
-        "server RSS, and the count at the first failure (if any before the cap).",
+        "Idle sandboxes started one after another and left running, up to a cap: memory per idle "
+        "sandbox (slope of the accounted memory over the count) and the count at the first failure, "
+        "if any before the cap. Without the server: `sbx run` sandboxes (sandbox memory cgroup + "
+        "supervisor PSS); through the API: sandboxes created with POST (sandbox cgroups + server "
+        "RSS growth).",
     ),
     (
         "pause",
