@@ -81,7 +81,8 @@ class Client:
     """One keep-alive HTTP/1.1 connection per thread to one base URL."""
 
     def __init__(self, base, headers=None):
-        u = urllib.parse.urlsplit(base if "://" in base else "http://" + base)
+        self.base = base if "://" in base else "http://" + base
+        u = urllib.parse.urlsplit(self.base)
         self.host, self.port = u.hostname, u.port or 80
         self.prefix = u.path.rstrip("/")
         self.headers = dict(headers or {})
@@ -127,7 +128,8 @@ class Client:
 
 
 class Lifecycle:
-    def __init__(self, url, key, image):
+    def __init__(self, url, key, image, provider=None):
+        self.provider = provider
         self.api = Client(url.rstrip("/") + "/v1", {"OPEN-SANDBOX-API-KEY": key})
         self.url, self.key, self.image = url.rstrip("/"), key, image
         self.live = set()
@@ -142,7 +144,11 @@ class Lifecycle:
             "env": {},
             "metadata": {"sbx-bench": str(os.getpid())},
         }
-        sid = self.api.call("POST", "/sandboxes", body, expect=(200, 201, 202))["id"]
+        if self.provider:
+            body["extensions"] = {"provider": self.provider}
+        resp = self.api.call("POST", "/sandboxes", body, expect=(200, 201, 202))
+        sid = resp["id"]
+        PROVIDER["name"] = PROVIDER["name"] or resp.get("provider") or resp.get("extensions", {}).get("provider")
         with self.lock:
             self.live.add(sid)
         return sid
@@ -198,6 +204,17 @@ def run_command(execd, command="true"):
     if terminal is None:
         raise ApiError("POST /command: stream ended without a terminal event")
     return terminal["type"] == "execution_complete"
+
+
+PROVIDER = {"name": None}
+
+
+def record(work, rec):
+    """bench.write_record, with the server's provider (from the create response) on sbx rows."""
+    if PROVIDER["name"] and rec.get("tool") == "sbx":
+        rec["provider"] = PROVIDER["name"]
+        rec["variant"] = f"{rec.get('variant', '')} [{PROVIDER['name']} provider]"
+    bench.write_record(work, rec)
 
 
 def latency_record(section, rid, variant, what, samples, codes, extra=None):
@@ -274,7 +291,7 @@ def section_tti(lc, cfg, work):
         extra = {"with_delete": stats.summarize(total, codes)}
         if errors:
             extra["first_error"] = errors[0]
-        bench.write_record(work, latency_record("tti", rid, variant, what, first, codes, extra))
+        record(work, latency_record("tti", rid, variant, what, first, codes, extra))
 
 
 # ------------------------------------------------------------------ 3. exec round trip
@@ -286,14 +303,14 @@ def exec_record(execd, rid, variant, cfg, work):
                 execd.drop()
             return run_command(execd)
 
-        what = f"POST /command `true` until the SSE stream ends, {variant}, {label}"
+        what = f"POST /command `true` until the SSE stream ends, {variant}, {label}; endpoint {execd.base}"
         warm = [timed(once) for _ in range(cfg["exec_warm"])]
         runs = [timed(once) for _ in range(cfg["exec"])]
         errs = [r[2] for r in runs if r[2]]
         rec = latency_record("exec", rid + suffix, f"{variant}, {label}", what, [r[0] for r in runs],
                              [r[1] for r in runs], {"first_error": errs[0]} if errs else None)
         rec["warmup"] = {"samples": [r[0] for r in warm], "exit_codes": [r[1] for r in warm]}
-        bench.write_record(work, rec)
+        record(work, rec)
 
 
 def section_exec(lc, cfg, work):
@@ -305,6 +322,8 @@ def section_exec(lc, cfg, work):
         except (ApiError, OSError, KeyError) as e:
             skip(work, "exec", rid, variant, "exec round trip", f"endpoint not usable: {e}")
             continue
+        if not proxy and "/proxy/" in execd.base:
+            variant += " (the server answered with its proxy route)"
         exec_record(execd, rid, variant, cfg, work)
     lc.delete(sid)
 
@@ -366,13 +385,57 @@ def cgroup_memory(pid):
     return None
 
 
+def memory_cgroup_path(pid):
+    """pid's memory cgroup (v1 memory hierarchy, or the v2 unified path), None if unknown."""
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, ctrls, path = line.split(":", 2)
+        if "memory" in ctrls.split(","):
+            return path
+    for line in lines:
+        if line.startswith("0::"):
+            return line[3:]
+    return None
+
+
+def pss(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
 def accounted_memory(server_pid):
+    """Memory of the sandboxes: each distinct sandbox cgroup once; an execd that shares the
+    bench's or the server's cgroup (a provider without cgroups) counts by its PSS instead."""
+    not_sandbox = {memory_cgroup_path(os.getpid()), memory_cgroup_path(server_pid) if server_pid else None}
     pids = execd_pids()
-    cg = [cgroup_memory(p) for p in pids]
-    rss = [proc_status(p, "VmRSS") or 0 for p in pids]
+    seen, cg_sum, own_cg, pss_sum = set(), 0, 0, 0
+    for p in pids:
+        path = memory_cgroup_path(p)
+        if path is not None and path not in not_sandbox:
+            own_cg += 1
+            if path not in seen:
+                seen.add(path)
+                cg_sum += cgroup_memory(p) or 0
+        else:
+            pss_sum += pss(p)
     server = proc_status(server_pid, "VmRSS") if server_pid else None
-    return {"execd": len(pids), "cgroup_sum": sum(c or 0 for c in cg), "cgroup_known": sum(1 for c in cg if c),
-            "execd_rss_sum": sum(rss), "server_rss": server or 0, "mem_available": mem_available()}
+    return {"execd": len(pids), "cgroup_sum": cg_sum, "cgroup_known": own_cg, "execd_pss_no_cgroup": pss_sum,
+            "execd_rss_sum": sum(proc_status(p, "VmRSS") or 0 for p in pids), "server_rss": server or 0,
+            "mem_available": mem_available()}
+
+
+def accounted_total(m):
+    return m["cgroup_sum"] + m["execd_pss_no_cgroup"] + m["server_rss"]
 
 
 def section_density(lc, cfg, work, server_pid):
@@ -387,14 +450,15 @@ def section_density(lc, cfg, work, server_pid):
             break
         created = n
         m = accounted_memory(server_pid)
-        points.append([n, m["cgroup_sum"] + m["server_rss"] - base["server_rss"] - base["cgroup_sum"], m])
+        points.append([n, accounted_total(m) - accounted_total(base), m])
     end = points[-1][2] if points else base
     slope = stats.linear_slope([(p[0], p[1]) for p in points])
     facts = {
         "idle sandboxes created": f"{created} (cap {cfg['density_cap']})",
         "first failure": first_failure or "none before the cap",
-        "memory per idle sandbox (slope of cgroup usage sum + server RSS growth)": stats.fmt_bytes(slope),
-        "sandbox cgroups found / execd processes": f"{end['cgroup_known']} / {end['execd']}",
+        "memory per idle sandbox (slope of accounted memory)": stats.fmt_bytes(slope),
+        "execd processes in a cgroup of their own / all": f"{end['cgroup_known']} / {end['execd']} "
+        "(the others have no sandbox cgroup and count by their PSS)",
         "execd RSS sum at the end": stats.fmt_bytes(end["execd_rss_sum"]),
         "server RSS before -> after": f"{stats.fmt_bytes(base['server_rss'])} -> {stats.fmt_bytes(end['server_rss'])}",
         "host MemAvailable drop (noisy on a shared host)": stats.fmt_bytes(base["mem_available"] - end["mem_available"]),
@@ -403,13 +467,14 @@ def section_density(lc, cfg, work, server_pid):
     lc.cleanup()
     facts[f"deleting all {created}"] = f"{time.monotonic() - t0:.2f} s"
     rec = {"section": "density", "id": "density.idle", "tool": "sbx", "variant": "idle sandboxes",
-           "what": "idle sandboxes (tail -f /dev/null) created one by one; memory accounted as the sum of the "
-                   "sandboxes' memory cgroup usage plus the server's RSS growth",
+           "what": "idle sandboxes (tail -f /dev/null) created one by one; memory accounted as the sandboxes' "
+                   "memory cgroup usage (each cgroup once; PSS of an execd without a cgroup of its own) plus "
+                   "the server's RSS growth",
            "command": "", "kind": "curve", "status": "measured" if points else "failed",
            "reason": first_failure or "", "points": [[p[0], p[1]] for p in points],
            "samples_detail": [p[2] for p in points], "facts": facts,
-           "curve_title": "memory accounted to idle sandboxes", "y_label": "MiB (cgroups + server RSS growth)"}
-    bench.write_record(work, rec)
+           "curve_title": "memory accounted to idle sandboxes", "y_label": "MiB accounted"}
+    record(work, rec)
 
 
 # ------------------------------------------------------------------ 5. pause / resume
@@ -434,13 +499,13 @@ def section_pause(lc, cfg, work):
                                        ("pause.resume", "resume", resume, "Running")):
         errs = [r[2] for r in runs if r[2]]
         what = f"POST /{variant} then GET every 1 ms until state is {target}; idle sandbox"
-        bench.write_record(work, latency_record("pause", rid, variant, what, [r[0] for r in runs],
+        record(work, latency_record("pause", rid, variant, what, [r[0] for r in runs],
                                                 [r[1] for r in runs], {"first_error": errs[0]} if errs else None))
     try:
         alive = run_command(lc.execd(sid))
     except (ApiError, OSError) as e:
         alive = f"failed: {e}"
-    bench.write_record(work, {"section": "pause", "id": "pause.alive", "tool": "sbx", "variant": "after resume",
+    record(work, {"section": "pause", "id": "pause.alive", "tool": "sbx", "variant": "after resume",
                               "what": "a command runs after the last resume", "kind": "curve", "status": "measured",
                               "facts": {"command after resume": "ok" if alive is True else str(alive)}})
     lc.delete(sid)
@@ -537,9 +602,9 @@ def files_record(execd, rid, variant, cfg, work, files, pids, target_dir="/tmp")
     for mib in cfg["sizes"]:
         values += transfer(execd, files[mib][0], mib * MIB, files[mib][1], pids, target_dir)
     bad = all(not v["ok"] for v in values)
-    bench.write_record(work, {"section": "files", "id": rid, "tool": "sbx", "variant": variant,
+    record(work, {"section": "files", "id": rid, "tool": "sbx", "variant": variant,
                               "what": f"multipart upload then download, {variant}; the download is checked "
-                                      "against the upload's SHA-256", "kind": "throughput",
+                                      f"against the upload's SHA-256; endpoint {execd.base}", "kind": "throughput",
                               "status": "failed" if bad else "measured", "reason": "every transfer failed" if bad else "",
                               "values": values})
 
@@ -589,7 +654,7 @@ def section_api(lc, cfg, work):
         w = parse_wrk(res.stdout)
         w.update({"threads": 2, "connections": 16, "duration": f"{cfg['wrk_secs']}s", "raw": res.stdout[-2000:]})
         ok = res.returncode == 0 and w["requests_per_s"]
-        bench.write_record(work, {"section": "api", "id": rid, "tool": "sbx", "variant": variant,
+        record(work, {"section": "api", "id": rid, "tool": "sbx", "variant": variant,
                                   "what": "wrk -t2 -c16 --latency with the API key header; 1 sandbox exists",
                                   "command": " ".join(cmd[:-3] + ["-H", "'OPEN-SANDBOX-API-KEY: ...'", cmd[-1]]),
                                   "kind": "wrk", "status": "measured" if ok else "failed",
@@ -599,7 +664,7 @@ def section_api(lc, cfg, work):
 
 # ------------------------------------------------------------------ driver
 def skip(work, section, rid, variant, what, reason, tool="sbx"):
-    bench.write_record(work, {"section": section, "id": rid, "tool": tool, "variant": variant, "what": what,
+    record(work, {"section": section, "id": rid, "tool": tool, "variant": variant, "what": what,
                               "command": "", "kind": "none", "status": "not_measured", "reason": reason})
 
 
@@ -623,7 +688,7 @@ def run_section(name, fn, work, ids):
         print(f"api.py: section {name} failed: {e}", file=sys.stderr)
         for section, rid, variant, what in PLAN:
             if rid in ids:
-                bench.write_record(work, {"section": section, "id": rid + ".error", "tool": "sbx", "variant": variant,
+                record(work, {"section": section, "id": rid + ".error", "tool": "sbx", "variant": variant,
                                           "what": what, "kind": "none", "status": "failed",
                                           "reason": f"section aborted: {str(e)[:300]}"})
 
@@ -659,8 +724,13 @@ def cmd_execd(args):
 
 def cmd_run(args):
     cfg = CONFIG[args.mode]
-    lc = Lifecycle(args.url, args.api_key, args.image)
+    lc = Lifecycle(args.url, args.api_key, args.image, args.provider or None)
     w, pid = args.work, args.server_pid
+    try:  # one create + delete first: learns the provider, and a server that cannot create at all
+        lc.delete(lc.create())  # is one clear reason instead of a failure per section
+    except (ApiError, OSError, KeyError, ValueError, http.client.HTTPException) as e:
+        cmd_skip_all(argparse.Namespace(work=w, reason=f"the server cannot create a sandbox: {str(e)[:300]}"))
+        return 0
     try:
         run_section("tti", lambda: section_tti(lc, cfg, w), w, {"tti.serial", "tti.par10", "tti.par50"})
         run_section("exec", lambda: section_exec(lc, cfg, w), w, {"exec.direct", "exec.proxy"})
@@ -684,6 +754,7 @@ def main(argv):
     p.add_argument("--mode", choices=sorted(CONFIG), default="full")
     p.add_argument("--image", required=True)
     p.add_argument("--server-pid", type=int, default=0)
+    p.add_argument("--provider", default="", help="extensions.provider of every create (default: the server's)")
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("execd")
     p.add_argument("--work", required=True)

@@ -34,38 +34,15 @@ def children(pid):
         return []
 
 
-def memory_cgroup_path(pid):
-    try:
-        with open(f"/proc/{pid}/cgroup", encoding="utf-8") as f:
-            for line in f:
-                _, ctrls, path = line.rstrip("\n").split(":", 2)
-                if "memory" in ctrls.split(",") or ctrls == "":
-                    return path
-    except OSError:
-        pass
-    return None
-
-
-def pss(pid):
-    try:
-        with open(f"/proc/{pid}/smaps_rollup", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
-
-
 def wait_running(sup, deadline_s=10):
     """The sandbox's init pid once the sandbox command runs inside its own cgroup, else None."""
     end = time.monotonic() + deadline_s
-    own = memory_cgroup_path(sup.pid)
+    own = api.memory_cgroup_path(sup.pid)
     while time.monotonic() < end:
         if sup.poll() is not None:
             return None
         for c in children(sup.pid):
-            if memory_cgroup_path(c) not in (None, own) and children(c):
+            if api.memory_cgroup_path(c) not in (None, own) and children(c):
                 return c
         time.sleep(0.002)
     return None
@@ -78,7 +55,7 @@ def account(sups):
         cg = api.cgroup_memory(inner)
         if cg is not None:
             known += 1
-        total += (cg or 0) + pss(sup.pid)
+        total += (cg or 0) + api.pss(sup.pid)
     return total, known
 
 

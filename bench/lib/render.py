@@ -189,6 +189,8 @@ def section_lines(key, title, desc, records, plots):
         lines += latency_table(lat, records)
         if key == "start":
             lines += commands_list(lat)
+        else:
+            lines += [""] + [f"- **{r.get('variant', '')}**: {r.get('what', '')}" for r in lat]
     tp = [r for r in measured if r.get("kind") == "throughput"]
     if tp:
         lines += [""] + throughput_table(tp)
