@@ -110,6 +110,8 @@ def run(args):
         "total accounted at the end": stats.fmt_bytes(points[-1][1]) if points else "-",
         "sandbox cgroups found": f"{points[-1][2]} of {created}" if points else "-",
         "host MemAvailable drop at the end (noisy on a shared host)": stats.fmt_bytes(points[-1][3]) if points else "-",
+        "MemAvailable drop per sandbox (slope; upper bound: kernel memory no cgroup is charged for, "
+        "plus whatever else ran on the host)": stats.fmt_bytes(stats.linear_slope([(p[0], p[3]) for p in points])),
         "start time of each (until its command runs), p50 / max": (
             f"{stats.fmt_ms(stats.percentile(t_start, 50))} / {stats.fmt_ms(max(t_start))} ms" if t_start else "-"),
         f"stopping all {len(sups)} (SIGTERM to each supervisor, wait)": f"{stop_secs:.2f} s",
@@ -120,6 +122,7 @@ def run(args):
                 "sandbox memory-cgroup usage + PSS of its `sbx run` supervisor",
         "command": cmdline, "kind": "curve", "status": "measured" if points else "failed",
         "reason": first_failure or "", "points": [[p[0], p[1]] for p in points],
+        "points_alt": [[p[0], p[3]] for p in points], "alt_title": "host MemAvailable drop",
         "samples_detail": [{"n": p[0], "accounted": p[1], "cgroups_found": p[2], "memavailable_drop": p[3]}
                            for p in points],
         "start_seconds": t_start, "facts": facts,

@@ -335,9 +335,10 @@ def plot_curves(ctx):
     for i, r in enumerate(r for r in ctx["records"] if r.get("kind") == "curve" and r.get("points")):
         dat = os.path.join(ctx["work"], "plotdata", f"curve-{i}.dat")
         os.makedirs(os.path.dirname(dat), exist_ok=True)
+        alt = dict(r.get("points_alt") or [])
         with open(dat, "w", encoding="utf-8") as f:
             for x, y in r["points"]:
-                f.write(f"{x} {y / 1048576:.3f}\n")
+                f.write(f"{x} {y / 1048576:.3f} {alt.get(x, 0) / 1048576:.3f}\n")
         name = f"{r['section']}-{i}"
         svg = os.path.join(ctx["out"], "plots", f"{ctx['stem']}-{name}.svg")
         title = f"{r['tool']}: {r.get('curve_title', 'host memory used vs idle sandboxes')}"
@@ -349,7 +350,9 @@ def plot_curves(ctx):
                 f'set xlabel "{r.get("x_label", "idle sandboxes")}"',
                 f'set ylabel "{r.get("y_label", "MiB")}"',
                 "set grid",
-                f'plot "{dat}" using 1:2 with linespoints lw 2 title "{r["tool"]}"',
+                f'plot "{dat}" using 1:2 with {"lines" if len(r["points"]) > 60 else "linespoints"} lw 2 '
+                f'title "{r["tool"]}: accounted"'
+                + (f', "{dat}" using 1:3 with lines lw 1 title "{r["alt_title"]}"' if alt else ""),
             ]
         )
         if gnuplot(script):
