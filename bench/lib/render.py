@@ -180,11 +180,20 @@ def curve_table(recs):
     return lines
 
 
+def order_rows(recs):
+    """Rows grouped by variant (in order of first appearance), sbx first within each group."""
+    variants = []
+    for r in recs:
+        if r.get("variant", "") not in variants:
+            variants.append(r.get("variant", ""))
+    return sorted(recs, key=lambda r: (variants.index(r.get("variant", "")), r["tool"] != "sbx"))
+
+
 def section_lines(key, title, desc, records, plots):
     recs = [r for r in records if r["section"] == key]
     lines = [f"## {title}", "", desc, ""]
     measured = [r for r in recs if r["status"] in ("measured", "failed")]
-    lat = [r for r in measured if r.get("kind") == "latency"]
+    lat = order_rows([r for r in measured if r.get("kind") == "latency"])
     if lat:
         lines += latency_table(lat, records)
         if key == "start":
