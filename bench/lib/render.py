@@ -200,6 +200,13 @@ def section_lines(key, title, desc, records, plots):
             lines += commands_list(lat)
         else:
             lines += [""] + [f"- **{r.get('variant', '')}**: {r.get('what', '')}" for r in lat]
+        for r in lat:
+            wd = r.get("with_delete")
+            if wd and wd.get("ok"):
+                lines.append(
+                    f"- **{r.get('variant', '')}**, until the DELETE returned too: p50 {stats.fmt_ms(wd['p50'])} ms, "
+                    f"p90 {stats.fmt_ms(wd['p90'])} ms, p99 {stats.fmt_ms(wd['p99'])} ms"
+                )
     tp = [r for r in measured if r.get("kind") == "throughput"]
     if tp:
         lines += [""] + throughput_table(tp)
@@ -211,6 +218,8 @@ def section_lines(key, title, desc, records, plots):
         lines += [""] + curve_table(cv)
     for p in plots.get(key, []):
         lines += ["", f"![{p['title']}]({p['href']})"]
+    if (lat or cv) and not plots.get(key) and not shutil.which("gnuplot"):
+        lines += ["", "(no plot: gnuplot is not installed)"]
     skipped = [r for r in recs if r["status"] == "not_measured"]
     if skipped:
         lines += ["", "Not measured:", ""]
@@ -283,10 +292,34 @@ def counts_lines(records):
     ]
 
 
+def headline_lines(records):
+    """The sandbox-start rows of the run in one small table (what a README would show)."""
+    rows = order_rows([r for r in records if r["section"] == "start" and r.get("summary", {}).get("ok")])
+    if not rows:
+        return []
+    lines = [
+        "## Headline: sandbox start (`/bin/true` in a fresh sandbox, create to exit, same rootfs)",
+        "",
+        "| tool | variant | p50 ms | p99 ms | runs (failed) | vs sbx (p50) |",
+        "|---|---|---:|---:|---:|---|",
+    ]
+    for r in rows:
+        s = r["summary"]
+        ref = sbx_reference(records, "start", r.get("variant"))
+        vs = "" if r["tool"] == "sbx" else (
+            stats.ratio_text(r["tool"], s["p50"], ref["p50"]) if ref else "sbx not measured")
+        lines.append(
+            f"| {r['tool']} | {r.get('variant', '')} | {stats.fmt_ms(s['p50'])} | {stats.fmt_ms(s['p99'])} "
+            f"| {s['runs']} ({s['failures']}) | {vs} |"
+        )
+    return lines + [""]
+
+
 def write_md(path, ctx):
     machine, records = ctx["machine"], ctx["records"]
     lines = [f"# sbx benchmark — {machine['time_utc'][:10]} on {machine['host']}", ""]
     lines += counts_lines(records)
+    lines += headline_lines(records)
     lines += machine_lines(machine, ctx["mode"], ctx["notes"], ctx.get("config", {}))
     for key, title, desc in SECTIONS:
         lines += section_lines(key, title, desc, records, ctx["plots"])
