@@ -288,7 +288,7 @@ def section_tti(lc, cfg, work):
             skip(work, "tti", rid, variant, what, "skipped in --quick mode")
             continue
         first, total, codes, errors = tti_batch(lc, clients, rounds)
-        extra = {"with_delete": stats.summarize(total, codes)}
+        extra = {"with_delete": stats.summarize(total, codes), "ratio_key": rid}
         if errors:
             extra["first_error"] = errors[0]
         record(work, latency_record("tti", rid, variant, what, first, codes, extra))
@@ -310,6 +310,8 @@ def exec_record(execd, rid, variant, cfg, work):
         rec = latency_record("exec", rid + suffix, f"{variant}, {label}", what, [r[0] for r in runs],
                              [r[1] for r in runs], {"first_error": errs[0]} if errs else None)
         rec["warmup"] = {"samples": [r[0] for r in warm], "exit_codes": [r[1] for r in warm]}
+        if rid == "exec.direct" and not fresh:
+            rec["ratio_key"] = "exec"  # the SDK's path: execd endpoint, kept-alive connection
         record(work, rec)
 
 
@@ -499,8 +501,9 @@ def section_pause(lc, cfg, work):
                                        ("pause.resume", "resume", resume, "Running")):
         errs = [r[2] for r in runs if r[2]]
         what = f"POST /{variant} then GET every 1 ms until state is {target}; idle sandbox"
-        record(work, latency_record("pause", rid, variant, what, [r[0] for r in runs],
-                                                [r[1] for r in runs], {"first_error": errs[0]} if errs else None))
+        extra = {"first_error": errs[0]} if errs else {}
+        extra["ratio_key"] = rid
+        record(work, latency_record("pause", rid, variant, what, [r[0] for r in runs], [r[1] for r in runs], extra))
     try:
         alive = run_command(lc.execd(sid))
     except (ApiError, OSError) as e:

@@ -22,13 +22,17 @@ SECTIONS = [
         "2. Time to interactive through the API",
         "Client-side wall time of POST /v1/sandboxes (202) -> execd endpoint lookup -> first "
         "`POST /command` (`true`) completes -> DELETE (204), serial and with N clients in "
-        "parallel. 'create->first result' excludes the delete.",
+        "parallel. 'create->first result' excludes the delete. Docker rows: the same steps through "
+        "the Docker Engine API (create, start, exec `/bin/true`, remove), which is what OpenSandbox's "
+        "Docker runtime does underneath.",
     ),
     (
         "exec",
         "3. Exec round trip",
         "`POST /command {\"command\":\"true\"}` on a running sandbox until the terminal SSE event, "
-        "over one kept-alive connection: via the server's proxy route and directly to execd.",
+        "over a kept-alive or a new connection: directly to execd's endpoint, via the server's proxy "
+        "route, and to an sbx-execd alone on the host. Docker row: `docker exec` of `/bin/true` through "
+        "the Engine API; its ratio is to sbx's execd endpoint over a kept-alive connection (the SDK path).",
     ),
     (
         "density",
@@ -42,7 +46,9 @@ SECTIONS = [
     (
         "pause",
         "5. Pause / resume",
-        "POST /pause (or /resume) until GET reports the target state (Paused / Running).",
+        "POST /pause (or /resume) until GET reports the target state (Paused / Running). Docker rows: "
+        "POST /containers/{id}/pause (unpause) until inspect agrees (the cgroup freezer, as OpenSandbox's "
+        "Docker runtime pauses).",
     ),
     (
         "files",
@@ -75,27 +81,40 @@ def summarize_record(rec):
     return rec
 
 
-def sbx_reference(records, section, variant):
+def ratio_key(rec):
+    """Rows with the same key measure the same thing (API rows carry one; start rows: the variant)."""
+    return rec.get("ratio_key") or rec.get("variant", "")
+
+
+def sbx_reference(records, section, key):
     for r in records:
         if (
             r["section"] == section
             and r["tool"] == "sbx"
-            and r.get("variant") == variant
+            and ratio_key(r) == key
             and r.get("summary", {}).get("ok")
         ):
-            return r["summary"]
+            return r
     return None
+
+
+def sbx_name(ref):
+    """'sbx', or 'sbx (process provider)' when the server said which provider ran the sandbox:
+    a ratio against a provider without isolation must say so."""
+    return f"sbx ({ref['provider']} provider)" if ref.get("provider") else "sbx"
 
 
 def ratio_cell(rec, records):
     s = rec.get("summary", {})
     if rec["tool"] == "sbx" or not s.get("ok"):
         return ""
-    ref = sbx_reference(records, rec["section"], rec.get("variant"))
+    ref = sbx_reference(records, rec["section"], ratio_key(rec))
     if ref is None:
         return "no ratio: sbx not measured"
-    p50 = stats.ratio_text(rec["tool"], s["p50"], ref["p50"])
-    p99 = stats.ratio(s["p99"], ref["p99"])
+    p50 = stats.ratio_text(rec["tool"], s["p50"], ref["summary"]["p50"])
+    if ref.get("provider"):
+        p50 += f"; sbx row: {sbx_name(ref)}"
+    p99 = stats.ratio(s["p99"], ref["summary"]["p99"])
     return p50 + (f"; p99 ratio {p99:.2f}\u00d7" if p99 else "")
 
 
@@ -182,16 +201,24 @@ def curve_table(recs):
 
 def order_rows(recs):
     """Rows grouped by variant (in order of first appearance), sbx first within each group."""
-    variants = []
+    keys = []
     for r in recs:
-        if r.get("variant", "") not in variants:
-            variants.append(r.get("variant", ""))
-    return sorted(recs, key=lambda r: (variants.index(r.get("variant", "")), r["tool"] != "sbx"))
+        if ratio_key(r) not in keys:
+            keys.append(ratio_key(r))
+    return sorted(recs, key=lambda r: (keys.index(ratio_key(r)), r["tool"] != "sbx"))
 
 
 def section_lines(key, title, desc, records, plots):
     recs = [r for r in records if r["section"] == key]
     lines = [f"## {title}", "", desc, ""]
+    providers = sorted({r["provider"] for r in recs if r.get("provider")})
+    if providers:
+        lines += [f"sbx rows: sandboxes of the server's `{'`, `'.join(providers)}` provider (as the create "
+                  "response reported).", ""]
+    if "process" in providers:
+        lines += ["> **The `process` provider runs sbx-execd as a plain host process, without isolation.** "
+                  "Ratios against it compare Docker containers with unisolated processes: they show the "
+                  "API and execd overhead, not what an isolated sbx sandbox costs.", ""]
     measured = [r for r in recs if r["status"] in ("measured", "failed")]
     lat = order_rows([r for r in measured if r.get("kind") == "latency"])
     if lat:
@@ -305,9 +332,9 @@ def headline_lines(records):
     ]
     for r in rows:
         s = r["summary"]
-        ref = sbx_reference(records, "start", r.get("variant"))
+        ref = sbx_reference(records, "start", ratio_key(r))
         vs = "" if r["tool"] == "sbx" else (
-            stats.ratio_text(r["tool"], s["p50"], ref["p50"]) if ref else "sbx not measured")
+            stats.ratio_text(r["tool"], s["p50"], ref["summary"]["p50"]) if ref else "sbx not measured")
         lines.append(
             f"| {r['tool']} | {r.get('variant', '')} | {stats.fmt_ms(s['p50'])} | {stats.fmt_ms(s['p99'])} "
             f"| {s['runs']} ({s['failures']}) | {vs} |"
@@ -411,11 +438,11 @@ def make_plots(ctx):
             for r in ctx["records"]
             if r["section"] == key and r.get("kind") == "latency" and r.get("summary", {}).get("ok")
         ]
-        variants = sorted({r.get("variant", "") for r in lat})
-        for v in variants:
-            recs = [r for r in lat if r.get("variant", "") == v]
-            slug = "".join(c if c.isalnum() else "-" for c in v).strip("-") or "all"
-            plot_cdf(ctx, key, recs, f"{key}-{slug}", f"{title}: {v} (empirical CDF)")
+        for k in sorted({ratio_key(r) for r in lat}):
+            recs = [r for r in lat if ratio_key(r) == k]
+            slug = "-".join("".join(c if c.isalnum() else " " for c in k).split()) or "all"
+            label = recs[0].get("variant", "") if len(recs) == 1 else k
+            plot_cdf(ctx, key, recs, f"{key}-{slug}", f"{title}: {label} (empirical CDF)")
     plot_curves(ctx)
 
 
