@@ -300,6 +300,13 @@ def machine_lines(machine, mode, notes, config):
         + "; ".join(f"{k} `{v}`" for k, v in machine["tool_versions"].items() if v),
         "",
     ]
+    load1 = float(machine["loadavg_at_start"][0])
+    load1_end = float(machine.get("loadavg_at_end", ["0"])[0])
+    if max(load1, load1_end) > 0.5 * machine["cores"]:
+        lines += [f"> **Noisy run:** the 1-minute load average was {load1:.1f} at the start and {load1_end:.1f} "
+                  f"at the end on {machine['cores']} cores, so other work shared the CPUs. Absolute numbers "
+                  "and tails are inflated; the tools took turns in rounds, so ratios from this run are "
+                  "less affected than absolute values.", ""]
     for n in notes:
         lines.append(f"> {n}")
         lines.append("")
