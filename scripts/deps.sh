@@ -14,6 +14,8 @@ pkgs=(
   libcmocka-dev clang clang-tidy clang-format libclang-rt-14-dev
   # runtime helpers used by tests (real peers, not mocks)
   iproute2 iptables procps psmisc curl
+  # runtime tests: a static BusyBox root filesystem
+  busybox-static file
 )
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(hyperfine wrk bubblewrap crun runc docker.io gnuplot-nox busybox-static python3 util-linux)

@@ -30,5 +30,7 @@ int sbx_cli_wants_help(int argc, char **argv, const struct sbx_cli_cmd *cmd);
 
 int sbx_cmd_version(int argc, char **argv);
 int sbx_cmd_help(int argc, char **argv);
+int sbx_cmd_run(int argc, char **argv);
+int sbx_cmd_gc(int argc, char **argv);
 
 #endif

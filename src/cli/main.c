@@ -18,6 +18,30 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "Usage: sbx help [COMMAND]\n\nShow the list of commands, or the help of COMMAND.\n"),
     CMD("version", sbx_cmd_version, "Print the version of sbx",
         "Usage: sbx version\n\nPrint the version of sbx (same as `sbx --version`).\n"),
+    CMD("run", sbx_cmd_run, "Run a command in a fresh sandbox",
+        "Usage: sbx run [OPTIONS] [--] CMD [ARG...]\n\n"
+        "Run CMD in a fresh sandbox with the caller's stdin/stdout/stderr, exit with its\n"
+        "status (128+N if killed by signal N) and remove the sandbox.\n\n"
+        "Options:\n"
+        "  --image I          image to run (default: host, a read-only view of this host)\n"
+        "  --rootfs DIR       use DIR (read-only) as the root filesystem instead of an image\n"
+        "  --memory SIZE      memory limit (e.g. 256m, 1g)\n"
+        "  --pids N           maximum number of processes\n"
+        "  --cpus N           CPU quota in CPUs (e.g. 0.5, 1.5)\n"
+        "  --network MODE     none (default, loopback only) | bridge | host\n"
+        "  -e, --env K=V      set an environment variable (repeatable)\n"
+        "  -w, --workdir DIR  working directory inside the sandbox\n"
+        "  -v, --volume SRC:DST[:ro]  bind host path SRC at DST (repeatable)\n"
+        "  --hostname H       hostname inside the sandbox (default: the sandbox id)\n"
+        "  --user U[:G]       user (and group), by id or by name in the sandbox's /etc\n"
+        "  --userns           own user namespace (ids 0-65535 map to host 1000000+)\n"
+        "  --state-dir D      state directory (default $SBX_STATE_DIR or /var/lib/sbx)\n"
+        "  --cgroup-parent P  cgroup below the caller's own (default $SBX_CGROUP_PARENT or sbx)\n"
+        "\nExit status: CMD's status; 125 when sbx itself fails; 2 for usage errors.\n"),
+    CMD("gc", sbx_cmd_gc, "Remove what crashed sandboxes left behind",
+        "Usage: sbx gc [--all] [--state-dir D]\n\n"
+        "Remove the cgroups, network leases and state of every recorded sandbox whose init\n"
+        "is gone. With --all, kill and remove running sandboxes too.\n"),
     {0},
 };
 

@@ -1,0 +1,50 @@
+/*
+ * cmd_gc.c - `sbx gc`: remove what crashed sandboxes left behind.
+ */
+#include <getopt.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cli/cli.h"
+#include "runtime/runtime.h"
+
+int
+sbx_cmd_gc(int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"all", no_argument, NULL, 'a'},
+        {"state-dir", required_argument, NULL, 's'},
+        {0},
+    };
+    bool all = false;
+    const char *state = getenv("SBX_STATE_DIR"); /* NOLINT(concurrency-mt-unsafe): no threads */
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", longopts, NULL)) != -1) {
+        if (c == 'a')
+            all = true;
+        else if (c == 's')
+            state = optarg;
+        else
+            return SBX_EXIT_USAGE;
+    }
+    if (optind != argc) {
+        fputs("sbx gc: takes no arguments\n", stderr);
+        return SBX_EXIT_USAGE;
+    }
+    struct sbx_rt_config cfg = {.state_dir = state};
+    struct sbx_rt *rt = NULL;
+    struct sbx_rt_gc_stats st = {0};
+    sbx_autoerror sbx_error *err = NULL;
+    int ret = sbx_rt_open(&rt, &cfg, &err);
+    if (ret == 0)
+        ret = sbx_rt_gc(&st, rt, all, &err);
+    sbx_rt_close(rt);
+    if (ret < 0) {
+        fprintf(stderr, "sbx gc: %s\n", sbx_error_msg(err));
+        return SBX_EXIT_FAIL;
+    }
+    printf("removed %u sandbox%s, %u still running\n", st.removed, st.removed == 1 ? "" : "es",
+           st.kept);
+    return SBX_EXIT_OK;
+}

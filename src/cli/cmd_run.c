@@ -1,0 +1,362 @@
+/*
+ * cmd_run.c - `sbx run`: run one command in a fresh sandbox, pass stdio through, exit with its
+ * status, leave nothing behind.
+ */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "common/cleanup.h"
+#include "common/util.h"
+#include "common/xalloc.h"
+#include "runtime/runtime.h"
+
+/* sbx's own failures (not the command's): like `docker run`, 125. */
+#define EXIT_RUN_FAIL 125
+#define MAX_ITEMS     64
+
+struct run_opts {
+    const char *image;
+    const char *rootfs;
+    const char *state_dir;
+    const char *cgroup_parent;
+    const char *memory_arg;
+    const char *user;
+    struct sbx_rt_spec spec;
+    char *env[MAX_ITEMS + 1];
+    size_t n_env;
+    struct sbx_rt_volume vols[MAX_ITEMS];
+    char *vol_bufs[MAX_ITEMS];
+    size_t n_vols;
+    const char *layers[1];
+};
+
+static int
+parse_cpus(const char *s, uint64_t *millis)
+{
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || !end || *end || v <= 0 || v > 1024)
+        return -1;
+    *millis = (uint64_t)(v * 1000 + 0.5);
+    return *millis ? 0 : -1;
+}
+
+static int
+parse_volume(struct run_opts *o, const char *arg)
+{
+    if (o->n_vols >= MAX_ITEMS)
+        return -1;
+    char *buf = sbx_xstrdup(arg);
+    o->vol_bufs[o->n_vols] = buf;
+    char *dst = strchr(buf, ':');
+    if (!dst || dst == buf)
+        return -1;
+    *dst++ = '\0';
+    char *mode = strchr(dst, ':');
+    bool ro = false;
+    if (mode) {
+        *mode++ = '\0';
+        if (strcmp(mode, "ro") != 0 && strcmp(mode, "rw") != 0)
+            return -1;
+        ro = strcmp(mode, "ro") == 0;
+    }
+    if (dst[0] != '/')
+        return -1;
+    o->vols[o->n_vols++] = (struct sbx_rt_volume){.src = buf, .dst = dst, .ro = ro};
+    return 0;
+}
+
+static int
+parse_network(const char *s, enum sbx_rt_netmode *out)
+{
+    static const char *const names[] = {"none", "host", "bridge"};
+    static const enum sbx_rt_netmode modes[] = {SBX_RT_NET_NONE, SBX_RT_NET_HOST,
+                                                SBX_RT_NET_BRIDGE};
+    for (size_t i = 0; i < 3; i++) {
+        if (strcmp(s, names[i]) == 0) {
+            *out = modes[i];
+            return 0;
+        }
+    }
+    return -1;
+}
+
+enum {
+    OPT_IMAGE = 0x100,
+    OPT_ROOTFS,
+    OPT_MEMORY,
+    OPT_PIDS,
+    OPT_CPUS,
+    OPT_NETWORK,
+    OPT_HOSTNAME,
+    OPT_USER,
+    OPT_USERNS,
+    OPT_STATE,
+    OPT_CGROUP,
+};
+
+static int
+apply_opt(struct run_opts *o, int c, const char *arg)
+{
+    sbx_autoerror sbx_error *err = NULL;
+    switch (c) {
+    case OPT_IMAGE:
+        o->image = arg;
+        return 0;
+    case OPT_ROOTFS:
+        o->rootfs = arg;
+        return 0;
+    case OPT_MEMORY:
+        o->memory_arg = arg;
+        return sbx_parse_size(arg, &o->spec.memory_bytes, &err);
+    case OPT_PIDS:
+        return sbx_parse_u64(arg, &o->spec.pids_max, &err);
+    case OPT_CPUS:
+        return parse_cpus(arg, &o->spec.cpu_millis);
+    case OPT_NETWORK:
+        return parse_network(arg, &o->spec.net);
+    case OPT_HOSTNAME:
+        o->spec.hostname = arg;
+        return 0;
+    case OPT_USER:
+        o->user = arg;
+        return 0;
+    case OPT_USERNS:
+        o->spec.userns = true;
+        return 0;
+    case OPT_STATE:
+        o->state_dir = arg;
+        return 0;
+    case OPT_CGROUP:
+        o->cgroup_parent = arg;
+        return 0;
+    case 'e':
+        if (o->n_env >= MAX_ITEMS || !strchr(arg, '='))
+            return -1;
+        o->env[o->n_env++] = (char *)arg;
+        return 0;
+    case 'w':
+        o->spec.cwd = arg;
+        return arg[0] == '/' ? 0 : -1;
+    case 'v':
+        return parse_volume(o, arg);
+    default:
+        return -1;
+    }
+}
+
+static int
+parse_args(struct run_opts *o, int argc, char **argv)
+{
+    static const struct option longopts[] = {
+        {"image", required_argument, NULL, OPT_IMAGE},
+        {"rootfs", required_argument, NULL, OPT_ROOTFS},
+        {"memory", required_argument, NULL, OPT_MEMORY},
+        {"pids", required_argument, NULL, OPT_PIDS},
+        {"cpus", required_argument, NULL, OPT_CPUS},
+        {"network", required_argument, NULL, OPT_NETWORK},
+        {"hostname", required_argument, NULL, OPT_HOSTNAME},
+        {"user", required_argument, NULL, OPT_USER},
+        {"userns", no_argument, NULL, OPT_USERNS},
+        {"state-dir", required_argument, NULL, OPT_STATE},
+        {"cgroup-parent", required_argument, NULL, OPT_CGROUP},
+        {"env", required_argument, NULL, 'e'},
+        {"workdir", required_argument, NULL, 'w'},
+        {"volume", required_argument, NULL, 'v'},
+        {0},
+    };
+    optind = 1;
+    int c;
+    /* "+": stop at the first non-option, so `sbx run ls -l` needs no "--". */
+    while ((c = getopt_long(argc, argv, "+e:w:v:", longopts, NULL)) != -1) {
+        if (c == '?' || apply_opt(o, c, optarg) < 0) {
+            if (c != '?')
+                fprintf(stderr, "sbx run: invalid value `%s` for %s\n", optarg, argv[optind - 1]);
+            return -1;
+        }
+    }
+    if (optind >= argc) {
+        fputs("sbx run: no command given (sbx run [OPTIONS] -- CMD...)\n", stderr);
+        return -1;
+    }
+    o->spec.argv = argv + optind;
+    o->spec.volumes = o->vols;
+    o->spec.n_volumes = o->n_vols;
+    return 0;
+}
+
+/* Look NAME up in a passwd/group file: field 3 is the id. */
+static int
+lookup_id(const char *file, const char *name, uint32_t *id, uint32_t *gid)
+{
+    sbx_autofclose FILE *f = fopen(file, "re");
+    char line[1024];
+    size_t n = strlen(name);
+    while (f && fgets(line, sizeof line, f)) {
+        if (strncmp(line, name, n) != 0 || line[n] != ':')
+            continue;
+        char *p = strchr(line + n + 1, ':');
+        if (!p)
+            return -1;
+        char *end = NULL;
+        *id = (uint32_t)strtoul(p + 1, &end, 10);
+        if (gid && end && *end == ':')
+            *gid = (uint32_t)strtoul(end + 1, NULL, 10);
+        return 0;
+    }
+    return -1;
+}
+
+static int
+resolve_one(const char *root, const char *file, const char *s, uint32_t *id, uint32_t *gid)
+{
+    uint64_t v;
+    sbx_autoerror sbx_error *err = NULL;
+    if (sbx_parse_u64(s, &v, &err) == 0 && v < UINT32_MAX) {
+        *id = (uint32_t)v;
+        return 0;
+    }
+    sbx_autofree char *path = sbx_xasprintf("%s/etc/%s", root, file);
+    return lookup_id(path, s, id, gid);
+}
+
+/* --user U[:G] with names resolved in the sandbox's own /etc/passwd and /etc/group. */
+static int
+resolve_user(struct run_opts *o)
+{
+    if (!o->user)
+        return 0;
+    const char *root = o->rootfs ? o->rootfs : "";
+    sbx_autofree char *u = sbx_xstrdup(o->user);
+    char *g = strchr(u, ':');
+    if (g)
+        *g++ = '\0';
+    uint32_t uid = 0;
+    uint32_t gid = 0;
+    if (resolve_one(root, "passwd", u, &uid, &gid) < 0 ||
+        (g && resolve_one(root, "group", g, &gid, NULL) < 0)) {
+        fprintf(stderr, "sbx run: unknown user `%s`\n", o->user);
+        return -1;
+    }
+    o->spec.uid = uid;
+    o->spec.gid = gid;
+    return 0;
+}
+
+/* The one place images are resolved. The OCI image store plugs in here. */
+static int
+resolve_image(struct run_opts *o, sbx_error **err)
+{
+    if (o->rootfs) {
+        if (o->image)
+            return sbx_error_set(err, SBX_EINVAL, 0, "--image and --rootfs exclude each other");
+        o->layers[0] = o->rootfs;
+        o->spec.layers = o->layers;
+        o->spec.n_layers = 1;
+        return 0;
+    }
+    if (!o->image || strcmp(o->image, "host") == 0)
+        return 0; /* no layers: the built-in `host` image */
+    return sbx_error_set(err, SBX_EUNAVAIL, 0,
+                         "image `%s`: image store not available (use --image host or --rootfs)",
+                         o->image);
+}
+
+static void
+opts_init(struct run_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->spec.stdio[0] = 0;
+    o->spec.stdio[1] = 1;
+    o->spec.stdio[2] = 2;
+    o->spec.die_with_parent = true;
+    o->spec.start = true; /* no separate start step: one scheduler round trip less */
+    o->spec.env = o->env;
+    /* --userns: sandbox ids 0-65535 are host ids 1000000-1065535 (no host user owns those). */
+    o->spec.uid_map = (struct sbx_rt_idmap){0, 1000000, 65536};
+    o->spec.gid_map = (struct sbx_rt_idmap){0, 1000000, 65536};
+}
+
+static void
+opts_release(struct run_opts *o)
+{
+    for (size_t i = 0; i < MAX_ITEMS; i++)
+        free(o->vol_bufs[i]);
+}
+
+static int
+report(const struct sbx_rt_exit *ex, const struct run_opts *o)
+{
+    if (ex->start_error[0]) {
+        fprintf(stderr, "sbx run: %s\n", ex->start_error);
+    } else if (ex->oom_killed && ex->code == 128 + SIGKILL) {
+        fprintf(stderr, "sbx run: killed: out of memory (limit %s)\n",
+                o->memory_arg ? o->memory_arg : "none");
+    }
+    return ex->code < 0 ? EXIT_RUN_FAIL : ex->code;
+}
+
+static int
+run(struct run_opts *o, sbx_error **err)
+{
+    const char *state = o->state_dir;
+    if (!state)
+        state = getenv("SBX_STATE_DIR"); /* NOLINT(concurrency-mt-unsafe): no threads yet */
+    const char *cg = o->cgroup_parent;
+    if (!cg)
+        cg = getenv("SBX_CGROUP_PARENT"); /* NOLINT(concurrency-mt-unsafe): no threads yet */
+    struct sbx_rt_config cfg = {.state_dir = state ? state : "/var/lib/sbx", .cgroup_parent = cg};
+    struct sbx_rt *rt = NULL;
+    int ret = sbx_rt_open(&rt, &cfg, err);
+    if (ret < 0)
+        return ret;
+    /* Terminal and job-control signals go to the sandbox, which decides; we keep waiting. */
+    sigset_t fwd;
+    sigemptyset(&fwd);
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(sigs); i++)
+        sigaddset(&fwd, sigs[i]);
+    (void)sigprocmask(SIG_BLOCK, &fwd, NULL);
+    struct sbx_rt_sandbox *sb = NULL;
+    struct sbx_rt_exit ex = {.code = -1};
+    ret = sbx_rt_create(&sb, rt, &o->spec, err);
+    if (ret == 0)
+        ret = sbx_rt_wait(&ex, sb, &fwd, err);
+    if (sb) {
+        sbx_autoerror sbx_error *derr = NULL;
+        if (sbx_rt_destroy(sb, &derr) < 0)
+            fprintf(stderr, "sbx run: warning: %s (run `sbx gc`)\n", sbx_error_msg(derr));
+        sbx_rt_sandbox_free(sb);
+    }
+    sbx_rt_close(rt);
+    return ret < 0 ? ret : report(&ex, o);
+}
+
+int
+sbx_cmd_run(int argc, char **argv)
+{
+    struct run_opts o;
+    opts_init(&o);
+    int code = SBX_EXIT_USAGE;
+    sbx_autoerror sbx_error *err = NULL;
+    if (parse_args(&o, argc, argv) == 0 && resolve_user(&o) == 0) {
+        int ret = resolve_image(&o, &err);
+        if (ret == 0)
+            ret = run(&o, &err);
+        code = ret;
+        if (ret < 0) {
+            fprintf(stderr, "sbx run: %s\n", sbx_error_msg(err));
+            code = ret == -SBX_EINVAL ? SBX_EXIT_USAGE : EXIT_RUN_FAIL;
+        }
+    }
+    opts_release(&o);
+    return code;
+}

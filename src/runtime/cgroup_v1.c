@@ -1,0 +1,176 @@
+/*
+ * cgroup_v1.c - the cgroup v1 backend: one directory per hierarchy (memory, pids, cpu,
+ * cpuacct, freezer), each below the caller's own cgroup in that hierarchy so that limits set
+ * on the caller (e.g. by a supervisor) still apply to its sandboxes.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/util.h"
+#include "common/xalloc.h"
+#include "runtime/cgroup.h"
+
+static const char *const v1_controller[SBX_CG_NROLES] = {
+    [SBX_CG_MEMORY] = "memory",   [SBX_CG_PIDS] = "pids",       [SBX_CG_CPU] = "cpu",
+    [SBX_CG_CPUACCT] = "cpuacct", [SBX_CG_FREEZER] = "freezer",
+};
+
+static int
+v1_plan(struct sbx_cg *cg, unsigned mask, const char *root, const char *self, const char *parent,
+        const char *id, sbx_error **err)
+{
+    for (int r = 0; r < SBX_CG_NROLES; r++) {
+        if (!(mask & SBX_CG_ROLE(r)))
+            continue;
+        sbx_autofree char *own = sbx_cg_self_path(self, v1_controller[r]);
+        const char *sep = strcmp(own, "/") == 0 ? "" : own;
+        sbx_autofree char *mnt = sbx_xasprintf("%s/%s", root, v1_controller[r]);
+        /* cpu and cpuacct are often one hierarchy behind two symlinks: resolve the mount so
+         * the same directory is not created twice. */
+        sbx_autofree char *real = realpath(mnt, NULL);
+        if (!real && !cg->fake)
+            return sbx_error_set(err, SBX_EUNAVAIL, errno, "cgroup v1 `%s`", mnt);
+        cg->dir[r] = sbx_xasprintf("%s%s/%s/%s", real ? real : mnt, sep, parent, id);
+    }
+    return 0;
+}
+
+static int
+v1_set_limits(const struct sbx_cg *cg, const struct sbx_cg_limits *lim, sbx_error **err)
+{
+    char v[64];
+    int ret = 0;
+    if (lim->memory_bytes && cg->dir[SBX_CG_MEMORY]) {
+        snprintf(v, sizeof v, "%" PRIu64, lim->memory_bytes);
+        ret = sbx_cg_write(cg, cg->dir[SBX_CG_MEMORY], "memory.limit_in_bytes", v, err);
+        /* No swap here, but where there is, memsw keeps the sandbox from swapping past it. */
+        sbx_autoerror sbx_error *ignored = NULL;
+        if (ret == 0)
+            (void)sbx_cg_write(cg, cg->dir[SBX_CG_MEMORY], "memory.memsw.limit_in_bytes", v,
+                               &ignored);
+    }
+    if (ret == 0 && lim->pids_max && cg->dir[SBX_CG_PIDS]) {
+        snprintf(v, sizeof v, "%" PRIu64, lim->pids_max);
+        ret = sbx_cg_write(cg, cg->dir[SBX_CG_PIDS], "pids.max", v, err);
+    }
+    if (ret == 0 && lim->cpu_millis && cg->dir[SBX_CG_CPU]) {
+        ret = sbx_cg_write(cg, cg->dir[SBX_CG_CPU], "cpu.cfs_period_us", "100000", err);
+        snprintf(v, sizeof v, "%" PRIu64, lim->cpu_millis * 100);
+        if (ret == 0)
+            ret = sbx_cg_write(cg, cg->dir[SBX_CG_CPU], "cpu.cfs_quota_us", v, err);
+    }
+    return ret;
+}
+
+static int
+v1_create(struct sbx_cg *cg, const struct sbx_cg_limits *lim, sbx_error **err)
+{
+    for (int r = 0; r < SBX_CG_NROLES; r++) {
+        if (!cg->dir[r])
+            continue;
+        sbx_autofree char *parent = sbx_xstrdup(cg->dir[r]);
+        *strrchr(parent, '/') = '\0';
+        int ret = sbx_mkdir_p(parent, 0755, err);
+        if (ret < 0)
+            return ret;
+        if (mkdir(cg->dir[r], 0755) < 0 && errno != EEXIST)
+            return sbx_error_set(err, SBX_EGENERIC, errno, "mkdir `%s`", cg->dir[r]);
+    }
+    return v1_set_limits(cg, lim, err);
+}
+
+static int
+v1_clone_fd(const struct sbx_cg *cg)
+{
+    (void)cg;
+    return -1;
+}
+
+static int
+v1_attach(const struct sbx_cg *cg, pid_t pid, sbx_error **err)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%d", (int)pid);
+    const char *dirs[SBX_CG_NROLES];
+    size_t n = sbx_cg_unique_dirs(cg, dirs, SBX_CG_NROLES);
+    for (size_t i = 0; i < n; i++) {
+        int ret = sbx_cg_write(cg, dirs[i], "cgroup.procs", v, err);
+        if (ret < 0)
+            return ret;
+    }
+    return 0;
+}
+
+static int
+v1_freeze(const struct sbx_cg *cg, bool frozen, sbx_error **err)
+{
+    const char *want = frozen ? "FROZEN" : "THAWED";
+    if (!cg->dir[SBX_CG_FREEZER])
+        return sbx_error_set(err, SBX_EUNAVAIL, 0, "sandbox was not created pausable");
+    int ret = sbx_cg_write(cg, cg->dir[SBX_CG_FREEZER], "freezer.state", want, err);
+    if (ret < 0 || cg->fake)
+        return ret;
+    /* v1 freezing is asynchronous: FREEZING until every task stopped. There is no
+     * notification, so poll with a short sleep (pause is not on the start path). */
+    sbx_autofree char *path = sbx_xasprintf("%s/freezer.state", cg->dir[SBX_CG_FREEZER]);
+    for (int i = 0; i < 5000; i++) {
+        sbx_autofree char *state = NULL;
+        ret = sbx_read_file(path, 64, &state, NULL, err);
+        if (ret < 0)
+            return ret;
+        if (strncmp(state, want, strlen(want)) == 0)
+            return 0;
+        if (frozen)
+            (void)sbx_cg_write(cg, cg->dir[SBX_CG_FREEZER], "freezer.state", want, NULL);
+        struct timespec ts = {0, 1000000};
+        (void)nanosleep(&ts, NULL);
+    }
+    return sbx_error_set(err, SBX_ETIMEDOUT, 0, "cgroup `%s` did not become %s",
+                         cg->dir[SBX_CG_FREEZER], want);
+}
+
+static int
+v1_oom_kills(const struct sbx_cg *cg, uint64_t *out, sbx_error **err)
+{
+    *out = 0;
+    if (!cg->dir[SBX_CG_MEMORY])
+        return 0;
+    return sbx_cg_read_key(cg->dir[SBX_CG_MEMORY], "memory.oom_control", "oom_kill", out, err);
+}
+
+static int
+v1_destroy(const struct sbx_cg *cg, sbx_error **err)
+{
+    if (cg->dir[SBX_CG_FREEZER] && access(cg->dir[SBX_CG_FREEZER], F_OK) == 0) {
+        /* Frozen tasks cannot die: thaw before the last SIGKILL lands. */
+        sbx_autoerror sbx_error *ignored = NULL;
+        (void)sbx_cg_write(cg, cg->dir[SBX_CG_FREEZER], "freezer.state", "THAWED", &ignored);
+    }
+    const char *dirs[SBX_CG_NROLES];
+    size_t n = sbx_cg_unique_dirs(cg, dirs, SBX_CG_NROLES);
+    int ret = 0;
+    for (size_t i = 0; i < n; i++) {
+        if ((cg->fake ? sbx_rm_rf(dirs[i], err) : sbx_cg_rmdir(dirs[i], err)) < 0)
+            ret = -SBX_EGENERIC;
+    }
+    return ret;
+}
+
+const struct sbx_cg_ops sbx_cg_v1_ops = {
+    .name = "v1",
+    .clone_into = false,
+    .plan = v1_plan,
+    .create = v1_create,
+    .clone_fd = v1_clone_fd,
+    .attach = v1_attach,
+    .freeze = v1_freeze,
+    .oom_kills = v1_oom_kills,
+    .destroy = v1_destroy,
+};

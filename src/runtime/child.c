@@ -1,0 +1,226 @@
+/*
+ * child.c - the sandbox's first process (PID 1 of its pid namespace).
+ *
+ * After clone it builds the root (rootfs.c), reports READY, waits for GO, then drops to the
+ * sandbox's credentials and either execs the command as PID 1 (as_init) or forks it and stays
+ * as a tiny init: it forwards signals, reaps every orphan, and reports the command's wait
+ * status to the parent before exiting (which makes the kernel kill the rest of the sandbox).
+ *
+ * Constraint: the parent may be multi-threaded, so nothing here allocates; everything was
+ * computed before clone. Errors are sent as {errno, msg} over the sync socket, never printed.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <linux/close_range.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "runtime/internal.h"
+
+extern char **environ;
+
+int
+sbx_sync_send(int fd, int type, int err, int status, const char *msg)
+{
+    struct sbx_sync_msg m = {.type = type, .err = err, .status = status};
+    if (msg)
+        snprintf(m.msg, sizeof m.msg, "%s", msg);
+    /* MSG_NOSIGNAL: a parent that died must not kill us with SIGPIPE. */
+    while (send(fd, &m, sizeof m, MSG_NOSIGNAL) < 0) {
+        if (errno != EINTR)
+            return -errno;
+    }
+    return 0;
+}
+
+int
+sbx_sync_recv(int fd, struct sbx_sync_msg *m)
+{
+    for (;;) {
+        ssize_t n = recv(fd, m, sizeof *m, 0);
+        if (n == (ssize_t)sizeof *m)
+            return 1;
+        if (n == 0)
+            return 0;
+        if (n < 0 && errno == EINTR)
+            continue;
+        return n < 0 ? -errno : -EPROTO;
+    }
+}
+
+void
+sbx_child_fail(int fd, int e, const char *fmt, ...)
+{
+    char msg[244];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap); /* NOLINT(clang-analyzer-valist.Uninitialized) */
+    va_end(ap);
+    (void)sbx_sync_send(fd, SBX_SYNC_ERROR, e, 0, msg);
+    _exit(127);
+}
+
+static void
+wait_for(struct sbx_child_args *a, int type)
+{
+    struct sbx_sync_msg m;
+    int r = sbx_sync_recv(a->sync_fd, &m);
+    /* EOF: the parent died before releasing us; nothing may run unsupervised. */
+    if (r <= 0)
+        _exit(127);
+    if (m.type != type)
+        sbx_child_fail(a->sync_fd, EPROTO, "unexpected sync message %d", m.type);
+}
+
+static void
+setup_stdio(struct sbx_child_args *a)
+{
+    const int *io = a->spec->stdio;
+    /* Move the fds above 2 first so dup2 cannot clobber one we still need. */
+    int tmp[3];
+    for (int i = 0; i < 3; i++) {
+        int src = io[i] >= 0 ? io[i] : open("/dev/null", O_RDWR | O_CLOEXEC);
+        tmp[i] = src < 0 ? -1 : fcntl(src, F_DUPFD_CLOEXEC, 3);
+        if (tmp[i] < 0)
+            sbx_child_fail(a->sync_fd, errno, "stdio %d", i);
+    }
+    for (int i = 0; i < 3; i++) {
+        if (dup2(tmp[i], i) < 0)
+            sbx_child_fail(a->sync_fd, errno, "dup2 stdio %d", i);
+        (void)close(tmp[i]);
+    }
+}
+
+static void
+drop_privileges(struct sbx_child_args *a)
+{
+    const char *what = "";
+    int r = sbx_security_apply(a->caps, a->spec->uid, a->spec->gid, a->spec->userns, &what);
+    if (r < 0)
+        sbx_child_fail(a->sync_fd, -r, "%s", what);
+}
+
+__attribute__((noreturn)) static void
+exec_command(struct sbx_child_args *a)
+{
+    if (chdir(a->cwd) < 0)
+        sbx_child_fail(a->sync_fd, errno, "chdir `%s`", a->cwd);
+    /* The filter goes last: it forbids setns/mount that the setup above needed. */
+    int r = sbx_seccomp_apply(a->seccomp);
+    if (r < 0)
+        sbx_child_fail(a->sync_fd, -r, "load seccomp filter");
+    /* The command starts with no blocked signals, whatever the caller had blocked. */
+    sigset_t none;
+    sigemptyset(&none);
+    (void)sigprocmask(SIG_SETMASK, &none, NULL);
+    environ = (char **)a->env; /* execvp searches the sandbox's PATH */
+    execvp(a->spec->argv[0], a->spec->argv);
+    int e = errno;
+    char msg[200];
+    snprintf(msg, sizeof msg, "exec `%s`", a->spec->argv[0]);
+    (void)sbx_sync_send(a->sync_fd, SBX_SYNC_ERROR, e, 0, msg);
+    _exit(e == ENOENT ? 127 : 126);
+}
+
+static int
+status_code(int st)
+{
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+__attribute__((noreturn)) static void
+init_loop(struct sbx_child_args *a, pid_t cmd, const sigset_t *all)
+{
+    for (;;) {
+        siginfo_t si;
+        int sig = sigwaitinfo(all, &si);
+        if (sig < 0)
+            continue;
+        if (sig != SIGCHLD) {
+            (void)kill(cmd, sig); /* forward: the command decides what a signal means */
+            continue;
+        }
+        int st;
+        pid_t p;
+        /* Reap everything: orphans of the command are re-parented to us. */
+        while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+            if (p != cmd)
+                continue;
+            (void)sbx_sync_send(a->sync_fd, SBX_SYNC_EXIT, 0, st, NULL);
+            /* Our exit kills whatever is left in the pid namespace. */
+            _exit(status_code(st));
+        }
+    }
+}
+
+__attribute__((noreturn)) static void
+run_init(struct sbx_child_args *a)
+{
+    sigset_t all;
+    sigfillset(&all);
+    (void)sigprocmask(SIG_BLOCK, &all, NULL);
+    pid_t cmd = fork();
+    if (cmd < 0)
+        sbx_child_fail(a->sync_fd, errno, "fork the command");
+    if (cmd == 0) {
+        /* The command must not outlive its init, even if it escapes our signals. */
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+        exec_command(a);
+    }
+    /* The init holds nothing but the sync socket and the inherited stdio: close stdio so the
+     * caller sees EOF exactly when the command (and its children) close theirs. */
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int i = 0; devnull >= 0 && i < 3; i++)
+        (void)dup2(devnull, i);
+    init_loop(a, cmd, &all);
+}
+
+void
+sbx_child_main(struct sbx_child_args *a)
+{
+    const struct sbx_rt_spec *spec = a->spec;
+    (void)close(a->parent_fd);
+    /* A session of our own: process-group signals (kill(0, ...)) are not filtered by pid
+     * namespace, so sharing the caller's group would let the sandbox signal host processes;
+     * and a tty that is not our controlling terminal refuses TIOCSTI injection. */
+    if (setsid() < 0)
+        sbx_child_fail(a->sync_fd, errno, "setsid");
+    if (spec->die_with_parent)
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (spec->userns) {
+        wait_for(a, SBX_SYNC_MAPPED);
+        /* Become the namespace's root now that it is mapped: files we create must belong to
+         * a mapped id (an unmapped one fails with EOVERFLOW). */
+        if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+            sbx_child_fail(a->sync_fd, errno, "become root in the user namespace");
+    }
+    if (spec->net != SBX_RT_NET_HOST) {
+        int r = sbx_netns_lo_up();
+        if (r < 0)
+            sbx_child_fail(a->sync_fd, -r, "bring up lo");
+    }
+    if (sethostname(a->hostname, strlen(a->hostname)) < 0)
+        sbx_child_fail(a->sync_fd, errno, "sethostname");
+    (void)sbx_rootfs_setup(a);
+    setup_stdio(a);
+    /* Whatever else the caller had open must not reach the command. */
+    if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+        sbx_child_fail(a->sync_fd, errno, "close_range");
+    (void)sbx_sync_send(a->sync_fd, SBX_SYNC_READY, 0, 0, NULL);
+    wait_for(a, SBX_SYNC_GO);
+    /* v1: the parent has moved us into our cgroup; only now can the cgroup namespace be
+     * rooted there (so /proc/self/cgroup shows "/" and hides the host's layout). */
+    if (a->unshare_cgroupns && unshare(CLONE_NEWCGROUP) < 0)
+        sbx_child_fail(a->sync_fd, errno, "unshare cgroup namespace");
+    drop_privileges(a);
+    if (spec->as_init)
+        exec_command(a);
+    run_init(a);
+}

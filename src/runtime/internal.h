@@ -1,0 +1,163 @@
+/*
+ * internal.h - what the runtime's files share: the runtime and sandbox objects, the child's
+ * precomputed arguments, the parent/child sync messages, the state record.
+ */
+#ifndef SBX_RUNTIME_INTERNAL_H
+#define SBX_RUNTIME_INTERNAL_H
+
+#include <linux/filter.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/capability.h>
+#include <sys/types.h>
+
+#include "runtime/cgroup.h"
+#include "runtime/runtime.h"
+
+struct sbx_rt {
+    char *state_dir;  /* <cfg.state_dir> */
+    char *run_dir;    /* <state_dir>/run: one dir per sandbox */
+    char *host_image; /* <state_dir>/images/host: skeleton lower layer of the `host` image */
+    char *cgroup_parent;
+    char *self_cgroup; /* text of /proc/self/cgroup */
+    const struct sbx_cg_ops *cg_ops;
+    struct sbx_rt_net_ops net_ops;
+    bool has_net_ops;
+    struct sock_fprog seccomp; /* the default profile, built once */
+    cap_t caps;                /* the default capability set (uid 0 inside) */
+};
+
+struct sbx_rt_sandbox {
+    struct sbx_rt *rt;
+    char id[64];
+    char *dir;           /* <run_dir>/<id> */
+    pid_t pid;           /* the sandbox's init, in the caller's pid namespace */
+    pid_t owner;         /* creator's pid, from the record */
+    uint64_t start_time; /* field 22 of /proc/<pid>/stat, guards against pid reuse */
+    int pidfd;
+    int sync_fd;   /* parent end of the sync socket, -1 once closed */
+    int netns_fd;  /* opened when needed, -1 otherwise */
+    bool is_child; /* we cloned it (waitpid works); false when adopted */
+    bool as_init;
+    bool started, reaped, destroyed, frozen, has_lease;
+    bool has_record;        /* the record dir is ours: destroy may remove it */
+    bool start_unconfirmed; /* started with spec.start: READY not read yet */
+    bool ready_seen;
+    struct sbx_cg cg;
+    struct sbx_rt_lease lease;
+    enum sbx_rt_netmode net;
+    uint64_t memory_limit;
+    struct sbx_rt_exit exit;
+    int init_status; /* wait status of the init itself, -1 if not ours to reap */
+};
+
+/* Parent <-> child messages over a SOCK_SEQPACKET socketpair. */
+enum sbx_sync_type {
+    SBX_SYNC_READY = 1, /* child: set up, waiting for GO */
+    SBX_SYNC_GO,        /* parent: exec now */
+    SBX_SYNC_ERROR,     /* child: setup or exec failed; err/msg say why */
+    SBX_SYNC_EXIT,      /* child (init): the command exited with wait status `status` */
+    SBX_SYNC_MAPPED,    /* parent: uid/gid maps written */
+};
+
+struct sbx_sync_msg {
+    int32_t type;
+    int32_t err;    /* errno */
+    int32_t status; /* wait status (EXIT) */
+    char msg[244];
+};
+
+#define SBX_MAX_VOLUMES 48
+/* Host image binds (at most 9) + volumes + execd. */
+#define SBX_MAX_MOUNTS (SBX_MAX_VOLUMES + 16)
+
+/* A host dir bound read-only (the host image's /usr, etc.) or a volume. */
+struct sbx_child_bind {
+    const char *src;
+    const char *dst; /* absolute inside the sandbox */
+    bool ro;
+};
+
+/* Everything the child needs, computed by the parent before clone so that the child does no
+ * allocation (it may be cloned from a multi-threaded server). */
+struct sbx_child_args {
+    const struct sbx_rt_spec *spec;
+    const char *lower_host; /* the host image skeleton for this spec (owner differs in a userns) */
+    int sync_fd;
+    int parent_fd;       /* the parent's end: closed first so the parent's death reads as EOF */
+    const char *scratch; /* host dir the child mounts its private tmpfs on */
+    char overlay_opts[8192];
+    char tmpfs_opts[64];
+    const char *hostname;
+    struct sbx_child_bind binds[SBX_MAX_MOUNTS];
+    size_t n_binds;
+    const char *const *host_files; /* skeleton-relative files copied per sandbox: none yet */
+    char *const *env;              /* merged environment */
+    const char *cwd;
+    bool unshare_cgroupns; /* v1: after the parent moved us into our cgroup */
+    const struct sock_fprog *seccomp;
+    cap_t caps;
+};
+
+/* runtime.c: unmount the records tmpfs when it is empty (gc --all). */
+void sbx_rt_release_run_tmpfs(const struct sbx_rt *rt);
+
+/* child.c */
+__attribute__((noreturn)) void sbx_child_main(struct sbx_child_args *a);
+/* Report a failure to the parent and _exit. */
+__attribute__((noreturn)) void sbx_child_fail(int fd, int e, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* rootfs.c (runs in the child) */
+int sbx_rootfs_setup(struct sbx_child_args *a);
+
+/* hostimg.c */
+/* Build the host image skeleton at dir once, owned by uid:gid (a user namespace's root). */
+int sbx_hostimg_ensure(const char *dir, uid_t uid, gid_t gid, sbx_error **err);
+/* Host dirs the host image binds read-only; returns the count put in binds. */
+size_t sbx_hostimg_binds(struct sbx_child_bind *binds, size_t max);
+
+/* security.c */
+int sbx_seccomp_build(struct sock_fprog *out, sbx_error **err);
+void sbx_seccomp_free(struct sock_fprog *prog);
+/* The denied syscalls with their errno (for docs and tests). */
+struct sbx_seccomp_rule {
+    const char *name;
+    int err;
+};
+extern const struct sbx_seccomp_rule sbx_seccomp_denied[];
+extern const size_t sbx_seccomp_n_denied;
+cap_t sbx_caps_default(void);
+extern const cap_value_t sbx_caps_keep[];
+extern const size_t sbx_caps_n_keep;
+/* In the child: bounding set, ids, caps, ambient, no_new_privs. Returns -errno. */
+int sbx_security_apply(cap_t caps, uid_t uid, gid_t gid, bool userns, const char **what);
+int sbx_seccomp_apply(const struct sock_fprog *prog);
+
+/* state.c: <dir>/state.json */
+struct sbx_state {
+    char id[64];
+    pid_t owner; /* the process that created it (a record without a pid yet is in progress) */
+    pid_t pid;
+    uint64_t start_time;
+    char *cgroup_backend;         /* "v1"|"v2" */
+    char *cgroups[SBX_CG_NROLES]; /* by role */
+    bool lease;
+    int net;
+    uint64_t memory_limit;
+};
+int sbx_state_write(const char *dir, const struct sbx_state *st, sbx_error **err);
+int sbx_state_read(struct sbx_state *st, const char *dir, sbx_error **err);
+void sbx_state_release(struct sbx_state *st);
+/* Field 22 (starttime) of /proc/<pid>/stat; 0 when the process is gone or a zombie. */
+uint64_t sbx_proc_start_time(pid_t pid);
+
+/* netns.c */
+int sbx_netns_lo_up(void);
+
+/* Sync socket helpers. */
+int sbx_sync_send(int fd, int type, int err, int status, const char *msg);
+/* 1 = got a message, 0 = peer closed, <0 = -errno. */
+int sbx_sync_recv(int fd, struct sbx_sync_msg *m);
+
+#endif

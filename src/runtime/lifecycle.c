@@ -1,0 +1,449 @@
+/*
+ * lifecycle.c - wait, kill, pause/resume, destroy, adopt and gc of sandboxes.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "common/xalloc.h"
+#include "runtime/internal.h"
+
+static int
+status_code(int st)
+{
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/* Handle one message from the init. Returns 1 when the command's status is known. */
+static int
+on_message(struct sbx_rt_sandbox *sb, const struct sbx_sync_msg *m)
+{
+    if (m->type == SBX_SYNC_READY)
+        sb->ready_seen = true;
+    if (m->type == SBX_SYNC_ERROR) {
+        snprintf(sb->exit.start_error, sizeof sb->exit.start_error, "%.180s: %.60s", m->msg,
+                 strerror(m->err)); /* NOLINT(concurrency-mt-unsafe): glibc's is thread-safe */
+        return 0;
+    }
+    if (m->type == SBX_SYNC_EXIT) {
+        sb->exit.status = m->status;
+        return 1;
+    }
+    return 0;
+}
+
+static void
+forward_signal(struct sbx_rt_sandbox *sb, int sigfd)
+{
+    struct signalfd_siginfo si;
+    if (read(sigfd, &si, sizeof si) == (ssize_t)sizeof si)
+        (void)syscall(SYS_pidfd_send_signal, sb->pidfd, (int)si.ssi_signo, NULL, 0);
+}
+
+/* Sleep until the init exits (its pidfd turns readable), forwarding signals meanwhile. One
+ * wake-up per sandbox: the command's status was queued on the socket before the init exited. */
+static void
+wait_for_init(struct sbx_rt_sandbox *sb, const sigset_t *forward)
+{
+    sbx_autoclose int sigfd = forward ? signalfd(-1, forward, SFD_CLOEXEC) : -1;
+    struct pollfd p[2] = {{.fd = sb->pidfd, .events = POLLIN}, {.fd = sigfd, .events = POLLIN}};
+    for (;;) {
+        if (poll(p, sigfd >= 0 ? 2 : 1, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return;
+        }
+        if (p[1].revents & POLLIN)
+            forward_signal(sb, sigfd);
+        if (p[0].revents & (POLLIN | POLLHUP | POLLERR))
+            return;
+    }
+}
+
+/* Read what the init left on the socket: setup/exec errors and the command's status. */
+static void
+drain_messages(struct sbx_rt_sandbox *sb)
+{
+    struct sbx_sync_msg m;
+    for (;;) {
+        ssize_t n = recv(sb->sync_fd, &m, sizeof m, MSG_DONTWAIT);
+        /* A peer that exited with our GO unread reports ECONNRESET once; what it sent before
+         * is still queued behind that. */
+        if (n < 0 && (errno == ECONNRESET || errno == EINTR))
+            continue;
+        if (n != (ssize_t)sizeof m)
+            break;
+        (void)on_message(sb, &m);
+    }
+    (void)close(sb->sync_fd);
+    sb->sync_fd = -1;
+}
+
+static int
+reap(struct sbx_rt_sandbox *sb, sbx_error **err)
+{
+    if (sb->reaped)
+        return 0;
+    int st = 0;
+    if (sb->is_child) {
+        while (waitpid(sb->pid, &st, __WALL) < 0) {
+            if (errno != EINTR)
+                return sbx_error_set(err, SBX_EGENERIC, errno, "wait for `%s`", sb->id);
+        }
+    } else {
+        /* Adopted: not our child. The pidfd becomes readable when the process exits. */
+        struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+        while (poll(&p, 1, -1) < 0 && errno == EINTR)
+            ;
+        st = -1;
+    }
+    sb->reaped = true;
+    sb->init_status = st;
+    return 0;
+}
+
+int
+sbx_rt_wait(struct sbx_rt_exit *out, struct sbx_rt_sandbox *sb, const sigset_t *forward,
+            sbx_error **err)
+{
+    if (!sb->started && sb->is_child)
+        return sbx_error_set(err, SBX_ECONFLICT, 0, "sandbox `%s` was not started", sb->id);
+    if (!sb->reaped)
+        wait_for_init(sb, forward);
+    int ret = reap(sb, err);
+    if (sb->sync_fd >= 0)
+        drain_messages(sb);
+    if (ret < 0)
+        return ret;
+    /* spec.start: a failure before READY is a setup failure (sbx's), not the command's. */
+    if (sb->start_unconfirmed && !sb->ready_seen)
+        return sbx_error_set(err, SBX_EGENERIC, 0, "set up sandbox `%s`: %s", sb->id,
+                             sb->exit.start_error[0] ? sb->exit.start_error : "init died");
+    if (sb->exit.status == -1)
+        sb->exit.status = sb->init_status; /* as_init, or the init died without reporting */
+    sb->exit.code = sb->exit.status == -1 ? -1 : status_code(sb->exit.status);
+    uint64_t kills = 0;
+    sbx_autoerror sbx_error *ignored = NULL;
+    if (sb->cg.ops->oom_kills(&sb->cg, &kills, &ignored) == 0)
+        sb->exit.oom_killed = kills > 0;
+    *out = sb->exit;
+    return 0;
+}
+
+int
+sbx_rt_kill(struct sbx_rt_sandbox *sb, int sig, sbx_error **err)
+{
+    if (sb->reaped)
+        return sbx_error_set(err, SBX_ECONFLICT, 0, "sandbox `%s` has exited", sb->id);
+    /* A pidfd cannot hit a recycled pid. Signals to the init are forwarded to the command;
+     * SIGKILL ends the whole pid namespace. */
+    if (syscall(SYS_pidfd_send_signal, sb->pidfd, sig, NULL, 0) < 0 && errno != ESRCH)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "signal sandbox `%s`", sb->id);
+    return 0;
+}
+
+int
+sbx_rt_pause(struct sbx_rt_sandbox *sb, sbx_error **err)
+{
+    int ret = sb->cg.ops->freeze(&sb->cg, true, err);
+    if (ret < 0)
+        return sbx_error_wrap(err, "pause sandbox `%s`", sb->id);
+    sb->frozen = true;
+    return 0;
+}
+
+int
+sbx_rt_resume(struct sbx_rt_sandbox *sb, sbx_error **err)
+{
+    int ret = sb->cg.ops->freeze(&sb->cg, false, err);
+    if (ret < 0)
+        return sbx_error_wrap(err, "resume sandbox `%s`", sb->id);
+    sb->frozen = false;
+    return 0;
+}
+
+static void
+kill_and_reap(struct sbx_rt_sandbox *sb)
+{
+    if (sb->pidfd < 0 || sb->reaped)
+        return;
+    sbx_autoerror sbx_error *ignored = NULL;
+    /* Frozen tasks cannot die: thaw first. An adopted sandbox's state is unknown, so always. */
+    if (sb->frozen || !sb->is_child)
+        (void)sb->cg.ops->freeze(&sb->cg, false, &ignored);
+    (void)syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+    (void)reap(sb, &ignored);
+}
+
+int
+sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err)
+{
+    if (sb->destroyed)
+        return 0;
+    kill_and_reap(sb);
+    int ret = 0;
+    if (sb->has_lease && sb->rt->has_net_ops) {
+        ret = sb->rt->net_ops.detach(sb->rt->net_ops.net, sb->id, err);
+        sb->has_lease = ret < 0;
+    }
+    if (ret == 0 && sb->has_record)
+        ret = sb->cg.ops->destroy(&sb->cg, err);
+    /* The record goes last: as long as anything above remains, gc can still find it. A
+     * create that failed before its record existed (e.g. the id was taken) owns nothing. */
+    if (ret == 0 && sb->has_record)
+        ret = sbx_rm_rf(sb->dir, err);
+    if (ret < 0)
+        return sbx_error_wrap(err, "destroy sandbox `%s`", sb->id);
+    sb->destroyed = true;
+    return 0;
+}
+
+struct deferred {
+    struct sbx_cg cg;
+    char *dir;
+};
+
+static void *
+deferred_remove(void *arg)
+{
+    struct deferred *d = arg;
+    sbx_autoerror sbx_error *err = NULL;
+    /* Same order as sbx_rt_destroy: the record goes only after the cgroups, so a process
+     * exit before this finishes leaves a record that gc completes. */
+    if (d->cg.ops->destroy(&d->cg, &err) == 0)
+        (void)sbx_rm_rf(d->dir, &err);
+    if (err)
+        sbx_warn("deferred removal: %s (run `sbx gc`)", sbx_error_msg(err));
+    sbx_cg_release(&d->cg);
+    free(d->dir);
+    free(d);
+    return NULL;
+}
+
+int
+sbx_rt_destroy_deferred(struct sbx_rt_sandbox *sb, sbx_error **err)
+{
+    if (sb->destroyed)
+        return 0;
+    kill_and_reap(sb);
+    if (sb->has_lease && sb->rt->has_net_ops) {
+        if (sb->rt->net_ops.detach(sb->rt->net_ops.net, sb->id, err) < 0)
+            return sbx_error_wrap(err, "destroy sandbox `%s`", sb->id);
+        sb->has_lease = false;
+    }
+    if (!sb->has_record) {
+        sb->destroyed = true;
+        return 0;
+    }
+    struct deferred *d = sbx_xcalloc(1, sizeof *d);
+    d->cg.ops = sb->cg.ops;
+    for (int r = 0; r < SBX_CG_NROLES; r++)
+        d->cg.dir[r] = sb->cg.dir[r] ? sbx_xstrdup(sb->cg.dir[r]) : NULL;
+    d->dir = sbx_xstrdup(sb->dir);
+    pthread_attr_t attr;
+    pthread_t t;
+    (void)pthread_attr_init(&attr);
+    (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int r = pthread_create(&t, &attr, deferred_remove, d);
+    (void)pthread_attr_destroy(&attr);
+    if (r != 0) {
+        (void)deferred_remove(d); /* no thread: do it now */
+    }
+    sb->destroyed = true;
+    return 0;
+}
+
+void
+sbx_rt_sandbox_free(struct sbx_rt_sandbox *sb)
+{
+    if (!sb)
+        return;
+    if (sb->pidfd >= 0)
+        (void)close(sb->pidfd);
+    if (sb->sync_fd >= 0)
+        (void)close(sb->sync_fd);
+    if (sb->netns_fd >= 0)
+        (void)close(sb->netns_fd);
+    sbx_cg_release(&sb->cg);
+    free(sb->dir);
+    free(sb);
+}
+
+/* A sandbox object for a record, without a live process yet. */
+static int
+from_record(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const char *id, sbx_error **err)
+{
+    struct sbx_rt_sandbox *sb = sbx_xcalloc(1, sizeof *sb);
+    sb->rt = rt;
+    sb->dir = sbx_xasprintf("%s/%s", rt->run_dir, id);
+    sb->pidfd = sb->sync_fd = sb->netns_fd = -1;
+    sb->exit.status = sb->exit.code = sb->init_status = -1;
+    struct sbx_state st;
+    int ret = sbx_state_read(&st, sb->dir, err);
+    if (ret < 0) {
+        sbx_rt_sandbox_free(sb);
+        return ret;
+    }
+    memcpy(sb->id, st.id, sizeof sb->id);
+    sb->pid = st.pid;
+    sb->owner = st.owner;
+    sb->start_time = st.start_time;
+    sb->has_lease = st.lease;
+    sb->net = (enum sbx_rt_netmode)st.net;
+    sb->memory_limit = st.memory_limit;
+    sb->cg.ops =
+        st.cgroup_backend && strcmp(st.cgroup_backend, "v2") == 0 ? &sbx_cg_v2_ops : &sbx_cg_v1_ops;
+    for (int r = 0; r < SBX_CG_NROLES; r++)
+        sb->cg.dir[r] = sbx_steal_ptr(&st.cgroups[r]);
+    sbx_state_release(&st);
+    sb->started = true;
+    sb->has_record = true;
+    *out = sb;
+    return 0;
+}
+
+/* Open a pidfd for the recorded init if it is still the same process. */
+static bool
+open_live(struct sbx_rt_sandbox *sb)
+{
+    if (sb->pid <= 0 || !sb->start_time)
+        return false;
+    int fd = (int)syscall(SYS_pidfd_open, sb->pid, 0);
+    /* Checked after pidfd_open: if the start time still matches, the fd is the right one. */
+    if (fd < 0 || sbx_proc_start_time(sb->pid) != sb->start_time) {
+        if (fd >= 0)
+            (void)close(fd);
+        return false;
+    }
+    sb->pidfd = fd;
+    return true;
+}
+
+int
+sbx_rt_adopt(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const char *id, sbx_error **err)
+{
+    struct sbx_rt_sandbox *sb = NULL;
+    int ret = from_record(&sb, rt, id, err);
+    if (ret < 0)
+        return sbx_error_wrap(err, "adopt sandbox `%s`", id);
+    if (!open_live(sb)) {
+        sbx_rt_sandbox_free(sb);
+        return sbx_error_set(err, SBX_ENOTFOUND, 0, "adopt sandbox `%s`: not running", id);
+    }
+    sb->as_init = true; /* no sync socket: exit status comes from nowhere we own */
+    *out = sb;
+    return 0;
+}
+
+/* A record dir still being built (".new-<id>.<pid>"): garbage once its builder is gone. */
+static int
+gc_unfinished(struct sbx_rt *rt, const char *name, sbx_error **err)
+{
+    const char *dot = strrchr(name, '.');
+    uint64_t pid = 0;
+    sbx_autoerror sbx_error *bad = NULL;
+    if (!dot || sbx_parse_u64(dot + 1, &pid, &bad) < 0 || pid == 0 || pid > INT32_MAX)
+        return 0;
+    if (kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+        return 0;
+    sbx_autofree char *dir = sbx_xasprintf("%s/%s", rt->run_dir, name);
+    return sbx_rm_rf(dir, err) < 0 ? -1 : 1;
+}
+
+/* gc of one record dir. Returns 1 removed, 0 kept, <0 error. */
+static int
+gc_one(struct sbx_rt *rt, const char *name, bool all, sbx_error **err)
+{
+    if (sbx_str_starts(name, ".new-"))
+        return gc_unfinished(rt, name, err);
+    if (name[0] == '.')
+        return 0;
+    struct sbx_rt_sandbox *sb = NULL;
+    int ret = from_record(&sb, rt, name, err);
+    if (ret < 0)
+        return sbx_error_wrap(err, "unreadable record `%s` (left alone)", name);
+    /* Live: its init runs, or its creator is still between the record and the clone. */
+    bool creating = sb->pid == 0 && sb->owner > 0 && (kill(sb->owner, 0) == 0 || errno != ESRCH);
+    if ((open_live(sb) || creating) && !all) {
+        sbx_rt_sandbox_free(sb);
+        return 0;
+    }
+    ret = sbx_rt_destroy(sb, err);
+    sbx_rt_sandbox_free(sb);
+    return ret < 0 ? ret : 1;
+}
+
+int
+sbx_rt_gc(struct sbx_rt_gc_stats *out, struct sbx_rt *rt, bool all, sbx_error **err)
+{
+    memset(out, 0, sizeof *out);
+    sbx_autoclosedir DIR *d = opendir(rt->run_dir);
+    if (!d)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "open `%s`", rt->run_dir);
+    int ret = 0;
+    struct dirent *e;
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): this DIR stream is private to this call */
+    while ((e = readdir(d))) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0)
+            continue;
+        sbx_autoerror sbx_error *one = NULL;
+        int r = gc_one(rt, e->d_name, all, &one);
+        if (r < 0) {
+            sbx_warn("gc: %s", sbx_error_msg(one));
+            ret = -SBX_EGENERIC;
+        }
+        out->removed += r == 1;
+        out->kept += r == 0;
+    }
+    if (ret < 0)
+        return sbx_error_set(err, SBX_EGENERIC, 0, "gc: some sandboxes could not be removed");
+    if (all)
+        sbx_rt_release_run_tmpfs(rt);
+    return 0;
+}
+
+const char *
+sbx_rt_sandbox_id(const struct sbx_rt_sandbox *sb)
+{
+    return sb->id;
+}
+
+pid_t
+sbx_rt_sandbox_pid(const struct sbx_rt_sandbox *sb)
+{
+    return sb->pid;
+}
+
+int
+sbx_rt_sandbox_pidfd(const struct sbx_rt_sandbox *sb)
+{
+    return sb->pidfd;
+}
+
+const char *
+sbx_rt_sandbox_dir(const struct sbx_rt_sandbox *sb)
+{
+    return sb->dir;
+}
+
+uint64_t
+sbx_rt_sandbox_memory_limit(const struct sbx_rt_sandbox *sb)
+{
+    return sb->memory_limit;
+}

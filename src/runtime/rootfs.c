@@ -1,0 +1,286 @@
+/*
+ * rootfs.c - the sandbox's filesystem, built by the child inside its own mount namespace:
+ * a private tmpfs for the writable layer, an overlay root, read-only binds, /proc with the OCI
+ * masked and read-only paths, a minimal /dev, a read-only /sys, then pivot_root.
+ *
+ * Runs after clone, before exec: no allocation, failures go to sbx_child_fail.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/openat2.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "runtime/internal.h"
+
+#define FAIL(a, ...) sbx_child_fail((a)->sync_fd, errno, __VA_ARGS__)
+
+/* Paths the OCI runtime spec masks (information leaks about the host, or kernel knobs). */
+static const char *const masked_files[] = {
+    "proc/kcore",       "proc/keys",          "proc/timer_list",
+    "proc/sched_debug", "proc/latency_stats", "proc/timer_stats",
+};
+static const char *const masked_dirs[] = {"proc/acpi", "proc/scsi", "proc/asound", "sys/firmware"};
+static const char *const readonly_paths[] = {"proc/sys", "proc/sysrq-trigger", "proc/irq",
+                                             "proc/bus", "proc/fs"};
+static const char *const dev_nodes[] = {"null", "zero", "full", "random", "urandom", "tty"};
+
+static int
+openat2_in_root(int rootfd, const char *path)
+{
+    /* RESOLVE_IN_ROOT: ".." and absolute symlinks are resolved as if rootfd were "/", so an
+     * image or a volume cannot point a mount target outside the sandbox's root. */
+    struct open_how how = {.flags = O_PATH | O_CLOEXEC,
+                           .resolve = RESOLVE_IN_ROOT | RESOLVE_NO_MAGICLINKS};
+    while (*path == '/')
+        path++;
+    if (!*path)
+        path = ".";
+    return (int)syscall(SYS_openat2, rootfd, path, &how, sizeof how);
+}
+
+/* Open (creating if missing, as a dir or an empty file) path inside the root. -errno on error. */
+static int
+resolve_create(int rootfd, const char *path, bool dir)
+{
+    int fd = openat2_in_root(rootfd, path);
+    if (fd >= 0 || errno != ENOENT)
+        return fd >= 0 ? fd : -errno;
+    char buf[4096];
+    size_t len = strlen(path);
+    if (len >= sizeof buf)
+        return -ENAMETOOLONG;
+    memcpy(buf, path, len + 1);
+    char *slash = strrchr(buf, '/');
+    const char *name = slash ? slash + 1 : buf;
+    if (slash)
+        *slash = '\0';
+    int parent = slash ? resolve_create(rootfd, buf[0] ? buf : "/", true)
+                       : fcntl(rootfd, F_DUPFD_CLOEXEC, 0);
+    if (parent < 0)
+        return parent;
+    int r = dir ? mkdirat(parent, name, 0755) : 0;
+    if (!dir) {
+        int f = openat(parent, name, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0644);
+        r = f < 0 ? -1 : close(f);
+    }
+    int e = errno;
+    (void)close(parent);
+    if (r < 0 && e != EEXIST)
+        return -e;
+    fd = openat2_in_root(rootfd, path);
+    return fd >= 0 ? fd : -errno;
+}
+
+/* Clone the tree at src (host path, or relative to srcdir), apply attrs, attach at fd. */
+static int
+attach_tree(int srcdir, const char *src, int target, unsigned attrs)
+{
+    sbx_autoclose int tree =
+        open_tree(srcdir, src, OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE);
+    if (tree < 0)
+        return -1;
+    /* Attributes are set on the detached tree, so it is never visible writable. */
+    struct mount_attr attr = {.attr_set = attrs};
+    if (attrs && mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) < 0)
+        return -1;
+    return move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+}
+
+static void
+bind_one(struct sbx_child_args *a, int rootfd, const struct sbx_child_bind *b)
+{
+    struct stat st;
+    if (stat(b->src, &st) < 0)
+        FAIL(a, "volume source `%s`", b->src);
+    sbx_autoclose int target = resolve_create(rootfd, b->dst, S_ISDIR(st.st_mode));
+    if (target < 0) {
+        errno = -target;
+        FAIL(a, "volume target `%s`", b->dst);
+    }
+    /* nosuid/nodev on every bind: a host file can never bring privileges or devices in. */
+    unsigned attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b->ro ? MOUNT_ATTR_RDONLY : 0);
+    if (attach_tree(AT_FDCWD, b->src, target, attrs) < 0)
+        FAIL(a, "bind `%s` to `%s`", b->src, b->dst);
+}
+
+static void
+mount_at(struct sbx_child_args *a, int rootfd, const char *dst, const char *type,
+         unsigned long flags, const char *opts)
+{
+    int fd = resolve_create(rootfd, dst, true);
+    if (fd < 0) {
+        errno = -fd;
+        FAIL(a, "mount point `%s`", dst);
+    }
+    char p[64];
+    snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+    int r = mount(type, p, type, flags, opts);
+    int e = errno;
+    (void)close(fd);
+    errno = e;
+    if (r < 0)
+        FAIL(a, "mount %s on `%s`", type, dst);
+}
+
+static void
+setup_proc(struct sbx_child_args *a, int rootfd)
+{
+    /* A fresh proc of the new pid namespace: host processes are not in it. */
+    mount_at(a, rootfd, "proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+    for (size_t i = 0; i < sizeof masked_files / sizeof masked_files[0]; i++) {
+        sbx_autoclose int t = openat2_in_root(rootfd, masked_files[i]);
+        if (t >= 0 && attach_tree(AT_FDCWD, "/dev/null", t, MOUNT_ATTR_RDONLY) < 0)
+            FAIL(a, "mask `/%s`", masked_files[i]);
+    }
+    for (size_t i = 0; i < sizeof readonly_paths / sizeof readonly_paths[0]; i++) {
+        sbx_autoclose int t = openat2_in_root(rootfd, readonly_paths[i]);
+        if (t >= 0 && attach_tree(rootfd, readonly_paths[i], t,
+                                  MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                      MOUNT_ATTR_NOEXEC) < 0)
+            FAIL(a, "read-only `/%s`", readonly_paths[i]);
+    }
+}
+
+static void
+mask_dirs(struct sbx_child_args *a, int rootfd)
+{
+    for (size_t i = 0; i < sizeof masked_dirs / sizeof masked_dirs[0]; i++) {
+        sbx_autoclose int t = openat2_in_root(rootfd, masked_dirs[i]);
+        if (t < 0)
+            continue;
+        mount_at(a, rootfd, masked_dirs[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=0");
+    }
+}
+
+static void
+dev_symlinks(struct sbx_child_args *a, int devfd)
+{
+    static const char *const links[][2] = {
+        {"ptmx", "pts/ptmx"},          {"fd", "/proc/self/fd"},       {"stdin", "/proc/self/fd/0"},
+        {"stdout", "/proc/self/fd/1"}, {"stderr", "/proc/self/fd/2"}, {"core", "/proc/kcore"},
+    };
+    for (size_t i = 0; i < sizeof links / sizeof links[0]; i++) {
+        if (symlinkat(links[i][1], devfd, links[i][0]) < 0)
+            FAIL(a, "symlink /dev/%s", links[i][0]);
+    }
+}
+
+static void
+setup_dev(struct sbx_child_args *a, int rootfd)
+{
+    /* Only these host devices exist in the sandbox: no disks, no /dev/mem, no kmsg. */
+    mount_at(a, rootfd, "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=1m");
+    sbx_autoclose int devfd = openat2_in_root(rootfd, "dev");
+    if (devfd < 0)
+        FAIL(a, "open /dev");
+    for (size_t i = 0; i < sizeof dev_nodes / sizeof dev_nodes[0]; i++) {
+        char src[32];
+        snprintf(src, sizeof src, "/dev/%s", dev_nodes[i]);
+        sbx_autoclose int t = openat(devfd, dev_nodes[i], O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+        if (t < 0 || attach_tree(AT_FDCWD, src, t, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC) < 0)
+            FAIL(a, "bind %s", src);
+    }
+    /* A private devpts instance: the sandbox sees only its own ptys. */
+    mount_at(a, rootfd, "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
+             "newinstance,ptmxmode=0666,mode=0620");
+    mount_at(a, rootfd, "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777");
+    mount_at(a, rootfd, "dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
+    dev_symlinks(a, devfd);
+}
+
+static void
+setup_sys(struct sbx_child_args *a, int rootfd)
+{
+    /* Read-only, and from the sandbox's own netns (its interfaces only). */
+    int fd = resolve_create(rootfd, "sys", true);
+    if (fd < 0) {
+        errno = -fd;
+        FAIL(a, "mount point /sys");
+    }
+    char p[64];
+    snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
+    unsigned long fl = MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC;
+    int r = mount("sysfs", p, "sysfs", fl, NULL);
+    if (r < 0 && errno == EPERM) /* a user ns that does not own the netns (host network) */
+        r = attach_tree(AT_FDCWD, "/sys", fd,
+                        MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                            MOUNT_ATTR_NOEXEC);
+    (void)close(fd);
+    if (r < 0)
+        FAIL(a, "mount sysfs");
+}
+
+static void
+write_hostname(int rootfd, const char *name)
+{
+    sbx_autoclose int etc = openat2_in_root(rootfd, "etc");
+    if (etc < 0)
+        return;
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/fd/%d/hostname", etc);
+    /* O_NOFOLLOW: an image's /etc/hostname symlink must not redirect the write. */
+    sbx_autoclose int f = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (f >= 0) {
+        (void)!write(f, name, strlen(name));
+        (void)!write(f, "\n", 1);
+    }
+}
+
+static int
+mount_root(struct sbx_child_args *a)
+{
+    char p[4096];
+    /* Nothing we mount from here on propagates back to the host. */
+    if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        FAIL(a, "make / private");
+    /* The writable layer lives on a tmpfs of this mount namespace only: it vanishes with the
+     * sandbox, so no host mount can leak, and its pages are charged to the sandbox's cgroup. */
+    if (mount("sbx", a->scratch, "tmpfs", MS_NOSUID | MS_NODEV, a->tmpfs_opts) < 0)
+        FAIL(a, "mount tmpfs on `%s`", a->scratch);
+    static const char *const sub[] = {"upper", "work", "root"};
+    for (size_t i = 0; i < 3; i++) {
+        snprintf(p, sizeof p, "%s/%s", a->scratch, sub[i]);
+        if (mkdir(p, 0755) < 0)
+            FAIL(a, "mkdir `%s`", p);
+    }
+    snprintf(p, sizeof p, "%s/root", a->scratch);
+    if (mount("overlay", p, "overlay", 0, a->overlay_opts) < 0)
+        FAIL(a, "mount overlay");
+    int rootfd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (rootfd < 0)
+        FAIL(a, "open `%s`", p);
+    return rootfd;
+}
+
+static void
+pivot(struct sbx_child_args *a, int rootfd)
+{
+    /* pivot_root(".", "."): the old root is stacked under the new one and detached at once;
+     * after that nothing in this mount namespace leads back to the host's filesystem (unlike
+     * chroot, which a process with CAP_SYS_CHROOT can leave). */
+    if (fchdir(rootfd) < 0 || syscall(SYS_pivot_root, ".", ".") < 0)
+        FAIL(a, "pivot_root");
+    if (umount2(".", MNT_DETACH) < 0 || chdir("/") < 0)
+        FAIL(a, "detach the old root");
+}
+
+int
+sbx_rootfs_setup(struct sbx_child_args *a)
+{
+    sbx_autoclose int rootfd = mount_root(a);
+    for (size_t i = 0; i < a->n_binds; i++)
+        bind_one(a, rootfd, &a->binds[i]);
+    setup_proc(a, rootfd);
+    setup_dev(a, rootfd);
+    setup_sys(a, rootfd);
+    mask_dirs(a, rootfd);
+    write_hostname(rootfd, a->hostname);
+    pivot(a, rootfd);
+    return 0;
+}

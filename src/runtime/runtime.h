@@ -1,0 +1,162 @@
+/*
+ * runtime.h - the native sandbox runtime: namespaces, an overlay root, cgroups, capabilities,
+ * seccomp, and the records that let a crashed caller clean up after itself.
+ *
+ *   struct sbx_rt *rt;               sbx_rt_open(&rt, &cfg, &err)
+ *   struct sbx_rt_sandbox *sb;       sbx_rt_create(&sb, rt, &spec, &err)   set up, not yet running
+ *                                    sbx_rt_start(sb, &err)                 exec the command
+ *   struct sbx_rt_exit ex;           sbx_rt_wait(&ex, sb, NULL, &err)
+ *                                    sbx_rt_destroy(sb, &err); sbx_rt_sandbox_free(sb)
+ *
+ * Every host-side resource (state dir, cgroup dirs, bridge lease) is written to
+ * <state_dir>/run/<id>/state.json before it is created, so sbx_rt_destroy (or sbx_rt_gc after a
+ * crash) removes exactly what exists. Mounts never leak: they all live in the sandbox's private
+ * mount namespace and vanish with it. See docs/runtime.md.
+ */
+#ifndef SBX_RUNTIME_RUNTIME_H
+#define SBX_RUNTIME_RUNTIME_H
+
+#include <signal.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "common/error.h"
+
+enum sbx_rt_netmode {
+    SBX_RT_NET_NONE = 0, /* own netns with only `lo` up */
+    SBX_RT_NET_HOST,     /* the host's netns */
+    SBX_RT_NET_BRIDGE,   /* own netns + a veth through the net hook */
+};
+
+/* Address of a sandbox attached to the bridge (filled by the net hook). */
+struct sbx_rt_lease {
+    char address[64]; /* "10.88.0.5/16" */
+    char gateway[64]; /* "10.88.0.1" */
+};
+
+/* Bridge networking hook: the lead plugs src/net in here. NULL ops => bridge is unavailable. */
+struct sbx_rt_net_ops {
+    void *net;
+    int (*attach)(void *net, struct sbx_rt_lease *out, const char *sandbox_id, int netns_fd,
+                  sbx_error **err);
+    int (*detach)(void *net, const char *sandbox_id, sbx_error **err);
+};
+
+struct sbx_rt_config {
+    const char *state_dir;     /* NULL => "/var/lib/sbx"; records live in <state_dir>/run */
+    const char *cgroup_parent; /* NULL => "sbx"; created below the caller's own cgroup */
+    const struct sbx_rt_net_ops *net_ops; /* NULL => bridge mode answers SBX_EUNAVAIL */
+};
+
+struct sbx_rt_volume {
+    const char *src; /* host path (must exist) */
+    const char *dst; /* absolute path inside the sandbox, resolved inside its root */
+    bool ro;
+};
+
+/* One id mapping line: ids [inside, inside+count) map to [outside, outside+count). */
+struct sbx_rt_idmap {
+    uint32_t inside, outside, count;
+};
+
+struct sbx_rt_spec {
+    const char *id;         /* NULL => generated; [A-Za-z0-9_.-]{1,63} */
+    char *const *argv;      /* required; argv[0] is looked up in PATH of env */
+    char *const *env;       /* NULL => image_env, else a default PATH/HOME/TERM */
+    char *const *image_env; /* image defaults, overridden by env entries of the same name */
+    const char *cwd;        /* NULL => image_workdir, else "/" */
+    const char *image_workdir;
+    const char *hostname; /* NULL => the id (truncated) */
+    uid_t uid;            /* user inside (after the optional user namespace) */
+    gid_t gid;
+    const char *const *layers; /* lower layer dirs, bottom first; n_layers 0 => `host` image */
+    size_t n_layers;
+    const struct sbx_rt_volume *volumes;
+    size_t n_volumes;
+    const char *execd_path; /* bound read-only at SBX_RT_EXECD_PATH when set */
+    uint64_t memory_bytes;  /* 0 => unlimited */
+    uint64_t pids_max;      /* 0 => unlimited */
+    uint64_t cpu_millis;    /* 1000 = one CPU; 0 => unlimited */
+    uint64_t tmpfs_bytes;   /* size of the writable upper layer; 0 => memory limit or 1 GiB */
+    enum sbx_rt_netmode net;
+    bool userns; /* own user namespace with the maps below */
+    struct sbx_rt_idmap uid_map, gid_map;
+    int stdio[3];         /* fds for the command's stdin/stdout/stderr; -1 => /dev/null */
+    bool die_with_parent; /* PR_SET_PDEATHSIG(SIGKILL) on the sandbox's init (sbx run) */
+    bool as_init;         /* argv is an init (execd): exec it as PID 1, no sbx reaper */
+    bool pausable;        /* create a freezer cgroup (needed by sbx_rt_pause) */
+    bool start;           /* create and start at once; setup errors come from sbx_rt_wait */
+};
+
+#define SBX_RT_EXECD_PATH "/.sbx/bin/sbx-execd"
+
+struct sbx_rt_exit {
+    int status;            /* raw wait status of the command, -1 if unknown (adopted sandbox) */
+    int code;              /* exit code, or 128+signal */
+    bool oom_killed;       /* the cgroup's OOM killer fired */
+    char start_error[244]; /* non-empty when the command could not be started (exec failed) */
+};
+
+struct sbx_rt;
+struct sbx_rt_sandbox;
+
+int sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **err);
+void sbx_rt_close(struct sbx_rt *rt);
+
+/* Set up a sandbox whose command waits, fully isolated, for sbx_rt_start. */
+int sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_rt_spec *spec,
+                  sbx_error **err);
+/* Let the command exec (not needed with spec.start). Exec failures are reported by
+ * sbx_rt_wait (code 127/126). */
+int sbx_rt_start(struct sbx_rt_sandbox *sb, sbx_error **err);
+/* Wait for the command; signals in `forward` (may be NULL) that reach the caller meanwhile are
+ * passed to the sandbox (they must be blocked by the caller). */
+int sbx_rt_wait(struct sbx_rt_exit *out, struct sbx_rt_sandbox *sb, const sigset_t *forward,
+                sbx_error **err);
+int sbx_rt_kill(struct sbx_rt_sandbox *sb, int sig, sbx_error **err);
+int sbx_rt_pause(struct sbx_rt_sandbox *sb, sbx_error **err);
+int sbx_rt_resume(struct sbx_rt_sandbox *sb, sbx_error **err);
+/* Kill everything, release the cgroups, lease and state dir. Idempotent. */
+int sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err);
+/* Like sbx_rt_destroy, but the cgroup rmdirs (which have 10-30 ms tail spikes on some hosts)
+ * and the record removal run on a detached thread, off the caller's path. For long-lived
+ * callers (the server); if the process exits first, the record remains and gc finishes. */
+int sbx_rt_destroy_deferred(struct sbx_rt_sandbox *sb, sbx_error **err);
+void sbx_rt_sandbox_free(struct sbx_rt_sandbox *sb);
+
+/* Re-open a sandbox recorded in the state dir whose init is still running. */
+int sbx_rt_adopt(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const char *id, sbx_error **err);
+
+struct sbx_rt_exec {
+    char *const *argv;
+    char *const *env; /* NULL => PATH only */
+    const char *cwd;  /* NULL => "/" */
+    uid_t uid;
+    gid_t gid;
+    int stdio[3];
+};
+/* nsenter-style: run a process inside all the sandbox's namespaces and cgroup, with the same
+ * caps/seccomp/no_new_privs. *pid is the caller's child; it exits with the process's status. */
+int sbx_rt_exec_into(pid_t *pid, struct sbx_rt_sandbox *sb, const struct sbx_rt_exec *ex,
+                     sbx_error **err);
+/* A TCP socket connected to 127.0.0.1:port inside the sandbox's network namespace. */
+int sbx_rt_connect(int *fd, struct sbx_rt_sandbox *sb, uint16_t port, sbx_error **err);
+
+struct sbx_rt_gc_stats {
+    unsigned removed; /* sandboxes cleaned up */
+    unsigned kept;    /* still running (left alone without `all`) */
+};
+/* Remove what crashed callers left: every recorded sandbox whose init is gone (all: every one). */
+int sbx_rt_gc(struct sbx_rt_gc_stats *out, struct sbx_rt *rt, bool all, sbx_error **err);
+
+/* Accessors. */
+const char *sbx_rt_sandbox_id(const struct sbx_rt_sandbox *sb);
+pid_t sbx_rt_sandbox_pid(const struct sbx_rt_sandbox *sb);
+int sbx_rt_sandbox_pidfd(const struct sbx_rt_sandbox *sb);
+const char *sbx_rt_sandbox_dir(const struct sbx_rt_sandbox *sb);
+/* The memory limit in bytes (0 = none), for messages. */
+uint64_t sbx_rt_sandbox_memory_limit(const struct sbx_rt_sandbox *sb);
+
+#endif

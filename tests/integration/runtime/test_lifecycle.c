@@ -1,0 +1,348 @@
+/*
+ * test_lifecycle.c - the runtime library on real sandboxes: pause/resume, exec_into, connect,
+ * adopt, as_init, the bridge hook's plumbing, idempotent destroy, gc.
+ *
+ *   test_runtime_lifecycle PROBE      (PROBE: the static probe binary)
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/util.h"
+#include "common/xalloc.h"
+#include "runtime/runtime.h"
+
+#define CHECK(cond, ...)                                         \
+    do {                                                         \
+        if (!(cond)) {                                           \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                        \
+            fputc('\n', stderr);                                 \
+            failures++;                                          \
+            return;                                              \
+        }                                                        \
+    } while (0)
+static int failures;
+static char tmp[256];
+static char probe_dir[300];
+static struct sbx_rt *rt;
+
+static void
+msleep(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+static long
+read_counter(const char *path)
+{
+    char buf[64] = {0};
+    sbx_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, buf, sizeof buf - 1) <= 0)
+        return -1;
+    return strtol(buf, NULL, 10);
+}
+
+static void
+base_spec(struct sbx_rt_spec *s, char **argv, struct sbx_rt_volume *vol)
+{
+    memset(s, 0, sizeof *s);
+    s->argv = argv;
+    s->stdio[0] = -1;
+    s->stdio[1] = -1;
+    s->stdio[2] = 2;
+    *vol = (struct sbx_rt_volume){.src = probe_dir, .dst = "/probe", .ro = false};
+    s->volumes = vol;
+    s->n_volumes = 1;
+    s->hostname = "lifecycle-host";
+}
+
+static void
+test_pause_resume(void)
+{
+    char *argv[] = {"/probe/probe", "counter", "/probe/count", NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    spec.pausable = true;
+    struct sbx_rt_sandbox *sb = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    CHECK(sbx_rt_create(&sb, rt, &spec, &err) == 0, "create: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_start(sb, &err) == 0, "start: %s", sbx_error_msg(err));
+    char path[400];
+    snprintf(path, sizeof path, "%s/count", probe_dir);
+    msleep(200);
+    long n1 = read_counter(path);
+    CHECK(sbx_rt_pause(sb, &err) == 0, "pause: %s", sbx_error_msg(err));
+    long n2 = read_counter(path);
+    msleep(300);
+    long n3 = read_counter(path);
+    CHECK(sbx_rt_resume(sb, &err) == 0, "resume: %s", sbx_error_msg(err));
+    msleep(200);
+    long n4 = read_counter(path);
+    printf("counter: running %ld, paused %ld -> %ld, resumed %ld\n", n1, n2, n3, n4);
+    CHECK(n1 > 0, "counter never advanced");
+    CHECK(n3 == n2, "counter advanced while paused (%ld -> %ld)", n2, n3);
+    CHECK(n4 > n3, "counter did not continue after resume");
+    /* destroy of a paused-then-resumed sandbox, twice (idempotent) */
+    CHECK(sbx_rt_pause(sb, &err) == 0, "pause again: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_destroy(sb, &err) == 0, "destroy frozen: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_destroy(sb, &err) == 0, "destroy again: %s", sbx_error_msg(err));
+    CHECK(access(sbx_rt_sandbox_dir(sb), F_OK) < 0, "record dir left");
+    sbx_rt_sandbox_free(sb);
+}
+
+static void
+read_all(int fd, char *buf, size_t n)
+{
+    size_t off = 0;
+    ssize_t r;
+    while (off + 1 < n && (r = read(fd, buf + off, n - 1 - off)) > 0)
+        off += (size_t)r;
+    buf[off] = '\0';
+}
+
+static void
+check_exec_into(struct sbx_rt_sandbox *sb)
+{
+    int p[2];
+    CHECK(pipe2(p, O_CLOEXEC) == 0, "pipe");
+    char *argv[] = {"/bin/sh", "-c",
+                    "hostname; grep CapEff /proc/self/status; grep -c . /proc/1/cmdline; "
+                    "grep NoNewPrivs /proc/self/status",
+                    NULL};
+    struct sbx_rt_exec ex = {.argv = argv, .stdio = {-1, p[1], 2}};
+    pid_t pid = -1;
+    sbx_autoerror sbx_error *err = NULL;
+    int r = sbx_rt_exec_into(&pid, sb, &ex, &err);
+    (void)close(p[1]);
+    char out[1024];
+    read_all(p[0], out, sizeof out);
+    (void)close(p[0]);
+    CHECK(r == 0, "exec_into: %s", sbx_error_msg(err));
+    int st = 0;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+          "exec_into status %d", st);
+    printf("exec_into output:\n%s", out);
+    CHECK(strstr(out, "lifecycle-host\n"), "not in the sandbox's uts namespace");
+    CHECK(strstr(out, "CapEff:\t00000000a00405fb"), "capabilities not dropped");
+    CHECK(strstr(out, "NoNewPrivs:\t1"), "no_new_privs not set");
+}
+
+static void
+check_connect(struct sbx_rt_sandbox *sb, int out_fd)
+{
+    char buf[64];
+    read_all(out_fd, buf, 11); /* "listening\n" */
+    CHECK(strstr(buf, "listening"), "probe did not listen: %s", buf);
+    int fd = -1;
+    sbx_autoerror sbx_error *err = NULL;
+    CHECK(sbx_rt_connect(&fd, sb, 8123, &err) == 0, "connect: %s", sbx_error_msg(err));
+    read_all(fd, buf, sizeof buf);
+    (void)close(fd);
+    CHECK(strcmp(buf, "hello\n") == 0, "connect read `%s`", buf);
+}
+
+static void
+test_exec_connect_adopt(void)
+{
+    char *argv[] = {"/probe/probe", "listen", "8123", NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    int p[2];
+    CHECK(pipe2(p, O_CLOEXEC) == 0, "pipe");
+    spec.stdio[1] = p[1];
+    struct sbx_rt_sandbox *sb = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    int r = sbx_rt_create(&sb, rt, &spec, &err);
+    (void)close(p[1]);
+    sbx_autoclose int out_fd = p[0];
+    CHECK(r == 0, "create: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_start(sb, &err) == 0, "start: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_pause(sb, &err) == -SBX_EUNAVAIL, "pause of a sandbox not created pausable");
+    check_exec_into(sb);
+    check_connect(sb, out_fd);
+    /* adopt: a second handle from the record, as a restarted server would. */
+    struct sbx_rt_sandbox *again = NULL;
+    CHECK(sbx_rt_adopt(&again, rt, sbx_rt_sandbox_id(sb), &err) == 0, "adopt: %s",
+          sbx_error_msg(err));
+    CHECK(sbx_rt_sandbox_pid(again) == sbx_rt_sandbox_pid(sb), "adopted a different pid");
+    struct sbx_rt_exit ex;
+    CHECK(sbx_rt_wait(&ex, sb, NULL, &err) == 0, "wait: %s", sbx_error_msg(err));
+    CHECK(ex.code == 0, "listen probe exit %d", ex.code);
+    CHECK(sbx_rt_destroy(again, &err) == 0, "destroy adopted: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_destroy(sb, &err) == 0, "destroy: %s", sbx_error_msg(err));
+    sbx_rt_sandbox_free(again);
+    sbx_rt_sandbox_free(sb);
+    CHECK(sbx_rt_adopt(&again, rt, "no-such-sandbox", &err) < 0, "adopted a missing sandbox");
+}
+
+static void
+test_as_init(void)
+{
+    char *argv[] = {"/bin/sh", "-c", "test $$ -eq 1 && exit 7", NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    spec.as_init = true;
+    struct sbx_rt_sandbox *sb = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    struct sbx_rt_exit ex;
+    CHECK(sbx_rt_create(&sb, rt, &spec, &err) == 0, "create: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_start(sb, &err) == 0, "start: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_wait(&ex, sb, NULL, &err) == 0, "wait: %s", sbx_error_msg(err));
+    CHECK(ex.code == 7, "as_init: command was not PID 1 (exit %d)", ex.code);
+    CHECK(sbx_rt_destroy(sb, &err) == 0, "destroy: %s", sbx_error_msg(err));
+    sbx_rt_sandbox_free(sb);
+}
+
+static void
+test_deferred_destroy(void)
+{
+    char *argv[] = {"/bin/true", NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    spec.memory_bytes = 64 << 20;
+    struct sbx_rt_sandbox *sb = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    struct sbx_rt_exit ex;
+    CHECK(sbx_rt_create(&sb, rt, &spec, &err) == 0, "create: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_start(sb, &err) == 0 && sbx_rt_wait(&ex, sb, NULL, &err) == 0, "run: %s",
+          sbx_error_msg(err));
+    sbx_autofree char *dir = sbx_xstrdup(sbx_rt_sandbox_dir(sb));
+    CHECK(sbx_rt_destroy_deferred(sb, &err) == 0, "deferred: %s", sbx_error_msg(err));
+    sbx_rt_sandbox_free(sb);
+    int i = 0;
+    while (access(dir, F_OK) == 0 && i++ < 500)
+        msleep(10);
+    CHECK(access(dir, F_OK) < 0, "deferred removal did not finish");
+}
+
+struct fake_net {
+    int attached, detached;
+    bool netns_ok;
+};
+
+static int
+fake_attach(void *net, struct sbx_rt_lease *out, const char *id, int netns_fd, sbx_error **err)
+{
+    (void)id;
+    (void)err;
+    struct fake_net *f = net;
+    struct stat a;
+    struct stat self;
+    /* The hook must get the sandbox's own netns, not ours. */
+    f->netns_ok = fstat(netns_fd, &a) == 0 && stat("/proc/self/ns/net", &self) == 0 &&
+                  a.st_ino != self.st_ino;
+    snprintf(out->address, sizeof out->address, "10.99.0.2/24");
+    f->attached++;
+    return 0;
+}
+
+static int
+fake_detach(void *net, const char *id, sbx_error **err)
+{
+    (void)id;
+    (void)err;
+    ((struct fake_net *)net)->detached++;
+    return 0;
+}
+
+static void
+test_bridge_hook(const char *state, const char *parent)
+{
+    char *argv[] = {"/bin/true", NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    spec.net = SBX_RT_NET_BRIDGE;
+    struct sbx_rt_sandbox *sb = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    CHECK(sbx_rt_create(&sb, rt, &spec, &err) == -SBX_EUNAVAIL, "bridge without the net module");
+    struct fake_net f = {0};
+    struct sbx_rt_net_ops ops = {.net = &f, .attach = fake_attach, .detach = fake_detach};
+    struct sbx_rt_config cfg = {.state_dir = state, .cgroup_parent = parent, .net_ops = &ops};
+    struct sbx_rt *hooked = NULL;
+    CHECK(sbx_rt_open(&hooked, &cfg, &err) == 0, "open: %s", sbx_error_msg(err));
+    struct sbx_rt_exit ex;
+    int r = sbx_rt_create(&sb, hooked, &spec, &err);
+    if (r == 0) {
+        r = sbx_rt_start(sb, &err) || sbx_rt_wait(&ex, sb, NULL, &err) || sbx_rt_destroy(sb, &err);
+        sbx_rt_sandbox_free(sb);
+    }
+    sbx_rt_close(hooked);
+    CHECK(r == 0, "bridge sandbox: %s", sbx_error_msg(err));
+    CHECK(f.attached == 1 && f.detached == 1 && f.netns_ok, "hook calls %d/%d ns %d", f.attached,
+          f.detached, f.netns_ok);
+}
+
+static int
+can_run(void)
+{
+    if (geteuid() != 0)
+        return 0;
+    pid_t p = fork();
+    if (p == 0)
+        _exit(unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET) == 0 ? 0 : 1);
+    int st = 1;
+    return p > 0 && waitpid(p, &st, 0) == p && WIFEXITED(st) && WEXITSTATUS(st) == 0;
+}
+
+int
+main(int argc, char **argv)
+{
+    if (argc != 2)
+        return 2;
+    if (!can_run()) {
+        printf("SKIP: needs root and namespaces\n");
+        return 77;
+    }
+    snprintf(tmp, sizeof tmp, "/tmp/sbx-rt-lifecycle.%d", (int)getpid());
+    snprintf(probe_dir, sizeof probe_dir, "%s/probe", tmp);
+    sbx_autofree char *state = sbx_xasprintf("%s/state", tmp);
+    sbx_autofree char *cmd =
+        sbx_xasprintf("mkdir -p %s && cp %s %s/probe", probe_dir, argv[1], probe_dir);
+    /* NOLINTNEXTLINE(cert-env33-c,concurrency-mt-unsafe): fixed command, single-threaded */
+    if (system(cmd) != 0)
+        return 1;
+    char parent[64];
+    snprintf(parent, sizeof parent, "sbx-test-lifecycle-%d", (int)getpid());
+    struct sbx_rt_config cfg = {.state_dir = state, .cgroup_parent = parent};
+    sbx_autoerror sbx_error *err = NULL;
+    if (sbx_rt_open(&rt, &cfg, &err) < 0) {
+        fprintf(stderr, "open: %s\n", sbx_error_msg(err));
+        return 1;
+    }
+    test_pause_resume();
+    test_exec_connect_adopt();
+    test_as_init();
+    test_deferred_destroy();
+    test_bridge_hook(state, parent);
+    struct sbx_rt_gc_stats gs;
+    if (sbx_rt_gc(&gs, rt, true, &err) < 0 || gs.removed != 0) {
+        fprintf(stderr, "FAIL gc after clean destroys removed %u\n", gs.removed);
+        failures++;
+    }
+    sbx_rt_close(rt);
+    sbx_autofree char *rm = sbx_xasprintf(
+        "find /sys/fs/cgroup -mindepth 2 -maxdepth 6 -depth -type d -name %s -exec rmdir {} + "
+        "2>/dev/null; rm -rf %s",
+        parent, tmp);
+    /* NOLINTNEXTLINE(cert-env33-c,concurrency-mt-unsafe): fixed command, single-threaded */
+    (void)!system(rm);
+    printf("%s (%d failures)\n", failures ? "FAIL" : "PASS", failures);
+    return failures ? 1 : 0;
+}

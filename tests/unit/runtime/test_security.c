@@ -1,0 +1,121 @@
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/personality.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/util.h"
+#include "runtime/internal.h"
+
+static void
+test_profile_lists(void **state)
+{
+    (void)state;
+    static const char *const must[] = {
+        "kexec_load",   "init_module",
+        "finit_module", "bpf",
+        "keyctl",       "mount",
+        "umount2",      "pivot_root",
+        "move_mount",   "open_tree",
+        "fsopen",       "perf_event_open",
+        "userfaultfd",  "setns",
+        "ptrace",       "process_vm_readv",
+        "reboot",       "open_by_handle_at",
+        "clone3",
+    };
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(must); i++) {
+        bool found = false;
+        for (size_t j = 0; j < sbx_seccomp_n_denied; j++)
+            found = found || strcmp(sbx_seccomp_denied[j].name, must[i]) == 0;
+        assert_true(found);
+        assert_true(seccomp_syscall_resolve_name(must[i]) != __NR_SCMP_ERROR);
+    }
+}
+
+static void
+test_caps_default(void **state)
+{
+    (void)state;
+    cap_t c = sbx_caps_default();
+    static const cap_value_t absent[] = {CAP_SYS_ADMIN, CAP_SYS_MODULE, CAP_SYS_PTRACE,
+                                         CAP_NET_ADMIN, CAP_SYS_RAWIO,  CAP_SYS_TIME,
+                                         CAP_MKNOD,     CAP_NET_RAW,    CAP_DAC_READ_SEARCH};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(absent); i++) {
+        cap_flag_value_t v = CAP_SET;
+        assert_int_equal(cap_get_flag(c, absent[i], CAP_EFFECTIVE, &v), 0);
+        assert_int_equal(v, CAP_CLEAR);
+    }
+    cap_flag_value_t v = CAP_CLEAR;
+    assert_int_equal(cap_get_flag(c, CAP_CHOWN, CAP_PERMITTED, &v), 0);
+    assert_int_equal(v, CAP_SET);
+    cap_free(c);
+}
+
+/* Load the real filter in a child and check what it does. Bit i of the exit code = check i
+ * failed. */
+static int
+filtered_child(const struct sock_fprog *prog)
+{
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || sbx_seccomp_apply(prog) < 0)
+        return 0x80;
+    int bad = 0;
+    errno = 0;
+    bad |= (mount("none", "/mnt", "tmpfs", 0, NULL) == 0 || errno != EPERM) << 0;
+    struct clone_args ca = {.exit_signal = SIGCHLD};
+    errno = 0;
+    bad |= (syscall(SYS_clone3, &ca, sizeof ca) != -1 || errno != ENOSYS) << 1;
+    errno = 0;
+    bad |= (unshare(CLONE_NEWUSER) == 0 || errno != EPERM) << 2;
+    bad |= (getpid() <= 0) << 3;
+    bad |= (personality(0xffffffff) == -1) << 4;
+    errno = 0;
+    bad |= (personality(ADDR_NO_RANDOMIZE) != -1 || errno != EPERM) << 5;
+    pid_t p = fork(); /* plain fork (clone without namespace flags) still works */
+    if (p == 0)
+        _exit(0);
+    bad |= (p < 0 || waitpid(p, NULL, 0) != p) << 6;
+    return bad;
+}
+
+static void
+test_filter_behaviour(void **state)
+{
+    (void)state;
+    struct sock_fprog prog = {0};
+    assert_int_equal(sbx_seccomp_build(&prog, NULL), 0);
+    assert_true(prog.len > 10);
+    pid_t p = fork();
+    assert_true(p >= 0);
+    if (p == 0)
+        _exit(filtered_child(&prog));
+    int st = 0;
+    assert_int_equal(waitpid(p, &st, 0), p);
+    sbx_seccomp_free(&prog);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+int
+main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_profile_lists),
+        cmocka_unit_test(test_caps_default),
+        cmocka_unit_test(test_filter_behaviour),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
