@@ -3,13 +3,13 @@
 
   density.py --work W --sbx BIN --rootfs DIR --cap N
 
-Starts `sbx run --network none --rootfs DIR -- /bin/sleep 86400` N times in the background, one
-after another, until the cap or the first failure. After each start it waits until the sandbox's
-command runs (the supervisor has a child in a memory cgroup of its own, which has a child) and
-then accounts memory as:
+Starts `sbx run --network none --memory 256m --rootfs DIR -- /bin/sleep 86400` N times in the
+background, one after another, until the cap or the first failure (the memory limit gives each
+sandbox a memory cgroup, as an API create with resourceLimits would). After each start it waits
+until `sleep` runs below the supervisor, then accounts memory as:
   sandbox memory cgroup usage (v1 memory.usage_in_bytes / v2 memory.current: everything charged
-  inside the sandbox, kernel memory included on v1)  +  PSS of the `sbx run` supervisor (it stays
-  outside the sandbox's cgroup).
+  inside the sandbox, kernel memory included on v1; the PSS of the sandbox's processes if it has
+  no memory cgroup of its own)  +  PSS of the `sbx run` supervisor (outside the sandbox's cgroup).
 Host MemAvailable is recorded too (noisy on a shared host). Every supervisor is stopped by PID
 (SIGTERM, then SIGKILL) at the end, and the time to stop them all is reported.
 """
@@ -34,28 +34,49 @@ def children(pid):
         return []
 
 
+def descendants(pid):
+    out, todo = [], [pid]
+    while todo:
+        for c in children(todo.pop()):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def comm(pid):
+    try:
+        with open(f"/proc/{pid}/comm", encoding="utf-8") as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def wait_running(sup, deadline_s=10):
-    """The sandbox's init pid once the sandbox command runs inside its own cgroup, else None."""
+    """The sandbox's first process (the supervisor's child) once `sleep` runs below it, else None."""
     end = time.monotonic() + deadline_s
-    own = api.memory_cgroup_path(sup.pid)
     while time.monotonic() < end:
         if sup.poll() is not None:
             return None
-        for c in children(sup.pid):
-            if api.memory_cgroup_path(c) not in (None, own) and children(c):
-                return c
+        kids = children(sup.pid)
+        if kids and any(comm(d) == "sleep" for d in descendants(sup.pid)):
+            return kids[0]
         time.sleep(0.002)
     return None
 
 
 def account(sups):
-    total = 0
-    known = 0
+    """Sandbox memory cgroup usage when the sandbox has its own memory cgroup, else the PSS of
+    its processes; plus the supervisor's PSS either way."""
+    total, known = 0, 0
     for sup, inner in sups:
-        cg = api.cgroup_memory(inner)
+        own = api.memory_cgroup_path(sup.pid)
+        cg = api.cgroup_memory(inner) if api.memory_cgroup_path(inner) not in (None, own) else None
         if cg is not None:
             known += 1
-        total += (cg or 0) + api.pss(sup.pid)
+            total += cg
+        else:
+            total += sum(api.pss(p) for p in [inner] + descendants(inner))
+        total += api.pss(sup.pid)
     return total, known
 
 
@@ -74,7 +95,7 @@ def stop_all(sups):
 
 
 def start_one(args, n):
-    cmd = [args.sbx, "run", "--network", "none", "--rootfs", args.rootfs, "--", "/bin/sleep", "86400"]
+    cmd = [args.sbx, "run", "--network", "none", "--memory", "256m", "--rootfs", args.rootfs, "--", "/bin/sleep", "86400"]
     log = open(os.path.join(args.work, f"density-{n}.log"), "wb")  # pylint: disable=consider-using-with
     sup = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log, stderr=log)  # pylint: disable=consider-using-with
     log.close()
@@ -108,7 +129,7 @@ def run(args):
         "first failure": first_failure or "none before the cap",
         "memory per idle sandbox (slope: sandbox cgroup usage + supervisor PSS)": stats.fmt_bytes(slope),
         "total accounted at the end": stats.fmt_bytes(points[-1][1]) if points else "-",
-        "sandbox cgroups found": f"{points[-1][2]} of {created}" if points else "-",
+        "sandboxes with a memory cgroup of their own (the others count by PSS)": f"{points[-1][2]} of {created}" if points else "-",
         "host MemAvailable drop at the end (noisy on a shared host)": stats.fmt_bytes(points[-1][3]) if points else "-",
         "MemAvailable drop per sandbox (slope; upper bound: kernel memory no cgroup is charged for, "
         "plus whatever else ran on the host)": stats.fmt_bytes(stats.linear_slope([(p[0], p[3]) for p in points])),
@@ -118,8 +139,9 @@ def run(args):
     }
     rec = {
         "section": "density", "id": "density.run", "tool": "sbx run", "variant": "idle sandboxes (no server)",
-        "what": "idle `sbx run` sandboxes (busybox sleep) started one by one and left running; memory = "
-                "sandbox memory-cgroup usage + PSS of its `sbx run` supervisor",
+        "what": "idle `sbx run --memory 256m` sandboxes (busybox sleep) started one by one and left running; "
+                "memory = the sandbox's memory-cgroup usage (PSS of its processes if it has no memory cgroup "
+                "of its own) + PSS of its `sbx run` supervisor",
         "command": cmdline, "kind": "curve", "status": "measured" if points else "failed",
         "reason": first_failure or "", "points": [[p[0], p[1]] for p in points],
         "points_alt": [[p[0], p[3]] for p in points], "alt_title": "host MemAvailable drop",
