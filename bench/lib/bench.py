@@ -131,11 +131,14 @@ def write_record(workdir, rec):
         json.dump(rec, f, indent=1)
 
 
-def load_hyperfine(path):
+def load_hyperfine(path, cpu=None):
+    """Per-run wall times and exit codes; with cpu=[], appends (runs, mean user+system seconds)."""
     with open(path, encoding="utf-8") as f:
         res = json.load(f)["results"][0]
     times = res.get("times") or []
     codes = res.get("exit_codes") or [0] * len(times)
+    if cpu is not None:
+        cpu.append((len(times), (res.get("user") or 0) + (res.get("system") or 0)))
     return times, codes
 
 
@@ -143,11 +146,16 @@ def cmd_hyperfine(args):
     rec = base_record(args)
     rec.update({"kind": "latency", "unit": "s", "status": "measured", "timer": "hyperfine -N"})
     rec["samples"], rec["exit_codes"] = [], []
+    cpu = []
     for path in args.json:  # one file per round, in run order
-        t, c = load_hyperfine(path)
+        t, c = load_hyperfine(path, cpu)
         rec["samples"] += t
         rec["exit_codes"] += c
     rec["rounds"] = args.rounds
+    runs = sum(n for n, _ in cpu)
+    # hyperfine's rusage of the spawned command: its whole reaped process tree, not daemons it
+    # talks to (dockerd/containerd work is not in docker's figure).
+    rec["cpu_mean_s"] = sum(n * m for n, m in cpu) / runs if runs else None
     if args.warmup_json:
         wt, wc = load_hyperfine(args.warmup_json)
         rec["warmup"] = {"samples": wt, "exit_codes": wc}

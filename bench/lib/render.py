@@ -128,11 +128,19 @@ def warmup_cell(rec):
     return f"{ws['runs']} runs: first {first}, p50 {stats.fmt_ms(ws.get('p50'))}{failed}"
 
 
+def cpu_cell(rec):
+    if rec.get("cpu_mean_s") is None:
+        return "-"
+    cell = stats.fmt_ms(rec["cpu_mean_s"])
+    return cell + " (CLI only)" if rec["tool"] == "docker" else cell
+
+
 def latency_table(recs, records):
+    cpu = any("cpu_mean_s" in r for r in recs)
     lines = [
         "| tool | variant | runs | failed | warm-up (ms, not in the stats) | p50 ms | p90 ms "
-        "| p99 ms | min ms | max ms | ratio to sbx (p50; >1 = sbx faster) |",
-        "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---|",
+        "| p99 ms | min ms | max ms |" + (" CPU ms/run |" if cpu else "") + " ratio to sbx (p50; >1 = sbx faster) |",
+        "|---|---|---:|---:|---|---:|---:|---:|---:|---:|" + ("---:|" if cpu else "") + "---|",
     ]
     for r in recs:
         s = r["summary"]
@@ -140,8 +148,12 @@ def latency_table(recs, records):
             f"| {r['tool']} | {r.get('variant', '')} | {s['runs']} | {s['failures']} "
             f"| {warmup_cell(r)} | {stats.fmt_ms(s.get('p50'))} | {stats.fmt_ms(s.get('p90'))} "
             f"| {stats.fmt_ms(s.get('p99'))} | {stats.fmt_ms(s.get('min'))} "
-            f"| {stats.fmt_ms(s.get('max'))} | {ratio_cell(r, records)} |"
+            f"| {stats.fmt_ms(s.get('max'))} |" + (f" {cpu_cell(r)} |" if cpu else "") + f" {ratio_cell(r, records)} |"
         )
+    if cpu:
+        lines += ["", "CPU ms/run: mean user + system CPU time of the command's whole process tree per run "
+                  "(hyperfine's rusage of the child). Work done by daemons is not in it: for docker that is "
+                  "dockerd, containerd and the shim, so docker's figure is its CLI only."]
     return lines
 
 
