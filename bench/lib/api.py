@@ -473,7 +473,7 @@ def section_density(lc, cfg, work, server_pid):
                    "memory cgroup usage (each cgroup once; PSS of an execd without a cgroup of its own) plus "
                    "the server's RSS growth",
            "command": "", "kind": "curve", "status": "measured" if points else "failed",
-           "reason": first_failure or "", "points": [[p[0], p[1]] for p in points],
+           "reason": first_failure or "", "points": [[p[0], p[1]] for p in points], "slope_bytes": slope,
            "samples_detail": [p[2] for p in points], "facts": facts,
            "curve_title": "memory accounted to idle sandboxes", "y_label": "MiB accounted"}
     record(work, rec)

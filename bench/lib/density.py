@@ -143,7 +143,7 @@ def run(args):
                 "memory = the sandbox's memory-cgroup usage (PSS of its processes if it has no memory cgroup "
                 "of its own) + PSS of its `sbx run` supervisor",
         "command": cmdline, "kind": "curve", "status": "measured" if points else "failed",
-        "reason": first_failure or "", "points": [[p[0], p[1]] for p in points],
+        "reason": first_failure or "", "points": [[p[0], p[1]] for p in points], "slope_bytes": slope,
         "points_alt": [[p[0], p[3]] for p in points], "alt_title": "host MemAvailable drop",
         "samples_detail": [{"n": p[0], "accounted": p[1], "cgroups_found": p[2], "memavailable_drop": p[3]}
                            for p in points],

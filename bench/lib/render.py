@@ -285,7 +285,11 @@ def published_lines(published, records):
     for r in records:
         if r["tool"] == "sbx" and r.get("summary", {}).get("ok"):
             sbx_by_metric.setdefault(r["section"], f"{stats.fmt_ms(r['summary']['p50'])} ms ({r['variant']})")
-    metric_section = {"start": "start", "tti": "tti", "tti_parallel": "tti", "exec": "exec", "pause": "pause"}
+    for r in records:
+        if r["section"] == "density" and r["tool"].startswith("sbx") and r.get("slope_bytes"):
+            sbx_by_metric.setdefault("density", f"{stats.fmt_bytes(r['slope_bytes'])} per idle sandbox ({r['variant']})")
+    metric_section = {"start": "start", "tti": "tti", "tti_parallel": "tti", "exec": "exec", "pause": "pause",
+                      "density": "density"}
     for p in published["rows"]:
         here = sbx_by_metric.get(metric_section.get(p["metric"], ""), "not measured")
         lines.append(
