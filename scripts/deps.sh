@@ -22,7 +22,7 @@ pkgs=(
   file
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  pkgs+=(hyperfine wrk bubblewrap crun runc docker.io gnuplot-nox)
+  pkgs+=(hyperfine wrk bubblewrap crun runc docker.io gnuplot-nox busybox-static python3 util-linux)
 fi
 
 missing=()

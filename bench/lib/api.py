@@ -1,0 +1,785 @@
+#!/usr/bin/env python3
+"""Sections 2-7 of the sbx benchmark: everything measured through the OpenSandbox API.
+
+Written against the documented wire behaviour (shared/reference/opensandbox/COMPAT.md):
+lifecycle on the server (`/v1/sandboxes...`, header OPEN-SANDBOX-API-KEY), commands and files
+on execd (port 44772, reached through `GET /v1/sandboxes/{id}/endpoints/44772`, directly or
+with `use_server_proxy=true` through the server). Python 3 stdlib only.
+  api.py run --work W --url URL --api-key KEY --mode quick|full --image URI [--server-pid P]
+  api.py skip-all --work W --reason TEXT     (records every planned measurement as not measured)
+"""
+
+import argparse
+import concurrent.futures
+import hashlib
+import http.client
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+
+import bench
+import stats
+
+MIB = 1024 * 1024
+
+# (section, id, variant, what): every measurement this file makes, so that a run without a
+# server still lists each one as "not measured" with the reason.
+PLAN = [
+    ("tti", "tti.serial", "serial", "create -> first command result -> delete, one at a time"),
+    ("tti", "tti.par10", "10 parallel", "10 clients at once, each create -> first result -> delete"),
+    ("tti", "tti.par50", "50 parallel", "50 clients at once, each create -> first result -> delete"),
+    ("exec", "exec.proxy", "via server proxy", "POST /command `true` through /sandboxes/{id}/proxy/44772"),
+    ("exec", "exec.direct", "execd direct", "POST /command `true` straight to execd's endpoint"),
+    ("density", "density.idle", "idle sandboxes", "memory per idle sandbox and count at first failure"),
+    ("pause", "pause.pause", "pause", "POST /pause until GET says Paused"),
+    ("pause", "pause.resume", "resume", "POST /resume until GET says Running"),
+    ("files", "files.direct", "execd direct", "upload + download 1 MiB / 100 MiB / 1 GiB"),
+    ("files", "files.proxy", "via server proxy", "upload + download 1 MiB / 100 MiB / 1 GiB"),
+    ("api", "api.get", "GET /v1/sandboxes/{id}", "wrk, 2 threads, 16 connections"),
+    ("api", "api.list", "GET /v1/sandboxes", "wrk, 2 threads, 16 connections"),
+]
+
+PEER_SKIPS = [
+    (
+        "tti",
+        "tti.serial.opensandbox",
+        "OpenSandbox (docker runtime)",
+        "serial",
+        "the OpenSandbox server is a Python package from PyPI and its execd an image from a "
+        "remote registry; this bench installs only Debian/npm packages and has no registry access",
+    ),
+]
+
+CONFIG = {
+    "full": {"serial": 30, "par10_rounds": 3, "par50_rounds": 1, "exec": 200, "exec_warm": 10,
+             "density_cap": 100, "pause": 30, "sizes": [1, 100, 1024], "wrk_secs": 10},
+    "quick": {"serial": 5, "par10_rounds": 1, "par50_rounds": 0, "exec": 30, "exec_warm": 3,
+              "density_cap": 10, "pause": 5, "sizes": [1, 100], "wrk_secs": 3},
+}
+
+
+class ApiError(Exception):
+    pass
+
+
+class NoDelayConnection(http.client.HTTPConnection):
+    """TCP_NODELAY so the client never adds Nagle/delayed-ACK stalls to what is measured."""
+
+    def connect(self):
+        super().connect()
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+class Client:
+    """One keep-alive HTTP/1.1 connection per thread to one base URL."""
+
+    def __init__(self, base, headers=None):
+        self.base = base if "://" in base else "http://" + base
+        u = urllib.parse.urlsplit(self.base)
+        self.host, self.port = u.hostname, u.port or 80
+        self.prefix = u.path.rstrip("/")
+        self.headers = dict(headers or {})
+        self.local = threading.local()
+
+    def conn(self):
+        c = getattr(self.local, "conn", None)
+        if c is None:
+            c = NoDelayConnection(self.host, self.port, timeout=120)
+            self.local.conn = c
+        return c
+
+    def drop(self):
+        c = getattr(self.local, "conn", None)
+        if c is not None:
+            c.close()
+        self.local.conn = None
+
+    def start(self, method, path, body=None, headers=None):
+        h = dict(self.headers)
+        h.update(headers or {})
+        if isinstance(body, (dict, list)):
+            body = json.dumps(body).encode()
+            h["Content-Type"] = "application/json"
+        replayable = body is None or isinstance(body, (bytes, str))
+        for attempt in (0, 1):  # a kept-alive connection the server closed: retry once
+            try:
+                c = self.conn()
+                c.request(method, self.prefix + path, body=body, headers=h)
+                return c.getresponse()
+            except (http.client.HTTPException, ConnectionError, OSError):
+                self.drop()
+                if attempt or not replayable:  # a streamed body cannot be sent twice
+                    raise
+        raise ApiError("unreachable")
+
+    def call(self, method, path, body=None, expect=(200,), headers=None):
+        resp = self.start(method, path, body, headers)
+        data = resp.read()
+        if resp.status not in expect:
+            raise ApiError(f"{method} {path}: HTTP {resp.status} {data[:200]!r}")
+        return json.loads(data) if data and data[:1] in (b"{", b"[") else data
+
+
+class Lifecycle:
+    def __init__(self, url, key, image, provider=None):
+        self.provider = provider
+        self.api = Client(url.rstrip("/") + "/v1", {"OPEN-SANDBOX-API-KEY": key})
+        self.url, self.key, self.image = url.rstrip("/"), key, image
+        self.live = set()
+        self.lock = threading.Lock()
+
+    def create(self):
+        body = {
+            "image": {"uri": self.image},
+            "entrypoint": ["tail", "-f", "/dev/null"],
+            "timeout": 900,  # a sandbox the bench fails to delete still goes away
+            "resourceLimits": {"cpu": "1", "memory": "512Mi"},
+            "env": {},
+            "metadata": {"sbx-bench": str(os.getpid())},
+        }
+        if self.provider:
+            body["extensions"] = {"provider": self.provider}
+        resp = self.api.call("POST", "/sandboxes", body, expect=(200, 201, 202))
+        sid = resp["id"]
+        PROVIDER["name"] = PROVIDER["name"] or resp.get("provider") or resp.get("extensions", {}).get("provider")
+        with self.lock:
+            self.live.add(sid)
+        return sid
+
+    def delete(self, sid):
+        self.api.call("DELETE", f"/sandboxes/{sid}", expect=(200, 202, 204))
+        with self.lock:
+            self.live.discard(sid)
+
+    def state(self, sid):
+        return self.api.call("GET", f"/sandboxes/{sid}")["status"]["state"]
+
+    def execd(self, sid, proxy=False):
+        q = "?use_server_proxy=true" if proxy else ""
+        ep = self.api.call("GET", f"/sandboxes/{sid}/endpoints/44772{q}")
+        return Client(ep["endpoint"], ep.get("headers"))
+
+    def cleanup(self):
+        for sid in list(self.live):
+            try:
+                self.delete(sid)
+            except (ApiError, OSError) as e:
+                print(f"api.py: could not delete sandbox {sid}: {e}", file=sys.stderr)
+
+
+def wait_ping(execd, deadline_s=30):
+    end = time.monotonic() + deadline_s
+    while True:
+        try:
+            execd.call("GET", "/ping")
+            return
+        except (ApiError, OSError):
+            if time.monotonic() > end:
+                raise
+            time.sleep(0.005)
+
+
+def run_command(execd, command="true"):
+    """POST /command and read the stream to its end; True when it ended in execution_complete."""
+    resp = execd.start("POST", "/command", {"command": command})
+    if resp.status != 200:
+        raise ApiError(f"POST /command: HTTP {resp.status} {resp.read()[:200]!r}")
+    terminal = None
+    for raw in resp:
+        line = raw.strip()
+        if line.startswith(b"data:"):
+            line = line[5:].strip()
+        if not line.startswith(b"{"):
+            continue
+        ev = json.loads(line)
+        if ev.get("type") in ("execution_complete", "error"):
+            terminal = ev
+    if terminal is None:
+        raise ApiError("POST /command: stream ended without a terminal event")
+    return terminal["type"] == "execution_complete"
+
+
+PROVIDER = {"name": None}
+
+
+def record(work, rec):
+    """bench.write_record, with the server's provider (from the create response) on sbx rows."""
+    if PROVIDER["name"] and rec.get("tool") == "sbx":
+        rec["provider"] = PROVIDER["name"]
+        rec["variant"] = f"{rec.get('variant', '')} [{PROVIDER['name']} provider]"
+    bench.write_record(work, rec)
+
+
+def latency_record(section, rid, variant, what, samples, codes, extra=None):
+    rec = {"section": section, "id": rid, "tool": "sbx", "variant": variant, "what": what,
+           "command": "", "kind": "latency", "unit": "s", "status": "measured",
+           "timer": "client-side time.monotonic", "samples": samples, "exit_codes": codes}
+    rec.update(extra or {})
+    if codes and all(c != 0 for c in codes):
+        rec["status"] = "failed"
+        rec["reason"] = (extra or {}).get("first_error", "every run failed")
+    return rec
+
+
+def timed(fn):
+    """(seconds, exit code, error text) of one call; a failed call is a failure, not dropped."""
+    t0 = time.monotonic()
+    try:
+        ok = fn()
+        return time.monotonic() - t0, 0 if ok is not False else 1, None
+    except (ApiError, OSError, KeyError, ValueError, http.client.HTTPException) as e:
+        return time.monotonic() - t0, 1, str(e)[:300]
+
+
+# ------------------------------------------------------------------ 2. time to interactive
+def tti_cycle(lc):
+    """Seconds to the first command result, then seconds until the delete returned."""
+    t0 = time.monotonic()
+    sid = lc.create()
+    execd = lc.execd(sid)
+    wait_ping(execd)
+    ok = run_command(execd)
+    t1 = time.monotonic()
+    lc.delete(sid)
+    execd.drop()
+    if not ok:
+        raise ApiError("first command did not complete")
+    return t1 - t0, time.monotonic() - t0
+
+
+def tti_batch(lc, clients, rounds):
+    first, total, codes, errors = [], [], [], []
+    for _ in range(rounds):
+        barrier = threading.Barrier(clients)
+
+        def one(_i):
+            barrier.wait()
+            t0 = time.monotonic()
+            try:
+                return tti_cycle(lc) + (None,)
+            except (ApiError, OSError, KeyError, ValueError, http.client.HTTPException) as e:
+                dt = time.monotonic() - t0
+                return dt, dt, str(e)[:300]
+
+        with concurrent.futures.ThreadPoolExecutor(clients) as pool:
+            for f, t, err in pool.map(one, range(clients)):
+                first.append(f)
+                total.append(t)
+                codes.append(0 if err is None else 1)
+                if err:
+                    errors.append(err)
+    return first, total, codes, errors
+
+
+def section_tti(lc, cfg, work):
+    plan = [("tti.serial", "serial", 1, cfg["serial"]), ("tti.par10", "10 parallel", 10, cfg["par10_rounds"]),
+            ("tti.par50", "50 parallel", 50, cfg["par50_rounds"])]
+    for rid, variant, clients, rounds in plan:
+        what = (f"POST /v1/sandboxes -> endpoint -> execd /ping -> first `true` result, {clients} "
+                f"client(s) at once x {rounds} round(s); delete time in 'with_delete'")
+        if rounds == 0:
+            skip(work, "tti", rid, variant, what, "skipped in --quick mode")
+            continue
+        first, total, codes, errors = tti_batch(lc, clients, rounds)
+        extra = {"with_delete": stats.summarize(total, codes), "ratio_key": rid}
+        if errors:
+            extra["first_error"] = errors[0]
+        record(work, latency_record("tti", rid, variant, what, first, codes, extra))
+
+
+# ------------------------------------------------------------------ 3. exec round trip
+def exec_record(execd, rid, variant, cfg, work):
+    """Two records: over one kept-alive connection (what SDKs do), and a new connection per call."""
+    for suffix, label, fresh in (("", "kept-alive connection", False), (".fresh", "new connection per command", True)):
+        def once():
+            if fresh:
+                execd.drop()
+            return run_command(execd)
+
+        what = f"POST /command `true` until the SSE stream ends, {variant}, {label}; endpoint {execd.base}"
+        warm = [timed(once) for _ in range(cfg["exec_warm"])]
+        runs = [timed(once) for _ in range(cfg["exec"])]
+        errs = [r[2] for r in runs if r[2]]
+        rec = latency_record("exec", rid + suffix, f"{variant}, {label}", what, [r[0] for r in runs],
+                             [r[1] for r in runs], {"first_error": errs[0]} if errs else None)
+        rec["warmup"] = {"samples": [r[0] for r in warm], "exit_codes": [r[1] for r in warm]}
+        if rid == "exec.direct" and not fresh:
+            rec["ratio_key"] = "exec"  # the SDK's path: execd endpoint, kept-alive connection
+        record(work, rec)
+
+
+def section_exec(lc, cfg, work):
+    sid = lc.create()
+    for rid, variant, proxy in (("exec.direct", "execd direct", False), ("exec.proxy", "via server proxy", True)):
+        try:
+            execd = lc.execd(sid, proxy)
+            wait_ping(execd)
+        except (ApiError, OSError, KeyError) as e:
+            skip(work, "exec", rid, variant, "exec round trip", f"endpoint not usable: {e}")
+            continue
+        if not proxy and "/proxy/" in execd.base:
+            variant += " (the server answered with its proxy route)"
+        exec_record(execd, rid, variant, cfg, work)
+    lc.delete(sid)
+
+
+# ------------------------------------------------------------------ 4. density
+def proc_status(pid, field):
+    try:
+        with open(f"/proc/{pid}/status", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def mem_available():
+    with open("/proc/meminfo", encoding="utf-8") as f:
+        for line in f:
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def execd_pids():
+    out = []
+    for d in os.listdir("/proc"):
+        if d.isdigit():
+            try:
+                with open(f"/proc/{d}/comm", encoding="utf-8") as f:
+                    if f.read().strip() == "sbx-execd":
+                        out.append(int(d))
+            except OSError:
+                continue
+    return out
+
+
+def cgroup_memory(pid):
+    """Memory usage of pid's memory cgroup (v1 memory.usage_in_bytes or v2 memory.current)."""
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, ctrls, path = line.split(":", 2)
+        if "memory" in ctrls.split(","):
+            candidates = [f"/sys/fs/cgroup/memory{path}/memory.usage_in_bytes"]
+        elif ctrls == "":
+            candidates = [f"/sys/fs/cgroup{path}/memory.current", f"/sys/fs/cgroup/unified{path}/memory.current"]
+        else:
+            continue
+        for c in candidates:
+            try:
+                with open(c, encoding="utf-8") as f:
+                    return int(f.read())
+            except OSError:
+                continue
+    return None
+
+
+def memory_cgroup_path(pid):
+    """pid's memory cgroup (v1 memory hierarchy, or the v2 unified path), None if unknown."""
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, ctrls, path = line.split(":", 2)
+        if "memory" in ctrls.split(","):
+            return path
+    for line in lines:
+        if line.startswith("0::"):
+            return line[3:]
+    return None
+
+
+def pss(pid):
+    try:
+        with open(f"/proc/{pid}/smaps_rollup", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def accounted_memory(server_pid):
+    """Memory of the sandboxes: each distinct sandbox cgroup once; an execd that shares the
+    bench's or the server's cgroup (a provider without cgroups) counts by its PSS instead."""
+    not_sandbox = {memory_cgroup_path(os.getpid()), memory_cgroup_path(server_pid) if server_pid else None}
+    pids = execd_pids()
+    seen, cg_sum, own_cg, pss_sum = set(), 0, 0, 0
+    for p in pids:
+        path = memory_cgroup_path(p)
+        if path is not None and path not in not_sandbox:
+            own_cg += 1
+            if path not in seen:
+                seen.add(path)
+                cg_sum += cgroup_memory(p) or 0
+        else:
+            pss_sum += pss(p)
+    server = proc_status(server_pid, "VmRSS") if server_pid else None
+    return {"execd": len(pids), "cgroup_sum": cg_sum, "cgroup_known": own_cg, "execd_pss_no_cgroup": pss_sum,
+            "execd_rss_sum": sum(proc_status(p, "VmRSS") or 0 for p in pids), "server_rss": server or 0,
+            "mem_available": mem_available()}
+
+
+def accounted_total(m):
+    return m["cgroup_sum"] + m["execd_pss_no_cgroup"] + m["server_rss"]
+
+
+def section_density(lc, cfg, work, server_pid):
+    base = accounted_memory(server_pid)
+    points, first_failure, created = [], None, 0
+    for n in range(1, cfg["density_cap"] + 1):
+        try:
+            sid = lc.create()
+            wait_ping(lc.execd(sid))
+        except (ApiError, OSError, KeyError) as e:
+            first_failure = f"sandbox #{n}: {str(e)[:200]}"
+            break
+        created = n
+        m = accounted_memory(server_pid)
+        points.append([n, accounted_total(m) - accounted_total(base), m])
+    end = points[-1][2] if points else base
+    slope = stats.linear_slope([(p[0], p[1]) for p in points])
+    facts = {
+        "idle sandboxes created": f"{created} (cap {cfg['density_cap']})",
+        "first failure": first_failure or "none before the cap",
+        "memory per idle sandbox (slope of accounted memory)": stats.fmt_bytes(slope),
+        "execd processes in a cgroup of their own / all": f"{end['cgroup_known']} / {end['execd']} "
+        "(the others have no sandbox cgroup and count by their PSS)",
+        "execd RSS sum at the end": stats.fmt_bytes(end["execd_rss_sum"]),
+        "server RSS before -> after": f"{stats.fmt_bytes(base['server_rss'])} -> {stats.fmt_bytes(end['server_rss'])}",
+        "host MemAvailable drop (noisy on a shared host)": stats.fmt_bytes(base["mem_available"] - end["mem_available"]),
+    }
+    t0 = time.monotonic()
+    lc.cleanup()
+    facts[f"deleting all {created}"] = f"{time.monotonic() - t0:.2f} s"
+    rec = {"section": "density", "id": "density.idle", "tool": "sbx", "variant": "idle sandboxes",
+           "what": "idle sandboxes (tail -f /dev/null) created one by one; memory accounted as the sandboxes' "
+                   "memory cgroup usage (each cgroup once; PSS of an execd without a cgroup of its own) plus "
+                   "the server's RSS growth",
+           "command": "", "kind": "curve", "status": "measured" if points else "failed",
+           "reason": first_failure or "", "points": [[p[0], p[1]] for p in points], "slope_bytes": slope,
+           "samples_detail": [p[2] for p in points], "facts": facts,
+           "curve_title": "memory accounted to idle sandboxes", "y_label": "MiB accounted"}
+    record(work, rec)
+
+
+# ------------------------------------------------------------------ 5. pause / resume
+def until_state(lc, sid, action, target, deadline_s=30):
+    lc.api.call("POST", f"/sandboxes/{sid}/{action}", expect=(200, 202, 204))
+    end = time.monotonic() + deadline_s
+    while lc.state(sid) != target:
+        if time.monotonic() > end:
+            raise ApiError(f"{action}: state not {target} after {deadline_s} s")
+        time.sleep(0.001)
+    return True
+
+
+def section_pause(lc, cfg, work):
+    sid = lc.create()
+    wait_ping(lc.execd(sid))
+    pause, resume = [], []
+    for _ in range(cfg["pause"]):
+        pause.append(timed(lambda: until_state(lc, sid, "pause", "Paused")))
+        resume.append(timed(lambda: until_state(lc, sid, "resume", "Running")))
+    for rid, variant, runs, target in (("pause.pause", "pause", pause, "Paused"),
+                                       ("pause.resume", "resume", resume, "Running")):
+        errs = [r[2] for r in runs if r[2]]
+        what = f"POST /{variant} then GET every 1 ms until state is {target}; idle sandbox"
+        extra = {"first_error": errs[0]} if errs else {}
+        extra["ratio_key"] = rid
+        record(work, latency_record("pause", rid, variant, what, [r[0] for r in runs], [r[1] for r in runs], extra))
+    try:
+        alive = run_command(lc.execd(sid))
+    except (ApiError, OSError) as e:
+        alive = f"failed: {e}"
+    record(work, {"section": "pause", "id": "pause.alive", "tool": "sbx", "variant": "after resume",
+                              "what": "a command runs after the last resume", "kind": "curve", "status": "measured",
+                              "facts": {"command after resume": "ok" if alive is True else str(alive)}})
+    lc.delete(sid)
+
+
+# ------------------------------------------------------------------ 6. file transfer
+def make_file(path, size):
+    h = hashlib.sha256()
+    block = os.urandom(MIB)
+    with open(path, "wb") as f:
+        for i in range(size // MIB):
+            chunk = block[: MIB - 1] + bytes([i % 251])  # different blocks, cheap to generate
+            f.write(chunk)
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def upload(execd, src, size, target):
+    boundary = "sbxbench" + os.urandom(8).hex()
+    meta = json.dumps({"path": target, "mode": 644}).encode()
+    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"metadata\"; filename=\"metadata\"\r\n"
+            f"Content-Type: application/json\r\n\r\n").encode() + meta + (
+            f"\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{os.path.basename(target)}\"\r\n"
+            f"Content-Type: application/octet-stream\r\n\r\n").encode()
+    tail = f"\r\n--{boundary}--\r\n".encode()
+
+    def body():
+        yield head
+        with open(src, "rb") as f:
+            while chunk := f.read(MIB):
+                yield chunk
+        yield tail
+
+    hdrs = {"Content-Type": f"multipart/form-data; boundary={boundary}",
+            "Content-Length": str(len(head) + size + len(tail))}
+    resp = execd.start("POST", "/files/upload", body(), hdrs)
+    data = resp.read()
+    if resp.status != 200:
+        raise ApiError(f"upload: HTTP {resp.status} {data[:200]!r}")
+
+
+def download(execd, target):
+    resp = execd.start("GET", "/files/download?path=" + urllib.parse.quote(target))
+    if resp.status != 200:
+        raise ApiError(f"download: HTTP {resp.status} {resp.read()[:200]!r}")
+    h, n = hashlib.sha256(), 0
+    while chunk := resp.read(MIB):
+        h.update(chunk)
+        n += len(chunk)
+    return h.hexdigest(), n
+
+
+def peaks(server_pid, execd_pid=0):
+    execd = [proc_status(p, "VmHWM") or 0 for p in ([execd_pid] if execd_pid else execd_pids())]
+    server = proc_status(server_pid, "VmHWM") if server_pid else None
+    return f"peak RSS: server {stats.fmt_bytes(server)}, execd {stats.fmt_bytes(max(execd) if execd else None)}"
+
+
+def transfer(execd, src, size, digest, pids, target_dir="/tmp"):
+    server_pid = pids[0]
+    target = f"{target_dir}/sbxbench-{size}"
+    out = []
+    t0 = time.monotonic()
+    try:
+        upload(execd, src, size, target)
+        out.append({"bytes": size, "direction": "upload", "seconds": time.monotonic() - t0, "ok": True,
+                    "notes": peaks(*pids)})
+    except (ApiError, OSError, http.client.HTTPException) as e:
+        execd.drop()  # the connection is in an unknown state after a failed upload
+        out.append({"bytes": size, "direction": "upload", "ok": False, "error": str(e)[:200]})
+        return out
+    t0 = time.monotonic()
+    try:
+        got, n = download(execd, target)
+        ok = got == digest and n == size
+        out.append({"bytes": size, "direction": "download", "seconds": time.monotonic() - t0, "ok": True,
+                    "check": "sha256 ok" if ok else f"MISMATCH ({n} bytes)", "notes": peaks(*pids)})
+    except (ApiError, OSError, http.client.HTTPException) as e:
+        execd.drop()
+        out.append({"bytes": size, "direction": "download", "ok": False, "error": str(e)[:200]})
+    try:  # not timed: leave nothing behind (the process provider's /tmp is the host's)
+        execd.call("DELETE", "/files?path=" + urllib.parse.quote(target))
+    except (ApiError, OSError, http.client.HTTPException):
+        execd.drop()
+    return out
+
+
+def payloads(cfg, work):
+    files = {}
+    for mib in cfg["sizes"]:
+        path = os.path.join(work, f"payload-{mib}M")
+        files[mib] = (path, make_file(path, mib * MIB))
+    return files
+
+
+def files_record(execd, rid, variant, cfg, work, files, pids, target_dir="/tmp"):
+    values = []
+    for mib in cfg["sizes"]:
+        values += transfer(execd, files[mib][0], mib * MIB, files[mib][1], pids, target_dir)
+    bad = all(not v["ok"] for v in values)
+    record(work, {"section": "files", "id": rid, "tool": "sbx", "variant": variant,
+                              "what": f"multipart upload then download, {variant}; the download is checked "
+                                      f"against the upload's SHA-256; endpoint {execd.base}", "kind": "throughput",
+                              "status": "failed" if bad else "measured", "reason": "every transfer failed" if bad else "",
+                              "values": values})
+
+
+def section_files(lc, cfg, work, server_pid):
+    sid = lc.create()
+    wait_ping(lc.execd(sid))
+    files = payloads(cfg, work)
+    for rid, variant, proxy in (("files.direct", "execd direct", False), ("files.proxy", "via server proxy", True)):
+        files_record(lc.execd(sid, proxy), rid, variant, cfg, work, files, (server_pid, 0))
+    for path, _ in files.values():
+        os.unlink(path)
+    lc.delete(sid)
+
+
+# ------------------------------------------------------------------ 7. API throughput
+def parse_wrk(text):
+    def num(pattern):
+        m = re.search(pattern, text)
+        return m.group(1) if m else None
+
+    def ms(v):
+        if v is None:
+            return None
+        m = re.match(r"([\d.]+)(us|ms|s)", v)
+        scale = {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)]
+        return round(float(m.group(1)) * scale, 3)
+
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", text)
+    return {"requests_per_s": num(r"Requests/sec:\s+([\d.]+)"),
+            "p50_ms": ms(num(r"\s50%\s+(\S+)")), "p90_ms": ms(num(r"\s90%\s+(\S+)")),
+            "p99_ms": ms(num(r"\s99%\s+(\S+)")), "non2xx": num(r"Non-2xx or 3xx responses: (\d+)") or "0",
+            "errors": sum(int(x) for x in errors.groups()) if errors else 0}
+
+
+def section_api(lc, cfg, work):
+    if not shutil.which("wrk"):
+        for rid, variant in (("api.get", "GET /v1/sandboxes/{id}"), ("api.list", "GET /v1/sandboxes")):
+            skip(work, "api", rid, variant, "wrk", "wrk not installed")
+        return
+    sid = lc.create()
+    for rid, variant, path in (("api.get", "GET /v1/sandboxes/{id}", f"/v1/sandboxes/{sid}"),
+                               ("api.list", "GET /v1/sandboxes", "/v1/sandboxes")):
+        cmd = ["wrk", "-t2", "-c16", f"-d{cfg['wrk_secs']}s", "--latency", "-H",
+               f"OPEN-SANDBOX-API-KEY: {lc.key}", lc.url + path]
+        res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        w = parse_wrk(res.stdout)
+        w.update({"threads": 2, "connections": 16, "duration": f"{cfg['wrk_secs']}s", "raw": res.stdout[-2000:]})
+        ok = res.returncode == 0 and w["requests_per_s"]
+        record(work, {"section": "api", "id": rid, "tool": "sbx", "variant": variant,
+                                  "what": "wrk -t2 -c16 --latency with the API key header; 1 sandbox exists",
+                                  "command": " ".join(cmd[:-3] + ["-H", "'OPEN-SANDBOX-API-KEY: ...'", cmd[-1]]),
+                                  "kind": "wrk", "status": "measured" if ok else "failed",
+                                  "reason": "" if ok else res.stderr[-300:], "wrk": w})
+    lc.delete(sid)
+
+
+# ------------------------------------------------------------------ driver
+def skip(work, section, rid, variant, what, reason, tool="sbx"):
+    record(work, {"section": section, "id": rid, "tool": tool, "variant": variant, "what": what,
+                              "command": "", "kind": "none", "status": "not_measured", "reason": reason})
+
+
+def peer_skips(work):
+    for section, rid, tool, variant, reason in PEER_SKIPS:
+        skip(work, section, rid, variant, "same measurement against the reference implementation", reason, tool)
+
+
+def cmd_skip_all(args):
+    for section, rid, variant, what in PLAN:
+        skip(args.work, section, rid, variant, what, args.reason)
+    peer_skips(args.work)
+    return 0
+
+
+def run_section(name, fn, work, ids):
+    """One failing section must not take the others down: record its error and go on."""
+    try:
+        fn()
+    except (ApiError, OSError, KeyError, ValueError, http.client.HTTPException) as e:
+        print(f"api.py: section {name} failed: {e}", file=sys.stderr)
+        for section, rid, variant, what in PLAN:
+            if rid in ids:
+                record(work, {"section": section, "id": rid + ".error", "tool": "sbx", "variant": variant,
+                                          "what": what, "kind": "none", "status": "failed",
+                                          "reason": f"section aborted: {str(e)[:300]}"})
+
+
+EXECD_HOST = [("exec", "exec.host", "execd on the host (no sandbox, no server)"),
+              ("files", "files.host", "execd on the host (no sandbox, no server)")]
+
+
+def cmd_skip_execd(args):
+    for section, rid, variant in EXECD_HOST:
+        skip(args.work, section, rid, variant, "the same requests straight to a host sbx-execd", args.reason)
+    return 0
+
+
+def cmd_execd(args):
+    """Exec round trip and file transfer against one sbx-execd started on the host by the driver."""
+    cfg = CONFIG[args.mode]
+    execd = Client(args.url)
+    try:
+        wait_ping(execd, 10)
+    except (ApiError, OSError) as e:
+        return cmd_skip_execd(argparse.Namespace(work=args.work, reason=f"sbx-execd did not answer /ping: {e}"))
+    exec_record(execd, "exec.host", EXECD_HOST[0][2], cfg, args.work)
+    target = os.path.join(args.work, "execd-root")
+    os.makedirs(target, exist_ok=True)
+    files = payloads(cfg, args.work)
+    files_record(execd, "files.host", EXECD_HOST[1][2], cfg, args.work, files, (0, args.pid), target)
+    for path, _ in files.values():
+        os.unlink(path)
+    shutil.rmtree(target, ignore_errors=True)
+    return 0
+
+
+def cmd_run(args):
+    cfg = CONFIG[args.mode]
+    lc = Lifecycle(args.url, args.api_key, args.image, args.provider or None)
+    w, pid = args.work, args.server_pid
+    try:  # one create + delete first: learns the provider, and a server that cannot create at all
+        lc.delete(lc.create())  # is one clear reason instead of a failure per section
+    except (ApiError, OSError, KeyError, ValueError, http.client.HTTPException) as e:
+        cmd_skip_all(argparse.Namespace(work=w, reason=f"the server cannot create a sandbox: {str(e)[:300]}"))
+        return 0
+    try:
+        run_section("tti", lambda: section_tti(lc, cfg, w), w, {"tti.serial", "tti.par10", "tti.par50"})
+        run_section("exec", lambda: section_exec(lc, cfg, w), w, {"exec.direct", "exec.proxy"})
+        run_section("pause", lambda: section_pause(lc, cfg, w), w, {"pause.pause", "pause.resume"})
+        run_section("files", lambda: section_files(lc, cfg, w, pid), w, {"files.direct", "files.proxy"})
+        run_section("api", lambda: section_api(lc, cfg, w), w, {"api.get", "api.list"})
+        run_section("density", lambda: section_density(lc, cfg, w, pid), w, {"density.idle"})
+    finally:
+        lc.cleanup()
+    peer_skips(w)
+    return 0
+
+
+def main(argv):
+    ap = argparse.ArgumentParser(prog="api.py")
+    sub = ap.add_subparsers(dest="verb", required=True)
+    p = sub.add_parser("run")
+    p.add_argument("--work", required=True)
+    p.add_argument("--url", required=True)
+    p.add_argument("--api-key", default="")
+    p.add_argument("--mode", choices=sorted(CONFIG), default="full")
+    p.add_argument("--image", required=True)
+    p.add_argument("--server-pid", type=int, default=0)
+    p.add_argument("--provider", default="", help="extensions.provider of every create (default: the server's)")
+    p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("execd")
+    p.add_argument("--work", required=True)
+    p.add_argument("--url", required=True)
+    p.add_argument("--mode", choices=sorted(CONFIG), default="full")
+    p.add_argument("--pid", type=int, default=0)
+    p.set_defaults(fn=cmd_execd)
+    p = sub.add_parser("skip-execd")
+    p.add_argument("--work", required=True)
+    p.add_argument("--reason", required=True)
+    p.set_defaults(fn=cmd_skip_execd)
+    p = sub.add_parser("skip-all")
+    p.add_argument("--work", required=True)
+    p.add_argument("--reason", required=True)
+    p.set_defaults(fn=cmd_skip_all)
+    args = ap.parse_args(argv)
+    return args.fn(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
