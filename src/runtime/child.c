@@ -234,7 +234,7 @@ sbx_child_main(struct sbx_child_args *a)
         wait_for(a, SBX_SYNC_MAPPED);
         /* Become the namespace's root now that it is mapped: files we create must belong to
          * a mapped id (an unmapped one fails with EOVERFLOW). */
-        if (setresgid(0, 0, 0) < 0 || setresuid(0, 0, 0) < 0)
+        if (sbx_raw_setresgid(0) < 0 || sbx_raw_setresuid(0) < 0)
             sbx_child_fail(a->sync_fd, errno, "become root in the user namespace");
     }
     if (spec->net != SBX_RT_NET_HOST) {

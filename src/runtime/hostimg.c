@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -128,13 +129,12 @@ chown_tree(const char *path, uid_t uid, gid_t gid)
     return 0;
 }
 
-int
-sbx_hostimg_ensure(const char *dir, uid_t uid, gid_t gid, sbx_error **err)
+static int
+build_aside(const char *dir, uid_t uid, gid_t gid, sbx_error **err)
 {
-    if (access(dir, F_OK) == 0)
-        return 0;
-    /* Build aside and rename: concurrent first runs each build their own copy and one wins;
-     * a crash mid-build leaves only a temp dir that the next build ignores. */
+    /* Build aside and rename: concurrent first runs (other processes) each build their own
+     * copy and one wins; a crash mid-build leaves only a temp dir that the next build ignores.
+     * Threads of one process are serialised by the caller, so the pid names the copy. */
     sbx_autofree char *tmp = sbx_xasprintf("%s.tmp.%d", dir, (int)getpid());
     sbx_autoerror sbx_error *ignored = NULL;
     (void)sbx_rm_rf(tmp, &ignored);
@@ -147,6 +147,18 @@ sbx_hostimg_ensure(const char *dir, uid_t uid, gid_t gid, sbx_error **err)
     if (ret < 0)
         return sbx_error_wrap(err, "build the host image");
     return 0;
+}
+
+int
+sbx_hostimg_ensure(const char *dir, uid_t uid, gid_t gid, sbx_error **err)
+{
+    static pthread_mutex_t build_lock = PTHREAD_MUTEX_INITIALIZER;
+    if (access(dir, F_OK) == 0)
+        return 0;
+    pthread_mutex_lock(&build_lock);
+    int ret = access(dir, F_OK) == 0 ? 0 : build_aside(dir, uid, gid, err);
+    pthread_mutex_unlock(&build_lock);
+    return ret;
 }
 
 size_t

@@ -164,4 +164,10 @@ int sbx_sync_send(int fd, int type, int err, int status, const char *msg);
 /* 1 = got a message, 0 = peer closed, <0 = -errno. */
 int sbx_sync_recv(int fd, struct sbx_sync_msg *m);
 
+/* setgroups(0, NULL) / setresgid(g,g,g) / setresuid(u,u,u) as raw syscalls: safe in a child
+ * cloned from a multi-threaded process (security.c says why). */
+int sbx_raw_setgroups0(void);
+int sbx_raw_setresgid(gid_t gid);
+int sbx_raw_setresuid(uid_t uid);
+
 #endif

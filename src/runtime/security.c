@@ -15,6 +15,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -57,6 +58,28 @@ cap_kept(cap_value_t v)
     return false;
 }
 
+/* Raw id syscalls. glibc's setgroups/setresuid/setresgid apply the change to every thread of
+ * the process (__nptl_setxid signals each one and waits): in a child cloned from a
+ * multi-threaded caller (the server) the other threads do not exist, so glibc would wait for
+ * them forever. The kernel calls change only the calling thread, which is all the child has. */
+int
+sbx_raw_setgroups0(void)
+{
+    return (int)syscall(SYS_setgroups, 0, NULL);
+}
+
+int
+sbx_raw_setresgid(gid_t gid)
+{
+    return (int)syscall(SYS_setresgid, gid, gid, gid);
+}
+
+int
+sbx_raw_setresuid(uid_t uid)
+{
+    return (int)syscall(SYS_setresuid, uid, uid, uid);
+}
+
 int
 sbx_security_apply(cap_t caps, uid_t uid, gid_t gid, bool userns, const char **what)
 {
@@ -70,8 +93,8 @@ sbx_security_apply(cap_t caps, uid_t uid, gid_t gid, bool userns, const char **w
     *what = "set groups/ids";
     /* In a user namespace setgroups is denied (so a group cannot be dropped to gain access);
      * there the supplementary groups are already empty. */
-    if ((!userns && setgroups(0, NULL) < 0) || setresgid(gid, gid, gid) < 0 ||
-        setresuid(uid, uid, uid) < 0)
+    if ((!userns && sbx_raw_setgroups0() < 0) || sbx_raw_setresgid(gid) < 0 ||
+        sbx_raw_setresuid(uid) < 0)
         return -errno;
     /* A non-root uid lost its permitted set in setresuid (no keepcaps); root keeps the
      * default set only. */

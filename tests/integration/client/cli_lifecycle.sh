@@ -45,6 +45,18 @@ exp=$("$sbx" renew "$id" 3600); check "renew prints the new expiry" 1 "$([[ $exp
 "$sbx" rm "$id"; check "rm" 0 $?
 "$sbx" inspect "$id" 2>/dev/null; check "inspect after rm fails" 1 $?
 "$sbx" exec "$id" -- true 2>/dev/null; check "exec in a removed sandbox fails" 1 $?
+# Many creates at once (the server creates on worker threads: a sandbox child cloned from a
+# multi-threaded process must not wait for threads it does not have).
+tmp=$(mktemp -d)
+pids=()
+for i in $(seq 16); do "$sbx" create -q --provider "$provider" >"$tmp/$i" 2>&1 & pids+=($!); done
+wait "${pids[@]}" # not a bare wait: the server is a background job of this shell too
+ok=0
+for i in $(seq 16); do [[ $(cat "$tmp/$i") =~ ^[0-9a-f-]{36}$ ]] && ok=$((ok+1)); done
+check "16 concurrent creates all succeed" 16 "$ok"
+for i in $(seq 16); do "$sbx" rm "$(cat "$tmp/$i")" 2>/dev/null; done
+rm -rf "$tmp"
+
 "$sbx" ls --host http://127.0.0.1:1 2>/dev/null; check "unreachable server is a failure" 1 $?
 SBX_API_KEY=wrong "$sbx" ls 2>/dev/null; check "a wrong key is refused" 1 $?
 
