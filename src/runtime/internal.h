@@ -86,6 +86,7 @@ struct sbx_child_args {
     int sync_fd;
     int parent_fd;       /* the parent's end: closed first so the parent's death reads as EOF */
     const char *scratch; /* host dir the child mounts its private tmpfs on */
+    const char *upper;   /* dir of upper/ and work/: scratch, or the spec's upper_dir */
     char overlay_opts[8192];
     char tmpfs_opts[64];
     const char *hostname;

@@ -240,11 +240,13 @@ mount_root(struct sbx_child_args *a)
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         FAIL(a, "make / private");
     /* The writable layer lives on a tmpfs of this mount namespace only: it vanishes with the
-     * sandbox, so no host mount can leak, and its pages are charged to the sandbox's cgroup. */
+     * sandbox, so no host mount can leak, and its pages are charged to the sandbox's cgroup.
+     * With a persistent upper dir (made by the parent) the tmpfs only holds the mount point. */
     if (mount("sbx", a->scratch, "tmpfs", MS_NOSUID | MS_NODEV, a->tmpfs_opts) < 0)
         FAIL(a, "mount tmpfs on `%s`", a->scratch);
-    static const char *const sub[] = {"upper", "work", "root"};
-    for (size_t i = 0; i < 3; i++) {
+    static const char *const sub[] = {"root", "upper", "work"};
+    size_t nsub = a->upper == a->scratch ? 3 : 1;
+    for (size_t i = 0; i < nsub; i++) {
         snprintf(p, sizeof p, "%s/%s", a->scratch, sub[i]);
         if (mkdir(p, 0755) < 0)
             FAIL(a, "mkdir `%s`", p);

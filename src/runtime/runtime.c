@@ -320,7 +320,7 @@ overlay_opts(struct sbx_child_args *a, const struct sbx_rt_spec *spec, sbx_error
         off += (size_t)snprintf(a->overlay_opts + off, cap - off, "%s", a->lower_host);
     if (off < cap)
         off += (size_t)snprintf(a->overlay_opts + off, cap - off,
-                                ",upperdir=%s/upper,workdir=%s/work", a->scratch, a->scratch);
+                                ",upperdir=%s/upper,workdir=%s/work", a->upper, a->upper);
     if (off >= cap)
         return sbx_error_set(err, SBX_ELIMIT, 0, "too many image layers");
     return 0;
@@ -350,6 +350,22 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
             return ret;
     }
     a->scratch = sbx_xasprintf("%s/scratch", sb->dir);
+    a->upper = spec->upper_dir ? spec->upper_dir : a->scratch;
+    if (spec->upper_dir) {
+        if (strpbrk(spec->upper_dir, ",:"))
+            return sbx_error_set(err, SBX_EINVAL, 0, "upper dir `%s` has `,` or `:`",
+                                 spec->upper_dir);
+        /* 0700: files the sandbox writes (setuid ones too) are out of reach of host users. */
+        sbx_autofree char *up = sbx_xasprintf("%s/upper", spec->upper_dir);
+        sbx_autofree char *work = sbx_xasprintf("%s/work", spec->upper_dir);
+        int ret = sbx_mkdir_p(spec->upper_dir, 0700, err);
+        if (ret == 0)
+            ret = sbx_mkdir_p(up, 0755, err);
+        if (ret == 0)
+            ret = sbx_mkdir_p(work, 0700, err);
+        if (ret < 0)
+            return sbx_error_wrap(err, "writable layer");
+    }
     a->hostname = spec->hostname ? spec->hostname : sb->id;
     uint64_t tmpfs = spec->tmpfs_bytes    ? spec->tmpfs_bytes
                      : spec->memory_bytes ? spec->memory_bytes

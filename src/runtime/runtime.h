@@ -80,6 +80,11 @@ struct sbx_rt_spec {
     uint64_t pids_max;      /* 0 => unlimited */
     uint64_t cpu_millis;    /* 1000 = one CPU; 0 => unlimited */
     uint64_t tmpfs_bytes;   /* size of the writable upper layer; 0 => memory limit or 1 GiB */
+    /* Host dir that holds the writable layer (its upper/ and work/ are made when missing) so
+     * that it outlives the sandbox: a later sandbox with the same upper_dir sees the files
+     * (the server's stop/start). It is not size-limited. NULL => a private tmpfs of
+     * tmpfs_bytes that vanishes with the sandbox. The caller owns and removes it. */
+    const char *upper_dir;
     enum sbx_rt_netmode net;
     bool userns; /* own user namespace with the maps below */
     struct sbx_rt_idmap uid_map, gid_map;

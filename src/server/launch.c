@@ -9,9 +9,16 @@
 
 static const char launcher[] =
     "t=$SBX_EXECD_TOKEN; e=$SBX_EXECD; port=$SBX_EXECD_PORT; sd=$SBX_EXECD_STATE;"
-    " unset SBX_EXECD_TOKEN SBX_EXECD SBX_EXECD_PORT SBX_EXECD_STATE;"
+    " h=${SBX_EXECD_HOST:-127.0.0.1};"
+    " unset SBX_EXECD_TOKEN SBX_EXECD SBX_EXECD_PORT SBX_EXECD_STATE SBX_EXECD_HOST;"
     " if [ $# -gt 0 ]; then \"$@\" </dev/null & fi;"
-    " EXECD_ACCESS_TOKEN=\"$t\" exec \"$e\" --listen \"127.0.0.1:$port\" --state-dir \"$sd\"";
+    " EXECD_ACCESS_TOKEN=\"$t\" exec \"$e\" --listen \"$h:$port\" --state-dir \"$sd\"";
+
+const char *
+sbx_launch_script(void)
+{
+    return launcher;
+}
 
 char **
 sbx_launch_argv(const struct sbx_record *sb)

@@ -23,5 +23,9 @@ char **sbx_launch_argv(const struct sbx_record *sb);
  * argv where `ps` would show it. */
 char **sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l);
 void sbx_strv_free(char **v);
+/* The launcher shell script: reads SBX_EXECD, SBX_EXECD_PORT, SBX_EXECD_TOKEN, SBX_EXECD_STATE
+ * and SBX_EXECD_HOST (default 127.0.0.1) from its environment, unsets them, starts "$@" in the
+ * background and execs execd. Run as `sh -c SCRIPT sbx-launch ENTRYPOINT...`. */
+const char *sbx_launch_script(void);
 
 #endif

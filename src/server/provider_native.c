@@ -38,8 +38,8 @@
 #define DEFAULT_PIDS 4096
 #define EXECD_STATE  "/tmp/.sbx-execd"
 
-const char *const sbx_provider_native_keys[] = {"execd", "ping_timeout_ms", "cgroup_parent",
-                                                "network", NULL};
+const char *const sbx_provider_native_keys[] = {"execd",   "ping_timeout_ms", "cgroup_parent",
+                                                "network", "writable_layer",  NULL};
 
 struct handle {
     char id[SBX_UUID_LEN + 1];
@@ -54,6 +54,7 @@ struct native_data {
     char *state_dir;
     char *execd;
     char *logs_dir;
+    char *layers_dir; /* <state>/layers: persistent writable layers; NULL = tmpfs (no stop) */
     int ping_timeout_ms;
     pthread_mutex_t mu; /* guards hs */
     struct handle *hs;
@@ -132,11 +133,17 @@ take_handle(struct native_data *d, const char *id)
 static int
 native_create(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
-    (void)p;
     (void)err;
+    struct native_data *d = ndata(p);
     char token[65];
     sbx_srv_random_hex(token, 32);
     (void)json_object_set_new(sb->priv, "token", json_string(token));
+    /* The writable layer on disk outlives the sandbox's processes: stop keeps it, start
+     * mounts it again, delete removes it. */
+    if (d->layers_dir) {
+        sbx_autofree char *layer = sbx_xasprintf("%s/%s", d->layers_dir, sb->id);
+        (void)json_object_set_new(sb->priv, "layer", json_string(layer));
+    }
     return 0;
 }
 
@@ -232,13 +239,22 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
                                .stdio = {-1, logfd, logfd}};
     struct sbx_rt_sandbox *h = NULL;
     struct sbx_native_image img = {0};
-    const char *uri = json_string_value(json_object_get(sb->image, "uri"));
+    /* A start after a stop runs the exact image of the first start (its digest), under the
+     * writable layer that was kept. */
+    const char *digest = json_string_value(json_object_get(sb->priv, "image_digest"));
+    const char *uri = digest ? digest : json_string_value(json_object_get(sb->image, "uri"));
+    bool restart = json_is_true(json_object_get(sb->priv, "stopped"));
+    if (*priv_str(sb, "layer"))
+        spec.upper_dir = priv_str(sb, "layer");
     int r = limits_into(sb, &spec, err);
     if (r >= 0)
         r = sbx_native_image_apply(&img, &spec, d->state_dir, uri, sb->id, err);
+    if (r >= 0 && img.img)
+        (void)json_object_set_new(sb->priv, "image_digest", json_string(img.img->digest));
     if (r >= 0)
         r = sbx_rt_create(&h, d->rt, &spec, err);
-    sbx_native_image_release(&img, r < 0); /* the pin stays while the sandbox exists */
+    /* the pin stays while the sandbox exists (also while it is stopped) */
+    sbx_native_image_release(&img, r < 0 && !restart);
     sbx_strv_free(argv);
     sbx_strv_free(envp);
     if (r < 0)
@@ -246,19 +262,47 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     pthread_mutex_lock(&d->mu);
     add_locked(d, sb->id, h);
     pthread_mutex_unlock(&d->mu);
+    (void)json_object_del(sb->priv, "stopped");
     record_pid(sb, h);
     return wait_ready(d, sb, h, err);
 }
 
 /* ---- the rest of the lifecycle ---- */
 
+static bool
+is_stopped(const struct sbx_record *sb)
+{
+    return json_is_true(json_object_get(sb->priv, "stopped"));
+}
+
+/* Stop is not delete: the processes, cgroups and bridge lease go (the runtime's destroy); the
+ * writable layer on disk and the image pin stay for the next start. */
 static int
 native_stop(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
-    struct sbx_rt_sandbox *h = NULL;
-    if (get_handle(ndata(p), sb->id, &h, err) < 0)
-        return -SBX_ENOTFOUND;
-    return sbx_rt_kill(h, SIGKILL, err);
+    struct native_data *d = ndata(p);
+    if (!*priv_str(sb, "layer"))
+        return sbx_error_set(err, SBX_ECONFLICT, 0,
+                             "sandbox `%s` keeps its writable layer in memory "
+                             "(providers.native.writable_layer = \"memory\"): stopping it would "
+                             "lose its files; delete it instead",
+                             sb->id);
+    struct sbx_rt_sandbox *h = take_handle(d, sb->id);
+    sbx_autoerror sbx_error *aerr = NULL;
+    if (!h && sbx_rt_adopt(&h, d->rt, sb->id, &aerr) < 0)
+        h = NULL; /* its init is gone already: nothing runs */
+    /* A frozen cgroup (v1) holds a SIGKILL until it is thawed. */
+    if (h && json_is_true(json_object_get(sb->priv, "paused")))
+        (void)sbx_rt_resume(h, NULL);
+    int r = h ? sbx_rt_destroy(h, err) : 0;
+    sbx_rt_sandbox_free(h);
+    if (r < 0)
+        return sbx_error_wrap(err, "stop `%s`", sb->id);
+    (void)json_object_set_new(sb->priv, "stopped", json_true());
+    (void)json_object_set_new(sb->priv, "paused", json_false());
+    (void)json_object_del(sb->priv, "pid");
+    (void)json_object_del(sb->priv, "start_time");
+    return 0;
 }
 
 static int
@@ -296,6 +340,9 @@ native_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     sbx_rt_sandbox_free(h);
     sbx_autofree char *log = sbx_xasprintf("%s/%s.log", d->logs_dir, sb->id);
     (void)unlink(log);
+    /* The writable layer only once nothing runs on it any more. */
+    if (r >= 0 && *priv_str(sb, "layer"))
+        r = sbx_rm_rf(priv_str(sb, "layer"), err);
     if (r >= 0)
         sbx_native_image_unpin(d->state_dir, sb->id);
     return r < 0 ? sbx_error_wrap(err, "delete `%s`", sb->id) : 0;
@@ -309,7 +356,9 @@ native_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_pr
     (void)err;
     pid_t pid = (pid_t)json_integer_value(json_object_get(sb->priv, "pid"));
     uint64_t start = (uint64_t)json_integer_value(json_object_get(sb->priv, "start_time"));
-    if (!sbx_proc_same(pid, start))
+    if (is_stopped(sb))
+        sbx_provider_status_set(out, "stopped", SBX_CLASS_STARTABLE, "SANDBOX_STOPPED");
+    else if (!sbx_proc_same(pid, start))
         sbx_provider_status_set(out, "dead", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
     else if (json_is_true(json_object_get(sb->priv, "paused")))
         sbx_provider_status_set(out, "frozen", SBX_CLASS_STARTABLE, "SANDBOX_PAUSED");
@@ -324,6 +373,8 @@ native_reconcile(struct sbx_provider *p, struct sbx_record *sb, struct sbx_provi
 {
     struct sbx_rt_sandbox *h = NULL;
     sbx_autoerror sbx_error *aerr = NULL;
+    if (is_stopped(sb))
+        return native_status(p, sb, out, err); /* nothing runs; the layer waits on disk */
     if (get_handle(ndata(p), sb->id, &h, &aerr) < 0) {
         sbx_provider_status_set(out, "dead", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
         return 0;
@@ -363,6 +414,7 @@ free_data(struct native_data *d)
     pthread_mutex_destroy(&d->mu);
     free(d->execd);
     free(d->logs_dir);
+    free(d->layers_dir);
     free(d);
 }
 
@@ -399,6 +451,23 @@ default_execd(const char *exe_dir)
     return sbx_xasprintf("%s/sbx-execd", exe_dir);
 }
 
+/* "disk" (default): writable layers under <state>/layers, kept by stop; "memory": a tmpfs per
+ * sandbox (bounded by its memory limit, faster, lost on stop - so stop is refused). */
+static int
+parse_layer(const char *s, const char *state_dir, char **layers_dir, sbx_error **err)
+{
+    if (!s || strcmp(s, "disk") == 0)
+        *layers_dir = sbx_xasprintf("%s/layers", state_dir);
+    else if (strcmp(s, "memory") == 0)
+        *layers_dir = NULL;
+    else
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "providers.native.writable_layer must be \"disk\" or \"memory\", "
+                             "not `%s`",
+                             s);
+    return 0;
+}
+
 static int
 parse_network(const char *s, enum sbx_rt_netmode *out, sbx_error **err)
 {
@@ -422,10 +491,14 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
     if (ping && (!json_is_integer(ping) || json_integer_value(ping) < 100))
         return sbx_error_set(err, SBX_EINVAL, 0, "`ping_timeout_ms` must be an integer >= 100");
     enum sbx_rt_netmode net = SBX_RT_NET_BRIDGE;
-    if (parse_network(json_string_value(json_object_get(settings, "network")), &net, err) < 0)
+    char *layers = NULL;
+    if (parse_network(json_string_value(json_object_get(settings, "network")), &net, err) < 0 ||
+        parse_layer(json_string_value(json_object_get(settings, "writable_layer")), env->state_dir,
+                    &layers, err) < 0)
         return -SBX_EINVAL;
     struct native_data *d = sbx_xcalloc(1, sizeof *d);
     d->net = net;
+    d->layers_dir = layers;
     d->state_dir = sbx_xstrdup(env->state_dir);
     (void)sbx_native_bridge_new(&d->bridge, env->state_dir, NULL);
     sbx_native_bridge_ops(&d->net_ops, d->bridge);
@@ -442,7 +515,8 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
     d->execd = execd ? sbx_xstrdup(execd) : default_execd(env->exe_dir);
     d->logs_dir = sbx_xasprintf("%s/native-logs", env->state_dir);
     d->ping_timeout_ms = ping ? (int)json_integer_value(ping) : 10000;
-    if (sbx_mkdir_p(d->logs_dir, 0700, err) < 0) {
+    if (sbx_mkdir_p(d->logs_dir, 0700, err) < 0 ||
+        (d->layers_dir && sbx_mkdir_p(d->layers_dir, 0700, err) < 0)) {
         free_data(d);
         return -SBX_EIO;
     }
