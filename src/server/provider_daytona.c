@@ -343,34 +343,39 @@ labels_of(const struct sbx_record *sb)
     return l;
 }
 
+/* PUT /sandbox/{rid}/labels with this record's labels: the record owns it from now on. */
+static int
+relabel(struct daytona *d, const struct sbx_record *sb, sbx_error **err)
+{
+    sbx_autofree char *esc = sbx_rest_escape(priv_str(sb, "remote_id"));
+    sbx_autofree char *path = sbx_xasprintf("/sandbox/%s/labels", esc);
+    json_t *body = json_pack("{s:o}", "labels", labels_of(sb));
+    int r = api(d, "PUT", path, body, NULL, "relabel sandbox", err);
+    json_decref(body);
+    return r;
+}
+
 /* Find-or-create on Daytona's side: a live sandbox labelled with this reuse key and spec hash
- * (made by an earlier server, or one whose record was lost) is adopted - relabelled with this
- * record's id, so the old record's delete no longer touches it. 1 = adopted. */
+ * (made by an earlier server, or one whose record was lost) is adopted. It is relabelled with
+ * this record's id only once it started (dt_start): until then the old owner's label stays, so
+ * a failed start (whose cleanup deletes) leaves it alone. 1 = adopted. */
 static int
 adopt_existing(struct daytona *d, struct sbx_record *sb, sbx_error **err)
 {
-    json_t *labels = labels_of(sb);
-    json_t *query = json_deep_copy(labels);
+    json_t *query = labels_of(sb);
     (void)json_object_del(query, SBX_DAYTONA_LABEL_ID);
     json_t *list = NULL;
     int r = list_by_labels(d, query, &list, err);
     json_decref(query);
     json_t *found = r >= 0 ? newest_live(list) : NULL;
     if (found) {
-        const char *rid = json_string_value(json_object_get(found, "id"));
-        sbx_autofree char *esc = sbx_rest_escape(rid ? rid : "");
-        sbx_autofree char *path = sbx_xasprintf("/sandbox/%s/labels", esc);
-        json_t *body = json_pack("{s:O}", "labels", labels);
-        r = api(d, "PUT", path, body, NULL, "relabel sandbox", err);
-        json_decref(body);
-        if (r >= 0) {
-            remember(d, sb, found);
-            sbx_info("sandbox %s: adopted the daytona sandbox %s (reuse key)", sb->id, rid);
-            r = 1;
-        }
+        remember(d, sb, found);
+        (void)json_object_set_new(sb->priv, "relabel", json_true());
+        sbx_info("sandbox %s: adopting the daytona sandbox %s (reuse key)", sb->id,
+                 priv_str(sb, "remote_id"));
+        r = 1;
     }
     json_decref(list);
-    json_decref(labels);
     return r;
 }
 
@@ -548,7 +553,8 @@ free_lines(char **lines)
         free(lines[i]);
 }
 
-/* GET <preview of 44772>/ping with execd's token: 0 when execd answers 200. */
+/* Is *our* execd answering? GET <preview of 44772>/metrics with its token (/ping needs no
+ * token, so it would also answer for an execd another server started with another token). */
 static int
 ping_execd(struct daytona *d, const struct sbx_record *sb)
 {
@@ -557,7 +563,7 @@ ping_execd(struct daytona *d, const struct sbx_record *sb)
     sbx_autoerror sbx_error *err = NULL;
     if (preview(d, priv_str(sb, "remote_id"), EXECD_PORT, &url, &token, &err) < 0)
         return -1;
-    sbx_autofree char *ping = sbx_xasprintf("%s/ping", url);
+    sbx_autofree char *ping = sbx_xasprintf("%s/metrics", url);
     char *lines[4];
     preview_lines(lines, token, priv_str(sb, "token"));
     struct sbx_rest_resp resp;
@@ -663,7 +669,9 @@ install_execd(struct daytona *d, const struct sbx_record *sb, sbx_error **err)
         sbx_xasprintf("mkdir -p %s && chmod 700 %s", d->remote_dir, d->remote_dir);
     if (toolbox_run(d, sb, mk, err) < 0)
         return -SBX_EIO;
-    sbx_autofree char *dst = sbx_xasprintf("%s/sbx-execd", d->remote_dir);
+    /* Uploaded next to it and renamed into place: a running sbx-execd (ETXTBSY) cannot be
+     * overwritten, but it can be replaced. */
+    sbx_autofree char *dst = sbx_xasprintf("%s/sbx-execd.new", d->remote_dir);
     sbx_autofree char *esc = sbx_rest_escape(dst);
     sbx_autofree char *what = sbx_xasprintf("/files/upload?path=%s", esc);
     sbx_autofree char *url = toolbox_url(d, sb, what);
@@ -674,7 +682,8 @@ install_execd(struct daytona *d, const struct sbx_record *sb, sbx_error **err)
     sbx_rest_resp_dispose(&resp);
     if (r < 0)
         return sbx_error_wrap(err, "daytona toolbox");
-    sbx_autofree char *ch = sbx_xasprintf("chmod 755 %s", dst);
+    sbx_autofree char *ch =
+        sbx_xasprintf("chmod 755 %s && mv -f %s %s/sbx-execd", dst, dst, d->remote_dir);
     return toolbox_run(d, sb, ch, err);
 }
 
@@ -767,6 +776,11 @@ dt_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     forget_previews(d, priv_str(sb, "remote_id"));
     if (wait_class(d, sb, SBX_CLASS_USABLE, err) < 0 || ensure_execd(d, sb, err) < 0)
         return sbx_error_wrap(err, "start sandbox `%s`", sb->id);
+    if (json_is_true(json_object_get(sb->priv, "relabel"))) {
+        if (relabel(d, sb, err) < 0)
+            return sbx_error_wrap(err, "adopt sandbox `%s`", sb->id);
+        (void)json_object_del(sb->priv, "relabel");
+    }
     return 0;
 }
 

@@ -195,6 +195,8 @@ connect_error(struct sbx_req *r, const sbx_error *err)
         return sbx_http_send_error(r, 404, "SANDBOX::SANDBOX_NOT_FOUND", sbx_error_msg(err));
     if (code == SBX_ECONFLICT)
         return sbx_http_send_error(r, 409, "SANDBOX::SANDBOX_NOT_RUNNING", sbx_error_msg(err));
+    if (code == SBX_EUNAVAIL) /* its provider cannot be built (a secret is not set) */
+        return sbx_http_send_error(r, 503, "SANDBOX::PROVIDER_UNAVAILABLE", sbx_error_msg(err));
     return sbx_http_send_error(r, 502, "SANDBOX::PROXY_CONNECT_FAILED", sbx_error_msg(err));
 }
 

@@ -73,9 +73,9 @@ sbx_srv_secret_lookup(struct sbx_srv_secrets *s, const char *name, bool required
         if (!required)
             return 0;
         return sbx_error_set(err, SBX_EUNAVAIL, 0,
-                             "%s needs the secret `%s`, which is not set: run `sbx secret set "
-                             "%s` (or PUT /v1/admin/secrets/%s); no restart is needed",
-                             user, name, name, name);
+                             "the secret `%s` is not set: run `sbx secret set %s` (or PUT "
+                             "/v1/admin/secrets/%s); no restart is needed",
+                             name, name, name);
     }
     r = sbx_error_set(err, sbx_error_code(gerr), 0, "%s: %s", user, sbx_error_msg(gerr));
     sbx_error_clear(&gerr);

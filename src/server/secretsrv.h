@@ -23,9 +23,9 @@ struct sbx_srv_secrets;
 struct sbx_srv_secrets *sbx_srv_secrets_new(const char *dir, const char *key_file);
 void sbx_srv_secrets_free(struct sbx_srv_secrets *s);
 
-/* The value of `name` for `user` (e.g. "provider `daytona`", used in the message).
- * Missing and required: SBX_EUNAVAIL with a message naming the secret and the command that
- * sets it. Missing and optional: 0 with *value NULL. */
+/* The value of `name`. Missing and required: SBX_EUNAVAIL with a message naming the secret
+ * and the command that sets it. Missing and optional: 0 with *value NULL. Other failures (a
+ * value that does not decrypt) are prefixed with `user` (e.g. "provider `daytona`"). */
 int sbx_srv_secret_lookup(struct sbx_srv_secrets *s, const char *name, bool required,
                           const char *user, char **value, size_t *len, sbx_error **err);
 
