@@ -34,6 +34,8 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "  -l, --metadata K=V   metadata label (repeatable)\n"
         "  -c, --limit K=V      resource limit, e.g. cpu=1, memory=512Mi (repeatable)\n"
         "  -p, --provider NAME  provider (default: the server's default)\n"
+        "  -r, --reuse-key KEY  find-or-create: reuse the server's sandbox with this key and\n"
+        "                       the same spec (started again if stopped)\n"
         "  -q, --quiet          print only the id\n" SBX_CLI_CLIENT_HELP),
     CMD("ls", HEAVY(sbx_cmd_ls), "List sandboxes",
         "Usage: sbx ls [--json] [--state STATE]... [--metadata K=V]...\n\n"
@@ -56,6 +58,13 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "Usage: sbx pause ID...\n\n" SBX_CLI_CLIENT_HELP),
     CMD("resume", HEAVY(sbx_cmd_resume), "Resume paused sandboxes",
         "Usage: sbx resume ID...\n\n" SBX_CLI_CLIENT_HELP),
+    CMD("stop", HEAVY(sbx_cmd_stop), "Stop sandboxes, keeping their files for `sbx start`",
+        "Usage: sbx stop ID...\n\n"
+        "Stop the sandbox's processes but keep its filesystem; `sbx start` runs it again (the\n"
+        "entrypoint too), `sbx rm` removes it.\n\n" SBX_CLI_CLIENT_HELP),
+    CMD("start", HEAVY(sbx_cmd_start), "Start stopped sandboxes again",
+        "Usage: sbx start ID...\n\nStart a stopped sandbox again, with the files it "
+        "had.\n\n" SBX_CLI_CLIENT_HELP),
     CMD("renew", HEAVY(sbx_cmd_renew), "Move a sandbox's expiry to now + SECONDS",
         "Usage: sbx renew ID SECONDS\n\n" SBX_CLI_CLIENT_HELP),
     CMD("rm", HEAVY(sbx_cmd_rm), "Delete sandboxes", "Usage: sbx rm ID...\n\n" SBX_CLI_CLIENT_HELP),
