@@ -328,9 +328,8 @@ create_failed(struct sbx_reply *out, const sbx_error *err, const struct sbx_reco
         /* The provider could not be built (its secret is not set): the message says which
          * secret and how to set it; retrying after that works without a restart. */
         sbx_reply_from(out, err, "SANDBOX::PROVIDER_UNAVAILABLE");
-    } else if (!done && code == SBX_ETIMEDOUT) {
-        sbx_reply_from(out, err, NULL); /* find-or-create: a sandbox stayed transient */
-    } else if (code == SBX_ELIMIT || code == SBX_EINVAL) {
+    } else if ((!done && code == SBX_ETIMEDOUT) || code == SBX_ELIMIT || code == SBX_EINVAL) {
+        /* limits, bad values, find-or-create waiting for a sandbox that stayed transient */
         sbx_reply_from(out, err, NULL);
     } else {
         sbx_reply_from(out, err, "SANDBOX::SANDBOX_START_FAILED");

@@ -88,7 +88,7 @@ static void
 h_get(struct sbx_req *r, struct sbx_reply *out)
 {
     const char *name = secret_name(r, out);
-    struct sbx_secret_info info;
+    struct sbx_secret_info info = {0};
     sbx_autoerror sbx_error *err = NULL;
     if (!name)
         return;
@@ -112,7 +112,7 @@ static void
 store_value(struct sbx_req *r, const char *name, json_t *value, struct sbx_reply *out)
 {
     sbx_autoerror sbx_error *err = NULL;
-    struct sbx_secret_info info;
+    struct sbx_secret_info info = {0};
     if (!json_is_string(value) || json_string_length(value) == 0 ||
         json_string_length(value) > SBX_SECRET_VALUE_MAX) {
         sbx_reply_error(out, 400, "SECRET::INVALID_VALUE",

@@ -142,7 +142,7 @@ static int
 acquire_with_prov(struct sbx_mgr *m, const char *id, struct entry **out, sbx_error **err)
 {
     int r = acquire(m, id, out, err);
-    if (r >= 0 && !(*out)->prov)
+    if (r >= 0 && *out && !(*out)->prov)
         r = sbx_error_set(err, SBX_EUNAVAIL, 0,
                           "sandbox `%s`: its provider `%s` is not enabled in this server's config",
                           id, (*out)->sb->provider);
@@ -599,6 +599,8 @@ lifecycle_op(struct sbx_mgr *m, const char *id, const struct op_spec *o, sbx_err
     pthread_mutex_lock(&m->mu);
     struct entry *e = NULL;
     int r = acquire_with_prov(m, id, &e, err);
+    if (r >= 0 && !e)
+        r = -SBX_ENOTFOUND; /* (acquire sets e whenever it succeeds) */
     prov_op op = r >= 0 ? o->pick(e->prov->ops) : NULL;
     if (r >= 0 && !state_in(e->sb->state, o->from))
         r = sbx_error_set(err, SBX_ECONFLICT, 0, "sandbox `%s` is %s; %s needs %s", id,
@@ -739,8 +741,8 @@ sbx_mgr_connect(struct sbx_mgr *m, const char *id, int port, int *fd, json_t **h
     else if (!e->prov)
         r = sbx_error_set(err, SBX_EUNAVAIL, 0, "sandbox `%s`: provider `%s` is not enabled", id,
                           e->sb->provider);
-    struct sbx_record *work = r >= 0 ? sbx_record_dup(e->sb) : NULL;
-    struct sbx_provider *p = r >= 0 ? e->prov : NULL;
+    struct sbx_record *work = r >= 0 && e ? sbx_record_dup(e->sb) : NULL;
+    struct sbx_provider *p = r >= 0 && e ? e->prov : NULL;
     pthread_mutex_unlock(&m->mu);
     if (r < 0 || !work || !p)
         return r < 0 ? r : -SBX_ENOTFOUND;

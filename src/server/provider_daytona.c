@@ -247,15 +247,17 @@ secure_line(const char *name, const char *value)
 
 /* ---- control-plane calls ---- */
 
-/* method api_url+path [body]; a non-2xx answer is an error named `what`. *out (may be NULL)
- * gets the JSON body. */
+/* method api_url+path [body]; a non-2xx answer is an error. *out (may be NULL) gets the JSON
+ * body. */
 static int
 api(struct daytona *d, const char *method, const char *path, const json_t *body, json_t **out,
-    const char *what, sbx_error **err)
+    sbx_error **err)
 {
     sbx_autofree char *url = sbx_xasprintf("%s%s", d->api_url, path);
+    sbx_autofree char *what = sbx_xasprintf("%s %s", method, path);
+    struct sbx_rest_req req = {.method = method, .url = url, .body = body};
     struct sbx_rest_resp resp;
-    int r = sbx_rest_call(&d->rest, method, url, NULL, body, &resp, err);
+    int r = sbx_rest_call(&d->rest, &req, &resp, err);
     if (r >= 0 && (resp.status < 200 || resp.status >= 300))
         r = sbx_rest_fail(&d->rest, &resp, what, err);
     if (r >= 0 && out)
@@ -270,7 +272,7 @@ get_remote(struct daytona *d, const char *rid, json_t **out, sbx_error **err)
 {
     sbx_autofree char *esc = sbx_rest_escape(rid);
     sbx_autofree char *path = sbx_xasprintf("/sandbox/%s", esc);
-    return api(d, "GET", path, NULL, out, "get sandbox", err);
+    return api(d, "GET", path, NULL, out, err);
 }
 
 static const char *
@@ -289,7 +291,7 @@ list_by_labels(struct daytona *d, json_t *labels, json_t **out, sbx_error **err)
     free(text);
     sbx_autofree char *path = sbx_xasprintf("/sandbox?labels=%s", esc);
     json_t *j = NULL;
-    if (api(d, "GET", path, NULL, &j, "list sandboxes by label", err) < 0)
+    if (api(d, "GET", path, NULL, &j, err) < 0)
         return -SBX_EIO;
     json_t *items = json_is_array(j) ? j : json_object_get(j, "items");
     *out = json_is_array(items) ? json_incref(items) : json_array();
@@ -350,7 +352,7 @@ relabel(struct daytona *d, const struct sbx_record *sb, sbx_error **err)
     sbx_autofree char *esc = sbx_rest_escape(priv_str(sb, "remote_id"));
     sbx_autofree char *path = sbx_xasprintf("/sandbox/%s/labels", esc);
     json_t *body = json_pack("{s:o}", "labels", labels_of(sb));
-    int r = api(d, "PUT", path, body, NULL, "relabel sandbox", err);
+    int r = api(d, "PUT", path, body, NULL, err);
     json_decref(body);
     return r;
 }
@@ -401,7 +403,7 @@ cpus(const struct sbx_record *sb)
     if (strcmp(end, "m") == 0)
         v /= 1000.0;
     long n = (long)v;
-    return n < v ? n + 1 : n;
+    return (double)n < v ? n + 1 : n;
 }
 
 /* The source: extensions["daytona.snapshot"] names a snapshot; else the image (the built-in
@@ -432,7 +434,7 @@ post_create(struct daytona *d, struct sbx_record *sb, sbx_error **err)
         (void)json_object_set_new(body, "memory", json_integer(mem_gib(sb)));
     set_source(body, sb);
     json_t *dto = NULL;
-    int r = api(d, "POST", "/sandbox", body, &dto, "create sandbox", err);
+    int r = api(d, "POST", "/sandbox", body, &dto, err);
     json_decref(body);
     if (r >= 0 && !json_string_value(json_object_get(dto, "id")))
         r = sbx_error_set(err, SBX_EIO, 0, "daytona: create sandbox: no `id` in the answer");
@@ -464,15 +466,16 @@ static void
 forget_previews(struct daytona *d, const char *rid)
 {
     pthread_mutex_lock(&d->mu);
-    for (size_t i = 0; i < d->npv;) {
+    size_t kept = 0;
+    for (size_t i = 0; i < d->npv; i++) {
         if (strcmp(d->pv[i].rid, rid) == 0) {
             free(d->pv[i].url);
             free(d->pv[i].token);
-            d->pv[i] = d->pv[--d->npv];
         } else {
-            i++;
+            d->pv[kept++] = d->pv[i];
         }
     }
+    d->npv = kept;
     pthread_mutex_unlock(&d->mu);
 }
 
@@ -518,7 +521,7 @@ preview(struct daytona *d, const char *rid, int port, char **url, char **token, 
     sbx_autofree char *esc = sbx_rest_escape(rid);
     sbx_autofree char *path = sbx_xasprintf("/sandbox/%s/ports/%d/preview-url", esc, port);
     json_t *j = NULL;
-    if (api(d, "GET", path, NULL, &j, "preview url", err) < 0)
+    if (api(d, "GET", path, NULL, &j, err) < 0)
         return -SBX_EIO;
     const char *u = json_string_value(json_object_get(j, "url"));
     const char *t = json_string_value(json_object_get(j, "token"));
@@ -568,7 +571,8 @@ ping_execd(struct daytona *d, const struct sbx_record *sb)
     preview_lines(lines, token, priv_str(sb, "token"));
     struct sbx_rest_resp resp;
     struct sbx_rest quick = {.timeout_ms = 5000};
-    int r = sbx_rest_call(&quick, "GET", ping, (const char *const *)lines, NULL, &resp, &err);
+    struct sbx_rest_req req = {.method = "GET", .url = ping, .extra = (const char *const *)lines};
+    int r = sbx_rest_call(&quick, &req, &resp, &err);
     free_lines(lines);
     r = r >= 0 && resp.status == 200 ? 0 : -1;
     sbx_rest_resp_dispose(&resp);
@@ -592,7 +596,8 @@ toolbox_post(struct daytona *d, const struct sbx_record *sb, const char *what, j
 {
     sbx_autofree char *url = toolbox_url(d, sb, what);
     struct sbx_rest_resp resp;
-    int r = sbx_rest_call(&d->rest, "POST", url, NULL, body, &resp, err);
+    struct sbx_rest_req req = {.method = "POST", .url = url, .body = body};
+    int r = sbx_rest_call(&d->rest, &req, &resp, err);
     if (r >= 0 && (resp.status < 200 || resp.status >= 300))
         r = sbx_rest_fail(&d->rest, &resp, what, err);
     if (r >= 0 && out)
@@ -755,8 +760,7 @@ wait_class(struct daytona *d, struct sbx_record *sb, enum sbx_state_class want, 
                 sbx_xasprintf("/sandbox/%s/%s", esc, want == SBX_CLASS_USABLE ? "start" : "stop");
             sbx_autoerror sbx_error *aerr = NULL;
             /* a sandbox that moved on meanwhile answers 4xx: the next poll tells */
-            (void)api(d, "POST", path, NULL, NULL, want == SBX_CLASS_USABLE ? "start" : "stop",
-                      &aerr);
+            (void)api(d, "POST", path, NULL, NULL, &aerr);
             asked = true;
         }
         if (sbx_now_ms() >= deadline)
@@ -842,7 +846,7 @@ dt_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
         return 0;
     sbx_autofree char *esc = sbx_rest_escape(rid);
     sbx_autofree char *path = sbx_xasprintf("/sandbox/%s", esc);
-    r = api(d, "DELETE", path, NULL, NULL, "delete sandbox", &gerr);
+    r = api(d, "DELETE", path, NULL, NULL, &gerr);
     if (r < 0 && sbx_error_code(gerr) != SBX_ENOTFOUND) {
         sbx_error_move(err, &gerr);
         return sbx_error_wrap(err, "delete sandbox `%s`", sb->id);
@@ -980,13 +984,11 @@ load_secrets(struct daytona *d, const struct settings *st, const struct sbx_prov
 {
     if (!env->secrets)
         return sbx_error_set(err, SBX_EUNAVAIL, 0, "provider `daytona`: no secret store");
-    const char *user = "provider `daytona`";
-    int r = sbx_srv_secret_lookup(env->secrets, st->key_secret, true, user, &d->key, NULL, err);
+    int r = sbx_srv_secret_lookup(env->secrets, st->key_secret, true, &d->key, NULL, err);
     if (r >= 0)
-        r = sbx_srv_secret_lookup(env->secrets, st->org_secret, false, user, &d->org, NULL, err);
+        r = sbx_srv_secret_lookup(env->secrets, st->org_secret, false, &d->org, NULL, err);
     if (r >= 0)
-        r = sbx_srv_secret_lookup(env->secrets, st->target_secret, false, user, &d->target, NULL,
-                                  err);
+        r = sbx_srv_secret_lookup(env->secrets, st->target_secret, false, &d->target, NULL, err);
     if (r < 0)
         return r;
     d->auth_line = secure_line("Authorization: Bearer ", d->key);

@@ -114,9 +114,10 @@ new_handle(const struct sbx_rest *c, const char *url, struct sbx_buf *body)
     return h;
 }
 
+/* Run h; `what` ("METHOD url") names the request in errors. */
 static int
-perform(const struct sbx_rest *c, CURL *h, const char *method, const char *url,
-        struct sbx_buf *body, struct sbx_rest_resp *out, sbx_error **err)
+perform(const struct sbx_rest *c, CURL *h, const char *what, struct sbx_buf *body,
+        struct sbx_rest_resp *out, sbx_error **err)
 {
     char ebuf[CURL_ERROR_SIZE] = "";
     (void)curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
@@ -124,26 +125,26 @@ perform(const struct sbx_rest *c, CURL *h, const char *method, const char *url,
     if (rc != CURLE_OK) {
         sbx_autofree char *msg = redacted(c, ebuf[0] ? ebuf : curl_easy_strerror(rc));
         return sbx_error_set(err, rc == CURLE_OPERATION_TIMEDOUT ? SBX_ETIMEDOUT : SBX_EIO, 0,
-                             "%s %s: %s", method, url, msg);
+                             "%s: %s", what, msg);
     }
     finish_resp(h, body, out);
     return 0;
 }
 
 int
-sbx_rest_call(const struct sbx_rest *c, const char *method, const char *url,
-              const char *const *extra, const json_t *body, struct sbx_rest_resp *out,
+sbx_rest_call(const struct sbx_rest *c, const struct sbx_rest_req *req, struct sbx_rest_resp *out,
               sbx_error **err)
 {
+    const char *method = req->method;
     memset(out, 0, sizeof *out);
     struct sbx_buf resp;
     sbx_buf_init(&resp, BODY_MAX + 1);
-    CURL *h = new_handle(c, url, &resp);
+    CURL *h = new_handle(c, req->url, &resp);
     if (!h)
         return sbx_error_set(err, SBX_EGENERIC, 0, "curl_easy_init failed");
-    struct curl_slist *hdr = add_lines(add_lines(NULL, c->headers), extra);
+    struct curl_slist *hdr = add_lines(add_lines(NULL, c->headers), req->extra);
     hdr = curl_slist_append(hdr, "Accept: application/json");
-    sbx_autofree char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
+    sbx_autofree char *text = req->body ? json_dumps(req->body, JSON_COMPACT) : NULL;
     if (text) {
         hdr = curl_slist_append(hdr, "Content-Type: application/json");
         (void)curl_easy_setopt(h, CURLOPT_POSTFIELDS, text);
@@ -155,7 +156,8 @@ sbx_rest_call(const struct sbx_rest *c, const char *method, const char *url,
     if (strcmp(method, "GET") != 0)
         (void)curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
     (void)curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-    int r = perform(c, h, method, url, &resp, out, err);
+    sbx_autofree char *what = sbx_xasprintf("%s %s", method, req->url);
+    int r = perform(c, h, what, &resp, out, err);
     curl_easy_cleanup(h);
     free_headers(hdr);
     sbx_buf_dispose(&resp);
@@ -183,8 +185,9 @@ sbx_rest_upload(const struct sbx_rest *c, const char *url, const char *field, co
     (void)curl_easy_setopt(h, CURLOPT_MIMEPOST, mime);
     /* a static binary of a few MB: allow more than a JSON call */
     (void)curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 300000L);
+    sbx_autofree char *what = sbx_xasprintf("POST %s", url);
     if (r == 0)
-        r = perform(c, h, "POST", url, &resp, out, err);
+        r = perform(c, h, what, &resp, out, err);
     curl_easy_cleanup(h);
     curl_mime_free(mime);
     free_headers(hdr);

@@ -26,11 +26,17 @@ struct sbx_rest_resp {
     char *text;   /* the body (at most 1 MiB kept), NUL-terminated */
 };
 
-/* method url [body as JSON]; extra: more "Name: value" headers (NULL-terminated, may be NULL).
- * Any HTTP status is a success here (look at out->status); transport failures are SBX_EIO. */
-int sbx_rest_call(const struct sbx_rest *c, const char *method, const char *url,
-                  const char *const *extra, const json_t *body, struct sbx_rest_resp *out,
-                  sbx_error **err);
+struct sbx_rest_req {
+    const char *method;
+    const char *url;
+    const char *const *extra; /* more "Name: value" headers (NULL-terminated, may be NULL) */
+    const json_t *body;       /* sent as JSON when not NULL */
+};
+
+/* One request. Any HTTP status is a success here (look at out->status); transport failures
+ * are SBX_EIO (SBX_ETIMEDOUT for a timeout). */
+int sbx_rest_call(const struct sbx_rest *c, const struct sbx_rest_req *req,
+                  struct sbx_rest_resp *out, sbx_error **err);
 /* POST url as multipart/form-data with one file part `field` read from `path`. */
 int sbx_rest_upload(const struct sbx_rest *c, const char *url, const char *field, const char *path,
                     struct sbx_rest_resp *out, sbx_error **err);

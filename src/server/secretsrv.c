@@ -52,8 +52,8 @@ open_locked(struct sbx_srv_secrets *s, sbx_error **err)
 }
 
 int
-sbx_srv_secret_lookup(struct sbx_srv_secrets *s, const char *name, bool required, const char *user,
-                      char **value, size_t *len, sbx_error **err)
+sbx_srv_secret_lookup(struct sbx_srv_secrets *s, const char *name, bool required, char **value,
+                      size_t *len, sbx_error **err)
 {
     *value = NULL;
     if (len)
@@ -77,8 +77,7 @@ sbx_srv_secret_lookup(struct sbx_srv_secrets *s, const char *name, bool required
                              "/v1/admin/secrets/%s); no restart is needed",
                              name, name, name);
     }
-    r = sbx_error_set(err, sbx_error_code(gerr), 0, "%s: %s", user, sbx_error_msg(gerr));
-    sbx_error_clear(&gerr);
+    sbx_error_move(err, &gerr);
     return r;
 }
 

@@ -24,10 +24,9 @@ struct sbx_srv_secrets *sbx_srv_secrets_new(const char *dir, const char *key_fil
 void sbx_srv_secrets_free(struct sbx_srv_secrets *s);
 
 /* The value of `name`. Missing and required: SBX_EUNAVAIL with a message naming the secret
- * and the command that sets it. Missing and optional: 0 with *value NULL. Other failures (a
- * value that does not decrypt) are prefixed with `user` (e.g. "provider `daytona`"). */
-int sbx_srv_secret_lookup(struct sbx_srv_secrets *s, const char *name, bool required,
-                          const char *user, char **value, size_t *len, sbx_error **err);
+ * and the command that sets it. Missing and optional: 0 with *value NULL. */
+int sbx_srv_secret_lookup(struct sbx_srv_secrets *s, const char *name, bool required, char **value,
+                          size_t *len, sbx_error **err);
 
 /* Admin operations (the store's own semantics; see secrets.h). */
 int sbx_srv_secret_set(struct sbx_srv_secrets *s, const char *name, const void *value, size_t len,

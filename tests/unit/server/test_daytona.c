@@ -108,7 +108,8 @@ test_lazy_secret(void **state)
     (void)state;
     struct store st;
     store_open(&st);
-    (void)setenv("DAYTONA_API_KEY", "from-the-environment", 1);
+    /* single-threaded test: nothing else reads the environment meanwhile */
+    (void)setenv("DAYTONA_API_KEY", "from-the-environment", 1); // NOLINT(concurrency-mt-unsafe)
     struct sbx_provider_env env = {.state_dir = st.dir, .exe_dir = st.dir, .secrets = st.secrets};
     json_t *settings = json_pack("{s:s}", "api_url", "http://127.0.0.1:9/api");
     struct sbx_provider *p = NULL;
@@ -129,7 +130,7 @@ test_lazy_secret(void **state)
     sbx_error_clear(&err);
     json_decref(other);
     json_decref(settings);
-    (void)unsetenv("DAYTONA_API_KEY");
+    (void)unsetenv("DAYTONA_API_KEY"); // NOLINT(concurrency-mt-unsafe)
     store_close(&st);
 }
 
