@@ -46,10 +46,19 @@
 #define EXECD_PORT 44772
 #define SESSION_ID "sbx-execd"
 
-const char *const sbx_provider_daytona_keys[] = {
-    "api_url",         "toolbox_url", "api_key_secret",     "organization_id_secret",
-    "target_secret",   "execd",       "remote_dir",         "auto_stop_minutes",
-    "wait_timeout_ms", "poll_ms",     "request_timeout_ms", NULL};
+const char *const sbx_provider_daytona_keys[] = {"api_url",
+                                                 "toolbox_url",
+                                                 "api_key_secret",
+                                                 "organization_id_secret",
+                                                 "target_secret",
+                                                 "execd",
+                                                 "remote_dir",
+                                                 "auto_stop_minutes",
+                                                 "wait_timeout_ms",
+                                                 "poll_ms",
+                                                 "request_timeout_ms",
+                                                 "ca_file",
+                                                 NULL};
 
 /* ---- states ---- */
 
@@ -95,7 +104,7 @@ sbx_daytona_classify(const char *state)
 
 struct settings {
     const char *api_url, *toolbox_url, *key_secret, *org_secret, *target_secret, *execd,
-        *remote_dir;
+        *remote_dir, *ca_file;
     long auto_stop, wait_ms, poll_ms, req_ms;
 };
 
@@ -171,6 +180,7 @@ read_settings(const json_t *s, struct settings *out, sbx_error **err)
         .target_secret = str_or(s, "target_secret", "DAYTONA_TARGET"),
         .execd = str_or(s, "execd", NULL),
         .remote_dir = str_or(s, "remote_dir", "/tmp/.sbx"),
+        .ca_file = str_or(s, "ca_file", NULL),
         .auto_stop = int_or(s, "auto_stop_minutes", 15),
         .wait_ms = int_or(s, "wait_timeout_ms", 300000),
         .poll_ms = int_or(s, "poll_ms", 1000),
@@ -209,7 +219,7 @@ struct preview {
 };
 
 struct daytona {
-    char *api_url, *toolbox_url, *execd, *remote_dir;
+    char *api_url, *toolbox_url, *execd, *remote_dir, *ca_file;
     long auto_stop, wait_ms, poll_ms;
     char *key, *org, *target;   /* sodium_malloc'd (key) / secret store values; org, target NULL */
     char *auth_line, *org_line; /* "Authorization: Bearer ...", "X-Daytona-Organization-ID: ..." */
@@ -570,7 +580,7 @@ ping_execd(struct daytona *d, const struct sbx_record *sb)
     char *lines[4];
     preview_lines(lines, token, priv_str(sb, "token"));
     struct sbx_rest_resp resp;
-    struct sbx_rest quick = {.timeout_ms = 5000};
+    struct sbx_rest quick = {.timeout_ms = 5000, .ca_file = d->ca_file};
     struct sbx_rest_req req = {.method = "GET", .url = ping, .extra = (const char *const *)lines};
     int r = sbx_rest_call(&quick, &req, &resp, &err);
     free_lines(lines);
@@ -901,7 +911,7 @@ dt_connect(struct sbx_provider *p, const struct sbx_record *sb, int port, int *f
     sbx_autofree char *url = NULL;
     sbx_autofree char *token = NULL;
     if (preview(d, priv_str(sb, "remote_id"), port, &url, &token, err) < 0 ||
-        sbx_url_connect(url, 10000, fd, err) < 0)
+        sbx_url_connect(url, 10000, d->ca_file, fd, err) < 0)
         return sbx_error_wrap(err, "sandbox `%s` port %d", sb->id, port);
     return 0;
 }
@@ -943,6 +953,7 @@ free_data(struct daytona *d)
     free(d->toolbox_url);
     free(d->execd);
     free(d->remote_dir);
+    free(d->ca_file);
     free(d);
 }
 
@@ -1022,6 +1033,7 @@ sbx_provider_daytona_new(const json_t *settings, const struct sbx_provider_env *
     d->toolbox_url = sbx_xstrdup(st.toolbox_url);
     d->execd = st.execd ? sbx_xstrdup(st.execd) : default_execd(env->exe_dir);
     d->remote_dir = sbx_xstrdup(st.remote_dir);
+    d->ca_file = st.ca_file ? sbx_xstrdup(st.ca_file) : NULL;
     d->auto_stop = st.auto_stop;
     d->wait_ms = st.wait_ms;
     d->poll_ms = st.poll_ms;
@@ -1030,8 +1042,8 @@ sbx_provider_daytona_new(const json_t *settings, const struct sbx_provider_env *
         free_data(d);
         return r;
     }
-    d->rest =
-        (struct sbx_rest){.headers = d->headers, .redact = d->redact, .timeout_ms = st.req_ms};
+    d->rest = (struct sbx_rest){
+        .headers = d->headers, .redact = d->redact, .timeout_ms = st.req_ms, .ca_file = d->ca_file};
     if (access(d->execd, R_OK) < 0)
         sbx_warn("provider `daytona`: `%s` is not readable; creates will fail until it is "
                  "(set providers.daytona.execd)",

@@ -111,6 +111,8 @@ new_handle(const struct sbx_rest *c, const char *url, struct sbx_buf *body)
     (void)curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_body);
     (void)curl_easy_setopt(h, CURLOPT_WRITEDATA, body);
     (void)curl_easy_setopt(h, CURLOPT_USERAGENT, "sbx");
+    if (c->ca_file)
+        (void)curl_easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
     return h;
 }
 
@@ -405,7 +407,8 @@ pump_main(void *arg)
 }
 
 static int
-tls_connect(const char *host, int port, int timeout_ms, int *out, sbx_error **err)
+tls_connect(const char *host, int port, int timeout_ms, const char *ca_file, int *out,
+            sbx_error **err)
 {
     pthread_once(&curl_once, curl_init_once);
     CURL *h = curl_easy_init();
@@ -416,6 +419,8 @@ tls_connect(const char *host, int port, int timeout_ms, int *out, sbx_error **er
     (void)curl_easy_setopt(h, CURLOPT_CONNECT_ONLY, 1L);
     (void)curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
     (void)curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)timeout_ms);
+    if (ca_file)
+        (void)curl_easy_setopt(h, CURLOPT_CAINFO, ca_file);
     char ebuf[CURL_ERROR_SIZE] = "";
     (void)curl_easy_setopt(h, CURLOPT_ERRORBUFFER, ebuf);
     CURLcode rc = curl_easy_perform(h);
@@ -450,13 +455,13 @@ tls_connect(const char *host, int port, int timeout_ms, int *out, sbx_error **er
 }
 
 int
-sbx_url_connect(const char *url, int timeout_ms, int *fd, sbx_error **err)
+sbx_url_connect(const char *url, int timeout_ms, const char *ca_file, int *fd, sbx_error **err)
 {
     int tls = 0;
     int port = 0;
     sbx_autofree char *host = NULL;
     if (sbx_url_split(url, &tls, &host, &port, err) < 0)
         return -SBX_EINVAL;
-    return tls ? tls_connect(host, port, timeout_ms, fd, err)
+    return tls ? tls_connect(host, port, timeout_ms, ca_file, fd, err)
                : tcp_connect(host, port, timeout_ms, fd, err);
 }

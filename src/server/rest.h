@@ -18,6 +18,7 @@ struct sbx_rest {
     const char *const *headers; /* "Name: value" on every request (NULL-terminated, may be NULL) */
     const char *const *redact;  /* strings never shown in messages (NULL-terminated) */
     long timeout_ms;            /* per request; 0 = 30 s */
+    const char *ca_file;        /* CA bundle for https (NULL: the system's) */
 };
 
 struct sbx_rest_resp {
@@ -52,7 +53,8 @@ char *sbx_rest_escape(const char *s);
 /* Split an http(s) URL: *tls, host (caller frees), port (default 80/443). */
 int sbx_url_split(const char *url, int *tls, char **host, int *port, sbx_error **err);
 /* A connected stream socket to url's host:port: plain TCP for http, for https a socketpair
- * whose other end a detached thread pumps through a TLS connection (libcurl). */
-int sbx_url_connect(const char *url, int timeout_ms, int *fd, sbx_error **err);
+ * whose other end a detached thread pumps through a TLS connection (libcurl; the peer is
+ * verified against ca_file, or the system's CAs when NULL). */
+int sbx_url_connect(const char *url, int timeout_ms, const char *ca_file, int *fd, sbx_error **err);
 
 #endif

@@ -21,16 +21,22 @@ Test control (no auth): GET /fake/requests, POST /fake/config {"create_states": 
 POST /fake/sandbox/{id}/states {"states": [...]} (served one per GET, the last one sticks;
 "stopped"/"error"/... also kill the sandbox's processes), GET /fake/sandbox/{id}.
 
+With --tls-cert/--tls-key both ports speak HTTPS (the provider's TLS paths: libcurl for the
+API, the TLS pump behind the router for the preview proxy).
+
 Usage: fake_daytona.py --key-file F --root DIR --remote-dir /tmp/.sbx-fake --ports-file F
+                       [--tls-cert C --tls-key K]
 """
 import argparse
 import json
 import os
 import re
+import select
 import shutil
 import signal
 import socket
 import socketserver
+import ssl
 import subprocess
 import sys
 import threading
@@ -49,6 +55,8 @@ ARGS = None
 KEY = None
 PREVIEW_PORT = None
 API_PORT = None
+SCHEME = "http"
+TLS = None  # server-side ssl.SSLContext with --tls-cert
 STOPPED_LIKE = {"stopped", "archived", "paused", "error", "build_failed", "destroyed",
                 "destroying"}
 
@@ -219,7 +227,7 @@ class Api(BaseHTTPRequestHandler):
                 token = uuid.uuid4().hex
                 PREVIEWS[token] = (sb["id"], port)
                 return self.reply(200, {"sandboxId": sb["id"], "token": token,
-                                        "url": "http://127.0.0.1:%d" % PREVIEW_PORT})
+                                        "url": "%s://127.0.0.1:%d" % (SCHEME, PREVIEW_PORT)})
             return self.reply(405, {"message": "method not allowed"})
 
     def create(self, req):
@@ -229,7 +237,7 @@ class Api(BaseHTTPRequestHandler):
         states = list(CONFIG["create_states"]) + ["started"]
         sb = {"id": sid, "state": states[0], "queue": states[1:], "labels": req.get("labels", {}),
               "env": req.get("env", {}), "createdAt": now(), "root": root, "ports": {},
-              "pgids": [], "toolboxProxyUrl": "http://127.0.0.1:%d/toolbox" % API_PORT}
+              "pgids": [], "toolboxProxyUrl": "%s://127.0.0.1:%d/toolbox" % (SCHEME, API_PORT)}
         for k in ("snapshot", "buildInfo", "cpu", "memory", "autoStopInterval", "target"):
             if k in req:
                 sb[k] = req[k]
@@ -289,6 +297,11 @@ class Preview(socketserver.BaseRequestHandler):
 
     def handle(self):
         c = self.request
+        if TLS:
+            try:
+                c = TLS.wrap_socket(c, server_side=True)
+            except (ssl.SSLError, OSError):
+                return
         head = b""
         while b"\r\n\r\n" not in head and len(head) < 65536:
             chunk = c.recv(65536)
@@ -319,27 +332,30 @@ class Preview(socketserver.BaseRequestHandler):
             return
         up.settimeout(None)
         up.sendall(head)
-
-        def pump(a, b):
-            try:
-                while True:
-                    d = a.recv(65536)
-                    if not d:
-                        break
-                    b.sendall(d)
-            except OSError:
-                pass
-            for s in (a, b):
-                try:
-                    s.shutdown(socket.SHUT_WR)
-                except OSError:
-                    pass
-
-        t = threading.Thread(target=pump, args=(c, up), daemon=True)
-        t.start()
-        pump(up, c)
-        t.join(timeout=30)
+        splice(c, up)
         up.close()
+
+
+def splice(a, b):
+    """Copy bytes both ways in one thread (an SSL socket must not be read and written from two
+    threads at once) until either side closes."""
+    socks = [a, b]
+    while True:
+        ready = [s for s in socks if isinstance(s, ssl.SSLSocket) and s.pending()]
+        if not ready:
+            ready, _, _ = select.select(socks, [], [], 60)
+            if not ready:
+                return
+        for s in ready:
+            try:
+                d = s.recv(65536)
+            except ssl.SSLWantReadError:
+                continue
+            except OSError:
+                return
+            if not d:
+                return
+            (b if s is a else a).sendall(d)
 
 
 class PreviewServer(socketserver.ThreadingTCPServer):
@@ -348,16 +364,23 @@ class PreviewServer(socketserver.ThreadingTCPServer):
 
 
 def main():
-    global ARGS, KEY, PREVIEW_PORT, API_PORT
+    global ARGS, KEY, PREVIEW_PORT, API_PORT, SCHEME, TLS
     ap = argparse.ArgumentParser()
     ap.add_argument("--key-file", required=True)
     ap.add_argument("--root", required=True)
     ap.add_argument("--remote-dir", required=True)
     ap.add_argument("--ports-file", required=True)
+    ap.add_argument("--tls-cert")
+    ap.add_argument("--tls-key")
     ARGS = ap.parse_args()
     KEY = open(ARGS.key_file).read().strip()
     api = ThreadingHTTPServer(("127.0.0.1", 0), Api)
     api.daemon_threads = True
+    if ARGS.tls_cert:
+        SCHEME = "https"
+        TLS = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        TLS.load_cert_chain(ARGS.tls_cert, ARGS.tls_key)
+        api.socket = TLS.wrap_socket(api.socket, server_side=True)
     prev = PreviewServer(("127.0.0.1", 0), Preview)
     API_PORT, PREVIEW_PORT = api.server_address[1], prev.server_address[1]
     threading.Thread(target=prev.serve_forever, daemon=True).start()

@@ -10,6 +10,7 @@ import json
 import os
 import re
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -26,25 +27,37 @@ REMOTE_DIR = "/tmp/.sbx-fake-daytona"
 
 
 class FakeDaytona:
-    def __init__(self):
+    def __init__(self, tls=False):
         self.tmp = tempfile.mkdtemp(prefix="sbx-fake-daytona-")
         keyfile = os.path.join(self.tmp, "key")
         with open(keyfile, "w") as f:
             f.write(KEY)
         ports = os.path.join(self.tmp, "ports.json")
-        self.proc = subprocess.Popen(
-            [sys.executable, os.path.join(HERE, "fake_daytona.py"), "--key-file", keyfile,
-             "--root", os.path.join(self.tmp, "root"), "--remote-dir", REMOTE_DIR,
-             "--ports-file", ports])
+        argv = [sys.executable, os.path.join(HERE, "fake_daytona.py"), "--key-file", keyfile,
+                "--root", os.path.join(self.tmp, "root"), "--remote-dir", REMOTE_DIR,
+                "--ports-file", ports]
+        self.ca, self.ctx = None, None
+        if tls:
+            self.ca = os.path.join(self.tmp, "cert.pem")
+            tkey = os.path.join(self.tmp, "tls.key")
+            p = subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes",
+                                "-keyout", tkey, "-out", self.ca, "-days", "1",
+                                "-subj", "/CN=127.0.0.1", "-addext",
+                                "subjectAltName=IP:127.0.0.1"], capture_output=True)
+            check(p.returncode == 0, "openssl makes a test certificate: %r" % p.stderr)
+            argv += ["--tls-cert", self.ca, "--tls-key", tkey]
+            self.ctx = ssl.create_default_context(cafile=self.ca)
+        self.proc = subprocess.Popen(argv)
         os.makedirs(os.path.join(self.tmp, "root"))
         wait_for(lambda: os.path.exists(ports), "the fake daytona to listen")
         p = json.load(open(ports))
-        self.api = "http://127.0.0.1:%d" % p["api"]
+        self.api = "%s://127.0.0.1:%d" % ("https" if tls else "http", p["api"])
 
-    def call(self, method, path, body=None):
+    def call(self, method, path, body=None, headers=None):
         data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.api + path, data=data, method=method)
-        with urllib.request.urlopen(req, timeout=30) as r:
+        req = urllib.request.Request(self.api + path, data=data, method=method,
+                                     headers=headers or {})
+        with urllib.request.urlopen(req, timeout=30, context=self.ctx) as r:
             return json.loads(r.read() or b"null")
 
     def requests(self):
@@ -63,11 +76,12 @@ class FakeDaytona:
         subprocess.run(["rm", "-rf", self.tmp])
 
 
-def config(fake):
+def config(fake, ca=None):
     return ('providers = { supported = ["process", "daytona"]; default = "process";\n'
-            '  daytona = { api_url = "%s/api"; toolbox_url = "%s/toolbox";\n'
+            '  daytona = { api_url = "%s/api"; toolbox_url = "%s/toolbox"; %s\n'
             '              remote_dir = "%s"; poll_ms = 50; wait_timeout_ms = 20000; }; };\n'
-            'limits = { wait_usable_seconds = 20; };\n' % (fake.api, fake.api, REMOTE_DIR))
+            'limits = { wait_usable_seconds = 20; };\n'
+            % (fake.api, fake.api, 'ca_file = "%s";' % ca if ca else "", REMOTE_DIR))
 
 
 def server_env():
@@ -98,10 +112,7 @@ def rid_of(fake, sid):
 
 def all_remote(fake):
     # the list endpoint with no label filter, authenticated like the provider
-    req = urllib.request.Request(fake.api + "/api/sandbox",
-                                 headers={"Authorization": "Bearer " + KEY})
-    with urllib.request.urlopen(req, timeout=30) as r:
-        return json.loads(r.read())
+    return fake.call("GET", "/api/sandbox", headers={"Authorization": "Bearer " + KEY})
 
 
 def count(fake, method, path_re):
@@ -286,7 +297,33 @@ def no_leaks(s, fake):
             check(KEY not in x["body"], "the key is not in a command")
 
 
+def over_tls(new_server):
+    """HTTPS everywhere: the API and toolbox through libcurl, the router through the TLS pump
+    (output streamed line by line). The peer is verified: without the CA, nothing works."""
+    fake = FakeDaytona(tls=True)
+    try:
+        plain = new_server(config_text=config(fake), tag="daytona-tls-noca", env=server_env())
+        plain.start()
+        secret_set(plain, "DAYTONA_API_KEY", KEY)
+        r = dcreate(plain)
+        check(r.status >= 500 and "certificate" in r.json()["message"],
+              "an unknown CA is refused: %r" % r)
+        check(plain.stop() == 0, "clean stop")
+        s = new_server(config_text=config(fake, fake.ca), tag="daytona-tls", env=server_env())
+        s.start()
+        secret_set(s, "DAYTONA_API_KEY", KEY)
+        sid = ok_create(s)
+        out, events = s.run(sid, "for i in 1 2 3; do echo line$i; sleep 0.2; done")
+        check(out == ["line1", "line2", "line3"], "streamed through TLS: %r" % events)
+        check(any(x["method"] == "PREVIEW" for x in fake.requests()), "via the preview proxy")
+        check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+        check(s.stop() == 0, "clean stop")
+    finally:
+        fake.stop()
+
+
 def test(new_server):
+    over_tls(new_server)
     fake = FakeDaytona()
     try:
         s = new_server(config_text=config(fake), tag="daytona", env=server_env())
