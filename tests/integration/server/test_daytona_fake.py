@@ -261,6 +261,27 @@ def across_servers(new_server, fake, first, sid, rid):
     check(b.stop() == 0, "clean stop of the second server")
 
 
+def wait_deadline(new_server, fake):
+    """Wait-until-usable has a deadline: a sandbox stuck in a transient state is a 504, never a
+    reuse and never a second sandbox; once it is usable the same create reuses it."""
+    c = new_server(config_text=config(fake).replace("wait_usable_seconds = 20",
+                                                    "wait_usable_seconds = 1"),
+                   tag="daytona-deadline", env=server_env())
+    c.start()
+    secret_set(c, "DAYTONA_API_KEY", KEY)
+    sid = ok_create(c, "deadline:1")
+    rid = rid_of(fake, sid)
+    fake.states(rid, ["starting"])  # sticks
+    posts = count(fake, "POST", "/api/sandbox")
+    r = dcreate(c, "deadline:1")
+    check(r.status == 504 and "still `starting`" in r.json()["message"], "deadline: %r" % r)
+    check(count(fake, "POST", "/api/sandbox") == posts, "no second sandbox meanwhile")
+    fake.states(rid, ["started"])
+    check(ok_create(c, "deadline:1") == sid, "usable again: reused")
+    check(c.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+    check(c.stop() == 0, "clean stop")
+
+
 def restart_and_rotate(s, fake):
     """After a restart nothing is asked of daytona until a request needs it; with the secret
     removed that request is a 503, and setting it over the admin API fixes it at once."""
@@ -335,6 +356,7 @@ def test(new_server):
         transient_create(s, fake)
         rsid, rrid = find_or_create(s, fake)
         across_servers(new_server, fake, s, rsid, rrid)
+        wait_deadline(new_server, fake)
         last = restart_and_rotate(s, fake)
         no_leaks(s, fake)
         check(s.request("DELETE", "/v1/sandboxes/" + last).status == 204, "delete")
