@@ -710,8 +710,10 @@ launch_execd(struct daytona *d, const struct sbx_record *sb, sbx_error **err)
     sbx_autoerror sbx_error *ignored = NULL;
     (void)toolbox_post(d, sb, "/process/session", s, NULL, &ignored);
     sbx_autofree char *cmd = launch_command(d, sb);
+    /* `runAsync` is the older name of `async`: send both */
     return toolbox_post(d, sb, "/process/session/" SESSION_ID "/exec",
-                        json_pack("{s:s, s:b}", "command", cmd, "runAsync", 1), NULL, err);
+                        json_pack("{s:s, s:b, s:b}", "command", cmd, "runAsync", 1, "async", 1),
+                        NULL, err);
 }
 
 static int

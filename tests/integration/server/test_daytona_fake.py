@@ -147,6 +147,9 @@ def lazy_secret(s, fake):
     p = s.create()
     check(p.status == 202 and p.json()["provider"] == "process",
           "routing: no provider named = the default (process) still works: %r" % p)
+    env_lines, _ = s.run(p.json()["id"], "env")
+    check(not any(ENV_KEY in line for line in env_lines),
+          "the server's environment does not reach a sandbox")
     check(s.request("DELETE", "/v1/sandboxes/" + p.json()["id"]).status == 204, "delete")
     r = s.create(provider="nosuch")
     check(r.status == 400 and r.json()["code"] == "SANDBOX::UNSUPPORTED_PROVIDER" and
