@@ -92,6 +92,7 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
     struct sbx_rt *rt = sbx_xcalloc(1, sizeof *rt);
     rt->state_dir = sbx_xstrdup(cfg && cfg->state_dir ? cfg->state_dir : "/var/lib/sbx");
     rt->run_dir = sbx_xasprintf("%s/run", rt->state_dir);
+    rt->upper_dir = sbx_xasprintf("%s/upper", rt->state_dir);
     rt->host_image = sbx_xasprintf("%s/images/host", rt->state_dir);
     rt->cgroup_parent = sbx_xstrdup(cfg && cfg->cgroup_parent ? cfg->cgroup_parent : "sbx");
     if (cfg && cfg->net_ops) {
@@ -105,6 +106,9 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
     sbx_autofree char *images = sbx_xasprintf("%s/images", rt->state_dir);
     if (ret == 0)
         ret = sbx_mkdir_p(images, 0755, err);
+    /* 0711 like run/: a sandbox in a user namespace traverses to its own (chowned) dir. */
+    if (ret == 0)
+        ret = sbx_mkdir_p(rt->upper_dir, 0711, err);
     if (ret == 0)
         ensure_run_tmpfs(rt);
     if (ret == 0)
@@ -131,6 +135,7 @@ sbx_rt_close(struct sbx_rt *rt)
         (void)cap_free(rt->caps);
     free(rt->state_dir);
     free(rt->run_dir);
+    free(rt->upper_dir);
     free(rt->host_image);
     free(rt->cgroup_parent);
     free(rt->self_cgroup);
@@ -194,6 +199,7 @@ state_from_sb(struct sbx_state *st, const struct sbx_rt_sandbox *sb)
     for (int r = 0; r < SBX_CG_NROLES; r++)
         st->cgroups[r] = sb->cg.dir[r];
     st->lease = sb->has_lease;
+    st->upper = sb->upper != NULL;
     st->net = (int)sb->net;
     st->memory_limit = sb->memory_limit;
 }
@@ -248,6 +254,24 @@ make_record_dir(struct sbx_rt_sandbox *sb, sbx_error **err)
     return ret;
 }
 
+/* The disk-backed writable layer's dir (already named in the record). The child makes upper/
+ * and work/ in it while the parent goes on. */
+static int
+make_upper_dir(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_error **err)
+{
+    if (!sb->upper)
+        return 0;
+    /* One that exists has no record (the record dir was new): left by a crash or a reboot
+     * that no gc saw, so nothing uses it. */
+    if (mkdir(sb->upper, 0700) < 0 &&
+        (errno != EEXIST || sbx_rm_rf(sb->upper, err) < 0 || mkdir(sb->upper, 0700) < 0))
+        return sbx_error_set(err, SBX_EGENERIC, errno, "mkdir `%s`", sb->upper);
+    /* In a user namespace the sandbox's root is an unprivileged host id: it owns its layer. */
+    if (spec->userns && chown(sb->upper, spec->uid_map.outside, spec->gid_map.outside) < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "chown `%s`", sb->upper);
+    return 0;
+}
+
 /* Record, then cgroups: everything the host keeps for this sandbox, in that order. */
 static int
 prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_error **err)
@@ -265,6 +289,9 @@ prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_erro
     if (ret < 0)
         return ret;
     sb->has_record = true;
+    ret = make_upper_dir(sb, spec, err);
+    if (ret < 0)
+        return ret;
     struct sbx_cg_limits lim = {.memory_bytes = spec->memory_bytes,
                                 .pids_max = spec->pids_max,
                                 .cpu_millis = spec->cpu_millis};
@@ -318,9 +345,10 @@ overlay_opts(struct sbx_child_args *a, const struct sbx_rt_spec *spec, sbx_error
     }
     if (spec->n_layers == 0)
         off += (size_t)snprintf(a->overlay_opts + off, cap - off, "%s", a->lower_host);
+    const char *layer = a->upper ? a->upper : a->scratch;
     if (off < cap)
         off += (size_t)snprintf(a->overlay_opts + off, cap - off,
-                                ",upperdir=%s/upper,workdir=%s/work", a->scratch, a->scratch);
+                                ",upperdir=%s/upper,workdir=%s/work", layer, layer);
     if (off >= cap)
         return sbx_error_set(err, SBX_ELIMIT, 0, "too many image layers");
     return 0;
@@ -350,6 +378,7 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
             return ret;
     }
     a->scratch = sbx_xasprintf("%s/scratch", sb->dir);
+    a->upper = sb->upper;
     a->hostname = spec->hostname ? spec->hostname : sb->id;
     uint64_t tmpfs = spec->tmpfs_bytes    ? spec->tmpfs_bytes
                      : spec->memory_bytes ? spec->memory_bytes
@@ -358,8 +387,10 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
     if (spec->n_layers == 0)
         a->n_binds = sbx_hostimg_binds(a->binds, SBX_MAX_MOUNTS);
     for (size_t i = 0; i < spec->n_volumes; i++)
-        a->binds[a->n_binds++] = (struct sbx_child_bind){
-            .src = spec->volumes[i].src, .dst = spec->volumes[i].dst, .ro = spec->volumes[i].ro};
+        a->binds[a->n_binds++] = (struct sbx_child_bind){.src = spec->volumes[i].src,
+                                                         .src_fd = spec->volumes[i].src_fd,
+                                                         .dst = spec->volumes[i].dst,
+                                                         .ro = spec->volumes[i].ro};
     if (spec->execd_path)
         a->binds[a->n_binds++] =
             (struct sbx_child_bind){.src = spec->execd_path, .dst = SBX_RT_EXECD_PATH, .ro = true};
@@ -501,6 +532,8 @@ sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_r
     char id[64];
     make_id(id, sizeof id, spec->id);
     struct sbx_rt_sandbox *sb = sandbox_new(rt, id);
+    if (spec->upper == SBX_RT_UPPER_DISK)
+        sb->upper = sbx_xasprintf("%s/%s", rt->upper_dir, id);
     sb->net = spec->net;
     sb->as_init = spec->as_init;
     sb->memory_limit = spec->memory_bytes;
