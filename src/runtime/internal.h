@@ -165,6 +165,8 @@ int sbx_netns_lo_up(void);
 /* Close every fd above stdio except keep (a long-lived process must not pin the caller's
  * sockets, pipes and files). */
 void sbx_close_fds_except(int keep);
+/* Same, keeping every fd in keep[0..n) (the array is sorted in place; no allocation). */
+void sbx_close_fds_except_set(int *keep, size_t n);
 
 /* Sync socket helpers. */
 int sbx_sync_send(int fd, int type, int err, int status, const char *msg);

@@ -92,14 +92,10 @@ attach_tree(int srcdir, const char *src, int target, unsigned attrs)
     return move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
 }
 
-/* Clone the tree at an O_PATH fd (AT_EMPTY_PATH), apply attrs, attach at target. */
+/* Attach a detached tree the parent cloned (see clone_volume_trees), attrs applied first. */
 static int
-attach_fd(int fd, int target, unsigned attrs)
+attach_fd(int tree, int target, unsigned attrs)
 {
-    sbx_autoclose int tree =
-        open_tree(fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
-    if (tree < 0)
-        return -1;
     struct mount_attr attr = {.attr_set = attrs};
     if (attrs && mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) < 0)
         return -1;

@@ -168,6 +168,10 @@ check_spec(const struct sbx_rt *rt, const struct sbx_rt_spec *spec, sbx_error **
                                  "volume %zu: need a source and an "
                                  "absolute destination",
                                  i);
+        if (spec->volumes[i].src_fd < 0 ||
+            (spec->volumes[i].src_fd > 0 && spec->volumes[i].src_fd < 3))
+            return sbx_error_set(err, SBX_EINVAL, 0, "volume %zu: source fd %d is stdio", i,
+                                 spec->volumes[i].src_fd);
     }
     if (spec->userns && (!spec->uid_map.count || !spec->gid_map.count))
         return sbx_error_set(err, SBX_EINVAL, 0, "user namespace without an id mapping");
@@ -367,6 +371,44 @@ host_lower(struct sbx_child_args *a, const struct sbx_rt *rt, const struct sbx_r
     return sbx_hostimg_ensure(a->lower_host, uid, gid, err);
 }
 
+/* A volume given as an fd is cloned here, in the caller's mount namespace (a mount of another
+ * namespace cannot be cloned from the sandbox's): the child gets a detached tree that it only
+ * moves into place, so what it binds is exactly what the caller resolved. The tree vanishes
+ * when its last fd closes if it was never attached: nothing can leak on the host. */
+static int
+clone_volume_trees(struct sbx_child_args *a, size_t first, const struct sbx_rt_spec *spec,
+                   sbx_error **err)
+{
+    for (size_t i = 0; i < spec->n_volumes; i++) {
+        int src = spec->volumes[i].src_fd;
+        if (src <= 0)
+            continue;
+        int tree =
+            open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+        if (tree >= 0 && tree < 3) {
+            int hi = fcntl(tree, F_DUPFD_CLOEXEC, 3);
+            (void)close(tree);
+            tree = hi;
+        }
+        if (tree < 0)
+            return sbx_error_set(err, SBX_EGENERIC, errno, "clone volume `%s`",
+                                 spec->volumes[i].src);
+        a->binds[first + i].src_fd = tree;
+    }
+    return 0;
+}
+
+/* The parent's copies of the cloned trees (the child has its own). */
+static void
+close_volume_trees(struct sbx_child_args *a)
+{
+    for (size_t i = 0; i < a->n_binds; i++) {
+        if (a->binds[i].src_fd > 0)
+            (void)close(a->binds[i].src_fd);
+        a->binds[i].src_fd = 0;
+    }
+}
+
 static int
 child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec,
            sbx_error **err)
@@ -386,11 +428,10 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
     snprintf(a->tmpfs_opts, sizeof a->tmpfs_opts, "mode=755,size=%" PRIu64, tmpfs);
     if (spec->n_layers == 0)
         a->n_binds = sbx_hostimg_binds(a->binds, SBX_MAX_MOUNTS);
+    size_t first_volume = a->n_binds;
     for (size_t i = 0; i < spec->n_volumes; i++)
-        a->binds[a->n_binds++] = (struct sbx_child_bind){.src = spec->volumes[i].src,
-                                                         .src_fd = spec->volumes[i].src_fd,
-                                                         .dst = spec->volumes[i].dst,
-                                                         .ro = spec->volumes[i].ro};
+        a->binds[a->n_binds++] = (struct sbx_child_bind){
+            .src = spec->volumes[i].src, .dst = spec->volumes[i].dst, .ro = spec->volumes[i].ro};
     if (spec->execd_path)
         a->binds[a->n_binds++] =
             (struct sbx_child_bind){.src = spec->execd_path, .dst = SBX_RT_EXECD_PATH, .ro = true};
@@ -400,7 +441,8 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
     a->unshare_cgroupns = !sb->cg.ops->clone_into && sbx_cg_any_dir(&sb->cg);
     a->seccomp = &sb->rt->seccomp;
     a->caps = sb->rt->caps;
-    return overlay_opts(a, spec, err);
+    int ret = clone_volume_trees(a, first_volume, spec, err);
+    return ret < 0 ? ret : overlay_opts(a, spec, err);
 }
 
 static int
@@ -522,6 +564,27 @@ attach_host_side(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_
     return ret;
 }
 
+/* A host-side step failed because the child had already died of a setup error (e.g. its netns
+ * was gone by the time the parent looked): the child's own message is the useful one. */
+static void
+prefer_child_error(struct sbx_rt_sandbox *sb, sbx_error **err)
+{
+    struct sbx_sync_msg m;
+    if (sb->sync_fd < 0 || !sb->pid)
+        return;
+    for (;;) {
+        ssize_t n = recv(sb->sync_fd, &m, sizeof m, MSG_DONTWAIT);
+        if (n < 0 && (errno == ECONNRESET || errno == EINTR))
+            continue;
+        if (n != (ssize_t)sizeof m)
+            return;
+        if (m.type == SBX_SYNC_ERROR) {
+            (void)sbx_error_set(err, SBX_EGENERIC, m.err, "set up sandbox: %s", m.msg);
+            return;
+        }
+    }
+}
+
 int
 sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_rt_spec *spec,
               sbx_error **err)
@@ -543,6 +606,7 @@ sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_r
         ret = child_args(a, sb, spec, err);
     if (ret == 0)
         ret = spawn(sb, a, err);
+    close_volume_trees(a);
     if (ret == 0)
         ret = attach_host_side(sb, spec, err);
     /* spec->start: GO goes out now and the child never blocks on it; READY (or a setup
@@ -556,6 +620,8 @@ sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_r
     free((void *)a->lower_host);
     free((void *)a->env);
     free(a);
+    if (ret < 0)
+        prefer_child_error(sb, err);
     if (ret < 0) {
         sbx_autoerror sbx_error *ignored = NULL;
         (void)sbx_rt_destroy(sb, &ignored);

@@ -54,7 +54,8 @@ struct sbx_rt_volume {
     const char *src; /* host path (must exist); only named in messages when src_fd is set */
     const char *dst; /* absolute path inside the sandbox, resolved inside its root */
     bool ro;
-    int src_fd; /* > 0: bind exactly this (O_PATH) fd, which the caller resolved, not src */
+    int src_fd; /* > 2: bind exactly this (O_PATH) fd, which the caller resolved, not src;
+                   0: bind src */
 };
 
 /* Where the writable layer (the overlay's upper and work dirs) lives. */
