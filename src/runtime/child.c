@@ -242,9 +242,11 @@ sbx_child_main(struct sbx_child_args *a)
     }
     setup_stdio(a);
     /* Volume sources given as fds stay open until the root is built. */
-    int keep[SBX_MAX_MOUNTS + 1];
+    int keep[SBX_MAX_MOUNTS + 2];
     size_t n_keep = 0;
     keep[n_keep++] = a->sync_fd;
+    if (a->upper_loop_fd >= 0)
+        keep[n_keep++] = a->upper_loop_fd;
     for (size_t i = 0; i < a->n_binds; i++) {
         if (a->binds[i].src_fd > 0)
             keep[n_keep++] = a->binds[i].src_fd;
@@ -272,6 +274,8 @@ sbx_child_main(struct sbx_child_args *a)
     if (sethostname(a->hostname, strlen(a->hostname)) < 0)
         sbx_child_fail(a->sync_fd, errno, "sethostname");
     (void)sbx_rootfs_setup(a);
+    if (a->upper_loop_fd >= 0)
+        (void)close(a->upper_loop_fd); /* mounted now: the mount keeps the device */
     for (size_t i = 0; i < a->n_binds; i++) {
         if (a->binds[i].src_fd > 0)
             (void)close(a->binds[i].src_fd);

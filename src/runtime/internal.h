@@ -90,8 +90,11 @@ struct sbx_child_args {
     int parent_fd;       /* the parent's end: closed first so the parent's death reads as EOF */
     const char *scratch; /* tmpfs mode: host dir the child mounts its private tmpfs on; disk
                             mode: the overlay's mount point */
-    const char *upper;   /* disk mode: <upper_dir>/<id> (the child makes upper/ and work/ in it);
-                            NULL in tmpfs mode */
+    const char *upper;   /* disk mode: <upper_dir>/<id>, or <upper_dir>/<id>/fs when capped (the
+                            child makes upper/ and work/ in it); NULL in tmpfs mode */
+    int upper_loop_fd;   /* capped disk mode: the loop device (the child mounts it on upper and
+                            closes it), else -1 */
+    char upper_dev[32];  /* its path, /dev/loopN */
     char overlay_opts[8192];
     char tmpfs_opts[64];
     const char *hostname;

@@ -272,6 +272,12 @@ mount_root(struct sbx_child_args *a)
          * kernel can write back and reclaim, so filling it is ENOSPC at worst, never an OOM
          * kill of the sandbox. The overlay is mounted on the scratch dir, in this mount
          * namespace only. */
+        /* Capped: the layer's own ext4 (a loop device the parent set up), mounted in this
+         * namespace only; it detaches itself when the sandbox is gone. noinit_itable: no
+         * background zeroing of inode tables, which would fill the sparse image. */
+        if (a->upper_loop_fd >= 0 &&
+            mount(a->upper_dev, a->upper, "ext4", MS_NOSUID | MS_NODEV, "noinit_itable") < 0)
+            FAIL(a, "mount the layer's file system `%s`", a->upper_dev);
         mkdirs_in(a, a->upper, sub, 2);
         snprintf(p, sizeof p, "%s", a->scratch);
     } else {

@@ -90,6 +90,9 @@ struct sbx_rt_spec {
     uint64_t cpu_millis;     /* 1000 = one CPU; 0 => unlimited */
     enum sbx_rt_upper upper; /* where the writable layer lives (default: disk) */
     uint64_t tmpfs_bytes;    /* SBX_RT_UPPER_TMPFS: its size; 0 => memory limit or 1 GiB */
+    uint64_t disk_bytes;     /* SBX_RT_UPPER_DISK: cap the layer at this size (a file system of
+                                its own, on a loop device; costs a mkfs per sandbox); 0 => no
+                                cap (the state dir's file system) */
     enum sbx_rt_netmode net;
     bool userns; /* own user namespace with the maps below */
     struct sbx_rt_idmap uid_map, gid_map;

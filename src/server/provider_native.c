@@ -58,7 +58,7 @@ struct native_data {
     struct sbx_rt_net_ops net_ops;
     enum sbx_rt_netmode net;
     enum sbx_rt_upper upper;
-    uint64_t upper_size; /* tmpfs layers: their size (0 = the runtime's default) */
+    uint64_t upper_size; /* the layer's size (tmpfs) or cap (disk); 0 = the runtime's default */
     struct sbx_vols *vols;
     char *state_dir;
     char *execd;
@@ -236,7 +236,8 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
                                .execd_path = d->execd,
                                .net = d->net,
                                .upper = d->upper,
-                               .tmpfs_bytes = d->upper_size,
+                               .tmpfs_bytes = d->upper == SBX_RT_UPPER_TMPFS ? d->upper_size : 0,
+                               .disk_bytes = d->upper == SBX_RT_UPPER_DISK ? d->upper_size : 0,
                                .as_init = true,
                                .pausable = true,
                                .start = true,
@@ -448,8 +449,8 @@ parse_network(const char *s, enum sbx_rt_netmode *out, sbx_error **err)
     return 0;
 }
 
-/* `upper` ("disk", the default, or "tmpfs") and `upper_size` (tmpfs only: a size such as
- * "2Gi"; default the memory limit, else 1 GiB). */
+/* `upper` ("disk", the default, or "tmpfs") and `upper_size` (a size such as "2Gi"; disk: a cap,
+ * default none; tmpfs: its size, default the memory limit, else 1 GiB). */
 static int
 parse_upper(const json_t *settings, enum sbx_rt_upper *mode, uint64_t *size, sbx_error **err)
 {
@@ -465,10 +466,6 @@ parse_upper(const json_t *settings, enum sbx_rt_upper *mode, uint64_t *size, sbx
         *mode = SBX_RT_UPPER_TMPFS;
     if (!sz)
         return 0;
-    if (*mode != SBX_RT_UPPER_TMPFS)
-        return sbx_error_set(err, SBX_EINVAL, 0,
-                             "providers.native.upper_size sizes a tmpfs layer: it needs "
-                             "upper = \"tmpfs\" (disk layers have no cap, see docs/server.md)");
     if (!json_is_string(sz) || sbx_parse_size(json_string_value(sz), size, NULL) < 0 || !*size)
         return sbx_error_set(err, SBX_EINVAL, 0,
                              "providers.native.upper_size must be a size such as \"512Mi\"");

@@ -5,8 +5,9 @@ section 6: a 1 GiB upload answered 502 and every later upload broke with a broke
   - 1 GiB up and down through /sandboxes/{id}/proxy/44772/files/... into a sandbox with a
     512Mi memory limit, SHA-256 checked: the writable layer is on disk, so the file is page
     cache, not RAM charged to the sandbox (a RAM layer got execd OOM-killed);
-  - a full writable layer (tmpfs mode, upper_size 64Mi): 507 {code, message}, no partial file,
-    and the sandbox, the router and later uploads keep working;
+  - a full writable layer (tmpfs mode, and a disk layer capped by upper_size, both 64Mi): 507
+    {code, message}, no partial file, and the sandbox, the router and later uploads keep
+    working; a capped layer's loop device and image go with the sandbox;
   - a sandbox whose init died: an upload in flight gets a JSON error, not a broken pipe.
 Skips when this build has no runtime or the host cannot make sandboxes."""
 import hashlib
@@ -21,6 +22,8 @@ MIB = 1 << 20
 DISK = 'providers = { supported = ["native"]; default = "native"; };\n'
 TMPFS = ('providers = { supported = ["native"]; default = "native";\n'
          '  native = { upper = "tmpfs"; upper_size = "64Mi"; }; };\n')
+CAPPED = ('providers = { supported = ["native"]; default = "native";\n'
+          '  native = { upper = "disk"; upper_size = "64Mi"; }; };\n')
 
 
 def start(new_server, text, tag):
@@ -113,10 +116,31 @@ def one_gib(new_server):
     check(s.stop() == 0, "clean stop")
 
 
-def full_layer(new_server):
-    s = start(new_server, TMPFS, "upload-full")
+def loop_devices(state):
+    """Loop devices whose backing file is under the state dir."""
+    out = []
+    for dev in os.listdir("/sys/block"):
+        try:
+            backing = open("/sys/block/%s/loop/backing_file" % dev).read().strip()
+        except OSError:
+            continue
+        if backing.startswith(state):
+            out.append(dev)
+    return out
+
+
+def full_layer(new_server, text, tag):
+    s = start(new_server, text, tag)
     sid = make(s)
-    check(not os.listdir(os.path.join(s.state, "upper")), "tmpfs mode: nothing on disk")
+    layers = [x for x in os.listdir(os.path.join(s.state, "upper")) if not x.startswith(".")]
+    if text == TMPFS:
+        check(not layers, "tmpfs mode: nothing on disk")
+    else:
+        img = os.path.join(s.state, "upper", sid, "layer.img")
+        check(os.path.getsize(img) == 64 * MIB, "capped layer image of 64Mi")
+        check(os.stat(img).st_blocks * 512 < 8 * MIB, "the image is sparse (copied from the "
+              "size's template, holes kept)")
+        check(len(loop_devices(s.state)) == 1, "one loop device for the capped layer")
     c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=300)
     st, body, _ = upload(s, sid, "/root/too-big.bin", 100 * MIB, conn=c)
     err = json.loads(body)
@@ -136,6 +160,9 @@ def full_layer(new_server):
     state = s.request("GET", "/v1/sandboxes/" + sid).json()["status"]["state"]
     check(state == "Running", "still Running: %s" % state)
     check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+    left = [x for x in os.listdir(os.path.join(s.state, "upper")) if not x.startswith(".")]
+    check(not left, "layer removed: %r" % left)
+    wait_for(lambda: not loop_devices(s.state), "the loop device to detach")
     check(s.stop() == 0, "clean stop")
 
 
@@ -154,7 +181,8 @@ def dead_sandbox(new_server):
 
 
 def test(new_server):
-    full_layer(new_server)
+    full_layer(new_server, TMPFS, "upload-full")
+    full_layer(new_server, CAPPED, "upload-capped")
     dead_sandbox(new_server)
     one_gib(new_server)
 
