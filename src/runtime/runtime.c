@@ -390,8 +390,10 @@ mkfs_ext4(const char *img, sbx_error **err)
     if (!mkfs)
         return sbx_error_set(err, SBX_EUNAVAIL, 0,
                              "a capped writable layer needs mkfs.ext4 (Debian: e2fsprogs)");
-    char *const argv[] = {"mkfs.ext4", "-q",  "-F", "-m", "0", "-O", "^has_journal", "-E",
-                          "lazy_itable_init=1,nodiscard", (char *)img, NULL};
+    char *const argv[] = {"mkfs.ext4",    "-q", "-F",
+                          "-m",           "0",  "-O",
+                          "^has_journal", "-E", "lazy_itable_init=1,nodiscard",
+                          (char *)img,    NULL};
     char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
     posix_spawn_file_actions_t fa;
     (void)posix_spawn_file_actions_init(&fa);
@@ -430,8 +432,7 @@ attach_loop(struct sbx_child_args *a, const char *img, sbx_error **err)
         int dev = open(a->upper_dev, O_RDWR | O_CLOEXEC);
         if (dev < 0)
             return sbx_error_set(err, SBX_EGENERIC, errno, "open `%s`", a->upper_dev);
-        struct loop_config lc = {.fd = (unsigned)file,
-                                 .info = {.lo_flags = LO_FLAGS_AUTOCLEAR}};
+        struct loop_config lc = {.fd = (unsigned)file, .info = {.lo_flags = LO_FLAGS_AUTOCLEAR}};
         if (ioctl(dev, LOOP_CONFIGURE, &lc) == 0) {
             a->upper_loop_fd = dev;
             return 0;
