@@ -472,10 +472,26 @@ parse_upper(const json_t *settings, enum sbx_rt_upper *mode, uint64_t *size, sbx
     return 0;
 }
 
+/* Settings that must be strings when given (the config parser also lets lists through). */
+static int
+check_string_settings(const json_t *settings, sbx_error **err)
+{
+    static const char *const keys[] = {"execd", "cgroup_parent", "network", "upper", "upper_size"};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
+        json_t *v = json_object_get(settings, keys[i]);
+        if (v && !json_is_string(v))
+            return sbx_error_set(err, SBX_EINVAL, 0, "providers.native.%s must be a string",
+                                 keys[i]);
+    }
+    return 0;
+}
+
 int
 sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *env,
                         struct sbx_provider **out, sbx_error **err)
 {
+    if (check_string_settings(settings, err) < 0)
+        return -SBX_EINVAL;
     const char *execd = json_string_value(json_object_get(settings, "execd"));
     json_t *ping = json_object_get(settings, "ping_timeout_ms");
     if (ping && (!json_is_integer(ping) || json_integer_value(ping) < 100))
