@@ -17,6 +17,7 @@
 struct sbx_rt {
     char *state_dir;  /* <cfg.state_dir> */
     char *run_dir;    /* <state_dir>/run: one dir per sandbox */
+    char *upper_dir;  /* <state_dir>/upper: disk-backed writable layers, one dir per sandbox */
     char *host_image; /* <state_dir>/images/host: skeleton lower layer of the `host` image */
     char *cgroup_parent;
     char *self_cgroup; /* text of /proc/self/cgroup */
@@ -31,6 +32,7 @@ struct sbx_rt_sandbox {
     struct sbx_rt *rt;
     char id[64];
     char *dir;           /* <run_dir>/<id> */
+    char *upper;         /* <upper_dir>/<id> when the writable layer is on disk, else NULL */
     pid_t pid;           /* the sandbox's init, in the caller's pid namespace */
     pid_t owner;         /* creator's pid, from the record */
     uint64_t start_time; /* field 22 of /proc/<pid>/stat, guards against pid reuse */
@@ -74,6 +76,7 @@ struct sbx_sync_msg {
 /* A host dir bound read-only (the host image's /usr, etc.) or a volume. */
 struct sbx_child_bind {
     const char *src;
+    int src_fd;      /* > 0: bind this fd instead of src */
     const char *dst; /* absolute inside the sandbox */
     bool ro;
 };
@@ -85,7 +88,13 @@ struct sbx_child_args {
     const char *lower_host; /* the host image skeleton for this spec (owner differs in a userns) */
     int sync_fd;
     int parent_fd;       /* the parent's end: closed first so the parent's death reads as EOF */
-    const char *scratch; /* host dir the child mounts its private tmpfs on */
+    const char *scratch; /* tmpfs mode: host dir the child mounts its private tmpfs on; disk
+                            mode: the overlay's mount point */
+    const char *upper;   /* disk mode: <upper_dir>/<id>, or <upper_dir>/<id>/fs when capped (the
+                            child makes upper/ and work/ in it); NULL in tmpfs mode */
+    int upper_loop_fd;   /* capped disk mode: the loop device (the child mounts it on upper and
+                            closes it), else -1 */
+    char upper_dev[32];  /* its path, /dev/loopN */
     char overlay_opts[8192];
     char tmpfs_opts[64];
     const char *hostname;
@@ -143,6 +152,7 @@ struct sbx_state {
     char *cgroup_backend;         /* "v1"|"v2" */
     char *cgroups[SBX_CG_NROLES]; /* by role */
     bool lease;
+    bool upper; /* the writable layer is on disk, in <upper_dir>/<id> */
     int net;
     uint64_t memory_limit;
 };
@@ -158,6 +168,8 @@ int sbx_netns_lo_up(void);
 /* Close every fd above stdio except keep (a long-lived process must not pin the caller's
  * sockets, pipes and files). */
 void sbx_close_fds_except(int keep);
+/* Same, keeping every fd in keep[0..n) (the array is sorted in place; no allocation). */
+void sbx_close_fds_except_set(int *keep, size_t n);
 
 /* Sync socket helpers. */
 int sbx_sync_send(int fd, int type, int err, int status, const char *msg);

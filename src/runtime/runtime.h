@@ -51,9 +51,18 @@ struct sbx_rt_config {
 };
 
 struct sbx_rt_volume {
-    const char *src; /* host path (must exist) */
+    const char *src; /* host path (must exist); only named in messages when src_fd is set */
     const char *dst; /* absolute path inside the sandbox, resolved inside its root */
     bool ro;
+    int src_fd; /* > 2: bind exactly this (O_PATH) fd, which the caller resolved, not src;
+                   0: bind src */
+};
+
+/* Where the writable layer (the overlay's upper and work dirs) lives. */
+enum sbx_rt_upper {
+    SBX_RT_UPPER_DISK = 0, /* <state_dir>/upper/<id>: the state dir's filesystem (default) */
+    SBX_RT_UPPER_TMPFS,    /* a tmpfs of the sandbox's mount namespace: RAM, charged to its
+                              memory cgroup, sized by tmpfs_bytes */
 };
 
 /* One id mapping line: ids [inside, inside+count) map to [outside, outside+count). */
@@ -75,11 +84,15 @@ struct sbx_rt_spec {
     size_t n_layers;
     const struct sbx_rt_volume *volumes;
     size_t n_volumes;
-    const char *execd_path; /* bound read-only at SBX_RT_EXECD_PATH when set */
-    uint64_t memory_bytes;  /* 0 => unlimited */
-    uint64_t pids_max;      /* 0 => unlimited */
-    uint64_t cpu_millis;    /* 1000 = one CPU; 0 => unlimited */
-    uint64_t tmpfs_bytes;   /* size of the writable upper layer; 0 => memory limit or 1 GiB */
+    const char *execd_path;  /* bound read-only at SBX_RT_EXECD_PATH when set */
+    uint64_t memory_bytes;   /* 0 => unlimited */
+    uint64_t pids_max;       /* 0 => unlimited */
+    uint64_t cpu_millis;     /* 1000 = one CPU; 0 => unlimited */
+    enum sbx_rt_upper upper; /* where the writable layer lives (default: disk) */
+    uint64_t tmpfs_bytes;    /* SBX_RT_UPPER_TMPFS: its size; 0 => memory limit or 1 GiB */
+    uint64_t disk_bytes;     /* SBX_RT_UPPER_DISK: cap the layer at this size (a file system of
+                                its own, on a loop device; costs a mkfs per sandbox); 0 => no
+                                cap (the state dir's file system) */
     enum sbx_rt_netmode net;
     bool userns; /* own user namespace with the maps below */
     struct sbx_rt_idmap uid_map, gid_map;

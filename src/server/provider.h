@@ -62,6 +62,13 @@ struct sbx_provider_ops {
     /* Headers the router adds on requests to `port` (e.g. execd's access token); new ref or
      * NULL. */
     json_t *(*proxy_headers)(struct sbx_provider *p, const struct sbx_record *sb, int port);
+    /* Optional (NULL = accept). Called on the API thread before anything is recorded, with
+     * the create request (already checked for shape): refuse what this provider cannot or may
+     * not do (e.g. a host path outside its allow-list). Returns <0 with *code set to the API
+     * error code (e.g. "VOLUME::HOST_PATH_NOT_ALLOWED") and err saying why; the API answers
+     * 400. */
+    int (*check_create)(struct sbx_provider *p, const json_t *request, const char **code,
+                        sbx_error **err);
     void (*free)(struct sbx_provider *p);
 };
 

@@ -8,7 +8,11 @@
  * Network (setting `network`): `bridge` (default: an address on the sbx0 bridge with NAT for
  * egress; nothing on the host network can connect in) or `none` (loopback only). Either way the
  * router reaches execd and any port through sbx_rt_connect, a socket made inside the sandbox's
- * network namespace. Pause/resume is the cgroup freezer. The runtime records
+ * network namespace. The writable layer is on disk under <state>/upper (setting `upper`;
+ * "tmpfs" puts it in RAM). Volumes: `host` binds from the allow-list `allowed_host_paths`
+ * and `pvc` named volumes under <state>/volumes (volumes.c); they are resolved at start from
+ * the request's volumes kept in the record (priv.volumes), so a restarted server still knows
+ * what to release. Pause/resume is the cgroup freezer. The runtime records
  * every sandbox under <state>/run before creating anything; a restarted server re-opens
  * running ones with sbx_rt_adopt (pid + start time checked) and sbx_rt_gc removes dead ones.
  */
@@ -33,13 +37,15 @@
 #include "server/procutil.h"
 #include "server/provider.h"
 #include "server/srvutil.h"
+#include "server/volumes.h"
 
 #define EXECD_PORT   44772
 #define DEFAULT_PIDS 4096
 #define EXECD_STATE  "/tmp/.sbx-execd"
 
-const char *const sbx_provider_native_keys[] = {"execd", "ping_timeout_ms", "cgroup_parent",
-                                                "network", NULL};
+const char *const sbx_provider_native_keys[] = {
+    "execd", "ping_timeout_ms", "cgroup_parent",      "network",
+    "upper", "upper_size",      "allowed_host_paths", NULL};
 
 struct handle {
     char id[SBX_UUID_LEN + 1];
@@ -51,6 +57,9 @@ struct native_data {
     struct sbx_native_bridge *bridge;
     struct sbx_rt_net_ops net_ops;
     enum sbx_rt_netmode net;
+    enum sbx_rt_upper upper;
+    uint64_t upper_size; /* the layer's size (tmpfs) or cap (disk); 0 = the runtime's default */
+    struct sbx_vols *vols;
     char *state_dir;
     char *execd;
     char *logs_dir;
@@ -226,19 +235,32 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
                                .env = envp,
                                .execd_path = d->execd,
                                .net = d->net,
+                               .upper = d->upper,
+                               .tmpfs_bytes = d->upper == SBX_RT_UPPER_TMPFS ? d->upper_size : 0,
+                               .disk_bytes = d->upper == SBX_RT_UPPER_DISK ? d->upper_size : 0,
                                .as_init = true,
                                .pausable = true,
                                .start = true,
                                .stdio = {-1, logfd, logfd}};
     struct sbx_rt_sandbox *h = NULL;
     struct sbx_native_image img = {0};
+    struct sbx_vols_mounts mounts = {0};
+    const json_t *vols = json_object_get(sb->priv, "volumes");
     const char *uri = json_string_value(json_object_get(sb->image, "uri"));
     int r = limits_into(sb, &spec, err);
     if (r >= 0)
         r = sbx_native_image_apply(&img, &spec, d->state_dir, uri, sb->id, err);
+    if (r >= 0 && json_array_size(vols) > 0) {
+        r = sbx_vols_attach(d->vols, sb->id, vols, &mounts, err);
+        spec.volumes = mounts.vols;
+        spec.n_volumes = mounts.n;
+    }
+    bool attached = r >= 0 && json_array_size(vols) > 0;
     if (r >= 0)
         r = sbx_rt_create(&h, d->rt, &spec, err);
-    sbx_native_image_release(&img, r < 0); /* the pin stays while the sandbox exists */
+    if (attached)
+        sbx_vols_started(d->vols, sb->id, &mounts); /* its record says whether it lives now */
+    sbx_native_image_release(&img, r < 0);          /* the pin stays while the sandbox exists */
     sbx_strv_free(argv);
     sbx_strv_free(envp);
     if (r < 0)
@@ -296,8 +318,10 @@ native_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     sbx_rt_sandbox_free(h);
     sbx_autofree char *log = sbx_xasprintf("%s/%s.log", d->logs_dir, sb->id);
     (void)unlink(log);
-    if (r >= 0)
+    if (r >= 0) {
         sbx_native_image_unpin(d->state_dir, sb->id);
+        sbx_vols_detach(d->vols, sb->id, json_object_get(sb->priv, "volumes"));
+    }
     return r < 0 ? sbx_error_wrap(err, "delete `%s`", sb->id) : 0;
 }
 
@@ -351,6 +375,16 @@ native_proxy_headers(struct sbx_provider *p, const struct sbx_record *sb, int po
     return json_pack("{s:s}", "X-EXECD-ACCESS-TOKEN", priv_str(sb, "token"));
 }
 
+static int
+native_check_create(struct sbx_provider *p, const json_t *request, const char **code,
+                    sbx_error **err)
+{
+    json_t *vols = json_object_get(request, "volumes");
+    if (json_array_size(vols) == 0)
+        return 0;
+    return sbx_vols_check(ndata(p)->vols, vols, code, err);
+}
+
 static void
 free_data(struct native_data *d)
 {
@@ -359,6 +393,7 @@ free_data(struct native_data *d)
     free(d->hs);
     sbx_rt_close(d->rt);
     sbx_native_bridge_free(d->bridge);
+    sbx_vols_free(d->vols);
     free(d->state_dir);
     pthread_mutex_destroy(&d->mu);
     free(d->execd);
@@ -384,6 +419,7 @@ static const struct sbx_provider_ops native_ops = {
     .connect = native_connect,
     .reconcile = native_reconcile,
     .proxy_headers = native_proxy_headers,
+    .check_create = native_check_create,
     .free = native_free,
 };
 
@@ -413,10 +449,49 @@ parse_network(const char *s, enum sbx_rt_netmode *out, sbx_error **err)
     return 0;
 }
 
+/* `upper` ("disk", the default, or "tmpfs") and `upper_size` (a size such as "2Gi"; disk: a cap,
+ * default none; tmpfs: its size, default the memory limit, else 1 GiB). */
+static int
+parse_upper(const json_t *settings, enum sbx_rt_upper *mode, uint64_t *size, sbx_error **err)
+{
+    const char *u = json_string_value(json_object_get(settings, "upper"));
+    json_t *sz = json_object_get(settings, "upper_size");
+    *mode = SBX_RT_UPPER_DISK;
+    *size = 0;
+    if (json_object_get(settings, "upper") &&
+        (!u || (strcmp(u, "disk") != 0 && strcmp(u, "tmpfs") != 0)))
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "providers.native.upper must be \"disk\" or \"tmpfs\"");
+    if (u && strcmp(u, "tmpfs") == 0)
+        *mode = SBX_RT_UPPER_TMPFS;
+    if (!sz)
+        return 0;
+    if (!json_is_string(sz) || sbx_parse_size(json_string_value(sz), size, NULL) < 0 || !*size)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "providers.native.upper_size must be a size such as \"512Mi\"");
+    return 0;
+}
+
+/* Settings that must be strings when given (the config parser also lets lists through). */
+static int
+check_string_settings(const json_t *settings, sbx_error **err)
+{
+    static const char *const keys[] = {"execd", "cgroup_parent", "network", "upper", "upper_size"};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
+        json_t *v = json_object_get(settings, keys[i]);
+        if (v && !json_is_string(v))
+            return sbx_error_set(err, SBX_EINVAL, 0, "providers.native.%s must be a string",
+                                 keys[i]);
+    }
+    return 0;
+}
+
 int
 sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *env,
                         struct sbx_provider **out, sbx_error **err)
 {
+    if (check_string_settings(settings, err) < 0)
+        return -SBX_EINVAL;
     const char *execd = json_string_value(json_object_get(settings, "execd"));
     json_t *ping = json_object_get(settings, "ping_timeout_ms");
     if (ping && (!json_is_integer(ping) || json_integer_value(ping) < 100))
@@ -424,8 +499,14 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
     enum sbx_rt_netmode net = SBX_RT_NET_BRIDGE;
     if (parse_network(json_string_value(json_object_get(settings, "network")), &net, err) < 0)
         return -SBX_EINVAL;
+    enum sbx_rt_upper upper = SBX_RT_UPPER_DISK;
+    uint64_t upper_size = 0;
+    if (parse_upper(settings, &upper, &upper_size, err) < 0)
+        return -SBX_EINVAL;
     struct native_data *d = sbx_xcalloc(1, sizeof *d);
     d->net = net;
+    d->upper = upper;
+    d->upper_size = upper_size;
     d->state_dir = sbx_xstrdup(env->state_dir);
     (void)sbx_native_bridge_new(&d->bridge, env->state_dir, NULL);
     sbx_native_bridge_ops(&d->net_ops, d->bridge);
@@ -441,6 +522,11 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
     }
     d->execd = execd ? sbx_xstrdup(execd) : default_execd(env->exe_dir);
     d->logs_dir = sbx_xasprintf("%s/native-logs", env->state_dir);
+    if (sbx_vols_open(&d->vols, env->state_dir, json_object_get(settings, "allowed_host_paths"),
+                      err) < 0) {
+        free_data(d);
+        return -SBX_EINVAL;
+    }
     d->ping_timeout_ms = ping ? (int)json_integer_value(ping) : 10000;
     if (sbx_mkdir_p(d->logs_dir, 0700, err) < 0) {
         free_data(d);
