@@ -241,12 +241,16 @@ pick_provider(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
 }
 
 /* What a provider cannot honour yet is refused, not silently dropped: `process` has no
- * isolation to enforce a network policy or mount volumes with; `native` has no volume or
- * network-policy wiring yet. */
+ * isolation to enforce a network policy or mount volumes with; `native` and `docker` have no
+ * volume or network-policy wiring yet. */
 static int
 check_provider_fit(const struct sbx_provider *prov, const json_t *body, struct sbx_reply *out)
 {
-    if (strcmp(prov->name, "native") != 0 && strcmp(prov->name, "process") != 0)
+    static const char *const limited[] = {"native", "process", "docker"};
+    bool listed = false;
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(limited); i++)
+        listed = listed || strcmp(prov->name, limited[i]) == 0;
+    if (!listed)
         return 0;
     json_t *np = json_object_get(body, "networkPolicy");
     json_t *vols = json_object_get(body, "volumes");

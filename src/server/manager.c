@@ -577,7 +577,14 @@ reconcile_live(struct sbx_mgr *m, struct entry *e)
 {
     struct sbx_provider_status st = {0};
     sbx_autoerror sbx_error *err = NULL;
-    if (e->prov->ops->reconcile(e->prov, e->sb, &st, &err) < 0) {
+    int r = e->prov->ops->reconcile(e->prov, e->sb, &st, &err);
+    if (r == -SBX_EUNAVAIL) {
+        /* The provider's backend (a Docker daemon, a cloud API) does not answer: that says
+         * nothing about the sandbox. Keep the stored state; the liveness check asks again. */
+        sbx_warn("reconcile: sandbox %s left %s: %s", e->sb->id, e->sb->state, sbx_error_msg(err));
+        return;
+    }
+    if (r < 0) {
         st.cls = SBX_CLASS_TERMINAL;
         (void)snprintf(st.reason, sizeof st.reason, "RECONCILE_FAILED");
     }
