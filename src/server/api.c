@@ -50,8 +50,12 @@ sandbox_json(const struct sbx_record *sb, bool full)
     set_time(o, "createdAt", sb->created_ms);
     if (sb->expires_ms)
         set_time(o, "expiresAt", sb->expires_ms);
-    if (full && sb->image)
-        (void)json_object_set(o, "image", sb->image);
+    if (full && sb->image) {
+        /* image.auth holds registry credentials: used by the provider's pull, never shown. */
+        json_t *image = json_copy(sb->image);
+        (void)json_object_del(image, "auth");
+        (void)json_object_set_new(o, "image", image);
+    }
     if (json_object_size(sb->extensions))
         (void)json_object_set(o, "extensions", sb->extensions);
     return o;

@@ -117,6 +117,7 @@ class Registry:
         self.dir = os.path.join(tmp, "registry")
         self.proc = None
         self.port = 0
+        self.extra = ""  # more registry config (e.g. auth)
 
     def start(self):
         if not shutil.which("docker-registry") or not shutil.which("skopeo"):
@@ -128,7 +129,7 @@ class Registry:
             with open(cfg, "w") as f:
                 f.write("version: 0.1\nlog:\n  level: warn\n  accesslog:\n    disabled: true\n"
                         "storage:\n  filesystem:\n    rootdirectory: %s/data\n"
-                        "http:\n  addr: 127.0.0.1:%d\n" % (self.dir, self.port))
+                        "http:\n  addr: 127.0.0.1:%d\n%s" % (self.dir, self.port, self.extra))
             log = open(os.path.join(self.dir, "log"), "ab")
             self.proc = subprocess.Popen(["docker-registry", "serve", cfg], stdout=log,
                                          stderr=subprocess.STDOUT)
@@ -139,7 +140,7 @@ class Registry:
                 try:
                     c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=2)
                     c.request("GET", "/v2/")
-                    if c.getresponse().status == 200 and self.proc.poll() is None:
+                    if c.getresponse().status in (200, 401) and self.proc.poll() is None:
                         return
                 except OSError:
                     pass
@@ -150,7 +151,7 @@ class Registry:
     def stop(self):
         stop_pid(self.proc, "docker-registry")
 
-    def push_busybox(self, tag="1"):
+    def push_busybox(self, tag="1", creds=None):
         """A BusyBox image (static busybox + applet links + /tmp) pushed with skopeo; returns
         its reference."""
         busybox = "/bin/busybox"
@@ -192,8 +193,10 @@ class Registry:
                 ti.size = len(data)
                 t.addfile(ti, io.BytesIO(data))
         ref = "127.0.0.1:%d/%s:%s" % (self.port, IMAGE_REPO, tag)
-        subprocess.run(["skopeo", "copy", "-q", "--dest-tls-verify=false",
-                        "docker-archive:" + archive, "docker://" + ref], check=True,
+        argv = ["skopeo", "copy", "-q", "--dest-tls-verify=false"]
+        if creds:
+            argv += ["--dest-creds", creds]
+        subprocess.run(argv + ["docker-archive:" + archive, "docker://" + ref], check=True,
                        capture_output=True, timeout=120)
         return ref
 
@@ -206,7 +209,8 @@ class Engine:
         self.dir = os.path.join(tmp, kind)
         self.socket = os.path.join(self.dir, "engine.sock")
         self.proc = None
-        self.registry_port = 0
+        self.registry_ports = []
+        self.image = None
         # Containers go below a cgroup of the test's own, removed at the end.
         self.cgroup_parent = "sbx-test-%s-%d" % (kind, os.getpid())
         self.cgroups_before = None
@@ -243,8 +247,9 @@ class Engine:
             f.write('[storage]\ndriver = "overlay"\ngraphroot = "%s/root"\nrunroot = "%s/run"\n'
                     % (d, d))
         with open(os.path.join(d, "registries.conf"), "w") as f:
-            f.write('[[registry]]\nlocation = "127.0.0.1:%d"\ninsecure = true\n'
-                    % self.registry_port)
+            # dockerd treats 127.0.0.0/8 registries as plain HTTP; podman needs telling
+            for port in self.registry_ports:
+                f.write('[[registry]]\nlocation = "127.0.0.1:%d"\ninsecure = true\n' % port)
         env = os.environ.copy()
         env.update(CONTAINERS_CONF=conf, CONTAINERS_STORAGE_CONF=os.path.join(d, "storage.conf"),
                    CONTAINERS_REGISTRIES_CONF=os.path.join(d, "registries.conf"))
@@ -252,8 +257,8 @@ class Engine:
                 "--tmpdir", os.path.join(d, "tmp"), "system", "service", "--time=0",
                 "unix://" + self.socket], env
 
-    def start(self, registry_port=0):
-        self.registry_port = registry_port
+    def start(self, registry_ports=()):
+        self.registry_ports = list(registry_ports) or self.registry_ports
         binary = "dockerd" if self.kind == "dockerd" else "podman"
         if not shutil.which(binary):
             raise EngineError("%s is not installed (scripts/deps.sh)" % binary)
@@ -338,7 +343,7 @@ class Engine:
         """Stop the daemon (containers stay, stopped) and start it again on the same dirs."""
         stop_pid(self.proc, self.kind)
         self.proc = None
-        self.start(self.registry_port)
+        self.start()
 
     def down(self):
         """Stop the daemon but keep its dirs (a later restart() brings it back)."""
@@ -368,7 +373,7 @@ class Setup:
         for kind in kinds:
             e = Engine(kind, self.tmp)
             try:
-                e.start(self.registry.port)
+                e.start([self.registry.port])
                 self.engine = e
                 if kind != self.prefer and self.prefer != "any":
                     print("note: %s could not start (%s); using %s" % (self.prefer,
