@@ -4,9 +4,9 @@
  * (docker_api.c; no docker CLI).
  *
  * create pulls the image when missing (progress in the server log; registry auth from the
- * request's image.auth) and creates the container `sbx-<id>` with sbx-execd bound read-only at
- * /.sbx/bin/sbx-execd and the entrypoint overridden: the launcher shell starts the user's
- * entrypoint in the background and execs execd, so execd is PID 1 of the container. Labels
+ * request's image.auth) and creates the container `sbx-<id>` with sbx-execd bind-mounted
+ * read-only at /.sbx/bin/sbx-execd and the entrypoint overridden: the launcher shell starts the
+ * user's entrypoint in the background and execs execd, so execd is PID 1 of the container. Labels
  * carry the sandbox id and the server's state dir, so the containers of a server can be found
  * without its store. Limits: memory, cpu (NanoCpus), pids. stop keeps the container and its
  * filesystem (a later start runs the launcher again); delete force-removes it.
@@ -107,24 +107,40 @@ cname(const struct sbx_record *sb, char out[SBX_UUID_LEN + 5])
 
 /* ---- small Engine API wrappers ---- */
 
+/* A call on container sbx-<id>: method, path suffix ("/start", "?force=1"), a verb for errors. */
+struct ccall {
+    const char *method;
+    const char *suffix;
+    const char *verb;
+    long timeout_s; /* 0 = the client's default */
+    const int *ok;  /* extra success statuses */
+};
+
 static int
-container_call(struct docker_data *d, const struct sbx_record *sb, const char *method,
-               const char *suffix, const char *verb, long timeout_s, const int *ok, json_t **resp,
-               sbx_error **err)
+container_call(struct docker_data *d, const struct sbx_record *sb, const struct ccall *c,
+               json_t **resp, sbx_error **err)
 {
     char name[SBX_UUID_LEN + 5];
     cname(sb, name);
-    sbx_autofree char *path = sbx_xasprintf("/containers/%s%s", name, suffix);
-    sbx_autofree char *what = sbx_xasprintf("%s container `%s`", verb, name);
+    sbx_autofree char *path = sbx_xasprintf("/containers/%s%s", name, c->suffix);
+    sbx_autofree char *what = sbx_xasprintf("%s container `%s`", c->verb, name);
     struct sbx_docker_req req = {
-        .method = method, .path = path, .what = what, .timeout_s = timeout_s, .ok = ok};
+        .method = c->method, .path = path, .what = what, .timeout_s = c->timeout_s, .ok = c->ok};
     return sbx_docker_call(d->api, &req, NULL, resp, err);
 }
+
+static const int not_modified[] = {304, 0};
+static const int gone_ok[] = {404, 0};
+static const struct ccall call_inspect = {"GET", "/json", "inspect", 0, NULL};
+static const struct ccall call_start = {"POST", "/start", "start", 0, not_modified};
+static const struct ccall call_pause = {"POST", "/pause", "pause", 0, NULL};
+static const struct ccall call_unpause = {"POST", "/unpause", "unpause", 0, NULL};
+static const struct ccall call_remove = {"DELETE", "?force=1&v=1", "remove", 0, gone_ok};
 
 static int
 inspect(struct docker_data *d, const struct sbx_record *sb, json_t **info, sbx_error **err)
 {
-    return container_call(d, sb, "GET", "/json", "inspect", 0, NULL, info, err);
+    return container_call(d, sb, &call_inspect, info, err);
 }
 
 static const char *
@@ -241,13 +257,13 @@ strv_json(char *const *v, size_t from, size_t to)
 static json_t *
 host_config(struct docker_data *d)
 {
-    sbx_autofree char *bind = sbx_xasprintf("%s:" EXECD_IN_IMAGE ":ro", d->execd);
     /* Beyond the engine's defaults (which already drop SYS_ADMIN, NET_ADMIN, SYS_PTRACE,
      * SYS_MODULE, SYS_TIME...): no raw sockets, no device nodes, no audit writes, and no_new_privs,
      * like the native provider and OpenSandbox's Docker runtime. */
-    json_t *hc = json_pack("{s:[s], s:[s,s,s], s:[s], s:{s:s}}", "Binds", bind, "CapDrop",
-                           "AUDIT_WRITE", "MKNOD", "NET_RAW", "SecurityOpt", "no-new-privileges",
-                           "RestartPolicy", "Name", "no");
+    json_t *hc = json_pack("{s:[{s:s, s:s, s:s, s:b}], s:[s,s,s], s:[s], s:{s:s}}", "Mounts",
+                           "Type", "bind", "Source", d->execd, "Target", EXECD_IN_IMAGE, "ReadOnly",
+                           1, "CapDrop", "AUDIT_WRITE", "MKNOD", "NET_RAW", "SecurityOpt",
+                           "no-new-privileges", "RestartPolicy", "Name", "no");
     if (d->network)
         (void)json_object_set_new(hc, "NetworkMode", json_string(d->network));
     if (d->cgroup_parent)
@@ -289,6 +305,11 @@ docker_create(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     if (!ref || !sbx_docker_ref_ok(ref))
         return sbx_error_set(err, SBX_EINVAL, 0, "image `%.200s` is not an image reference",
                              ref ? ref : "");
+    /* A local daemon: say so here rather than as a bind error (a remote one checks itself:
+     * a bind mount, unlike the legacy Binds, never creates a missing source). */
+    if (!d->reach_address && access(d->execd, X_OK) < 0)
+        return sbx_error_set(err, SBX_EUNAVAIL, errno,
+                             "sbx-execd not found at `%s` (set providers.docker.execd)", d->execd);
     char token[65];
     sbx_srv_random_hex(token, 32);
     priv_set(sb, "token", json_string(token));
@@ -401,6 +422,16 @@ wait_ready(struct docker_data *d, const struct sbx_record *sb, sbx_error **err)
 {
     uint64_t deadline = sbx_now_ms() + (uint64_t)d->ping_timeout_ms;
     bool local = priv_int(sb, "pid") > 0;
+    if (!local && !d->reach_address) {
+        pid_t pid = 0;
+        uint64_t start = 0;
+        /* Exited at once (with its output), or running where this host cannot enter it. */
+        int r = still_running(d, sb, err);
+        if (r >= 0)
+            r = local_pid(d, sb, &pid, &start, err);
+        if (r < 0)
+            return r;
+    }
     for (unsigned i = 0;; i++) {
         sbx_autoclose int fd = -1;
         if (connect_port(d, sb, EXECD_PORT, &fd, NULL) == 0 &&
@@ -426,11 +457,10 @@ run_container(struct docker_data *d, struct sbx_record *sb, sbx_error **err)
     if (r < 0)
         return r;
     const char *s = state_word(info);
-    static const int not_modified[] = {304, 0};
     if (strcmp(s, "paused") == 0)
-        r = container_call(d, sb, "POST", "/unpause", "unpause", 0, NULL, NULL, err);
+        r = container_call(d, sb, &call_unpause, NULL, err);
     else if (strcmp(s, "running") != 0)
-        r = container_call(d, sb, "POST", "/start", "start", 0, not_modified, NULL, err);
+        r = container_call(d, sb, &call_start, NULL, err);
     json_decref(info);
     info = NULL;
     if (r >= 0)
@@ -464,13 +494,11 @@ docker_stop(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     bool paused = strcmp(state_word(info), "paused") == 0;
     json_decref(info);
     /* A frozen container cannot take its SIGTERM: thaw it first. */
-    if (paused &&
-        (r = container_call(d, sb, "POST", "/unpause", "unpause", 0, NULL, NULL, err)) < 0)
+    if (paused && (r = container_call(d, sb, &call_unpause, NULL, err)) < 0)
         return r;
-    static const int not_modified[] = {304, 0};
     sbx_autofree char *suffix = sbx_xasprintf("/stop?t=%d", d->stop_timeout_s);
-    r = container_call(d, sb, "POST", suffix, "stop", d->stop_timeout_s + 30L, not_modified, NULL,
-                       err);
+    struct ccall stop = {"POST", suffix, "stop", d->stop_timeout_s + 30L, not_modified};
+    r = container_call(d, sb, &stop, NULL, err);
     if (r < 0)
         return r;
     priv_set(sb, "stopped", json_true());
@@ -482,7 +510,7 @@ docker_stop(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 static int
 docker_pause(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
-    int r = container_call(ddata(p), sb, "POST", "/pause", "pause", 0, NULL, NULL, err);
+    int r = container_call(ddata(p), sb, &call_pause, NULL, err);
     if (r < 0)
         return r;
     priv_set(sb, "paused", json_true());
@@ -504,8 +532,7 @@ docker_resume(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 static int
 docker_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
-    static const int gone[] = {404, 0};
-    int r = container_call(ddata(p), sb, "DELETE", "?force=1&v=1", "remove", 0, gone, NULL, err);
+    int r = container_call(ddata(p), sb, &call_remove, NULL, err);
     if (r < 0)
         return r;
     priv_set(sb, "pid", json_integer(0));

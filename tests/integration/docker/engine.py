@@ -151,9 +151,9 @@ class Registry:
     def stop(self):
         stop_pid(self.proc, "docker-registry")
 
-    def push_busybox(self, tag="1", creds=None):
+    def push_busybox(self, tag="1", creds=None, shell=True):
         """A BusyBox image (static busybox + applet links + /tmp) pushed with skopeo; returns
-        its reference."""
+        its reference. shell=False: only /busybox (no /bin/sh)."""
         busybox = "/bin/busybox"
         if not os.access(busybox, os.X_OK):
             raise EngineError("%s is missing (busybox-static, scripts/deps.sh)" % busybox)
@@ -167,8 +167,8 @@ class Registry:
                 t.addfile(ti)
             for d in ("bin", "etc", "root", "tmp"):
                 add_dir(d, 0o1777 if d == "tmp" else 0o755)
-            t.add(busybox, "bin/busybox")
-            for a in applets:
+            t.add(busybox, "bin/busybox" if shell else "busybox")
+            for a in applets if shell else []:
                 if a != "busybox":
                     ti = tarfile.TarInfo("bin/" + a)
                     ti.type, ti.linkname = tarfile.SYMTYPE, "busybox"

@@ -65,9 +65,9 @@ def lifecycle(s, e, image):
     labels = info["Config"]["Labels"]
     check(labels.get("io.sbx.sandbox-id") == sid and labels.get("io.sbx.state-dir") == s.state,
           "labels record the sandbox and the server: %r" % labels)
-    check(any(b.split(":")[1] == "/.sbx/bin/sbx-execd" and "ro" in b.split(":")[2].split(",")
-              for b in info["HostConfig"]["Binds"]),
-          "execd bound read-only: %r" % info["HostConfig"]["Binds"])
+    mounts = [m for m in info["Mounts"] if m["Destination"] == "/.sbx/bin/sbx-execd"]
+    check(len(mounts) == 1 and mounts[0]["Type"] == "bind" and not mounts[0]["RW"],
+          "execd bound read-only: %r" % info["Mounts"])
     check(not info["HostConfig"].get("PortBindings"), "no port published")
 
     # execd is PID 1, the entrypoint ran, the token is nowhere in the commands' environment
@@ -139,7 +139,8 @@ def restart(s, e, sid):
     print("ok kill -9 and restart re-adopts")
 
 
-def bad_input(s, e, image):
+def bad_input(s, e, setup):
+    image = setup.image
     reg = image.split("/")[0]
     r = create(s, reg + "/sbx-test/no-such:1")
     check(r.status == 400 and "no-such" in r.json()["message"],
@@ -151,6 +152,10 @@ def bad_input(s, e, image):
     r = create(s, image, networkPolicy={"defaultAction": "deny"})
     check(r.status == 400 and r.json()["code"] == "SANDBOX::API_NOT_SUPPORTED",
           "networkPolicy refused, not ignored: %r" % r)
+    nosh = setup.registry.push_busybox(tag="nosh", shell=False)
+    r = create(s, nosh)
+    check(r.status in (400, 500) and "/bin/sh" in r.json()["message"],
+          "an image without /bin/sh cannot run the launcher, and says so: %r" % r)
     r = create(s, image, entrypoint=["/no/such/binary"])
     check(r.status == 202, "a missing entrypoint binary still leaves execd up: %r" % r)
     check(s.request("DELETE", "/v1/sandboxes/" + r.json()["id"]).status == 204, "delete")
@@ -161,6 +166,19 @@ def bad_input(s, e, image):
     left = e.containers("io.sbx.state-dir=" + s.state)
     check(len(left) == 1, "failed creates leave no container: %r" % [c["Names"] for c in left])
     print("ok bad input")
+
+
+def missing_execd(new_server, e):
+    """A missing execd is a clear error before the engine is asked (whose legacy binds would
+    create the missing path as a directory on the host)."""
+    path = "/nonexistent-sbx-%d/sbx-execd" % os.getpid()
+    s = new_server(config_text=config(e, 'execd = "%s";' % path), tag="noexecd")
+    s.start()
+    r = create(s, e.image)
+    check(r.status == 500 and path in r.json()["message"], "missing execd: %r" % r)
+    check(not os.path.exists(os.path.dirname(path)), "nothing made on the host")
+    check(s.stop() == 0, "clean stop")
+    print("ok missing execd")
 
 
 def registry_auth(s, e, setup):
@@ -284,7 +302,8 @@ def run(new_server, setup):
     s.start()
     sid = lifecycle(s, e, setup.image)
     restart(s, e, sid)
-    bad_input(s, e, setup.image)
+    bad_input(s, e, setup)
+    missing_execd(new_server, e)
     registry_auth(s, e, setup)
     engine_down(s, e, sid)
     check(s.stop() == 0, "clean stop")
