@@ -9,8 +9,9 @@ server alive, sandboxes kept) and coming back; `reach = "address"` on a bridge n
 
   test_docker.py SBX ENGINE PROBE     ENGINE: dockerd or podman (the other is the fallback)
 Skips (77) only when neither engine can start."""
-import json
+import concurrent.futures
 import os
+import random
 import subprocess
 import sys
 import time
@@ -137,6 +138,39 @@ def restart(s, e, sid):
         check(s.request("DELETE", "/v1/sandboxes/" + x).status == 204, "delete")
     check(container(e, paused) is None, "delete removed the container")
     print("ok kill -9 and restart re-adopts")
+
+
+def kill_mid_create(s, e, keep):
+    """kill -9 during a burst of creates: after the restart every sandbox is Running (and
+    answers) or Failed, every container of this server belongs to a listed sandbox, and
+    deleting the sandboxes leaves no container."""
+    with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
+        futs = [pool.submit(create, s, e.image) for _ in range(6)]
+        time.sleep(random.uniform(0.05, 0.6))
+        s.kill9()
+        for f in futs:
+            try:
+                f.result()
+            except OSError:
+                pass
+    s.start()
+    time.sleep(1)  # a create the daemon was still working on when the server died lands now
+    items = s.request("GET", "/v1/sandboxes?pageSize=200").json()["items"]
+    states = {x["id"]: x["status"]["state"] for x in items if x["id"] != keep}
+    check(set(states.values()) <= {"Running", "Failed"}, "nothing transient: %r" % states)
+    for sid, state in states.items():
+        if state == "Running":
+            check(inside(s, sid, "echo up") == ["up"], "%s answers" % sid)
+    owned = {c["Labels"]["io.sbx.sandbox-id"] for c in e.containers("io.sbx.state-dir=" + s.state)}
+    check(owned <= set(states) | {keep},
+          "containers without a sandbox: %r" % (owned - set(states)))
+    for sid in states:
+        check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+    left = e.containers("io.sbx.state-dir=" + s.state)
+    check([c["Labels"]["io.sbx.sandbox-id"] for c in left] == [keep],
+          "containers left: %r" % [c["Names"] for c in left])
+    print("ok kill -9 during creates (%d running, %d failed)" % (
+        list(states.values()).count("Running"), list(states.values()).count("Failed")))
 
 
 def bad_input(s, e, setup):
@@ -302,6 +336,7 @@ def run(new_server, setup):
     s.start()
     sid = lifecycle(s, e, setup.image)
     restart(s, e, sid)
+    kill_mid_create(s, e, sid)
     bad_input(s, e, setup)
     missing_execd(new_server, e)
     registry_auth(s, e, setup)
