@@ -421,11 +421,23 @@ sbx_docker_auth_header(const json_t *auth, const char *serveraddress)
     return out;
 }
 
+static void
+exited(const json_t *state, bool stopped_by_us, struct sbx_provider_status *out)
+{
+    json_int_t code = json_integer_value(json_object_get(state, "ExitCode"));
+    if (stopped_by_us)
+        sbx_provider_status_set(out, "exited", SBX_CLASS_STARTABLE, "CONTAINER_STOPPED");
+    else if (json_is_true(json_object_get(state, "OOMKilled")))
+        sbx_provider_status_set(out, "exited", SBX_CLASS_TERMINAL, "CONTAINER_OOM_KILLED");
+    else
+        sbx_provider_status_set(out, "exited", SBX_CLASS_TERMINAL,
+                                code == 0 ? "CONTAINER_EXITED" : "CONTAINER_EXITED_ERROR");
+}
+
 void
 sbx_docker_state_map(const json_t *state, bool stopped_by_us, struct sbx_provider_status *out)
 {
     const char *s = json_string_value(json_object_get(state, "Status"));
-    json_int_t code = json_integer_value(json_object_get(state, "ExitCode"));
     if (!s)
         s = "unknown";
     if (strcmp(s, "running") == 0)
@@ -434,15 +446,14 @@ sbx_docker_state_map(const json_t *state, bool stopped_by_us, struct sbx_provide
         sbx_provider_status_set(out, s, SBX_CLASS_STARTABLE, "CONTAINER_PAUSED");
     else if (strcmp(s, "restarting") == 0)
         sbx_provider_status_set(out, s, SBX_CLASS_TRANSIENT, "CONTAINER_RESTARTING");
-    else if (strcmp(s, "created") == 0)
+    else if (strcmp(s, "created") == 0 || strcmp(s, "configured") == 0)
         sbx_provider_status_set(out, s, SBX_CLASS_TRANSIENT, "CONTAINER_STARTING");
-    else if (strcmp(s, "exited") == 0 && stopped_by_us)
-        sbx_provider_status_set(out, s, SBX_CLASS_STARTABLE, "CONTAINER_STOPPED");
-    else if (strcmp(s, "exited") == 0 && json_is_true(json_object_get(state, "OOMKilled")))
-        sbx_provider_status_set(out, s, SBX_CLASS_TERMINAL, "CONTAINER_OOM_KILLED");
+    else if (strcmp(s, "stopping") == 0) /* podman, on its way to exited */
+        sbx_provider_status_set(out, s, SBX_CLASS_TRANSIENT, "CONTAINER_STOPPING");
+    else if (strcmp(s, "stopped") == 0) /* podman: exited, cleanup pending */
+        exited(state, stopped_by_us, out);
     else if (strcmp(s, "exited") == 0)
-        sbx_provider_status_set(out, s, SBX_CLASS_TERMINAL,
-                                code == 0 ? "CONTAINER_EXITED" : "CONTAINER_EXITED_ERROR");
+        exited(state, stopped_by_us, out);
     else if (strcmp(s, "dead") == 0 || strcmp(s, "removing") == 0)
         sbx_provider_status_set(out, s, SBX_CLASS_TERMINAL, "CONTAINER_DEAD");
     else

@@ -47,7 +47,7 @@ int sbx_docker_call(struct sbx_docker *d, const struct sbx_docker_req *req, long
 int sbx_docker_pull(struct sbx_docker *d, const char *ref, const char *auth, long timeout_s,
                     sbx_error **err);
 
-/* The last lines of a container's stdout+stderr (demultiplexed), newlines as " | ", into out. */
+/* The last lines of a container's stdout+stderr (demultiplexed), newlines as "|", into out. */
 void sbx_docker_logs_tail(struct sbx_docker *d, const char *name, char *out, size_t n);
 
 /* ---- pure helpers (unit tested) ---- */

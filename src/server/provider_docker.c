@@ -335,6 +335,25 @@ docker_create(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 
 /* ---- reaching ports ---- */
 
+/* Ask the daemon for the container's init; *pid = 0 when it is not a local process. */
+static int
+inspect_pid(struct docker_data *d, const struct sbx_record *sb, bool *running, pid_t *pid,
+            uint64_t *start, sbx_error **err)
+{
+    json_t *info = NULL;
+    int r = inspect(d, sb, &info, err);
+    if (r < 0)
+        return r;
+    struct sbx_record *tmp = sbx_record_new();
+    record_live(tmp, info);
+    *running = strcmp(state_word(info), "running") == 0;
+    *pid = (pid_t)priv_int(tmp, "pid");
+    *start = (uint64_t)priv_int(tmp, "start_time");
+    json_decref(info);
+    sbx_record_free(tmp);
+    return 0;
+}
+
 /* The local init pid and start time of the container: the recorded ones while they still
  * hold, else asked from the daemon. */
 static int
@@ -345,25 +364,24 @@ local_pid(struct docker_data *d, const struct sbx_record *sb, pid_t *pid, uint64
     *start = (uint64_t)priv_int(sb, "start_time");
     if (*pid > 0 && sbx_proc_same(*pid, *start))
         return 0;
-    json_t *info = NULL;
-    int r = inspect(d, sb, &info, err);
-    if (r < 0)
-        return r;
-    struct sbx_record *tmp = sbx_record_new();
-    record_live(tmp, info);
-    bool running = strcmp(state_word(info), "running") == 0;
-    *pid = (pid_t)priv_int(tmp, "pid");
-    *start = (uint64_t)priv_int(tmp, "start_time");
-    json_decref(info);
-    sbx_record_free(tmp);
-    if (!running)
-        return sbx_error_set(err, SBX_ECONFLICT, 0, "container `sbx-%s` is not running", sb->id);
-    if (*pid <= 0)
-        return sbx_error_set(err, SBX_EUNAVAIL, 0,
-                             "docker: the process of container `sbx-%s` is not on this host "
-                             "(set providers.docker.reach = \"address\" for a remote daemon)",
-                             sb->id);
-    return 0;
+    /* "running" with a pid that is not here: a remote daemon, or an init that has just exited
+     * and the daemon does not know yet. A few looks tell them apart. */
+    for (int i = 0; i < 10; i++) {
+        bool running = false;
+        int r = inspect_pid(d, sb, &running, pid, start, err);
+        if (r < 0)
+            return r;
+        if (!running)
+            return sbx_error_set(err, SBX_ECONFLICT, 0, "container `sbx-%s` is not running",
+                                 sb->id);
+        if (*pid > 0)
+            return 0;
+        (void)usleep(20 * 1000);
+    }
+    return sbx_error_set(err, SBX_EUNAVAIL, 0,
+                         "docker: the process of container `sbx-%s` is not on this host (set "
+                         "providers.docker.reach = \"address\" for a remote daemon)",
+                         sb->id);
 }
 
 static int
@@ -425,10 +443,10 @@ wait_ready(struct docker_data *d, const struct sbx_record *sb, sbx_error **err)
     if (!local && !d->reach_address) {
         pid_t pid = 0;
         uint64_t start = 0;
-        /* Exited at once (with its output), or running where this host cannot enter it. */
-        int r = still_running(d, sb, err);
-        if (r >= 0)
-            r = local_pid(d, sb, &pid, &start, err);
+        /* Running where this host cannot enter it, or exited at once (with its output). */
+        int r = local_pid(d, sb, &pid, &start, err);
+        if (r == -SBX_ECONFLICT)
+            r = still_running(d, sb, err);
         if (r < 0)
             return r;
     }

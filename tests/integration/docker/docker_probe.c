@@ -36,11 +36,11 @@ static int failures;
 static const char *sock, *image, *cgroup, *execd, *state_dir;
 
 static struct sbx_provider *
-provider(const char *socket_path)
+provider_with(const char *socket_path, const char *execd_path)
 {
-    json_t *settings =
-        json_pack("{s:s, s:s, s:s, s:s, s:i}", "socket", socket_path, "network", "none",
-                  "cgroup_parent", cgroup, "execd", execd, "stop_timeout_s", 5);
+    json_t *settings = json_pack("{s:s, s:s, s:s, s:s, s:i, s:i}", "socket", socket_path, "network",
+                                 "none", "cgroup_parent", cgroup, "execd", execd_path,
+                                 "stop_timeout_s", 5, "ping_timeout_ms", 5000);
     struct sbx_provider_env env = {.state_dir = state_dir, .exe_dir = "/nonexistent"};
     struct sbx_provider *p = NULL;
     sbx_autoerror sbx_error *err = NULL;
@@ -50,6 +50,12 @@ provider(const char *socket_path)
     }
     json_decref(settings);
     return p;
+}
+
+static struct sbx_provider *
+provider(const char *socket_path)
+{
+    return provider_with(socket_path, execd);
 }
 
 static struct sbx_record *
@@ -196,6 +202,34 @@ died_and_gone(struct sbx_provider *p, struct sbx_record *sb)
     printf("ok a dead container is terminal, delete is idempotent, a removed one is lost\n");
 }
 
+/* An "execd" that exits at once (static busybox, which knows no applet `sbx-execd`): start
+ * fails without waiting out the ping timeout, with the container's last output. */
+static void
+died_early(void)
+{
+    if (access("/bin/busybox", X_OK) < 0) {
+        printf("note: no /bin/busybox, early exit not checked\n");
+        return;
+    }
+    struct sbx_provider *p = provider_with(sock, "/bin/busybox");
+    struct sbx_record *sb = record();
+    sbx_autoerror sbx_error *err = NULL;
+    uint64_t t0 = sbx_now_ms();
+    int r = p->ops->create(p, sb, &err);
+    if (r >= 0)
+        r = p->ops->start(p, sb, &err);
+    uint64_t ms = sbx_now_ms() - t0;
+    (void)p->ops->delete (p, sb, NULL);
+    sbx_record_free(sb);
+    p->ops->free(p);
+    CHECK(r < 0 && strstr(sbx_error_msg(err), "before execd was ready") &&
+              strstr(sbx_error_msg(err), "applet not found"),
+          "early exit: %s", sbx_error_msg(err));
+    CHECK(ms < 4000, "reported at once, not after the ping timeout: %llu ms",
+          (unsigned long long)ms);
+    printf("ok an execd that exits at once: %s\n", sbx_error_msg(err));
+}
+
 static void
 unreachable(void)
 {
@@ -237,6 +271,7 @@ main(int argc, char **argv)
     (void)p->ops->delete (p, sb, &err);
     sbx_record_free(sb);
     p->ops->free(p);
+    died_early();
     unreachable();
     return failures ? 1 : 0;
 }
