@@ -100,6 +100,8 @@ def host_facts():
     facts["forward policy"] = r.stdout.splitlines()[0] if r.returncode == 0 and r.stdout else ""
     with open("/proc/sys/net/ipv4/ip_forward") as f:
         facts["ip_forward"] = f.read().strip()
+    for d in ("/etc/docker", "/etc/cni/net.d", "/etc/containers/networks"):
+        facts[d] = sorted(os.listdir(d)) if os.path.isdir(d) else None
     memcg = "/sys/fs/cgroup/memory"
     if os.path.isdir(memcg):
         facts["engine cgroups"] = sorted(n for n in os.listdir(memcg) if n in (
@@ -232,7 +234,10 @@ class Engine:
             return ["dockerd", "-H", "unix://" + self.socket, "--config-file",
                     os.path.join(d, "daemon.json"), "--data-root", os.path.join(d, "data"),
                     "--exec-root", os.path.join(d, "exec"), "--pidfile",
-                    os.path.join(d, "dockerd.pid"), "--bridge=none", "--iptables=false",
+                    os.path.join(d, "dockerd.pid"),
+                    # its identity key, else written to /etc/docker/key.json
+                    "--deprecated-key-path", os.path.join(d, "key.json"),
+                    "--bridge=none", "--iptables=false",
                     "--ip-forward=false", "--ip-masq=false", "--userland-proxy=false",
                     "--log-level=warn"], os.environ.copy()
         conf = os.path.join(d, "containers.conf")
@@ -254,7 +259,8 @@ class Engine:
         env.update(CONTAINERS_CONF=conf, CONTAINERS_STORAGE_CONF=os.path.join(d, "storage.conf"),
                    CONTAINERS_REGISTRIES_CONF=os.path.join(d, "registries.conf"))
         return ["podman", "--root", os.path.join(d, "root"), "--runroot", os.path.join(d, "run"),
-                "--tmpdir", os.path.join(d, "tmp"), "system", "service", "--time=0",
+                "--tmpdir", os.path.join(d, "tmp"),
+                "--network-config-dir", os.path.join(d, "networks"), "system", "service", "--time=0",
                 "unix://" + self.socket], env
 
     def start(self, registry_ports=()):
