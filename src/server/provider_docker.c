@@ -190,7 +190,11 @@ record_live(struct sbx_record *sb, const json_t *info)
     const char *id = json_string_value(json_object_get(info, "Id"));
     pid_t pid = (pid_t)json_integer_value(json_object_get(json_object_get(info, "State"), "Pid"));
     struct sbx_proc_info pi = {0};
-    if (!id || !owned_by(pid, id) || sbx_proc_info(pid, &pi, NULL) < 0)
+    struct sbx_proc_info again = {0};
+    /* The start time is read on both sides of the cgroup check, so the (pid, start time) later
+     * used to enter the namespace is the very process that was checked, not a recycled pid. */
+    if (!id || sbx_proc_info(pid, &pi, NULL) < 0 || !owned_by(pid, id) ||
+        sbx_proc_info(pid, &again, NULL) < 0 || again.start_time != pi.start_time)
         pid = 0;
     priv_set(sb, "container", json_string(id ? id : ""));
     priv_set(sb, "pid", json_integer(pid));

@@ -69,10 +69,24 @@ def free_port():
         return s.getsockname()[1]
 
 
-def stop_pid(proc, what, timeout=60):
+def children(pid):
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            return [int(x) for x in f.read().split()]
+    except OSError:
+        return []
+
+
+def stop_pid(proc, what, timeout=60, via_child=False):
+    """SIGTERM (to the child when proc is an `unshare --fork` wrapper), wait, else SIGKILL."""
     if proc is None or proc.poll() is not None:
         return
-    proc.send_signal(signal.SIGTERM)
+    targets = children(proc.pid) if via_child else []
+    if targets:
+        for c in targets:
+            os.kill(c, signal.SIGTERM)
+    else:
+        proc.send_signal(signal.SIGTERM)
     try:
         proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -206,9 +220,12 @@ class Registry:
 class Engine:
     """A private dockerd or podman service. .socket, .kind, .cgroup_parent."""
 
-    def __init__(self, kind, tmp):
+    def __init__(self, kind, tmp, pidns=False, name=None):
         self.kind = kind
-        self.dir = os.path.join(tmp, kind)
+        # pidns: the engine runs in a pid namespace of its own (as a daemon on another host
+        # or in a container would): the container pids it reports are not this host's.
+        self.pidns = pidns
+        self.dir = os.path.join(tmp, name or kind)
         self.socket = os.path.join(self.dir, "engine.sock")
         self.proc = None
         self.registry_ports = []
@@ -272,6 +289,8 @@ class Engine:
         if self.cgroups_before is None:
             self.cgroups_before = {p for p in self._engine_cgroups() if os.path.isdir(p)}
         argv, env = self._argv()
+        if self.pidns:
+            argv = ["unshare", "--pid", "--fork", "--kill-child", "--mount-proc"] + argv
         log = open(os.path.join(self.dir, "log"), "ab")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
         log.close()
@@ -310,7 +329,7 @@ class Engine:
             return
         if self.proc.poll() is None:
             self.remove_all()
-        stop_pid(self.proc, self.kind)
+        stop_pid(self.proc, self.kind, via_child=self.pidns)
         self.proc = None
         self._unmount_leftovers()
         self._remove_cgroups()
@@ -347,13 +366,13 @@ class Engine:
 
     def restart(self):
         """Stop the daemon (containers stay, stopped) and start it again on the same dirs."""
-        stop_pid(self.proc, self.kind)
+        stop_pid(self.proc, self.kind, via_child=self.pidns)
         self.proc = None
         self.start()
 
     def down(self):
         """Stop the daemon but keep its dirs (a later restart() brings it back)."""
-        stop_pid(self.proc, self.kind)
+        stop_pid(self.proc, self.kind, via_child=self.pidns)
 
 
 class Setup:

@@ -309,6 +309,35 @@ def reach_address(new_server, e):
     print("ok reach = address")
 
 
+def foreign_pidns(new_server, setup):
+    """The netns boundary: a daemon whose container pids are not this host's (podman in a pid
+    namespace of its own). The pid it reports is some unrelated host process (or none); the
+    provider must refuse to enter its namespace, and say why, instead of connecting the router
+    to whatever has that pid here."""
+    if not shutil_which("podman") or not shutil_which("unshare"):
+        print("note: podman or unshare missing, foreign pid namespace not checked")
+        return
+    e = eng.Engine("podman", setup.tmp, pidns=True, name="podman-pidns")
+    try:
+        e.start([setup.registry.port])
+    except eng.EngineError as ex:
+        print("note: podman in a pid namespace did not start (%s): not checked" % ex)
+        e.stop()
+        return
+    try:
+        s = new_server(config_text=config(e), tag="pidns")
+        s.start()
+        r = create(s, setup.image)
+        check(r.status >= 500 and "is not on this host" in r.json()["message"] and
+              'reach = \"address\"' in r.json()["message"],
+              "a pid of another pid namespace is never entered: %r" % r)
+        check(not e.containers(), "the failed create removed its container")
+        check(s.stop() == 0, "clean stop")
+    finally:
+        e.stop()
+    print("ok a foreign pid namespace is refused")
+
+
 def probe(e, image, probe_bin, sbx, tmp):
     d = os.path.dirname(os.path.abspath(sbx))
     execd = os.path.join(d, "sbx-execd-static")
@@ -343,6 +372,8 @@ def run(new_server, setup):
     engine_down(s, e, sid)
     check(s.stop() == 0, "clean stop")
     reach_address(new_server, e)
+    if e.kind == "podman":
+        foreign_pidns(new_server, setup)
 
 
 def test(new_server):
