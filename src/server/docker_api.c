@@ -450,9 +450,7 @@ sbx_docker_state_map(const json_t *state, bool stopped_by_us, struct sbx_provide
         sbx_provider_status_set(out, s, SBX_CLASS_TRANSIENT, "CONTAINER_STARTING");
     else if (strcmp(s, "stopping") == 0) /* podman, on its way to exited */
         sbx_provider_status_set(out, s, SBX_CLASS_TRANSIENT, "CONTAINER_STOPPING");
-    else if (strcmp(s, "stopped") == 0) /* podman: exited, cleanup pending */
-        exited(state, stopped_by_us, out);
-    else if (strcmp(s, "exited") == 0)
+    else if (strcmp(s, "exited") == 0 || strcmp(s, "stopped") == 0) /* podman: cleanup pending */
         exited(state, stopped_by_us, out);
     else if (strcmp(s, "dead") == 0 || strcmp(s, "removing") == 0)
         sbx_provider_status_set(out, s, SBX_CLASS_TERMINAL, "CONTAINER_DEAD");
