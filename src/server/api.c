@@ -50,8 +50,12 @@ sandbox_json(const struct sbx_record *sb, bool full)
     set_time(o, "createdAt", sb->created_ms);
     if (sb->expires_ms)
         set_time(o, "expiresAt", sb->expires_ms);
-    if (full && sb->image)
-        (void)json_object_set(o, "image", sb->image);
+    if (full && sb->image) {
+        /* image.auth holds registry credentials: used by the provider's pull, never shown. */
+        json_t *image = json_copy(sb->image);
+        (void)json_object_del(image, "auth");
+        (void)json_object_set_new(o, "image", image);
+    }
     if (json_object_size(sb->extensions))
         (void)json_object_set(o, "extensions", sb->extensions);
     return o;
@@ -354,20 +358,24 @@ pick_provider(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
 }
 
 /* What a provider cannot honour is refused, not silently dropped: `process` has no isolation
- * to enforce a network policy or mount volumes with; `native` has no network-policy wiring yet
- * (its volumes are checked by its check_create). */
+ * to enforce a network policy or mount volumes with; `native` and `docker` have no
+ * network-policy wiring yet, `docker` no volume wiring (native's volumes are checked by its
+ * check_create). */
 static int
 check_provider_fit(struct sbx_provider *prov, const json_t *body, struct sbx_reply *out)
 {
-    bool native = strcmp(prov->name, "native") == 0;
-    if (!native && strcmp(prov->name, "process") != 0)
+    static const char *const limited[] = {"native", "process", "docker"};
+    bool listed = false;
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(limited); i++)
+        listed = listed || strcmp(prov->name, limited[i]) == 0;
+    if (!listed)
         return 0;
     json_t *np = json_object_get(body, "networkPolicy");
     json_t *vols = json_object_get(body, "volumes");
     const char *what = NULL;
     if (np && !json_is_null(np))
         what = "networkPolicy";
-    else if (!native && json_array_size(vols) > 0)
+    else if (strcmp(prov->name, "native") != 0 && json_array_size(vols) > 0)
         what = "volumes";
     if (what) {
         sbx_reply_error(out, 400, "SANDBOX::API_NOT_SUPPORTED",

@@ -9,18 +9,19 @@
 #include "server/sandbox.h"
 
 struct sbx_launch {
-    const char *execd;     /* execd's path as the launched shell sees it */
-    int port;              /* execd listens on 127.0.0.1:port */
+    const char *execd;       /* execd's path as the launched shell sees it */
+    const char *listen_host; /* execd listens on listen_host:port (NULL = 127.0.0.1) */
+    int port;
     const char *token;     /* execd's access token */
     const char *state_dir; /* execd's --state-dir */
-    const char *home;      /* HOME */
+    const char *home;      /* HOME; NULL: neither HOME nor PATH (an image's config has them) */
 };
 
 /* argv for posix_spawn/the runtime: /bin/sh -c LAUNCHER sbx-launch ENTRYPOINT... (NULL-ended). */
 char **sbx_launch_argv(const struct sbx_record *sb);
-/* envp: PATH, HOME, the request's env, then the SBX_EXECD* values the launcher consumes and
- * unsets. The token reaches execd as EXECD_ACCESS_TOKEN (execd unsets it at once), never in
- * argv where `ps` would show it. */
+/* envp: PATH, HOME (unless l->home is NULL), the request's env, then the SBX_EXECD* values the
+ * launcher consumes and unsets. The token reaches execd as EXECD_ACCESS_TOKEN (execd unsets it at
+ * once), never in argv where `ps` would show it. */
 char **sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l);
 void sbx_strv_free(char **v);
 

@@ -1,11 +1,11 @@
 /*
  * provider.h - the provider interface and the registry of provider factories.
  *
- * A provider turns a sandbox record into something running: `process` (execd as a plain host
- * process, no isolation) today, `native` (the runtime) next. The manager owns the record and
- * writes every state transition to the store before it calls the provider; the provider keeps
- * what it needs to find its sandbox again (pid, start time, ports, tokens) in sb->priv, which
- * the manager persists after each call.
+ * A provider turns a sandbox record into something running: `native` (the runtime), `docker`
+ * (containers of a Docker Engine) or `process` (execd as a plain host process, no isolation).
+ * The manager owns the record and writes every state transition to the store before it calls
+ * the provider; the provider keeps what it needs to find its sandbox again (pid, start time,
+ * ports, tokens) in sb->priv, which the manager persists after each call.
  *
  * All calls may block; the manager never calls two of them at once on the same sandbox (except
  * connect and status, which must be safe to call any time).
@@ -122,5 +122,10 @@ extern const char *const sbx_provider_native_keys[];
 int sbx_provider_process_new(const json_t *settings, const struct sbx_provider_env *env,
                              struct sbx_provider **out, sbx_error **err);
 extern const char *const sbx_provider_process_keys[];
+
+/* The docker provider's factory (a Docker Engine API over a unix socket: dockerd or podman). */
+int sbx_provider_docker_new(const json_t *settings, const struct sbx_provider_env *env,
+                            struct sbx_provider **out, sbx_error **err);
+extern const char *const sbx_provider_docker_keys[];
 
 #endif

@@ -11,7 +11,7 @@ BAD = [
     ("bogus = 1;", "unknown key `bogus`"),
     ("server = { lisen = \"127.0.0.1:1\"; };", "server.lisen"),
     ("providers = { supported = [\"process\", \"process\"]; };", "listed twice"),
-    ("providers = { supported = [\"docker\"]; };", "unknown provider `docker`"),
+    ("providers = { supported = [\"nosuch\"]; };", "unknown provider `nosuch`"),
     ("providers = { supported = [\"process\"]; default = \"other\"; };",
      "not in the supported set"),
     ("limits = { max_timeout_seconds = 5; };", ">= 60"),
