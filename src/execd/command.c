@@ -26,6 +26,7 @@
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "execd/download.h"
+#include "execd/fastpath.h"
 #include "execd/proc.h"
 #include "execd/spawn.h"
 
@@ -523,6 +524,39 @@ close_fds(int fds[2])
     }
 }
 
+/* The direct exec of docs/execd.md "Direct exec": only when the shell is a bash whose exec
+ * is emulated, the command is plain words naming a program on PATH and the environment has
+ * nothing bash treats specially. Any failure (even of the exec itself, before anything ran)
+ * returns -1 and the command goes to bash, which then behaves and reports as always. */
+static pid_t
+spawn_direct(struct execd *ex, const struct execd_spawn *base, char **words)
+{
+    if (ex->fast_shell == EXECD_FAST_UNKNOWN)
+        ex->fast_shell = execd_fast_shell_ok(ex->shell) ? EXECD_FAST_YES : EXECD_FAST_NO;
+    if (ex->fast_shell != EXECD_FAST_YES)
+        return -1;
+    sbx_autofree char *prog = execd_fast_resolve(words[0], base->envp);
+    if (!prog)
+        return -1;
+    struct execd_spawn sp = *base;
+    size_t n = 0;
+    while (base->envp[n])
+        n++;
+    sp.envp = sbx_xcalloc(n + 1, sizeof(char *));
+    for (size_t i = 0; i < n; i++)
+        sp.envp[i] = sbx_xstrdup(base->envp[i]);
+    pid_t pid = -1;
+    if (execd_fast_env(&sp.envp, base->cwd, prog)) {
+        sp.path = prog;
+        sp.argv = words;
+        sbx_autoerror sbx_error *err = NULL;
+        pid = execd_spawn(&sp, &err);
+        sbx_debug("direct exec of %s: %s", prog, pid > 0 ? "started" : sbx_error_msg(err));
+    }
+    execd_strv_free(sp.envp);
+    return pid > 0 ? pid : -1;
+}
+
 static pid_t
 spawn_cmd(struct execd *ex, const struct execd_run *run, const int cfd[2], sbx_error **err)
 {
@@ -530,9 +564,14 @@ spawn_cmd(struct execd *ex, const struct execd_run *run, const int cfd[2], sbx_e
     sp.envp = execd_child_env(ex, run->req->envs);
     sbx_autofree char *cwd = run->req->cwd ? execd_expand_vars(run->req->cwd, sp.envp) : NULL;
     sp.cwd = cwd;
-    if (run->req->has_uid)
-        execd_spawn_set_user(&sp, run->req->uid, run->req->has_gid, run->req->gid);
-    pid_t pid = execd_spawn(&sp, err);
+    pid_t pid = -1;
+    if (run->direct && !run->req->has_uid)
+        pid = spawn_direct(ex, &sp, run->direct);
+    if (pid < 0) {
+        if (run->req->has_uid)
+            execd_spawn_set_user(&sp, run->req->uid, run->req->has_gid, run->req->gid);
+        pid = execd_spawn(&sp, err);
+    }
     execd_strv_free(sp.envp);
     return pid;
 }
@@ -682,8 +721,10 @@ execd_cmd_post(struct execd *ex, struct evhttp_request *req)
         return;
     }
     char *argv[] = {(char *)ex->shell, "-c", (char *)cr.command, NULL};
-    struct execd_run run = {.content = cr.command, .argv = argv, .req = &cr};
+    char **words = cr.has_uid ? NULL : execd_fast_words(cr.command);
+    struct execd_run run = {.content = cr.command, .argv = argv, .req = &cr, .direct = words};
     execd_cmd_start(ex, req, &run);
+    execd_strv_free(words);
     json_decref(j);
 }
 

@@ -57,6 +57,11 @@ struct execd {
     struct execd_session *sessions;
     struct execd_watch *watches;
     const char *shell; /* /bin/bash, else /bin/sh */
+    enum {
+        EXECD_FAST_UNKNOWN,
+        EXECD_FAST_YES,
+        EXECD_FAST_NO
+    } fast_shell; /* fastpath.h */
     bool pid1;
     bool stopping;
     int exit_code;

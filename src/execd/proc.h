@@ -35,7 +35,8 @@ struct execd_run {
     const char *content; /* shown in status records */
     char **argv;         /* argv[0] is the program path */
     const struct execd_cmd_req *req;
-    bool merged; /* stderr into stdout (sessions) */
+    char **direct; /* the command's words when it may be exec'd without bash (fastpath.h) */
+    bool merged;   /* stderr into stdout (sessions) */
     struct execd_session *session;
 };
 

@@ -208,7 +208,7 @@ static void __attribute__((noreturn)) child(const struct execd_spawn *sp, int er
         if (setgroups(sp->ngroups, sp->groups) < 0 || setgid(sp->gid) < 0 || setuid(sp->uid) < 0)
             goto fail;
     }
-    execve(sp->argv[0], sp->argv, sp->envp);
+    execve(sp->path ? sp->path : sp->argv[0], sp->argv, sp->envp);
 fail:;
     int e = errno;
     (void)!write(errfd, &e, sizeof(e));
@@ -244,7 +244,7 @@ spawn_fast(const struct execd_spawn *sp, pid_t *pid)
     posix_spawn_file_actions_addclosefrom_np(&fa, 3);
     if (sp->cwd)
         posix_spawn_file_actions_addchdir_np(&fa, sp->cwd);
-    int r = posix_spawn(pid, sp->argv[0], &fa, &attr, sp->argv, sp->envp);
+    int r = posix_spawn(pid, sp->path ? sp->path : sp->argv[0], &fa, &attr, sp->argv, sp->envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     return r;

@@ -15,7 +15,8 @@
 #define EXECD_MAX_GROUPS 64
 
 struct execd_spawn {
-    char **argv; /* argv[0] is the path */
+    const char *path; /* the program; NULL: argv[0] */
+    char **argv;
     char **envp;
     const char *cwd; /* NULL: inherit */
     int fd_out;
