@@ -15,6 +15,8 @@ pkgs=(
   libcmocka-dev clang clang-tidy clang-format libclang-rt-14-dev
   # runtime helpers used by tests (real peers, not mocks)
   iproute2 iptables procps psmisc curl python3
+  # execd code interpreting: a real Jupyter kernel (execd speaks ZMTP itself, no libzmq)
+  python3-ipykernel
   # image store tests: a real registry, skopeo to fill it, a static busybox for the rootfs,
   # htpasswd for basic auth, getfattr for overlay xattrs, python3 for the fake token service
   docker-registry skopeo busybox-static apache2-utils attr zstd python3

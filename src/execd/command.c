@@ -27,6 +27,7 @@
 #include "common/xalloc.h"
 #include "execd/download.h"
 #include "execd/fastpath.h"
+#include "execd/kernel.h"
 #include "execd/proc.h"
 #include "execd/spawn.h"
 
@@ -64,6 +65,7 @@ struct execd_cmd {
     struct execd_cmd *next;
     struct execd *ex;
     char id[40];
+    char init_id[40]; /* the `init` event's text: the command id, or a session/context id */
     char *content;
     pid_t pid; /* process group too; 0 once reaped */
     bool running;
@@ -196,37 +198,16 @@ arm_timer(struct execd_cmd *c, struct event **ev, int64_t ms)
 /* ---- SSE events ---- */
 
 static void
-event_begin(struct evbuffer *b, const char *type)
-{
-    evbuffer_add_printf(b, "{\"type\":\"%s\"", type);
-}
-
-static void
-event_end(struct evbuffer *b)
-{
-    evbuffer_add_printf(b, ",\"timestamp\":%lld}\n\n", (long long)sbx_wall_ms());
-}
-
-static void
-event_text(struct evbuffer *b, const char *type, const char *text, size_t n)
-{
-    event_begin(b, type);
-    evbuffer_add(b, ",\"text\":", 8);
-    execd_json_quote(b, text, n);
-    event_end(b);
-}
-
-static void
 event_terminal(struct evbuffer *b, const struct execd_cmd *c)
 {
     if (c->exit_code == 0) {
-        event_begin(b, "execution_complete");
+        execd_sse_begin(b, "execution_complete");
         evbuffer_add_printf(b, ",\"execution_time\":%llu",
                             (unsigned long long)(sbx_now_ms() - c->start_mono_ms));
-        event_end(b);
+        execd_sse_end(b);
         return;
     }
-    event_begin(b, "error");
+    execd_sse_begin(b, "error");
     evbuffer_add_printf(b,
                         ",\"error\":{\"ename\":\"CommandExecError\",\"evalue\":\"%d\","
                         "\"traceback\":[",
@@ -234,16 +215,7 @@ event_terminal(struct evbuffer *b, const struct execd_cmd *c)
     const char *e = c->error ? c->error : "error";
     execd_json_quote(b, e, strlen(e));
     evbuffer_add(b, "]}", 2);
-    event_end(b);
-}
-
-static void
-sse_headers(struct evhttp_request *req)
-{
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    evhttp_add_header(h, "Content-Type", "text/event-stream");
-    evhttp_add_header(h, "Cache-Control", "no-cache");
-    evhttp_add_header(h, "X-Accel-Buffering", "no");
+    execd_sse_end(b);
 }
 
 /* ---- the stream ---- */
@@ -303,9 +275,9 @@ emit_line(struct outpipe *p, const char *line, size_t n)
 {
     /* COMPAT 2.3: one line per event without its newline; an empty line is sent as "\n" */
     if (n == 0)
-        event_text(p->s->chunk, p->type, "\n", 1);
+        execd_sse_text(p->s->chunk, p->type, "\n", 1);
     else
-        event_text(p->s->chunk, p->type, line, n);
+        execd_sse_text(p->s->chunk, p->type, line, n);
 }
 
 /* Split buffered bytes into lines on \n or \r (CRLF counts once); keep the partial tail. */
@@ -384,7 +356,7 @@ on_ping(int fd, short what, void *arg)
     struct stream *s = arg;
     if (!s->req || stream_congested(s))
         return;
-    event_text(s->chunk, "ping", "pong", 4);
+    execd_sse_text(s->chunk, "ping", "pong", 4);
     stream_flush(s);
 }
 
@@ -457,10 +429,10 @@ stream_start(struct execd *ex, struct evhttp_request *req, struct execd_cmd *c, 
     s->evcon = evhttp_request_get_connection(req);
     s->chunk = evbuffer_new();
     c->stream = s;
-    sse_headers(req);
+    execd_sse_headers(req);
     evhttp_send_reply_start(req, 200, "OK");
     evhttp_connection_set_closecb(s->evcon, on_client_close, s);
-    event_text(s->chunk, "init", c->id, strlen(c->id));
+    execd_sse_text(s->chunk, "init", c->init_id, strlen(c->init_id));
     stream_flush(s);
     pipe_init(s, &s->out, fds[0], "stdout");
     pipe_init(s, &s->err, fds[1], "stderr");
@@ -477,6 +449,7 @@ cmd_new(struct execd *ex, const struct execd_run *run)
     struct execd_cmd *c = sbx_xcalloc(1, sizeof(*c));
     c->ex = ex;
     execd_uuid4(c->id, false);
+    (void)snprintf(c->init_id, sizeof(c->init_id), "%s", run->init_id ? run->init_id : c->id);
     c->content = sbx_xstrdup(run->content);
     c->background = run->req->background;
     c->session = run->session;
@@ -580,11 +553,11 @@ static void
 reply_background(struct evhttp_request *req, struct execd_cmd *c)
 {
     struct evbuffer *b = evbuffer_new();
-    event_text(b, "init", c->id, strlen(c->id));
-    event_begin(b, "execution_complete");
+    execd_sse_text(b, "init", c->id, strlen(c->id));
+    execd_sse_begin(b, "execution_complete");
     evbuffer_add(b, ",\"execution_time\":0", 19);
-    event_end(b);
-    sse_headers(req);
+    execd_sse_end(b);
+    execd_sse_headers(req);
     evhttp_send_reply(req, 200, "OK", b);
     evbuffer_free(b);
 }
@@ -661,12 +634,15 @@ execd_cmd_reap(struct execd *ex)
             return errno == ECHILD;
         if (pid == 0)
             return false;
-        for (struct execd_cmd *c = ex->cmds; c; c = c->next) {
+        bool known = false;
+        for (struct execd_cmd *c = ex->cmds; c && !known; c = c->next) {
             if (c->pid == pid && c->running) {
                 cmd_exited(ex, c, status);
-                break;
+                known = true;
             }
         }
+        if (!known)
+            (void)execd_kernel_reaped(ex, pid, status);
     }
 }
 
@@ -708,6 +684,16 @@ execd_cmd_free_all(struct execd *ex)
 /* ---- handlers ---- */
 
 void
+execd_cmd_run_shell(struct execd *ex, struct evhttp_request *req, const struct execd_cmd_req *cr)
+{
+    char *argv[] = {(char *)ex->shell, "-c", (char *)cr->command, NULL};
+    char **words = cr->has_uid ? NULL : execd_fast_words(cr->command);
+    struct execd_run run = {.content = cr->command, .argv = argv, .req = cr, .direct = words};
+    execd_cmd_start(ex, req, &run);
+    execd_strv_free(words);
+}
+
+void
 execd_cmd_post(struct execd *ex, struct evhttp_request *req)
 {
     json_t *j = execd_body_json(req, NULL);
@@ -720,11 +706,7 @@ execd_cmd_post(struct execd *ex, struct evhttp_request *req)
         json_decref(j);
         return;
     }
-    char *argv[] = {(char *)ex->shell, "-c", (char *)cr.command, NULL};
-    char **words = cr.has_uid ? NULL : execd_fast_words(cr.command);
-    struct execd_run run = {.content = cr.command, .argv = argv, .req = &cr, .direct = words};
-    execd_cmd_start(ex, req, &run);
-    execd_strv_free(words);
+    execd_cmd_run_shell(ex, req, &cr);
     json_decref(j);
 }
 
@@ -748,11 +730,19 @@ execd_cmd_delete(struct execd *ex, struct evhttp_request *req)
         execd_reply_error(req, 400, "MISSING_QUERY", "missing query parameter `id`");
         return;
     }
-    if (execd_cmd_interrupt(ex, id) || execd_session_interrupt(ex, id)) {
+    if (execd_interrupt(ex, id)) {
         execd_reply_empty(req);
         return;
     }
-    execd_reply_error(req, 500, "RUNTIME_ERROR", "no running command or session `%s`", id);
+    execd_reply_error(req, 500, "RUNTIME_ERROR", "no running command, session or context `%s`", id);
+}
+
+/* COMPAT 2.4: one dispatcher for DELETE /command?id= and DELETE /code?id=. */
+bool
+execd_interrupt(struct execd *ex, const char *id)
+{
+    return execd_cmd_interrupt(ex, id) || execd_code_interrupt(ex, id) ||
+           execd_session_interrupt(ex, id);
 }
 
 void

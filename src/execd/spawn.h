@@ -21,6 +21,7 @@ struct execd_spawn {
     const char *cwd; /* NULL: inherit */
     int fd_out;
     int fd_err;
+    bool die_with_parent; /* PR_SET_PDEATHSIG: gone with execd, even if execd is killed */
     bool has_uid;
     bool has_gid;
     uid_t uid;
