@@ -31,11 +31,13 @@
 #include "execd/kernel.h"
 #include "execd/proc.h"
 
-#define SUPPORTED      "python, bash, command"
-#define NO_RUNTIME     "language runtime server not configured"
-#define OUT_CAP        (16u << 20) /* kernel output queued for a slow client before dropping */
-#define PING_SEC       3
-#define REPLY_GRACE_MS 500 /* idle seen, execute_reply still missing: see on_no_reply */
+#define SUPPORTED       "python, bash, command"
+#define NO_RUNTIME      "language runtime server not configured"
+#define OUT_CAP         (16u << 20) /* kernel output queued for a slow client before dropping */
+#define PING_SEC        3
+#define REPLY_GRACE_MS  500  /* idle seen, execute_reply still missing: see on_no_reply */
+#define SIGINT_AGAIN_MS 1000 /* an interrupt that did not take: see on_sigint_again */
+#define SIGINT_MAX      10
 
 enum lang {
     LANG_PYTHON,
@@ -52,12 +54,15 @@ struct code_run {
     struct evbuffer *chunk;
     struct event *ping;
     struct event *grace;
+    struct event *again;
+    int sigints;
     char *code; /* until the kernel took it */
     char msg_id[40];
     uint64_t start_ms;
-    bool streaming; /* headers and `init` sent */
-    bool executing; /* the kernel announced it (execute_input): SIGINT now reaches the code */
-    bool interrupt; /* asked before that: sent when it is */
+    bool streaming;    /* headers and `init` sent */
+    bool executing;    /* the kernel announced it (execute_input): SIGINT now reaches the code */
+    bool interrupt;    /* asked for (sent once executing) */
+    bool kernel_error; /* the kernel published an error for this run */
     bool sent_count;
     bool error_sent;
     bool got_reply;
@@ -149,6 +154,7 @@ ctx_json(const struct execd_ctx *c, bool with_cwd)
 }
 
 static void run_abort(struct code_run *r, const char *why);
+static void on_sigint_again(int fd, short what, void *arg);
 static const struct execd_kernel_ops kernel_ops;
 
 static void
@@ -276,6 +282,8 @@ run_free(struct code_run *r)
         event_free(r->ping);
     if (r->grace)
         event_free(r->grace);
+    if (r->again)
+        event_free(r->again);
     evbuffer_free(r->chunk);
     json_decref(r->reply);
     free(r->code);
@@ -303,6 +311,8 @@ run_end(struct code_run *r)
                            json_string_value(json_object_get(r->reply, "evalue")),
                            json_object_get(r->reply, "traceback"));
             } else {
+                sbx_autofree char *js = json_dumps(r->reply, JSON_COMPACT);
+                sbx_debug("context %s: execute_reply %s", r->ctx ? r->ctx->id : "?", js);
                 emit_error(r, "ExecutionAborted", "the kernel did not run the code", NULL);
             }
         }
@@ -342,16 +352,41 @@ on_ping(int fd, short what, void *arg)
     run_flush(r);
 }
 
-/* ipykernel ignores SIGINT until it runs the request's handler, and execute_input is only
- * published from there: an interrupt that comes earlier waits for it. */
+/* Interrupts. ipykernel ignores SIGINT until it runs the request's handler, and execute_input
+ * is only published from there: an interrupt that comes earlier waits for it. And CPython
+ * only looks at a signal between bytecodes: one that lands just before a blocking call (the
+ * classic `time.sleep`) is seen when the call returns. So while the kernel has not reported
+ * an error for the run, SIGINT is sent again every SIGINT_AGAIN_MS (it then interrupts the
+ * call: the Python handler raises KeyboardInterrupt once however many arrived). */
+static void
+sigint_now(struct code_run *r)
+{
+    if (!r->ctx || !r->ctx->kernel)
+        return;
+    execd_kernel_interrupt(r->ctx->kernel);
+    r->sigints++;
+    if (!r->again)
+        r->again = evtimer_new(r->ctx->ex->base, on_sigint_again, r);
+    struct timeval tv = {.tv_sec = 0, .tv_usec = SIGINT_AGAIN_MS * 1000};
+    evtimer_add(r->again, &tv);
+}
+
+static void
+on_sigint_again(int fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct code_run *r = arg;
+    if (!r->kernel_error && !r->got_idle && r->sigints < SIGINT_MAX)
+        sigint_now(r);
+}
+
 static void
 run_interrupt(struct code_run *r)
 {
-    if (!r->executing) {
-        r->interrupt = true;
-        return;
-    }
-    execd_kernel_interrupt(r->ctx->kernel);
+    r->interrupt = true;
+    if (r->executing && r->sigints == 0)
+        sigint_now(r);
 }
 
 /* The client left: the kernel is interrupted; the context stays busy until the kernel
@@ -483,9 +518,11 @@ on_kernel_iopub(struct execd_kernel *k, const struct jmsg *m, void *arg)
     const char *t = m->msg_type;
     if (strcmp(t, "execute_input") == 0) {
         r->executing = true;
-        if (r->interrupt)
-            execd_kernel_interrupt(c->kernel);
+        if (r->interrupt && r->sigints == 0)
+            sigint_now(r);
     }
+    if (strcmp(t, "error") == 0)
+        r->kernel_error = true;
     if (strcmp(t, "status") == 0) {
         const char *st = json_string_value(json_object_get(m->content, "execution_state"));
         if (st && strcmp(st, "idle") == 0)

@@ -456,9 +456,11 @@ execd_kernel_is_ready(const struct execd_kernel *k)
 void
 execd_kernel_execute(struct execd_kernel *k, const char *code, char *msg_id)
 {
+    /* stop_on_error would make ipykernel abort requests arriving shortly after a failed
+     * one; execd never queues (a busy context refuses), so the next run is independent */
     json_t *c =
         json_pack("{s:s, s:b, s:b, s:{}, s:b, s:b}", "code", code, "silent", 0, "store_history", 1,
-                  "user_expressions", "allow_stdin", 0, "stop_on_error", 1);
+                  "user_expressions", "allow_stdin", 0, "stop_on_error", 0);
     send_msg(k, "execute_request", c, msg_id);
 }
 
