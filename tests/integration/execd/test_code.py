@@ -251,6 +251,41 @@ def test_kernel_death(ex):
           "new kernel counts from 1: %r" % ev)
 
 
+def test_delete_while_running(ex):
+    c = new_context(ex)
+    live = Live(ex, {"context": c, "code": "import time\ntime.sleep(30)"})
+    pids = kernel_pids(ex) if not ex.external else []
+    check(ex.request("DELETE", "/code/contexts/" + c["id"])[0] == 200, "delete a busy context")
+    ev = live.events(10)
+    t = kernel_contract(ev, c["id"])
+    check(t["type"] == "error" and t["error"]["ename"] == "ContextCancelled", "%r" % t)
+    if not ex.external:
+        wait_until(lambda: len([p for p in pids if alive(p)]) == len(pids) - 1, 10,
+                   "the deleted context's kernel is gone")
+
+
+def test_kernel_not_reachable_by_others(ex):
+    """Security boundary: the kernel's sockets and connection file (with its HMAC key) sit in
+    execd's 0700 state dir, so a command run as another user can neither read the key nor
+    connect to the kernel."""
+    if ex.external or os.getuid() != 0:
+        return
+    c = new_context(ex)
+    state = os.path.join(ex.tmp, "state")
+    conn = os.path.join(state, "kernel-%s.json" % c["id"])
+    sock = os.path.join(state, "k-%s-1" % c["id"])
+    check(os.path.exists(conn) and os.path.exists(sock), "kernel files where expected")
+    check(stat.S_IMODE(os.stat(conn).st_mode) == 0o600, "connection file mode")
+    probe = ("cat %s; python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); "
+             "s.connect(sys.argv[1])' %s" % (conn, sock))
+    st, ev = ex.stream("/command", {"command": probe, "uid": 65534})
+    err = " ".join(e["text"] for e in ev if e["type"] == "stderr")
+    out = [e["text"] for e in ev if e["type"] == "stdout"]
+    check(not out and "Permission denied" in err, "uid 65534 reached the kernel: %r %r"
+          % (out, err))
+    check(ev[-1]["type"] == "error", "probe must fail: %r" % ev[-1])
+
+
 def test_contexts_crud(ex):
     a = new_context(ex)
     b = new_context(ex, "bash", cwd="/tmp")
@@ -475,7 +510,8 @@ def main():
         sys.exit(SKIP)
     shared = [test_two_plus_two, test_state_persists, test_default_context, test_stdout_stderr,
               test_exception, test_display_data, test_interrupt_and_busy, test_client_disconnect,
-              test_kernel_death, test_contexts_crud, test_bash_context, test_command_language,
+              test_kernel_death, test_delete_while_running, test_kernel_not_reachable_by_others,
+              test_contexts_crud, test_bash_context, test_command_language,
               test_languages_and_hostile_input, test_idle_with_kernel]
     only = sys.argv[2:]
     ex = None
