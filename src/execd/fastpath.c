@@ -219,13 +219,11 @@ shlvl_value(const char *v, char out[16])
         (void)snprintf(out, 16, "0");
         return true;
     }
-    size_t n = strspn(v, "0123456789");
-    if (n == 0 || n > 3 || v[n] != '\0')
+    uint64_t lvl = 0;
+    if (strspn(v, "0123456789") != strlen(v) || strlen(v) > 3 ||
+        sbx_parse_u64(v, &lvl, NULL) < 0 || lvl > 998)
         return false;
-    int lvl = atoi(v);
-    if (lvl > 998)
-        return false;
-    (void)snprintf(out, 16, "%d", lvl);
+    (void)snprintf(out, 16, "%u", (unsigned)lvl);
     return true;
 }
 
