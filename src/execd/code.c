@@ -138,7 +138,7 @@ static struct execd_ctx *
 ctx_default(struct execd *ex, const char *language)
 {
     for (struct execd_ctx *c = ex->ctxs; c; c = c->next) {
-        if (c->is_default && strcmp(c->language, language) == 0)
+        if (c->is_default && language && strcmp(c->language, language) == 0)
             return c;
     }
     return NULL;
@@ -291,31 +291,39 @@ run_free(struct code_run *r)
 }
 
 /* The execution is over (reply and idle seen): terminal event, end of the stream. */
+/* The terminal event when the kernel sent no error on iopub: from execute_reply. */
+static void
+emit_terminal(struct code_run *r)
+{
+    const char *status = json_string_value(json_object_get(r->reply, "status"));
+    if (!r->reply) {
+        if (r->interrupt)
+            emit_error(r, "KeyboardInterrupt", "", NULL);
+        else
+            emit_error(r, "KernelError", "the kernel went idle without an execute_reply", NULL);
+    } else if (status && strcmp(status, "ok") == 0) {
+        execd_sse_begin(r->chunk, "execution_complete");
+        evbuffer_add_printf(r->chunk, ",\"execution_time\":%llu",
+                            (unsigned long long)(sbx_now_ms() - r->start_ms));
+        execd_sse_end(r->chunk);
+    } else if (status && strcmp(status, "error") == 0) {
+        emit_error(r, json_string_value(json_object_get(r->reply, "ename")),
+                   json_string_value(json_object_get(r->reply, "evalue")),
+                   json_object_get(r->reply, "traceback"));
+    } else {
+        sbx_autofree char *js = json_dumps(r->reply, JSON_COMPACT);
+        sbx_debug("context %s: execute_reply %s", r->ctx ? r->ctx->id : "?", js);
+        emit_error(r, "ExecutionAborted", "the kernel did not run the code", NULL);
+    }
+}
+
+/* The execution is over (reply and idle seen): terminal event, end of the stream. */
 static void
 run_end(struct code_run *r)
 {
     if (r->req) {
-        if (!r->error_sent) {
-            const char *status = json_string_value(json_object_get(r->reply, "status"));
-            if (!r->reply && r->interrupt) {
-                emit_error(r, "KeyboardInterrupt", "", NULL);
-            } else if (!r->reply) {
-                emit_error(r, "KernelError", "the kernel went idle without an execute_reply", NULL);
-            } else if (status && strcmp(status, "ok") == 0) {
-                execd_sse_begin(r->chunk, "execution_complete");
-                evbuffer_add_printf(r->chunk, ",\"execution_time\":%llu",
-                                    (unsigned long long)(sbx_now_ms() - r->start_ms));
-                execd_sse_end(r->chunk);
-            } else if (status && strcmp(status, "error") == 0) {
-                emit_error(r, json_string_value(json_object_get(r->reply, "ename")),
-                           json_string_value(json_object_get(r->reply, "evalue")),
-                           json_object_get(r->reply, "traceback"));
-            } else {
-                sbx_autofree char *js = json_dumps(r->reply, JSON_COMPACT);
-                sbx_debug("context %s: execute_reply %s", r->ctx ? r->ctx->id : "?", js);
-                emit_error(r, "ExecutionAborted", "the kernel did not run the code", NULL);
-            }
-        }
+        if (!r->error_sent)
+            emit_terminal(r);
         run_flush(r);
         evhttp_connection_set_closecb(r->evcon, NULL, NULL);
         evhttp_send_reply_end(r->req);
@@ -367,7 +375,7 @@ sigint_now(struct code_run *r)
     r->sigints++;
     if (!r->again)
         r->again = evtimer_new(r->ctx->ex->base, on_sigint_again, r);
-    struct timeval tv = {.tv_sec = 0, .tv_usec = SIGINT_AGAIN_MS * 1000};
+    struct timeval tv = {.tv_sec = 0, .tv_usec = (long)SIGINT_AGAIN_MS * 1000};
     evtimer_add(r->again, &tv);
 }
 
@@ -448,7 +456,7 @@ run_idle(struct code_run *r)
     if (r->got_reply)
         return;
     r->grace = evtimer_new(r->ctx->ex->base, on_no_reply, r);
-    struct timeval tv = {.tv_sec = 0, .tv_usec = REPLY_GRACE_MS * 1000};
+    struct timeval tv = {.tv_sec = 0, .tv_usec = (long)REPLY_GRACE_MS * 1000};
     evtimer_add(r->grace, &tv);
 }
 
@@ -810,6 +818,8 @@ execd_code_context_delete(struct execd *ex, struct evhttp_request *req, const ch
 void
 execd_code_free_all(struct execd *ex)
 {
-    while (ex->ctxs)
-        ctx_free(ex->ctxs);
+    for (struct execd_ctx *c = ex->ctxs, *next = NULL; c; c = next) {
+        next = c->next;
+        ctx_free(c);
+    }
 }

@@ -635,10 +635,11 @@ execd_cmd_reap(struct execd *ex)
         if (pid == 0)
             return false;
         bool known = false;
-        for (struct execd_cmd *c = ex->cmds; c && !known; c = c->next) {
+        for (struct execd_cmd *c = ex->cmds; c; c = c->next) {
             if (c->pid == pid && c->running) {
-                cmd_exited(ex, c, status);
+                cmd_exited(ex, c, status); /* may free c (cmd_prune) */
                 known = true;
+                break;
             }
         }
         if (!known)

@@ -220,8 +220,8 @@ shlvl_value(const char *v, char out[16])
         return true;
     }
     uint64_t lvl = 0;
-    if (strspn(v, "0123456789") != strlen(v) || strlen(v) > 3 ||
-        sbx_parse_u64(v, &lvl, NULL) < 0 || lvl > 998)
+    if (strspn(v, "0123456789") != strlen(v) || strlen(v) > 3 || sbx_parse_u64(v, &lvl, NULL) < 0 ||
+        lvl > 998)
         return false;
     (void)snprintf(out, 16, "%u", (unsigned)lvl);
     return true;
@@ -254,10 +254,12 @@ execd_fast_env(char ***env, const char *cwd, const char *prog)
         return false;
     const char *pwd = env_get(*env, "PWD");
     /* bash keeps an inherited PWD that is absolute and names the same directory */
-    if (!(pwd && pwd[0] == '/' && same_file(pwd, real)))
-        env_put(env, "PWD", real);
+    bool keep_pwd = pwd && pwd[0] == '/' && same_file(pwd, real);
     struct stat st;
-    if (old && !(old[0] && stat(old, &st) == 0 && S_ISDIR(st.st_mode)))
+    bool drop_old = old && !(old[0] && stat(old, &st) == 0 && S_ISDIR(st.st_mode));
+    if (!keep_pwd)
+        env_put(env, "PWD", real);
+    if (drop_old)
         env_drop(*env, "OLDPWD");
     env_put(env, "SHLVL", shlvl);
     env_put(env, "_", prog);

@@ -561,8 +561,10 @@ execd_kernel_cleanup(struct execd *ex)
             k->alive = false;
         }
     }
-    while (ex->kernels)
-        execd_kernel_free(ex->kernels);
+    for (struct execd_kernel *k = ex->kernels, *next = NULL; k; k = next) {
+        next = k->next;
+        execd_kernel_free(k);
+    }
     if (ex->kernel_dir) {
         (void)sbx_rm_rf(ex->kernel_dir, NULL);
         free(ex->kernel_dir);
