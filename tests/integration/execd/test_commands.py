@@ -191,7 +191,8 @@ def test_sessions(ex):
     sid = ex.json("POST", "/session", "")["session_id"]
     check(re.fullmatch(r"[0-9a-f-]{36}", sid), "session id %r" % sid)
     st, ev = ex.stream("/session/%s/run" % sid, {"command": "export A=one; cd /tmp; echo x >&2"})
-    _, code, out, err = check_contract(ev)
+    init, code, out, err = check_contract(ev)
+    check(init == sid, "a session run's init carries the session id (COMPAT 2.3): %r" % init)
     check(code == 0 and out == ["x"] and err == [], "stderr merged into stdout: %r" % ev)
     st, ev = ex.stream("/session/%s/run" % sid, {"command": "echo $A; pwd"})
     _, code, out, _ = check_contract(ev)
