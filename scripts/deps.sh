@@ -17,6 +17,8 @@ pkgs=(
   iproute2 iptables procps psmisc curl python3
   # capped disk layers of native sandboxes (mkfs.ext4)
   e2fsprogs
+  # execd code interpreting: a real Jupyter kernel (execd speaks ZMTP itself, no libzmq)
+  python3-ipykernel
   # image store tests: a real registry, skopeo to fill it, a static busybox for the rootfs,
   # htpasswd for basic auth, getfattr for overlay xattrs, python3 for the fake token service
   docker-registry skopeo busybox-static apache2-utils attr zstd python3
