@@ -124,6 +124,8 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "  --hostname H       hostname inside the sandbox (default: the sandbox id)\n"
         "  --user U[:G]       user (and group), by id or by name in the sandbox's /etc\n"
         "  --userns           own user namespace (ids 0-65535 map to host 1000000+)\n"
+        "  --upper MODE       writable layer: tmpfs (default; RAM, at most the memory limit\n"
+        "                     or 1 GiB) | disk (under the state dir)\n"
         "  --state-dir D      state directory (default $SBX_STATE_DIR or /var/lib/sbx)\n"
         "  --cgroup-parent P  cgroup below the caller's own (default $SBX_CGROUP_PARENT or sbx)\n"
         "\nExit status: CMD's status; 125 when sbx itself fails; 2 for usage errors.\n"),

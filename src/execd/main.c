@@ -18,6 +18,7 @@
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "execd/execd.h"
+#include "execd/kernel.h"
 
 #define STOP_GRACE_SEC 3
 
@@ -32,6 +33,8 @@ static const char usage[] =
     "                         (default $TMPDIR/sbx-execd-<pid>)\n"
     "  --envs-file PATH       KEY=VALUE lines merged into every command's environment\n"
     "                         (env EXECD_ENVS, default /opt/opensandbox/.env)\n"
+    "  --python PATH          interpreter for Python kernels (env EXECD_PYTHON; default:\n"
+    "                         the first python3 on PATH, /usr/local/bin, /usr/bin with ipykernel)\n"
     "  --log-level LEVEL      error|warn|info|debug|trace (default info)\n"
     "  --version, --help\n";
 
@@ -42,7 +45,8 @@ enum {
     OPT_MAX_UPLOAD,
     OPT_STATE,
     OPT_ENVS,
-    OPT_LOG
+    OPT_LOG,
+    OPT_PYTHON
 };
 
 static const struct option long_opts[] = {
@@ -53,6 +57,7 @@ static const struct option long_opts[] = {
     {"state-dir", required_argument, NULL, OPT_STATE},
     {"envs-file", required_argument, NULL, OPT_ENVS},
     {"log-level", required_argument, NULL, OPT_LOG},
+    {"python", required_argument, NULL, OPT_PYTHON},
     {"version", no_argument, NULL, 'V'},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -113,6 +118,10 @@ parse_opt(struct execd_config *cfg, int c, const char *arg)
             return -1;
         sbx_log_set_level(lvl);
         return 0;
+    case OPT_PYTHON:
+        free(cfg->python);
+        cfg->python = sbx_xstrdup(arg);
+        return 0;
     default:
         return -1;
     }
@@ -133,6 +142,10 @@ config_from_env(struct execd_config *cfg)
     const char *envs = getenv("EXECD_ENVS");
     if (!cfg->envs_file)
         cfg->envs_file = sbx_xstrdup(envs && *envs ? envs : "/opt/opensandbox/.env");
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): single-threaded, before the loop starts */
+    const char *py = getenv("EXECD_PYTHON");
+    if (!cfg->python && py && *py)
+        cfg->python = sbx_xstrdup(py);
 }
 
 static void
@@ -150,6 +163,7 @@ config_dispose(struct execd_config *cfg)
     free(cfg->token);
     free(cfg->state_dir);
     free(cfg->envs_file);
+    free(cfg->python);
 }
 
 /* Returns 0 to run, 1 for a usage error, 2 when --help/--version already answered. */
@@ -217,9 +231,16 @@ on_stop_timer(int fd, short what, void *arg)
     struct execd *ex = arg;
     sbx_warn("children still running after %d s: killing them", STOP_GRACE_SEC);
     execd_cmd_signal_all(ex, SIGKILL);
+    execd_kernel_signal_all(ex, SIGKILL);
     if (ex->pid1)
         (void)kill(-1, SIGKILL);
     event_base_loopexit(ex->base, NULL);
+}
+
+static bool
+children_left(const struct execd *ex)
+{
+    return execd_cmd_any_running(ex) || execd_kernel_any_alive(ex);
 }
 
 static void
@@ -233,10 +254,11 @@ begin_stop(struct execd *ex, int sig)
     ex->stopping = true;
     execd_http_stop(ex);
     execd_cmd_signal_all(ex, sig);
+    execd_kernel_signal_all(ex, SIGTERM); /* a kernel ignores SIGINT when idle */
     if (ex->pid1)
         (void)kill(-1, sig); /* PID 1 of a pid namespace: every other process is ours */
     bool none_left = execd_cmd_reap(ex);
-    if (!execd_cmd_any_running(ex) && (!ex->pid1 || none_left)) {
+    if (!children_left(ex) && (!ex->pid1 || none_left)) {
         event_base_loopexit(ex->base, NULL);
         return;
     }
@@ -252,7 +274,7 @@ on_signal(int sig, short what, void *arg)
     struct execd *ex = arg;
     if (sig == SIGCHLD) {
         bool none_left = execd_cmd_reap(ex);
-        if (ex->stopping && !execd_cmd_any_running(ex) && (!ex->pid1 || none_left))
+        if (ex->stopping && !children_left(ex) && (!ex->pid1 || none_left))
             event_base_loopexit(ex->base, NULL);
         return;
     }
@@ -282,6 +304,8 @@ teardown(struct execd *ex)
     execd_metrics_free_all(ex);
     execd_cmd_free_all(ex); /* before sessions: a running command points at its session */
     execd_session_free_all(ex);
+    execd_code_free_all(ex);
+    execd_kernel_cleanup(ex); /* no kernel outlives execd */
     struct event *evs[] = {ex->sig_chld, ex->sig_term, ex->sig_int, ex->stop_timer};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(evs); i++) {
         if (evs[i])

@@ -181,10 +181,32 @@ parse_supported(struct sbx_server_config *cfg, const config_setting_t *list, sbx
     return 0;
 }
 
+static json_t *setting_to_json(const config_setting_t *s);
+
+/* An array or list of scalars (e.g. a list of paths); NULL if an element is not a scalar. */
+static json_t *
+list_to_json(const config_setting_t *s)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < config_setting_length(s); i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        json_t *v = config_setting_is_scalar(e) ? setting_to_json(e) : NULL;
+        if (!v) {
+            json_decref(a);
+            return NULL;
+        }
+        (void)json_array_append_new(a, v);
+    }
+    return a;
+}
+
 static json_t *
 setting_to_json(const config_setting_t *s)
 {
     switch (config_setting_type(s)) {
+    case CONFIG_TYPE_ARRAY:
+    case CONFIG_TYPE_LIST:
+        return list_to_json(s);
     case CONFIG_TYPE_INT:
     case CONFIG_TYPE_INT64:
         return json_integer(config_setting_get_int64(s));
@@ -216,7 +238,8 @@ parse_provider_group(struct sbx_server_config *cfg, const config_setting_t *g, s
         json_t *v = setting_to_json(s);
         if (!v) {
             json_decref(obj);
-            return sbx_error_set(err, SBX_EINVAL, 0, "`%s.%s` must be a scalar", where,
+            return sbx_error_set(err, SBX_EINVAL, 0,
+                                 "`%s.%s` must be a scalar or a list of scalars", where,
                                  config_setting_name(s));
         }
         (void)json_object_set_new(obj, config_setting_name(s), v);

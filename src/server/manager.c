@@ -197,6 +197,8 @@ run_create(struct sbx_mgr *m, struct entry *e)
         /* Record what exists before starting it, so a crash here can be cleaned up. */
         pthread_mutex_lock(&m->mu);
         merge_priv(e, work);
+        /* Registry credentials served the provider's pull; the store keeps no copy. */
+        (void)json_object_del(e->sb->image, "auth");
         transition(m, e, "Pending", "PROVISIONING", "starting");
         pthread_mutex_unlock(&m->mu);
         r = ops->start(e->prov, work, &err);
@@ -205,6 +207,7 @@ run_create(struct sbx_mgr *m, struct entry *e)
         (void)ops->delete (e->prov, work, NULL);
     pthread_mutex_lock(&m->mu);
     merge_priv(e, work);
+    (void)json_object_del(e->sb->image, "auth");
     if (r < 0) {
         sbx_warn("sandbox %s: create failed: %s", e->sb->id, sbx_error_msg(err));
         transition(m, e, "Failed", "PROVISIONING_ERROR", sbx_error_msg(err));
@@ -921,7 +924,14 @@ reconcile_live(struct sbx_mgr *m, struct entry *e)
 {
     struct sbx_provider_status st = {0};
     sbx_autoerror sbx_error *err = NULL;
-    if (e->prov->ops->reconcile(e->prov, e->sb, &st, &err) < 0) {
+    int r = e->prov->ops->reconcile(e->prov, e->sb, &st, &err);
+    if (r == -SBX_EUNAVAIL) {
+        /* The provider's backend (a Docker daemon, a cloud API) does not answer: that says
+         * nothing about the sandbox. Keep the stored state; the liveness check asks again. */
+        sbx_warn("reconcile: sandbox %s left %s: %s", e->sb->id, e->sb->state, sbx_error_msg(err));
+        return;
+    }
+    if (r < 0) {
         st.cls = SBX_CLASS_TERMINAL;
         (void)snprintf(st.reason, sizeof st.reason, "RECONCILE_FAILED");
     }

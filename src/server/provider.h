@@ -1,11 +1,12 @@
 /*
  * provider.h - the provider interface and the registry of provider factories.
  *
- * A provider turns a sandbox record into something running: `native` (the runtime), `process`
- * (execd as a plain host process, no isolation), `daytona` (a remote cloud sandbox). The manager
- * owns the record and writes every state transition to the store before it calls the provider; the
- * provider keeps what it needs to find its sandbox again (pid, start time, ports, tokens) in
- * sb->priv, which the manager persists after each call.
+ * A provider turns a sandbox record into something running: `native` (the runtime), `docker`
+ * (containers of a Docker Engine), `process` (execd as a plain host process, no isolation) or
+ * `daytona` (a remote cloud sandbox). The manager owns the record and writes every state
+ * transition to the store before it calls the provider; the provider keeps what it needs to find
+ * its sandbox again (pid, start time, ports, tokens) in sb->priv, which the manager persists
+ * after each call.
  *
  * All calls may block; the manager never calls two of them at once on the same sandbox (except
  * connect and status, which must be safe to call any time).
@@ -67,6 +68,13 @@ struct sbx_provider_ops {
     /* Headers the router adds on requests to `port` (e.g. execd's access token); new ref or
      * NULL. */
     json_t *(*proxy_headers)(struct sbx_provider *p, const struct sbx_record *sb, int port);
+    /* Optional (NULL = accept). Called on the API thread before anything is recorded, with
+     * the create request (already checked for shape): refuse what this provider cannot or may
+     * not do (e.g. a host path outside its allow-list). Returns <0 with *code set to the API
+     * error code (e.g. "VOLUME::HOST_PATH_NOT_ALLOWED") and err saying why; the API answers
+     * 400. */
+    int (*check_create)(struct sbx_provider *p, const json_t *request, const char **code,
+                        sbx_error **err);
     void (*free)(struct sbx_provider *p);
 };
 
@@ -146,6 +154,11 @@ extern const char *const sbx_provider_native_keys[];
 int sbx_provider_process_new(const json_t *settings, const struct sbx_provider_env *env,
                              struct sbx_provider **out, sbx_error **err);
 extern const char *const sbx_provider_process_keys[];
+
+/* The docker provider's factory (a Docker Engine API over a unix socket: dockerd or podman). */
+int sbx_provider_docker_new(const json_t *settings, const struct sbx_provider_env *env,
+                            struct sbx_provider **out, sbx_error **err);
+extern const char *const sbx_provider_docker_keys[];
 
 /* The Daytona provider's factory (lazy: it needs the API key from the secret store). */
 int sbx_provider_daytona_new(const json_t *settings, const struct sbx_provider_env *env,

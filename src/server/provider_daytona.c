@@ -661,7 +661,7 @@ launch_command(const struct daytona *d, const struct sbx_record *sb)
                          "2>/dev/null; cd ~ 2>/dev/null; ",
                          dir);
     (void)sbx_buf_printf(&b, NULL,
-                         "SBX_EXECD=\"$D/sbx-execd\" SBX_EXECD_PORT=%d SBX_EXECD_HOST=0.0.0.0 "
+                         "SBX_EXECD=\"$D/sbx-execd\" SBX_EXECD_LISTEN=0.0.0.0:%d "
                          "SBX_EXECD_TOKEN=%s SBX_EXECD_STATE=\"$D/state\" nohup /bin/sh -c ",
                          EXECD_PORT, priv_str(sb, "token"));
     sh_quote(&b, sbx_launch_script());

@@ -8,7 +8,14 @@
  * Network (setting `network`): `bridge` (default: an address on the sbx0 bridge with NAT for
  * egress; nothing on the host network can connect in) or `none` (loopback only). Either way the
  * router reaches execd and any port through sbx_rt_connect, a socket made inside the sandbox's
- * network namespace. Pause/resume is the cgroup freezer. The runtime records
+ * network namespace. The writable layer is on disk under <state>/upper (setting `upper`;
+ * "tmpfs" puts it in RAM, and such a sandbox cannot be stopped). Stop destroys the runtime
+ * sandbox but keeps its layer (marked kept, so gc leaves it) and its image pin; start runs a new
+ * runtime sandbox of the same id on that layer, with the image digest of the first start;
+ * delete removes both. Volumes: `host` binds from the allow-list `allowed_host_paths`
+ * and `pvc` named volumes under <state>/volumes (volumes.c); they are resolved at start from
+ * the request's volumes kept in the record (priv.volumes), so a restarted server still knows
+ * what to release. Pause/resume is the cgroup freezer. The runtime records
  * every sandbox under <state>/run before creating anything; a restarted server re-opens
  * running ones with sbx_rt_adopt (pid + start time checked) and sbx_rt_gc removes dead ones.
  */
@@ -33,13 +40,15 @@
 #include "server/procutil.h"
 #include "server/provider.h"
 #include "server/srvutil.h"
+#include "server/volumes.h"
 
 #define EXECD_PORT   44772
 #define DEFAULT_PIDS 4096
 #define EXECD_STATE  "/tmp/.sbx-execd"
 
-const char *const sbx_provider_native_keys[] = {"execd",   "ping_timeout_ms", "cgroup_parent",
-                                                "network", "writable_layer",  NULL};
+const char *const sbx_provider_native_keys[] = {
+    "execd", "ping_timeout_ms", "cgroup_parent",      "network",
+    "upper", "upper_size",      "allowed_host_paths", NULL};
 
 struct handle {
     char id[SBX_UUID_LEN + 1];
@@ -51,10 +60,12 @@ struct native_data {
     struct sbx_native_bridge *bridge;
     struct sbx_rt_net_ops net_ops;
     enum sbx_rt_netmode net;
+    enum sbx_rt_upper upper;
+    uint64_t upper_size; /* the layer's size (tmpfs) or cap (disk); 0 = the runtime's default */
+    struct sbx_vols *vols;
     char *state_dir;
     char *execd;
     char *logs_dir;
-    char *layers_dir; /* <state>/layers: persistent writable layers; NULL = tmpfs (no stop) */
     int ping_timeout_ms;
     pthread_mutex_t mu; /* guards hs */
     struct handle *hs;
@@ -130,20 +141,32 @@ take_handle(struct native_data *d, const char *id)
 
 /* ---- create / start ---- */
 
+static bool
+is_stopped(const struct sbx_record *sb)
+{
+    return json_is_true(json_object_get(sb->priv, "stopped"));
+}
+
+/* Where this sandbox's writable layer lives: chosen at create (the `upper` setting then) and
+ * kept for its life, so a start after a config change still finds the layer a stop kept. */
+static enum sbx_rt_upper
+upper_of(const struct native_data *d, const struct sbx_record *sb)
+{
+    const char *u = priv_str(sb, "upper");
+    if (!*u)
+        return d->upper;
+    return strcmp(u, "tmpfs") == 0 ? SBX_RT_UPPER_TMPFS : SBX_RT_UPPER_DISK;
+}
+
 static int
 native_create(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
     (void)err;
-    struct native_data *d = ndata(p);
     char token[65];
     sbx_srv_random_hex(token, 32);
     (void)json_object_set_new(sb->priv, "token", json_string(token));
-    /* The writable layer on disk outlives the sandbox's processes: stop keeps it, start
-     * mounts it again, delete removes it. */
-    if (d->layers_dir) {
-        sbx_autofree char *layer = sbx_xasprintf("%s/%s", d->layers_dir, sb->id);
-        (void)json_object_set_new(sb->priv, "layer", json_string(layer));
-    }
+    bool tmpfs = ndata(p)->upper == SBX_RT_UPPER_TMPFS;
+    (void)json_object_set_new(sb->priv, "upper", json_string(tmpfs ? "tmpfs" : "disk"));
     return 0;
 }
 
@@ -228,32 +251,47 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     char **argv = sbx_launch_argv(sb);
     char **envp = sbx_launch_env(sb, &l);
     sbx_autoclose int logfd = open_log(d, sb->id);
+    /* A start after a stop runs on the layer the stop kept. */
+    bool restart = is_stopped(sb);
+    enum sbx_rt_upper upper = upper_of(d, sb);
     struct sbx_rt_spec spec = {.id = sb->id,
                                .argv = argv,
                                .env = envp,
                                .execd_path = d->execd,
                                .net = d->net,
+                               .upper = upper,
+                               .tmpfs_bytes = upper == SBX_RT_UPPER_TMPFS ? d->upper_size : 0,
+                               .disk_bytes = upper == SBX_RT_UPPER_DISK ? d->upper_size : 0,
+                               .reuse_upper = restart,
                                .as_init = true,
                                .pausable = true,
                                .start = true,
                                .stdio = {-1, logfd, logfd}};
     struct sbx_rt_sandbox *h = NULL;
     struct sbx_native_image img = {0};
-    /* A start after a stop runs the exact image of the first start (its digest), under the
-     * writable layer that was kept. */
+    struct sbx_vols_mounts mounts = {0};
+    const json_t *vols = json_object_get(sb->priv, "volumes");
+    /* ... and with the exact image of the first start (its digest): the layer's files are
+     * changes on top of that image. */
     const char *digest = json_string_value(json_object_get(sb->priv, "image_digest"));
     const char *uri = digest ? digest : json_string_value(json_object_get(sb->image, "uri"));
-    bool restart = json_is_true(json_object_get(sb->priv, "stopped"));
-    if (*priv_str(sb, "layer"))
-        spec.upper_dir = priv_str(sb, "layer");
     int r = limits_into(sb, &spec, err);
     if (r >= 0)
         r = sbx_native_image_apply(&img, &spec, d->state_dir, uri, sb->id, err);
     if (r >= 0 && img.img)
         (void)json_object_set_new(sb->priv, "image_digest", json_string(img.img->digest));
+    if (r >= 0 && json_array_size(vols) > 0) {
+        r = sbx_vols_attach(d->vols, sb->id, vols, &mounts, err);
+        spec.volumes = mounts.vols;
+        spec.n_volumes = mounts.n;
+    }
+    bool attached = r >= 0 && json_array_size(vols) > 0;
     if (r >= 0)
         r = sbx_rt_create(&h, d->rt, &spec, err);
-    /* the pin stays while the sandbox exists (also while it is stopped) */
+    if (attached)
+        sbx_vols_started(d->vols, sb->id, &mounts); /* its record says whether it lives now */
+    /* The pin stays while the sandbox exists, also while it is stopped (a failed start after a
+     * stop keeps it: the kept layer still needs that image). */
     sbx_native_image_release(&img, r < 0 && !restart);
     sbx_strv_free(argv);
     sbx_strv_free(envp);
@@ -269,39 +307,52 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 
 /* ---- the rest of the lifecycle ---- */
 
-static bool
-is_stopped(const struct sbx_record *sb)
+/* The runtime sandbox id (its handle, or its record when the init is gone) is destroyed. */
+static int
+destroy_runtime(struct native_data *d, const char *id, bool paused, sbx_error **err)
 {
-    return json_is_true(json_object_get(sb->priv, "stopped"));
+    struct sbx_rt_sandbox *h = take_handle(d, id);
+    sbx_autoerror sbx_error *aerr = NULL;
+    if (!h && sbx_rt_adopt(&h, d->rt, id, &aerr) < 0) {
+        /* Not running (or never made): gc removes the records whose init is gone. */
+        struct sbx_rt_gc_stats st = {0};
+        (void)sbx_rt_gc(&st, d->rt, false, NULL);
+        return 0;
+    }
+    /* A frozen cgroup (v1) holds a SIGKILL until it is thawed. */
+    if (paused)
+        (void)sbx_rt_resume(h, NULL);
+    int r = sbx_rt_destroy(h, err);
+    sbx_rt_sandbox_free(h);
+    return r;
 }
 
-/* Stop is not delete: the processes, cgroups and bridge lease go (the runtime's destroy); the
- * writable layer on disk and the image pin stay for the next start. */
-static int
-native_stop(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
+static void
+mark_stopped(struct sbx_record *sb)
 {
-    struct native_data *d = ndata(p);
-    if (!*priv_str(sb, "layer"))
-        return sbx_error_set(err, SBX_ECONFLICT, 0,
-                             "sandbox `%s` keeps its writable layer in memory "
-                             "(providers.native.writable_layer = \"memory\"): stopping it would "
-                             "lose its files; delete it instead",
-                             sb->id);
-    struct sbx_rt_sandbox *h = take_handle(d, sb->id);
-    sbx_autoerror sbx_error *aerr = NULL;
-    if (!h && sbx_rt_adopt(&h, d->rt, sb->id, &aerr) < 0)
-        h = NULL; /* its init is gone already: nothing runs */
-    /* A frozen cgroup (v1) holds a SIGKILL until it is thawed. */
-    if (h && json_is_true(json_object_get(sb->priv, "paused")))
-        (void)sbx_rt_resume(h, NULL);
-    int r = h ? sbx_rt_destroy(h, err) : 0;
-    sbx_rt_sandbox_free(h);
-    if (r < 0)
-        return sbx_error_wrap(err, "stop `%s`", sb->id);
     (void)json_object_set_new(sb->priv, "stopped", json_true());
     (void)json_object_set_new(sb->priv, "paused", json_false());
     (void)json_object_del(sb->priv, "pid");
     (void)json_object_del(sb->priv, "start_time");
+}
+
+/* Stop is not delete: the processes, cgroups, bridge lease and runtime record go; the writable
+ * layer (kept first, so no destroy or gc removes it) and the image pin stay for the next
+ * start. A layer in RAM would be lost: refused, before anything is touched. */
+static int
+native_stop(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
+{
+    struct native_data *d = ndata(p);
+    if (upper_of(d, sb) == SBX_RT_UPPER_TMPFS)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "sandbox `%s` keeps its writable layer in memory "
+                             "(providers.native.upper = \"tmpfs\"): stopping it would lose its "
+                             "files; delete it instead",
+                             sb->id);
+    if (sbx_rt_upper_keep(d->rt, sb->id, err) < 0 ||
+        destroy_runtime(d, sb->id, json_is_true(json_object_get(sb->priv, "paused")), err) < 0)
+        return sbx_error_wrap(err, "stop `%s`", sb->id);
+    mark_stopped(sb);
     return 0;
 }
 
@@ -329,22 +380,16 @@ static int
 native_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
     struct native_data *d = ndata(p);
-    struct sbx_rt_sandbox *h = take_handle(d, sb->id);
-    sbx_autoerror sbx_error *aerr = NULL;
-    if (!h && sbx_rt_adopt(&h, d->rt, sb->id, &aerr) < 0) {
-        /* Not running (or never made): gc removes the records whose init is gone. */
-        struct sbx_rt_gc_stats st = {0};
-        (void)sbx_rt_gc(&st, d->rt, false, NULL);
-    }
-    int r = h ? sbx_rt_destroy(h, err) : 0;
-    sbx_rt_sandbox_free(h);
+    int r = destroy_runtime(d, sb->id, json_is_true(json_object_get(sb->priv, "paused")), err);
     sbx_autofree char *log = sbx_xasprintf("%s/%s.log", d->logs_dir, sb->id);
     (void)unlink(log);
-    /* The writable layer only once nothing runs on it any more. */
-    if (r >= 0 && *priv_str(sb, "layer"))
-        r = sbx_rm_rf(priv_str(sb, "layer"), err);
+    /* A kept layer (the sandbox was stopped once) only once no runtime sandbox uses it. */
     if (r >= 0)
+        r = sbx_rt_upper_remove(d->rt, sb->id, err);
+    if (r >= 0) {
         sbx_native_image_unpin(d->state_dir, sb->id);
+        sbx_vols_detach(d->vols, sb->id, json_object_get(sb->priv, "volumes"));
+    }
     return r < 0 ? sbx_error_wrap(err, "delete `%s`", sb->id) : 0;
 }
 
@@ -371,11 +416,22 @@ static int
 native_reconcile(struct sbx_provider *p, struct sbx_record *sb, struct sbx_provider_status *out,
                  sbx_error **err)
 {
+    struct native_data *d = ndata(p);
     struct sbx_rt_sandbox *h = NULL;
     sbx_autoerror sbx_error *aerr = NULL;
-    if (is_stopped(sb))
-        return native_status(p, sb, out, err); /* nothing runs; the layer waits on disk */
-    if (get_handle(ndata(p), sb->id, &h, &aerr) < 0) {
+    /* Stopped, or a stop or start the server did not see finish: the layer is kept (a stop
+     * keeps it first), so nothing of the sandbox may run on - a start that was under way is
+     * undone - and the layer waits for the next start. */
+    bool interrupted = (strcmp(sb->state, "Stopping") == 0 || strcmp(sb->state, "Starting") == 0) &&
+                       sbx_rt_upper_kept(d->state_dir, sb->id);
+    if (is_stopped(sb) || interrupted) {
+        if (destroy_runtime(d, sb->id, json_is_true(json_object_get(sb->priv, "paused")), &aerr) <
+            0)
+            sbx_warn("sandbox %s: %s", sb->id, sbx_error_msg(aerr));
+        mark_stopped(sb);
+        return native_status(p, sb, out, err);
+    }
+    if (get_handle(d, sb->id, &h, &aerr) < 0) {
         sbx_provider_status_set(out, "dead", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
         return 0;
     }
@@ -402,6 +458,16 @@ native_proxy_headers(struct sbx_provider *p, const struct sbx_record *sb, int po
     return json_pack("{s:s}", "X-EXECD-ACCESS-TOKEN", priv_str(sb, "token"));
 }
 
+static int
+native_check_create(struct sbx_provider *p, const json_t *request, const char **code,
+                    sbx_error **err)
+{
+    json_t *vols = json_object_get(request, "volumes");
+    if (json_array_size(vols) == 0)
+        return 0;
+    return sbx_vols_check(ndata(p)->vols, vols, code, err);
+}
+
 static void
 free_data(struct native_data *d)
 {
@@ -410,11 +476,11 @@ free_data(struct native_data *d)
     free(d->hs);
     sbx_rt_close(d->rt);
     sbx_native_bridge_free(d->bridge);
+    sbx_vols_free(d->vols);
     free(d->state_dir);
     pthread_mutex_destroy(&d->mu);
     free(d->execd);
     free(d->logs_dir);
-    free(d->layers_dir);
     free(d);
 }
 
@@ -436,6 +502,7 @@ static const struct sbx_provider_ops native_ops = {
     .connect = native_connect,
     .reconcile = native_reconcile,
     .proxy_headers = native_proxy_headers,
+    .check_create = native_check_create,
     .free = native_free,
 };
 
@@ -449,23 +516,6 @@ default_execd(const char *exe_dir)
         return path;
     free(path);
     return sbx_xasprintf("%s/sbx-execd", exe_dir);
-}
-
-/* "disk" (default): writable layers under <state>/layers, kept by stop; "memory": a tmpfs per
- * sandbox (bounded by its memory limit, faster, lost on stop - so stop is refused). */
-static int
-parse_layer(const char *s, const char *state_dir, char **layers_dir, sbx_error **err)
-{
-    if (!s || strcmp(s, "disk") == 0)
-        *layers_dir = sbx_xasprintf("%s/layers", state_dir);
-    else if (strcmp(s, "memory") == 0)
-        *layers_dir = NULL;
-    else
-        return sbx_error_set(err, SBX_EINVAL, 0,
-                             "providers.native.writable_layer must be \"disk\" or \"memory\", "
-                             "not `%s`",
-                             s);
-    return 0;
 }
 
 static int
@@ -482,23 +532,64 @@ parse_network(const char *s, enum sbx_rt_netmode *out, sbx_error **err)
     return 0;
 }
 
+/* `upper` ("disk", the default, or "tmpfs") and `upper_size` (a size such as "2Gi"; disk: a cap,
+ * default none; tmpfs: its size, default the memory limit, else 1 GiB). */
+static int
+parse_upper(const json_t *settings, enum sbx_rt_upper *mode, uint64_t *size, sbx_error **err)
+{
+    const char *u = json_string_value(json_object_get(settings, "upper"));
+    json_t *sz = json_object_get(settings, "upper_size");
+    *mode = SBX_RT_UPPER_DISK;
+    *size = 0;
+    if (json_object_get(settings, "upper") &&
+        (!u || (strcmp(u, "disk") != 0 && strcmp(u, "tmpfs") != 0)))
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "providers.native.upper must be \"disk\" or \"tmpfs\"");
+    if (u && strcmp(u, "tmpfs") == 0)
+        *mode = SBX_RT_UPPER_TMPFS;
+    if (!sz)
+        return 0;
+    if (!json_is_string(sz) || sbx_parse_size(json_string_value(sz), size, NULL) < 0 || !*size)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "providers.native.upper_size must be a size such as \"512Mi\"");
+    return 0;
+}
+
+/* Settings that must be strings when given (the config parser also lets lists through). */
+static int
+check_string_settings(const json_t *settings, sbx_error **err)
+{
+    static const char *const keys[] = {"execd", "cgroup_parent", "network", "upper", "upper_size"};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
+        json_t *v = json_object_get(settings, keys[i]);
+        if (v && !json_is_string(v))
+            return sbx_error_set(err, SBX_EINVAL, 0, "providers.native.%s must be a string",
+                                 keys[i]);
+    }
+    return 0;
+}
+
 int
 sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *env,
                         struct sbx_provider **out, sbx_error **err)
 {
+    if (check_string_settings(settings, err) < 0)
+        return -SBX_EINVAL;
     const char *execd = json_string_value(json_object_get(settings, "execd"));
     json_t *ping = json_object_get(settings, "ping_timeout_ms");
     if (ping && (!json_is_integer(ping) || json_integer_value(ping) < 100))
         return sbx_error_set(err, SBX_EINVAL, 0, "`ping_timeout_ms` must be an integer >= 100");
     enum sbx_rt_netmode net = SBX_RT_NET_BRIDGE;
-    char *layers = NULL;
-    if (parse_network(json_string_value(json_object_get(settings, "network")), &net, err) < 0 ||
-        parse_layer(json_string_value(json_object_get(settings, "writable_layer")), env->state_dir,
-                    &layers, err) < 0)
+    if (parse_network(json_string_value(json_object_get(settings, "network")), &net, err) < 0)
+        return -SBX_EINVAL;
+    enum sbx_rt_upper upper = SBX_RT_UPPER_DISK;
+    uint64_t upper_size = 0;
+    if (parse_upper(settings, &upper, &upper_size, err) < 0)
         return -SBX_EINVAL;
     struct native_data *d = sbx_xcalloc(1, sizeof *d);
     d->net = net;
-    d->layers_dir = layers;
+    d->upper = upper;
+    d->upper_size = upper_size;
     d->state_dir = sbx_xstrdup(env->state_dir);
     (void)sbx_native_bridge_new(&d->bridge, env->state_dir, NULL);
     sbx_native_bridge_ops(&d->net_ops, d->bridge);
@@ -514,9 +605,13 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
     }
     d->execd = execd ? sbx_xstrdup(execd) : default_execd(env->exe_dir);
     d->logs_dir = sbx_xasprintf("%s/native-logs", env->state_dir);
+    if (sbx_vols_open(&d->vols, env->state_dir, json_object_get(settings, "allowed_host_paths"),
+                      err) < 0) {
+        free_data(d);
+        return -SBX_EINVAL;
+    }
     d->ping_timeout_ms = ping ? (int)json_integer_value(ping) : 10000;
-    if (sbx_mkdir_p(d->logs_dir, 0700, err) < 0 ||
-        (d->layers_dir && sbx_mkdir_p(d->layers_dir, 0700, err) < 0)) {
+    if (sbx_mkdir_p(d->logs_dir, 0700, err) < 0) {
         free_data(d);
         return -SBX_EIO;
     }

@@ -24,6 +24,7 @@ const struct sbx_provider_factory sbx_provider_factories[] = {
     {.name = "native", .create = sbx_provider_native_new, .keys = sbx_provider_native_keys},
 #endif
     {.name = "process", .create = sbx_provider_process_new, .keys = sbx_provider_process_keys},
+    {.name = "docker", .create = sbx_provider_docker_new, .keys = sbx_provider_docker_keys},
     {.name = "daytona",
      .create = sbx_provider_daytona_new,
      .keys = sbx_provider_daytona_keys,

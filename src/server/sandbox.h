@@ -27,7 +27,8 @@ struct sbx_record {
     json_t *metadata;   /* object */
     json_t *limits;     /* object (resourceLimits) */
     json_t *extensions; /* object */
-    json_t *priv;       /* provider-private object (pid, start time, port, token...) */
+    json_t *priv;       /* provider-private object (pid, start time, port, token...); a create
+                           with volumes starts it as {"volumes": [the request's Volume objects]} */
 };
 
 /* Find-or-create (sbx extension): a create whose `extensions` hold this key returns the

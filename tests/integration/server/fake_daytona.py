@@ -103,11 +103,10 @@ def advance(sb):
 
 def rewrite(sb, text):
     text = text.replace(ARGS.remote_dir, os.path.join(sb["root"], "remote"))
-    if "SBX_EXECD_PORT=44772" in text:
+    if "SBX_EXECD_LISTEN=0.0.0.0:44772" in text:
         port = free_port()
         sb["ports"][44772] = port
-        text = text.replace("SBX_EXECD_PORT=44772", "SBX_EXECD_PORT=%d" % port)
-        text = text.replace("SBX_EXECD_HOST=0.0.0.0", "SBX_EXECD_HOST=127.0.0.1")
+        text = text.replace("SBX_EXECD_LISTEN=0.0.0.0:44772", "SBX_EXECD_LISTEN=127.0.0.1:%d" % port)
     return text
 
 

@@ -1,17 +1,30 @@
 #!/usr/bin/env python3
 """Stop is not delete, and find-or-create, on the local providers (process always, native when
-this build and host can make native sandboxes): a file written before a stop is there after
-start; a create with extensions.reuseKey returns the existing sandbox for the same key and spec
-(starting it when stopped), a new one for another spec or when the old one is dead; creates
-with one key run one at a time; a stopped sandbox stays Stopped across a server restart;
-delete removes what stop kept."""
+this build and host can make native sandboxes; docker in tests/integration/docker): a file
+written before a stop is there after start; a create with extensions.reuseKey returns the
+existing sandbox for the same key and spec (starting it when stopped), a new one for another
+spec or when the old one is dead; creates with one key run one at a time; a stopped sandbox
+stays Stopped across a server restart; delete removes what stop kept.
+
+Native only: the writable layer a stop keeps (<state>/upper/<id>, marked kept) survives `sbx gc`
+and a kill -9 of the server in the middle of a start; a capped layer (upper_size) is kept too; a
+pvc volume stays while a stopped sandbox still uses it; `upper = "tmpfs"` refuses stop with a
+400 and leaves the sandbox running."""
 import concurrent.futures
 import os
+import random
 import signal
+import subprocess
+import time
 
 from harness import Skip, check, main, wait_for
 
 NATIVE = 'providers = { supported = ["native", "process"]; default = "native"; };\n'
+
+
+def native_conf(settings):
+    return ('providers = { supported = ["native"]; default = "native";\n'
+            '  native = { %s }; };\n' % settings)
 
 
 def run_ok(s, sid, cmd):
@@ -113,8 +126,101 @@ def delete_all(s, provider):
         base = os.path.join(s.state, "sandboxes")
         check(not os.listdir(base), "delete removes the sandbox dirs: %r" % os.listdir(base))
     else:
-        base = os.path.join(s.state, "layers")
-        check(not os.listdir(base), "delete removes the writable layers: %r" % os.listdir(base))
+        check(not layers(s), "delete removes the writable layers: %r" % layers(s))
+
+
+def layers(s):
+    """The writable layers on disk (not the templates of capped ones)."""
+    base = os.path.join(s.state, "upper")
+    return sorted(x for x in os.listdir(base) if not x.startswith("."))
+
+
+def sbx_gc(s):
+    r = subprocess.run([s.sbx, "gc", "--state-dir", s.state], capture_output=True, text=True,
+                       timeout=60)
+    check(r.returncode == 0, "sbx gc: %s" % r.stderr)
+
+
+def native_kept_layer(s):
+    """The layer a stop keeps: marked, left alone by gc (the records live on a tmpfs, so gc at
+    boot sees no record for it), and the next start runs on it."""
+    sid = create(s, None)
+    run_ok(s, sid, "echo gc-proof > /root/marker")
+    check(s.request("POST", "/v1/sandboxes/%s/stop" % sid).status == 202, "stop")
+    layer = os.path.join(s.state, "upper", sid)
+    check(os.path.exists(os.path.join(layer, "kept")), "the stopped sandbox's layer is kept")
+    check(not os.path.exists(os.path.join(s.state, "run", sid)), "no runtime record while stopped")
+    sbx_gc(s)
+    check(os.path.isdir(os.path.join(layer, "upper")), "sbx gc leaves a kept layer alone")
+    # kill -9 of the server during a start: after the restart the sandbox is Stopped (a
+    # half-made start is undone) or Running (the start had finished), never without its files
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        fut = pool.submit(s.request, "POST", "/v1/sandboxes/%s/start" % sid)
+        time.sleep(random.uniform(0.005, 0.08))
+        s.kill9()
+        try:
+            fut.result()
+        except OSError:
+            pass
+    s.start()
+    now = state(s, sid)
+    check(now in ("Stopped", "Running"), "after kill -9 during a start: %s" % now)
+    if now == "Stopped":
+        check(not os.path.exists(os.path.join(s.state, "run", sid)),
+              "the half-made start is undone")
+        check(s.request("POST", "/v1/sandboxes/%s/start" % sid).status == 202, "start")
+    print("native: kill -9 during a start left the sandbox %s" % now)
+    check(run_ok(s, sid, "cat /root/marker") == ["gc-proof"], "files after gc, kill -9, start")
+    check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+    check(sid not in layers(s), "delete removes the kept layer")
+
+
+def native_pvc_kept(s):
+    """A pvc made with deleteOnSandboxTermination by one sandbox and used by another: while the
+    other one is stopped it is still a user, so deleting the maker does not remove the data."""
+    vol = {"name": "shared", "mountPath": "/data",
+           "pvc": {"claimName": "stopstart", "deleteOnSandboxTermination": True}}
+    maker = s.create(volumes=[vol]).json()["id"]
+    run_ok(s, maker, "echo shared-data > /data/f")
+    user = s.create(volumes=[vol]).json()["id"]
+    check(s.request("POST", "/v1/sandboxes/%s/stop" % user).status == 202, "stop the user")
+    check(s.request("DELETE", "/v1/sandboxes/" + maker).status == 204, "delete the maker")
+    check(os.path.isdir(os.path.join(s.state, "volumes", "stopstart")),
+          "the pvc stays while a stopped sandbox uses it")
+    check(s.request("POST", "/v1/sandboxes/%s/start" % user).status == 202, "start the user")
+    check(run_ok(s, user, "cat /data/f") == ["shared-data"], "the volume after start")
+    check(s.request("DELETE", "/v1/sandboxes/" + user).status == 204, "delete the user")
+    check(not os.path.exists(os.path.join(s.state, "volumes", "stopstart")),
+          "the pvc goes with its last user")
+
+
+def native_capped(new_server):
+    s = new_server(config_text=native_conf('upper_size = "64Mi";'), tag="stopstart-capped")
+    s.start()
+    sid = create(s, None)
+    run_ok(s, sid, "echo capped > /root/marker")
+    check(s.request("POST", "/v1/sandboxes/%s/stop" % sid).status == 202, "stop (capped)")
+    check(s.request("POST", "/v1/sandboxes/%s/start" % sid).status == 202, "start (capped)")
+    check(run_ok(s, sid, "cat /root/marker") == ["capped"], "a capped layer keeps its files")
+    out = run_ok(s, sid, "df -k / | tail -1")
+    check(int(out[0].split()[1]) < 64 * 1024, "still capped after start: %r" % out)
+    check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+    check(not layers(s), "no layer left: %r" % layers(s))
+    check(s.stop() == 0, "clean stop (capped)")
+
+
+def native_tmpfs_refuses(new_server):
+    s = new_server(config_text=native_conf('upper = "tmpfs";'), tag="stopstart-tmpfs")
+    s.start()
+    sid = create(s, None)
+    run_ok(s, sid, "echo ram > /root/marker")
+    r = s.request("POST", "/v1/sandboxes/%s/stop" % sid)
+    check(r.status == 400 and r.json()["code"] == "SANDBOX::API_NOT_SUPPORTED" and
+          "tmpfs" in r.json()["message"], "a layer in RAM refuses stop: %r" % r)
+    check(state(s, sid) == "Running", "and the sandbox keeps running")
+    check(run_ok(s, sid, "cat /root/marker") == ["ram"], "with its files")
+    check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+    check(s.stop() == 0, "clean stop (tmpfs)")
 
 
 def scenario(s, provider):
@@ -126,6 +232,9 @@ def scenario(s, provider):
         run_ok(s, sid, "echo kept > $HOME/marker")
     concurrent_same_key(s)
     restart_keeps_stopped(s, sid)
+    if provider == "native":
+        native_kept_layer(s)
+        native_pvc_kept(s)
     delete_all(s, provider)
     check(s.stop() == 0, "clean stop (sanitizers)")
 
@@ -148,6 +257,8 @@ def test(new_server):
     check(n.request("DELETE", "/v1/sandboxes/" + r.json()["id"]).status == 204, "delete probe")
     try:
         scenario(n, "native")
+        native_tmpfs_refuses(new_server)
+        native_capped(new_server)
     finally:
         n.kill9()
         n.gc_runtime()

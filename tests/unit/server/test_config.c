@@ -93,7 +93,8 @@ test_errors(void **state)
     expect_error("limits = { max_timeout_seconds = 10; };", ">= 60");
     expect_error("providers = { supported = [\"process\", \"process\"]; };", "listed twice");
     expect_error("providers = { supported = []; };", "non-empty list");
-    expect_error("providers = { docker = { x = 1; }; };", "`providers.docker`");
+    expect_error("providers = { nosuch = { x = 1; }; };", "`providers.nosuch`");
+    expect_error("providers = { docker = { x = 1; }; };", "`providers.docker.x`");
     expect_error("providers = { process = { exec = \"/x\"; }; };", "`providers.process.exec`");
     expect_error("server = { listen = 5; };", "non-empty string");
     expect_error("server = { listen = \"a\"; ", "line");
@@ -135,6 +136,14 @@ test_registry(void **state)
     registry_case("providers = { supported = [\"nosuch\"]; };", "unknown provider `nosuch`");
     registry_case("providers = { supported = [\"process\"]; default = \"nosuch\"; };",
                   "not in the supported set");
+    registry_case("providers = { supported = [\"process\"]; default = \"docker\"; };",
+                  "not in the supported set");
+    registry_case("providers = { supported = [\"docker\"]; docker = { reach = \"x\"; }; };",
+                  "`providers.docker.reach` cannot be `x`");
+    registry_case("providers = { supported = [\"docker\"]; docker = { network = \"host\"; }; };",
+                  "cannot be \"host\"");
+    registry_case("providers = { supported = [\"docker\"]; docker = { pids_limit = 1; }; };",
+                  "`providers.docker.pids_limit` must be an integer >= 16");
 }
 
 int
