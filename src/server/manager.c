@@ -919,36 +919,6 @@ startable_state(const char *stored)
     return state_in(stored, "Stopped|Stopping|Starting") ? "Stopped" : "Paused";
 }
 
-static void
-reconcile_live(struct sbx_mgr *m, struct entry *e)
-{
-    struct sbx_provider_status st = {0};
-    sbx_autoerror sbx_error *err = NULL;
-    int r = e->prov->ops->reconcile(e->prov, e->sb, &st, &err);
-    if (r == -SBX_EUNAVAIL) {
-        /* The provider's backend (a Docker daemon, a cloud API) does not answer: that says
-         * nothing about the sandbox. Keep the stored state; the liveness check asks again. */
-        sbx_warn("reconcile: sandbox %s left %s: %s", e->sb->id, e->sb->state, sbx_error_msg(err));
-        return;
-    }
-    if (r < 0) {
-        st.cls = SBX_CLASS_TERMINAL;
-        (void)snprintf(st.reason, sizeof st.reason, "RECONCILE_FAILED");
-    }
-    if (st.cls == SBX_CLASS_USABLE) {
-        transition(m, e, "Running", "SANDBOX_RUNNING", "re-adopted after a server restart");
-    } else if (st.cls == SBX_CLASS_STARTABLE) {
-        const char *to = startable_state(e->sb->state);
-        transition(m, e, to, strcmp(to, "Stopped") == 0 ? "SANDBOX_STOPPED" : "SANDBOX_PAUSED",
-                   "re-adopted after a server restart");
-    } else {
-        (void)e->prov->ops->delete (e->prov, e->sb, NULL);
-        transition(m, e, "Failed", st.reason[0] ? st.reason : "SANDBOX_LOST",
-                   "the sandbox was gone when the server restarted");
-    }
-    sbx_info("reconcile: sandbox %s is %s", e->sb->id, e->sb->state);
-}
-
 /* A sandbox of a lazy provider that is not built: nothing is read at startup (no secret, no
  * network), so its live state is not asked for. Stable states are kept (the provider is asked
  * on first use, and polled from then on); interrupted operations land where the user can
@@ -970,6 +940,38 @@ reconcile_deferred(struct sbx_mgr *m, struct entry *e)
     else if (state_in(s, "Pausing|Resuming"))
         transition(m, e, "Running", "RECONCILE_DEFERRED",
                    "the server stopped during a pause or resume");
+}
+
+static void
+reconcile_live(struct sbx_mgr *m, struct entry *e)
+{
+    struct sbx_provider_status st = {0};
+    sbx_autoerror sbx_error *err = NULL;
+    int r = e->prov->ops->reconcile(e->prov, e->sb, &st, &err);
+    if (r == -SBX_EUNAVAIL) {
+        /* The provider's backend (a Docker daemon, a cloud API) does not answer: that says
+         * nothing about the sandbox. Keep a stable stored state (the liveness check asks
+         * again); an interrupted stop, start, pause or resume lands where it can be retried. */
+        sbx_warn("reconcile: sandbox %s left %s: %s", e->sb->id, e->sb->state, sbx_error_msg(err));
+        reconcile_deferred(m, e);
+        return;
+    }
+    if (r < 0) {
+        st.cls = SBX_CLASS_TERMINAL;
+        (void)snprintf(st.reason, sizeof st.reason, "RECONCILE_FAILED");
+    }
+    if (st.cls == SBX_CLASS_USABLE) {
+        transition(m, e, "Running", "SANDBOX_RUNNING", "re-adopted after a server restart");
+    } else if (st.cls == SBX_CLASS_STARTABLE) {
+        const char *to = startable_state(e->sb->state);
+        transition(m, e, to, strcmp(to, "Stopped") == 0 ? "SANDBOX_STOPPED" : "SANDBOX_PAUSED",
+                   "re-adopted after a server restart");
+    } else {
+        (void)e->prov->ops->delete (e->prov, e->sb, NULL);
+        transition(m, e, "Failed", st.reason[0] ? st.reason : "SANDBOX_LOST",
+                   "the sandbox was gone when the server restarted");
+    }
+    sbx_info("reconcile: sandbox %s is %s", e->sb->id, e->sb->state);
 }
 
 static void
