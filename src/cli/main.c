@@ -131,8 +131,10 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "\nExit status: CMD's status; 125 when sbx itself fails; 2 for usage errors.\n"),
     CMD("gc", sbx_cmd_gc, "Remove what crashed sandboxes left behind",
         "Usage: sbx gc [--all] [--state-dir D]\n\n"
-        "Remove the cgroups, network leases and state of every recorded sandbox whose init\n"
-        "is gone. With --all, kill and remove running sandboxes too.\n"),
+        "Remove the cgroups, network leases, writable layers and state of every recorded\n"
+        "sandbox whose init is gone, and layers left without a record. The layers of stopped\n"
+        "server sandboxes are kept. With --all, kill and remove running sandboxes and kept\n"
+        "layers too.\n"),
     CMD("serve", HEAVY(sbx_cmd_serve), "Run the sandbox server (OpenSandbox lifecycle API)",
         "Usage: sbx serve [--listen ADDR] [--state-dir DIR] [--config FILE]\n\n"
         "Run the control plane in the foreground until SIGTERM/SIGINT.\n\n"
