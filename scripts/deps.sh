@@ -15,6 +15,8 @@ pkgs=(
   libcmocka-dev clang clang-tidy clang-format libclang-rt-14-dev
   # runtime helpers used by tests (real peers, not mocks)
   iproute2 iptables procps psmisc curl python3
+  # a TLS certificate for the fake Daytona (the daytona provider's https paths)
+  openssl
   # capped disk layers of native sandboxes (mkfs.ext4)
   e2fsprogs
   # execd code interpreting: a real Jupyter kernel (execd speaks ZMTP itself, no libzmq)

@@ -95,6 +95,7 @@ struct sbx_child_args {
     int upper_loop_fd;   /* capped disk mode: the loop device (the child mounts it on upper and
                             closes it), else -1 */
     char upper_dev[32];  /* its path, /dev/loopN */
+    bool upper_reused;   /* disk mode: a kept layer (upper/ and work/ exist already) */
     char overlay_opts[8192];
     char tmpfs_opts[64];
     const char *hostname;
@@ -165,6 +166,10 @@ uint64_t sbx_proc_start_time(pid_t pid);
 /* netns.c */
 int sbx_netns_lo_up(void);
 
+/* A sandbox id that is safe as a file name: [A-Za-z0-9_.-], 1-63 characters, no leading dot. */
+bool sbx_rt_valid_id(const char *id);
+/* The disk layer dir `upper` is kept (sbx_rt_upper_keep marked it). */
+bool sbx_rt_upper_is_kept(const char *upper);
 /* Close every fd above stdio except keep (a long-lived process must not pin the caller's
  * sockets, pipes and files). */
 void sbx_close_fds_except(int keep);

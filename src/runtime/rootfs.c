@@ -247,14 +247,15 @@ write_hostname(int rootfd, const char *name)
     }
 }
 
-/* mkdir <base>/<name> (0755) for each name. */
+/* mkdir <base>/<name> (0755) for each name; existing ones are fine when `reuse`. */
 static void
-mkdirs_in(struct sbx_child_args *a, const char *base, const char *const *names, size_t n)
+mkdirs_in(struct sbx_child_args *a, const char *base, const char *const *names, size_t n,
+          bool reuse)
 {
     char p[4096];
     for (size_t i = 0; i < n; i++) {
         snprintf(p, sizeof p, "%s/%s", base, names[i]);
-        if (mkdir(p, 0755) < 0)
+        if (mkdir(p, 0755) < 0 && !(reuse && errno == EEXIST))
             FAIL(a, "mkdir `%s`", p);
     }
 }
@@ -268,7 +269,8 @@ mount_root(struct sbx_child_args *a)
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         FAIL(a, "make / private");
     if (a->upper) {
-        /* On disk (the parent made <upper> and recorded it): its pages are page cache that the
+        /* On disk (the parent made <upper> and recorded it, or kept it from a stop: then
+         * upper/ and work/ hold the files of before): its pages are page cache that the
          * kernel can write back and reclaim, so filling it is ENOSPC at worst, never an OOM
          * kill of the sandbox. The overlay is mounted on the scratch dir, in this mount
          * namespace only. */
@@ -278,14 +280,14 @@ mount_root(struct sbx_child_args *a)
         if (a->upper_loop_fd >= 0 &&
             mount(a->upper_dev, a->upper, "ext4", MS_NOSUID | MS_NODEV, "noinit_itable") < 0)
             FAIL(a, "mount the layer's file system `%s`", a->upper_dev);
-        mkdirs_in(a, a->upper, sub, 2);
+        mkdirs_in(a, a->upper, sub, 2, a->upper_reused);
         snprintf(p, sizeof p, "%s", a->scratch);
     } else {
         /* On a tmpfs of this mount namespace only: it vanishes with the sandbox, so no host
          * mount can leak, and its pages are charged to the sandbox's memory cgroup. */
         if (mount("sbx", a->scratch, "tmpfs", MS_NOSUID | MS_NODEV, a->tmpfs_opts) < 0)
             FAIL(a, "mount tmpfs on `%s`", a->scratch);
-        mkdirs_in(a, a->scratch, sub, 3);
+        mkdirs_in(a, a->scratch, sub, 3, false);
         snprintf(p, sizeof p, "%s/root", a->scratch);
     }
     if (mount("overlay", p, "overlay", 0, a->overlay_opts) < 0)

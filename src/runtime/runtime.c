@@ -145,8 +145,8 @@ sbx_rt_close(struct sbx_rt *rt)
     free(rt);
 }
 
-static bool
-valid_id(const char *id)
+bool
+sbx_rt_valid_id(const char *id)
 {
     size_t n = strlen(id);
     if (n == 0 || n > 63 || id[0] == '.')
@@ -159,7 +159,7 @@ check_spec(const struct sbx_rt *rt, const struct sbx_rt_spec *spec, sbx_error **
 {
     if (!spec->argv || !spec->argv[0])
         return sbx_error_set(err, SBX_EINVAL, 0, "no command to run");
-    if (spec->id && !valid_id(spec->id))
+    if (spec->id && !sbx_rt_valid_id(spec->id))
         return sbx_error_set(err, SBX_EINVAL, 0, "invalid sandbox id `%s`", spec->id);
     if (spec->net == SBX_RT_NET_BRIDGE && !rt->has_net_ops)
         return sbx_error_set(err, SBX_EUNAVAIL, 0, "bridge networking not available");
@@ -178,6 +178,9 @@ check_spec(const struct sbx_rt *rt, const struct sbx_rt_spec *spec, sbx_error **
     }
     if (spec->userns && (!spec->uid_map.count || !spec->gid_map.count))
         return sbx_error_set(err, SBX_EINVAL, 0, "user namespace without an id mapping");
+    if (spec->reuse_upper && (spec->upper != SBX_RT_UPPER_DISK || !spec->id))
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "reusing a kept layer needs the disk mode and an id");
     /* ext4 cannot be mounted from inside a user namespace */
     if (spec->disk_bytes && (spec->userns || spec->upper != SBX_RT_UPPER_DISK))
         return sbx_error_set(err, SBX_EINVAL, 0,
@@ -266,14 +269,25 @@ make_record_dir(struct sbx_rt_sandbox *sb, sbx_error **err)
 }
 
 /* The disk-backed writable layer's dir (already named in the record). The child makes upper/
- * and work/ in it while the parent goes on. */
+ * and work/ in it while the parent goes on. With reuse_upper it is the layer a stop kept. */
 static int
 make_upper_dir(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_error **err)
 {
     if (!sb->upper)
         return 0;
-    /* One that exists has no record (the record dir was new): left by a crash or a reboot
-     * that no gc saw, so nothing uses it. */
+    bool kept = sbx_rt_upper_is_kept(sb->upper);
+    if (spec->reuse_upper)
+        return kept ? 0
+                    : sbx_error_set(err, SBX_ENOTFOUND, 0,
+                                    "sandbox `%s`: no writable layer was kept for it", sb->id);
+    /* A kept layer belongs to a stopped sandbox of this id: never wiped by a fresh create. */
+    if (kept)
+        return sbx_error_set(err, SBX_ECONFLICT, 0,
+                             "sandbox `%s`: a writable layer is kept for this id (start it with "
+                             "that layer, or remove it first)",
+                             sb->id);
+    /* One that exists otherwise has no record (the record dir was new): left by a crash or a
+     * reboot that no gc saw, so nothing uses it. */
     if (mkdir(sb->upper, 0700) < 0 &&
         (errno != EEXIST || sbx_rm_rf(sb->upper, err) < 0 || mkdir(sb->upper, 0700) < 0))
         return sbx_error_set(err, SBX_EGENERIC, errno, "mkdir `%s`", sb->upper);
@@ -501,6 +515,13 @@ layer_template(const struct sbx_rt *rt, uint64_t size, char **out, sbx_error **e
     return ret;
 }
 
+static bool
+upper_has_image(const char *upper)
+{
+    sbx_autofree char *img = sbx_xasprintf("%s/layer.img", upper);
+    return access(img, F_OK) == 0;
+}
+
 /* A capped disk layer: <upper>/layer.img (sparse, the cap's size) with its own ext4 (a copy of
  * the size's template), which the child mounts on <upper>/fs. All of it is inside <upper>,
  * which the record names. */
@@ -511,6 +532,8 @@ capped_layer(struct sbx_child_args *a, const struct sbx_rt_sandbox *sb,
     sbx_autofree char *img = sbx_xasprintf("%s/layer.img", sb->upper);
     char *fs = sbx_xasprintf("%s/fs", sb->upper);
     a->upper = fs;
+    if (a->upper_reused) /* its own file system, with the files of before */
+        return attach_loop(a, img, err);
     sbx_autofree char *tmpl = NULL;
     int ret = layer_template(sb->rt, spec->disk_bytes, &tmpl, err);
     if (ret < 0)
@@ -574,7 +597,10 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
     a->scratch = sbx_xasprintf("%s/scratch", sb->dir);
     a->upper = sb->upper;
     a->upper_loop_fd = -1;
-    if (sb->upper && spec->disk_bytes) {
+    a->upper_reused = sb->upper && spec->reuse_upper;
+    /* A kept layer is capped when it has its image, whatever disk_bytes says now. */
+    bool capped = a->upper_reused ? upper_has_image(sb->upper) : spec->disk_bytes != 0;
+    if (sb->upper && capped) {
         int ret = capped_layer(a, sb, spec, err);
         if (ret < 0)
             return ret;

@@ -93,6 +93,9 @@ struct sbx_rt_spec {
     uint64_t disk_bytes;     /* SBX_RT_UPPER_DISK: cap the layer at this size (a file system of
                                 its own, on a loop device; costs a mkfs per sandbox); 0 => no
                                 cap (the state dir's file system) */
+    /* SBX_RT_UPPER_DISK: run on the layer that sbx_rt_upper_keep kept for spec->id
+     * (its files, a cap it had) instead of a fresh one; SBX_ENOTFOUND when none is kept. */
+    bool reuse_upper;
     enum sbx_rt_netmode net;
     bool userns; /* own user namespace with the maps below */
     struct sbx_rt_idmap uid_map, gid_map;
@@ -133,6 +136,17 @@ int sbx_rt_pause(struct sbx_rt_sandbox *sb, sbx_error **err);
 int sbx_rt_resume(struct sbx_rt_sandbox *sb, sbx_error **err);
 /* Kill everything, release the cgroups, lease and state dir. Idempotent. */
 int sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err);
+/* Keep the writable layer on disk of sandbox id (the server's stop; SBX_ENOTFOUND when it has
+ * none): destroy and gc leave a kept layer alone (gc --all removes it), a later sbx_rt_create
+ * with the same id and reuse_upper runs on it, sbx_rt_upper_remove removes it. Written durably
+ * before it returns; call it before sbx_rt_destroy. */
+int sbx_rt_upper_keep(struct sbx_rt *rt, const char *id, sbx_error **err);
+/* True when a layer is kept for id in the runtime state dir state_dir (a stopped sandbox:
+ * something that outlives its runtime record, e.g. a volume it uses, is still in use). */
+bool sbx_rt_upper_kept(const char *state_dir, const char *id);
+/* Remove the writable layer kept for id (nothing to do when there is none). SBX_ECONFLICT while
+ * a record of id exists: a sandbox may still run on it. */
+int sbx_rt_upper_remove(struct sbx_rt *rt, const char *id, sbx_error **err);
 /* Like sbx_rt_destroy, but the cgroup rmdirs (which have 10-30 ms tail spikes on some hosts)
  * and the record removal run on a detached thread, off the caller's path. For long-lived
  * callers (the server); if the process exits first, the record remains and gc finishes. */
@@ -161,7 +175,8 @@ struct sbx_rt_gc_stats {
     unsigned removed; /* sandboxes cleaned up */
     unsigned kept;    /* still running (left alone without `all`) */
 };
-/* Remove what crashed callers left: every recorded sandbox whose init is gone (all: every one). */
+/* Remove what crashed callers left: every recorded sandbox whose init is gone (all: every one),
+ * and every writable layer without a record except kept ones (all: those too). */
 int sbx_rt_gc(struct sbx_rt_gc_stats *out, struct sbx_rt *rt, bool all, sbx_error **err);
 
 /* Accessors. */

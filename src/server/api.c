@@ -337,8 +337,9 @@ check_maps(const json_t *body, struct sbx_reply *out)
     return 0;
 }
 
-/* The provider extension: top-level `provider` or `extensions.provider`; unnamed = default. */
-static struct sbx_provider *
+/* The provider extension: top-level `provider` or `extensions.provider`; unnamed = default.
+ * Returns the canonical name (never builds a provider: a lazy one is built by the create). */
+static const char *
 pick_provider(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
 {
     json_t *p = json_object_get(body, "provider");
@@ -349,7 +350,7 @@ pick_provider(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
         return NULL;
     }
     const char *name = json_string_value(p);
-    struct sbx_provider *prov = sbx_registry_get(r->srv->reg, name);
+    const char *prov = sbx_registry_resolve(r->srv->reg, name);
     if (!prov)
         sbx_reply_error(out, 400, "SANDBOX::UNSUPPORTED_PROVIDER",
                         "provider `%.64s` is not supported by this server (supported: %s)",
@@ -359,15 +360,15 @@ pick_provider(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
 
 /* What a provider cannot honour is refused, not silently dropped: `process` has no isolation
  * to enforce a network policy or mount volumes with; `native` and `docker` have no
- * network-policy wiring yet, `docker` no volume wiring (native's volumes are checked by its
- * check_create). */
+ * network-policy wiring yet, `docker` and `daytona` no volume wiring, `daytona` no network
+ * policy mapping (native's volumes are checked by its check_create). */
 static int
-check_provider_fit(struct sbx_provider *prov, const json_t *body, struct sbx_reply *out)
+check_provider_fit(const char *prov, const json_t *body, struct sbx_reply *out)
 {
-    static const char *const limited[] = {"native", "process", "docker"};
+    static const char *const limited[] = {"native", "process", "docker", "daytona"};
     bool listed = false;
     for (size_t i = 0; i < SBX_ARRAY_SIZE(limited); i++)
-        listed = listed || strcmp(prov->name, limited[i]) == 0;
+        listed = listed || strcmp(prov, limited[i]) == 0;
     if (!listed)
         return 0;
     json_t *np = json_object_get(body, "networkPolicy");
@@ -375,16 +376,40 @@ check_provider_fit(struct sbx_provider *prov, const json_t *body, struct sbx_rep
     const char *what = NULL;
     if (np && !json_is_null(np))
         what = "networkPolicy";
-    else if (strcmp(prov->name, "native") != 0 && json_array_size(vols) > 0)
+    else if (strcmp(prov, "native") != 0 && json_array_size(vols) > 0)
         what = "volumes";
     if (what) {
         sbx_reply_error(out, 400, "SANDBOX::API_NOT_SUPPORTED",
-                        "provider `%s` cannot enforce `%s` yet", prov->name, what);
+                        "provider `%s` cannot enforce `%s` yet", prov, what);
         return -1;
     }
+    return 0;
+}
+
+/* extensions.reuseKey (find-or-create): 1-128 characters of [A-Za-z0-9._:/@=+-]. */
+static int
+check_reuse_key(const json_t *body, struct sbx_reply *out)
+{
+    json_t *k = json_object_get(json_object_get(body, "extensions"), SBX_REUSE_KEY_EXT);
+    if (k && !sbx_reuse_key_valid(json_string_value(k))) {
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
+                        "`extensions.%s` must be 1-%d characters of [A-Za-z0-9._:/@=+-]",
+                        SBX_REUSE_KEY_EXT, SBX_REUSE_KEY_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+/* The provider's own check of the request (e.g. native: may these host paths be mounted).
+ * Only a built provider is asked: eager ones always are; a lazy one that is not built yet has
+ * nothing to check before its first create (none of them has a check_create). */
+static int
+check_create(struct sbx_req *r, const char *name, const json_t *body, struct sbx_reply *out)
+{
+    struct sbx_provider *prov = sbx_registry_peek(r->srv->reg, name);
     const char *code = NULL;
     sbx_autoerror sbx_error *err = NULL;
-    if (prov->ops->check_create && prov->ops->check_create(prov, body, &code, &err) < 0) {
+    if (prov && prov->ops->check_create && prov->ops->check_create(prov, body, &code, &err) < 0) {
         sbx_reply_error(out, 400, code ? code : "SANDBOX::INVALID_PARAMETER", "%s",
                         sbx_error_msg(err));
         return -1;
@@ -403,11 +428,11 @@ copy_or(const json_t *body, const char *key, json_t *fallback)
 }
 
 static struct sbx_record *
-build_record(const json_t *body, const struct sbx_provider *prov, int64_t timeout_s)
+build_record(const json_t *body, const char *prov, int64_t timeout_s)
 {
     struct sbx_record *sb = sbx_record_new();
     sbx_srv_uuid4(sb->id);
-    (void)snprintf(sb->provider, sizeof sb->provider, "%s", prov->name);
+    (void)snprintf(sb->provider, sizeof sb->provider, "%s", prov);
     sb->created_ms = sbx_wall_ms();
     sb->expires_ms = timeout_s ? sb->created_ms + timeout_s * 1000 : 0;
     sb->image = json_deep_copy(json_object_get(body, "image"));
@@ -431,6 +456,29 @@ build_record(const json_t *body, const struct sbx_provider *prov, int64_t timeou
     return sb;
 }
 
+/* The answer to a failed create. `done` is the record when one was made (its start failed),
+ * NULL when nothing was recorded (the provider could not be built, limits). */
+static void
+create_failed(struct sbx_reply *out, const sbx_error *err, const struct sbx_record *done)
+{
+    int code = sbx_error_code(err);
+    if (code == SBX_ENOTFOUND) {
+        /* Something the request named does not exist (an image not in the store). */
+        sbx_reply_from(out, err, "SANDBOX::INVALID_PARAMETER");
+        out->status = 400;
+    } else if (!done && code == SBX_EUNAVAIL) {
+        /* The provider could not be built (its secret is not set): the message says which
+         * secret and how to set it; retrying after that works without a restart. */
+        sbx_reply_from(out, err, "SANDBOX::PROVIDER_UNAVAILABLE");
+    } else if ((!done && code == SBX_ETIMEDOUT) || code == SBX_ELIMIT || code == SBX_EINVAL) {
+        /* limits, bad values, find-or-create waiting for a sandbox that stayed transient */
+        sbx_reply_from(out, err, NULL);
+    } else {
+        sbx_reply_from(out, err, "SANDBOX::SANDBOX_START_FAILED");
+        out->status = 500;
+    }
+}
+
 static void
 do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
 {
@@ -439,30 +487,19 @@ do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
         sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER", "body must be a JSON object");
         return;
     }
-    struct sbx_provider *prov = pick_provider(r, body, out);
+    const char *prov = pick_provider(r, body, out);
     if (!prov || check_image(body, out) < 0 ||
         check_entrypoint(json_object_get(body, "entrypoint"), out) < 0 ||
         check_timeout(r, json_object_get(body, "timeout"), &timeout_s, out) < 0 ||
         check_maps(body, out) < 0 || check_volumes(json_object_get(body, "volumes"), out) < 0 ||
-        check_provider_fit(prov, body, out) < 0)
+        check_reuse_key(body, out) < 0 || check_provider_fit(prov, body, out) < 0 ||
+        check_create(r, prov, body, out) < 0)
         return;
     struct sbx_record *sb = build_record(body, prov, timeout_s);
     struct sbx_record *done = NULL;
     sbx_autoerror sbx_error *err = NULL;
     if (sbx_mgr_create(r->srv->mgr, sb, &done, &err) < 0) {
-        int code = sbx_error_code(err);
-        if (code == SBX_ENOTFOUND) {
-            /* Something the request named does not exist (an image not in the store). */
-            sbx_reply_from(out, err, "SANDBOX::INVALID_PARAMETER");
-            out->status = 400;
-            sbx_record_free(done);
-            return;
-        }
-        sbx_reply_from(out, err,
-                       code == SBX_ELIMIT || code == SBX_EINVAL ? NULL
-                                                                : "SANDBOX::SANDBOX_START_FAILED");
-        if (code != SBX_ELIMIT && code != SBX_EINVAL)
-            out->status = 500;
+        create_failed(out, err, done);
     } else {
         out->status = 202;
         out->body = sandbox_json(done, false);
@@ -630,21 +667,39 @@ h_delete(struct sbx_req *r, struct sbx_reply *out)
         out->status = 204;
 }
 
+enum verb {
+    VERB_PAUSE,
+    VERB_RESUME,
+    VERB_STOP,
+    VERB_START
+};
+
 static void
-h_pause_resume(struct sbx_req *r, struct sbx_reply *out, bool pause)
+h_verb(struct sbx_req *r, struct sbx_reply *out, enum verb v)
 {
     const char *id = sandbox_id(r, out);
     sbx_autoerror sbx_error *err = NULL;
     if (!id)
         return;
-    int rc = pause ? sbx_mgr_pause(r->srv->mgr, id, &err) : sbx_mgr_resume(r->srv->mgr, id, &err);
+    struct sbx_mgr *m = r->srv->mgr;
+    int rc = v == VERB_PAUSE    ? sbx_mgr_pause(m, id, &err)
+             : v == VERB_RESUME ? sbx_mgr_resume(m, id, &err)
+             : v == VERB_STOP   ? sbx_mgr_stop(m, id, &err)
+                                : sbx_mgr_start(m, id, &err);
     if (rc >= 0) {
         out->status = 202;
         return;
     }
+    static const char *const conflict[] = {
+        "SANDBOX::SANDBOX_NOT_RUNNING", "SANDBOX::SANDBOX_NOT_PAUSED",
+        "SANDBOX::SANDBOX_NOT_RUNNING", "SANDBOX::SANDBOX_NOT_STOPPED"};
     const char *code = NULL;
     if (sbx_error_code(err) == SBX_ECONFLICT)
-        code = pause ? "SANDBOX::SANDBOX_NOT_RUNNING" : "SANDBOX::SANDBOX_NOT_PAUSED";
+        code = conflict[v];
+    else if (sbx_error_code(err) == SBX_EINVAL)
+        code = "SANDBOX::API_NOT_SUPPORTED"; /* the provider cannot do it (daytona: pause) */
+    else if (v == VERB_START && sbx_error_code(err) != SBX_EUNAVAIL)
+        code = "SANDBOX::SANDBOX_START_FAILED";
     sbx_reply_from(out, err, code);
 }
 
@@ -788,8 +843,22 @@ sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out)
         h_delete(r, out);
         return;
     case SBX_ROUTE_PAUSE:
+        h_verb(r, out, VERB_PAUSE);
+        return;
     case SBX_ROUTE_RESUME:
-        h_pause_resume(r, out, r->route.id == SBX_ROUTE_PAUSE);
+        h_verb(r, out, VERB_RESUME);
+        return;
+    case SBX_ROUTE_STOP:
+        h_verb(r, out, VERB_STOP);
+        return;
+    case SBX_ROUTE_START:
+        h_verb(r, out, VERB_START);
+        return;
+    case SBX_ROUTE_SECRET_LIST:
+    case SBX_ROUTE_SECRET_GET:
+    case SBX_ROUTE_SECRET_SET:
+    case SBX_ROUTE_SECRET_DELETE:
+        sbx_api_secrets(r, out);
         return;
     case SBX_ROUTE_RENEW:
         h_renew(r, out);

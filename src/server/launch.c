@@ -13,6 +13,12 @@ static const char launcher[] =
     " if [ $# -gt 0 ]; then \"$@\" </dev/null & fi;"
     " EXECD_ACCESS_TOKEN=\"$t\" exec \"$e\" --listen \"$l\" --state-dir \"$sd\"";
 
+const char *
+sbx_launch_script(void)
+{
+    return launcher;
+}
+
 char **
 sbx_launch_argv(const struct sbx_record *sb)
 {

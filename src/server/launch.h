@@ -24,5 +24,9 @@ char **sbx_launch_argv(const struct sbx_record *sb);
  * once), never in argv where `ps` would show it. */
 char **sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l);
 void sbx_strv_free(char **v);
+/* The launcher shell script: reads SBX_EXECD, SBX_EXECD_LISTEN (host:port), SBX_EXECD_TOKEN and
+ * SBX_EXECD_STATE from its environment, unsets them, starts "$@" in the background and execs
+ * execd. Run as `sh -c SCRIPT sbx-launch ENTRYPOINT...`. */
+const char *sbx_launch_script(void);
 
 #endif

@@ -539,8 +539,8 @@ docker_pause(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     return 0;
 }
 
-/* Paused: unpause. Stopped (a sandbox re-adopted in a startable state after a restart may be
- * either): start it again and wait for execd. */
+/* Paused: unpause. (A stopped container belongs to a Stopped sandbox, which the manager starts
+ * instead; were one resumed all the same, it is started and waited for.) */
 static int
 docker_resume(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {

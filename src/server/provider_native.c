@@ -9,7 +9,10 @@
  * egress; nothing on the host network can connect in) or `none` (loopback only). Either way the
  * router reaches execd and any port through sbx_rt_connect, a socket made inside the sandbox's
  * network namespace. The writable layer is on disk under <state>/upper (setting `upper`;
- * "tmpfs" puts it in RAM). Volumes: `host` binds from the allow-list `allowed_host_paths`
+ * "tmpfs" puts it in RAM, and such a sandbox cannot be stopped). Stop destroys the runtime
+ * sandbox but keeps its layer (marked kept, so gc leaves it) and its image pin; start runs a new
+ * runtime sandbox of the same id on that layer, with the image digest of the first start;
+ * delete removes both. Volumes: `host` binds from the allow-list `allowed_host_paths`
  * and `pvc` named volumes under <state>/volumes (volumes.c); they are resolved at start from
  * the request's volumes kept in the record (priv.volumes), so a restarted server still knows
  * what to release. Pause/resume is the cgroup freezer. The runtime records
@@ -138,14 +141,32 @@ take_handle(struct native_data *d, const char *id)
 
 /* ---- create / start ---- */
 
+static bool
+is_stopped(const struct sbx_record *sb)
+{
+    return json_is_true(json_object_get(sb->priv, "stopped"));
+}
+
+/* Where this sandbox's writable layer lives: chosen at create (the `upper` setting then) and
+ * kept for its life, so a start after a config change still finds the layer a stop kept. */
+static enum sbx_rt_upper
+upper_of(const struct native_data *d, const struct sbx_record *sb)
+{
+    const char *u = priv_str(sb, "upper");
+    if (!*u)
+        return d->upper;
+    return strcmp(u, "tmpfs") == 0 ? SBX_RT_UPPER_TMPFS : SBX_RT_UPPER_DISK;
+}
+
 static int
 native_create(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
-    (void)p;
     (void)err;
     char token[65];
     sbx_srv_random_hex(token, 32);
     (void)json_object_set_new(sb->priv, "token", json_string(token));
+    bool tmpfs = ndata(p)->upper == SBX_RT_UPPER_TMPFS;
+    (void)json_object_set_new(sb->priv, "upper", json_string(tmpfs ? "tmpfs" : "disk"));
     return 0;
 }
 
@@ -230,14 +251,18 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     char **argv = sbx_launch_argv(sb);
     char **envp = sbx_launch_env(sb, &l);
     sbx_autoclose int logfd = open_log(d, sb->id);
+    /* A start after a stop runs on the layer the stop kept. */
+    bool restart = is_stopped(sb);
+    enum sbx_rt_upper upper = upper_of(d, sb);
     struct sbx_rt_spec spec = {.id = sb->id,
                                .argv = argv,
                                .env = envp,
                                .execd_path = d->execd,
                                .net = d->net,
-                               .upper = d->upper,
-                               .tmpfs_bytes = d->upper == SBX_RT_UPPER_TMPFS ? d->upper_size : 0,
-                               .disk_bytes = d->upper == SBX_RT_UPPER_DISK ? d->upper_size : 0,
+                               .upper = upper,
+                               .tmpfs_bytes = upper == SBX_RT_UPPER_TMPFS ? d->upper_size : 0,
+                               .disk_bytes = upper == SBX_RT_UPPER_DISK ? d->upper_size : 0,
+                               .reuse_upper = restart,
                                .as_init = true,
                                .pausable = true,
                                .start = true,
@@ -246,10 +271,15 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     struct sbx_native_image img = {0};
     struct sbx_vols_mounts mounts = {0};
     const json_t *vols = json_object_get(sb->priv, "volumes");
-    const char *uri = json_string_value(json_object_get(sb->image, "uri"));
+    /* ... and with the exact image of the first start (its digest): the layer's files are
+     * changes on top of that image. */
+    const char *digest = json_string_value(json_object_get(sb->priv, "image_digest"));
+    const char *uri = digest ? digest : json_string_value(json_object_get(sb->image, "uri"));
     int r = limits_into(sb, &spec, err);
     if (r >= 0)
         r = sbx_native_image_apply(&img, &spec, d->state_dir, uri, sb->id, err);
+    if (r >= 0 && img.img)
+        (void)json_object_set_new(sb->priv, "image_digest", json_string(img.img->digest));
     if (r >= 0 && json_array_size(vols) > 0) {
         r = sbx_vols_attach(d->vols, sb->id, vols, &mounts, err);
         spec.volumes = mounts.vols;
@@ -260,7 +290,9 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
         r = sbx_rt_create(&h, d->rt, &spec, err);
     if (attached)
         sbx_vols_started(d->vols, sb->id, &mounts); /* its record says whether it lives now */
-    sbx_native_image_release(&img, r < 0);          /* the pin stays while the sandbox exists */
+    /* The pin stays while the sandbox exists, also while it is stopped (a failed start after a
+     * stop keeps it: the kept layer still needs that image). */
+    sbx_native_image_release(&img, r < 0 && !restart);
     sbx_strv_free(argv);
     sbx_strv_free(envp);
     if (r < 0)
@@ -268,19 +300,60 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     pthread_mutex_lock(&d->mu);
     add_locked(d, sb->id, h);
     pthread_mutex_unlock(&d->mu);
+    (void)json_object_del(sb->priv, "stopped");
     record_pid(sb, h);
     return wait_ready(d, sb, h, err);
 }
 
 /* ---- the rest of the lifecycle ---- */
 
+/* The runtime sandbox id (its handle, or its record when the init is gone) is destroyed. */
+static int
+destroy_runtime(struct native_data *d, const char *id, bool paused, sbx_error **err)
+{
+    struct sbx_rt_sandbox *h = take_handle(d, id);
+    sbx_autoerror sbx_error *aerr = NULL;
+    if (!h && sbx_rt_adopt(&h, d->rt, id, &aerr) < 0) {
+        /* Not running (or never made): gc removes the records whose init is gone. */
+        struct sbx_rt_gc_stats st = {0};
+        (void)sbx_rt_gc(&st, d->rt, false, NULL);
+        return 0;
+    }
+    /* A frozen cgroup (v1) holds a SIGKILL until it is thawed. */
+    if (paused)
+        (void)sbx_rt_resume(h, NULL);
+    int r = sbx_rt_destroy(h, err);
+    sbx_rt_sandbox_free(h);
+    return r;
+}
+
+static void
+mark_stopped(struct sbx_record *sb)
+{
+    (void)json_object_set_new(sb->priv, "stopped", json_true());
+    (void)json_object_set_new(sb->priv, "paused", json_false());
+    (void)json_object_del(sb->priv, "pid");
+    (void)json_object_del(sb->priv, "start_time");
+}
+
+/* Stop is not delete: the processes, cgroups, bridge lease and runtime record go; the writable
+ * layer (kept first, so no destroy or gc removes it) and the image pin stay for the next
+ * start. A layer in RAM would be lost: refused, before anything is touched. */
 static int
 native_stop(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
-    struct sbx_rt_sandbox *h = NULL;
-    if (get_handle(ndata(p), sb->id, &h, err) < 0)
-        return -SBX_ENOTFOUND;
-    return sbx_rt_kill(h, SIGKILL, err);
+    struct native_data *d = ndata(p);
+    if (upper_of(d, sb) == SBX_RT_UPPER_TMPFS)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "sandbox `%s` keeps its writable layer in memory "
+                             "(providers.native.upper = \"tmpfs\"): stopping it would lose its "
+                             "files; delete it instead",
+                             sb->id);
+    if (sbx_rt_upper_keep(d->rt, sb->id, err) < 0 ||
+        destroy_runtime(d, sb->id, json_is_true(json_object_get(sb->priv, "paused")), err) < 0)
+        return sbx_error_wrap(err, "stop `%s`", sb->id);
+    mark_stopped(sb);
+    return 0;
 }
 
 static int
@@ -307,17 +380,12 @@ static int
 native_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
     struct native_data *d = ndata(p);
-    struct sbx_rt_sandbox *h = take_handle(d, sb->id);
-    sbx_autoerror sbx_error *aerr = NULL;
-    if (!h && sbx_rt_adopt(&h, d->rt, sb->id, &aerr) < 0) {
-        /* Not running (or never made): gc removes the records whose init is gone. */
-        struct sbx_rt_gc_stats st = {0};
-        (void)sbx_rt_gc(&st, d->rt, false, NULL);
-    }
-    int r = h ? sbx_rt_destroy(h, err) : 0;
-    sbx_rt_sandbox_free(h);
+    int r = destroy_runtime(d, sb->id, json_is_true(json_object_get(sb->priv, "paused")), err);
     sbx_autofree char *log = sbx_xasprintf("%s/%s.log", d->logs_dir, sb->id);
     (void)unlink(log);
+    /* A kept layer (the sandbox was stopped once) only once no runtime sandbox uses it. */
+    if (r >= 0)
+        r = sbx_rt_upper_remove(d->rt, sb->id, err);
     if (r >= 0) {
         sbx_native_image_unpin(d->state_dir, sb->id);
         sbx_vols_detach(d->vols, sb->id, json_object_get(sb->priv, "volumes"));
@@ -333,7 +401,9 @@ native_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_pr
     (void)err;
     pid_t pid = (pid_t)json_integer_value(json_object_get(sb->priv, "pid"));
     uint64_t start = (uint64_t)json_integer_value(json_object_get(sb->priv, "start_time"));
-    if (!sbx_proc_same(pid, start))
+    if (is_stopped(sb))
+        sbx_provider_status_set(out, "stopped", SBX_CLASS_STARTABLE, "SANDBOX_STOPPED");
+    else if (!sbx_proc_same(pid, start))
         sbx_provider_status_set(out, "dead", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
     else if (json_is_true(json_object_get(sb->priv, "paused")))
         sbx_provider_status_set(out, "frozen", SBX_CLASS_STARTABLE, "SANDBOX_PAUSED");
@@ -346,9 +416,22 @@ static int
 native_reconcile(struct sbx_provider *p, struct sbx_record *sb, struct sbx_provider_status *out,
                  sbx_error **err)
 {
+    struct native_data *d = ndata(p);
     struct sbx_rt_sandbox *h = NULL;
     sbx_autoerror sbx_error *aerr = NULL;
-    if (get_handle(ndata(p), sb->id, &h, &aerr) < 0) {
+    /* Stopped, or a stop or start the server did not see finish: the layer is kept (a stop
+     * keeps it first), so nothing of the sandbox may run on - a start that was under way is
+     * undone - and the layer waits for the next start. */
+    bool interrupted = (strcmp(sb->state, "Stopping") == 0 || strcmp(sb->state, "Starting") == 0) &&
+                       sbx_rt_upper_kept(d->state_dir, sb->id);
+    if (is_stopped(sb) || interrupted) {
+        if (destroy_runtime(d, sb->id, json_is_true(json_object_get(sb->priv, "paused")), &aerr) <
+            0)
+            sbx_warn("sandbox %s: %s", sb->id, sbx_error_msg(aerr));
+        mark_stopped(sb);
+        return native_status(p, sb, out, err);
+    }
+    if (get_handle(d, sb->id, &h, &aerr) < 0) {
         sbx_provider_status_set(out, "dead", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
         return 0;
     }

@@ -162,8 +162,10 @@ add_extra_headers(struct sbx_req *r, json_t *extra, struct sbx_buf *h)
 {
     const char *k = NULL;
     json_t *v = NULL;
-    json_object_foreach (extra, k, v)
-        (void)sbx_buf_printf(h, NULL, "%s: %s\r\n", k, json_string_value(v));
+    json_object_foreach (extra, k, v) {
+        if (strcasecmp(k, "Host") != 0) /* already in the request line's block */
+            (void)sbx_buf_printf(h, NULL, "%s: %s\r\n", k, json_string_value(v));
+    }
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     char ip[64] = "unknown";
@@ -184,8 +186,14 @@ build_head(struct sbx_req *r, struct sbx_proxy *p, int port, json_t *extra, stru
 {
     const char *q = strchr(r->raw_uri, '?');
     const char *rest = *r->route.rest ? r->route.rest : "/";
-    (void)sbx_buf_printf(h, NULL, "%s %s%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n", r->method, rest,
-                         q ? q : "", port);
+    /* A remote provider's proxy routes by Host (Daytona's preview host): it may say which. */
+    const char *host = json_string_value(json_object_get(extra, "Host"));
+    if (host)
+        (void)sbx_buf_printf(h, NULL, "%s %s%s HTTP/1.1\r\nHost: %s\r\n", r->method, rest,
+                             q ? q : "", host);
+    else
+        (void)sbx_buf_printf(h, NULL, "%s %s%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n", r->method, rest,
+                             q ? q : "", port);
     (void)MHD_get_connection_values(r->conn, MHD_HEADER_KIND, copy_header, h);
     add_framing(r, p, h);
     add_extra_headers(r, extra, h);
@@ -227,6 +235,8 @@ connect_error(struct sbx_req *r, const sbx_error *err)
         return fail(r, 404, "SANDBOX::SANDBOX_NOT_FOUND", sbx_error_msg(err));
     if (code == SBX_ECONFLICT)
         return fail(r, 409, "SANDBOX::SANDBOX_NOT_RUNNING", sbx_error_msg(err));
+    if (code == SBX_EUNAVAIL) /* its provider cannot be built (a secret is not set) */
+        return fail(r, 503, "SANDBOX::PROVIDER_UNAVAILABLE", sbx_error_msg(err));
     return fail(r, 502, "SANDBOX::PROXY_CONNECT_FAILED", sbx_error_msg(err));
 }
 

@@ -12,7 +12,8 @@
  * place, and removed by a rename to `.trash-...` first, so a crash never leaves half of one;
  * the leftovers of either are swept when the provider starts.
  *
- * A user is live while its runtime record (<state>/run/<id>) exists, or while it is between
+ * A user is live while its runtime record (<state>/run/<id>) exists, while its writable layer
+ * is kept (it is stopped: its next start mounts the volume again), or while it is between
  * sbx_vols_attach and sbx_vols_started (its record is being made): one mutex covers every
  * change here, so a volume is never removed under a sandbox that is about to mount it.
  */
@@ -45,8 +46,9 @@ struct prefix {
 };
 
 struct sbx_vols {
-    char *dir;     /* <state>/volumes */
-    char *run_dir; /* <state>/run */
+    char *dir;       /* <state>/volumes */
+    char *run_dir;   /* <state>/run */
+    char *state_dir; /* the runtime's state dir (kept layers) */
     struct prefix *prefixes;
     size_t n_prefixes;
     char *allowed_text; /* "a, b" for messages */
@@ -271,7 +273,8 @@ pvc_in_use_locked(const struct sbx_vols *v, const char *claim)
         if (e->d_name[0] == '.')
             continue;
         sbx_autofree char *rec = sbx_xasprintf("%s/%s", v->run_dir, e->d_name);
-        if (starting_locked(v, e->d_name) || access(rec, F_OK) == 0)
+        if (starting_locked(v, e->d_name) || access(rec, F_OK) == 0 ||
+            sbx_rt_upper_kept(v->state_dir, e->d_name))
             return true;
     }
     return false;
@@ -359,6 +362,7 @@ sbx_vols_open(struct sbx_vols **out, const char *state_dir, const json_t *allowe
     pthread_mutex_init(&v->mu, NULL);
     v->dir = sbx_xasprintf("%s/volumes", state_dir);
     v->run_dir = sbx_xasprintf("%s/run", state_dir);
+    v->state_dir = sbx_xstrdup(state_dir);
     v->prefixes = sbx_xcalloc(json_array_size(allowed) + 1, sizeof *v->prefixes);
     int ret = 0;
     for (size_t i = 0; ret == 0 && i < json_array_size(allowed); i++)
@@ -396,6 +400,7 @@ sbx_vols_free(struct sbx_vols *v)
     free(v->allowed_text);
     free(v->dir);
     free(v->run_dir);
+    free(v->state_dir);
     pthread_mutex_destroy(&v->mu);
     free(v);
 }

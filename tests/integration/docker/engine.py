@@ -244,16 +244,16 @@ class Engine:
     def _argv(self):
         d = self.dir
         if self.kind == "dockerd":
+            # Its identity key, else written to /etc/docker/key.json. A daemon.json key only:
+            # dockerd 20.10 has no command-line flag for it.
             with open(os.path.join(d, "daemon.json"), "w") as f:
-                f.write("{}\n")
+                json.dump({"deprecated-key-path": os.path.join(d, "key.json")}, f)
             # No bridge, no iptables, no forwarding: dockerd must not touch the host's network
             # (it would set the FORWARD policy to DROP and leave docker0 behind).
             return ["dockerd", "-H", "unix://" + self.socket, "--config-file",
                     os.path.join(d, "daemon.json"), "--data-root", os.path.join(d, "data"),
                     "--exec-root", os.path.join(d, "exec"), "--pidfile",
                     os.path.join(d, "dockerd.pid"),
-                    # its identity key, else written to /etc/docker/key.json
-                    "--deprecated-key-path", os.path.join(d, "key.json"),
                     "--bridge=none", "--iptables=false",
                     "--ip-forward=false", "--ip-masq=false", "--userland-proxy=false",
                     "--log-level=warn"], os.environ.copy()

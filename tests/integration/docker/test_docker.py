@@ -2,7 +2,9 @@
 """The `docker` provider against a real engine (a private dockerd or podman service, started and
 stopped by PID; images from a local docker-registry): through the server API, create -> Running
 -> commands and another port through the router (no port published) -> limits seen inside ->
-pause/resume -> kill -9 of the server and re-adoption -> delete removes the container; registry
+pause/resume -> kill -9 of the server and re-adoption -> stop/start (Stopped keeps the
+container and its files, also across a server restart; find-or-create starts a stopped one) ->
+delete removes the container; registry
 auth from image.auth (never echoed or logged); bad input; the engine going down (clear 5xx,
 server alive, sandboxes kept) and coming back; `reach = "address"` on a bridge network
 (dockerd); and the provider-level probe (stop/start keeps the filesystem, status classes).
@@ -138,6 +140,61 @@ def restart(s, e, sid):
         check(s.request("DELETE", "/v1/sandboxes/" + x).status == 204, "delete")
     check(container(e, paused) is None, "delete removed the container")
     print("ok kill -9 and restart re-adopts")
+
+
+def state(s, sid):
+    st = s.request("GET", "/v1/sandboxes/" + sid).json()["status"]
+    return st["state"]
+
+
+def stop_start(s, e):
+    """Stop keeps the container and its filesystem (Stopped; the router refuses it), start runs
+    the launcher again; stop works from Paused too; find-or-create starts a stopped sandbox of
+    the same key and spec; a stopped container comes back Stopped (not Paused) after a kill -9
+    of the server; delete removes it."""
+    key = {"reuseKey": "docker:stop-start"}
+    r = create(s, e.image, extensions=key)
+    check(r.status == 202, "create: %r" % r)
+    sid = r.json()["id"]
+    inside(s, sid, "echo kept > /kept-marker; rm /tmp/ep")
+    check(s.request("POST", "/v1/sandboxes/%s/stop" % sid).status == 202, "stop")
+    check(state(s, sid) == "Stopped", "Stopped after stop")
+    info = container(e, sid)
+    check(info is not None and not info["State"]["Running"], "the container is kept, stopped")
+    check(s.request("GET", "/sandboxes/%s/proxy/44772/ping" % sid).status == 409,
+          "a stopped sandbox refuses the router")
+    r = s.request("POST", "/v1/sandboxes/%s/stop" % sid)
+    check(r.status == 409 and r.json()["code"] == "SANDBOX::SANDBOX_NOT_RUNNING",
+          "stop twice: %r" % r)
+    r = s.request("POST", "/v1/sandboxes/%s/resume" % sid)
+    check(r.status == 409, "resume is not start: %r" % r)
+    check(s.request("POST", "/v1/sandboxes/%s/start" % sid).status == 202, "start")
+    check(state(s, sid) == "Running", "Running after start")
+    check(inside(s, sid, "cat /kept-marker; cat /tmp/ep") == ["kept", "started"],
+          "the files survived and the entrypoint ran again")
+    r = s.request("POST", "/v1/sandboxes/%s/start" % sid)
+    check(r.status == 409 and r.json()["code"] == "SANDBOX::SANDBOX_NOT_STOPPED",
+          "start a running sandbox: %r" % r)
+    # from Paused: the frozen container is thawed and stopped
+    check(s.request("POST", "/v1/sandboxes/%s/pause" % sid).status == 202, "pause")
+    check(s.request("POST", "/v1/sandboxes/%s/stop" % sid).status == 202, "stop a paused one")
+    check(state(s, sid) == "Stopped", "Stopped from Paused")
+    r = create(s, e.image, extensions=key)
+    check(r.status == 202 and r.json()["id"] == sid, "find-or-create reuses it: %r" % r)
+    check(state(s, sid) == "Running", "and started it")
+    check(inside(s, sid, "cat /kept-marker") == ["kept"], "the same filesystem")
+    # a server restart with the container stopped
+    check(s.request("POST", "/v1/sandboxes/%s/stop" % sid).status == 202, "stop")
+    s.kill9()
+    s.start()
+    got = s.request("GET", "/v1/sandboxes/" + sid).json()["status"]
+    check(got["state"] == "Stopped", "a stopped container is re-adopted Stopped: %r" % got)
+    check(s.request("POST", "/v1/sandboxes/%s/start" % sid).status == 202, "start after restart")
+    check(inside(s, sid, "cat /kept-marker") == ["kept"], "files after restart + start")
+    check(s.request("POST", "/v1/sandboxes/%s/stop" % sid).status == 202, "stop")
+    check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete a stopped one")
+    check(container(e, sid) is None, "delete removed the stopped container")
+    print("ok stop/start")
 
 
 def kill_mid_create(s, e, keep):
@@ -365,6 +422,7 @@ def run(new_server, setup):
     s.start()
     sid = lifecycle(s, e, setup.image)
     restart(s, e, sid)
+    stop_start(s, e)
     kill_mid_create(s, e, sid)
     bad_input(s, e, setup)
     missing_execd(new_server, e)

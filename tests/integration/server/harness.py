@@ -74,10 +74,11 @@ class Resp:
 
 
 class Server:
-    def __init__(self, sbx, config_text=None, tag="srv"):
+    def __init__(self, sbx, config_text=None, tag="srv", env=None, state=None):
         self.sbx = os.path.abspath(sbx)
+        self.env = env
         self.tmp = tempfile.mkdtemp(prefix="sbx-server-test-%s-%d-" % (tag, os.getpid()))
-        self.state = os.path.join(self.tmp, "state")
+        self.state = state or os.path.join(self.tmp, "state")
         self.port = free_port()
         self.proc = None
         self.config = None
@@ -99,7 +100,7 @@ class Server:
         if self.config:
             argv += ["--config", self.config]
         log = open(self.logpath, "ab")
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         log.close()
         if expect_fail:
             return self.proc.wait(timeout=30)
@@ -116,10 +117,11 @@ class Server:
             time.sleep(0.05)
         raise Fail("server did not answer /health")
 
-    def log(self):
+    def log(self, full=False):
         try:
             with open(self.logpath, errors="replace") as f:
-                return f.read()[-4000:]
+                text = f.read()
+                return text if full else text[-4000:]
         except OSError:
             return ""
 

@@ -118,9 +118,9 @@ registry_case(const char *text, const char *needle)
             fail_msg("registry: want , got %s", needle, sbx_error_msg(err));
     } else {
         assert_int_equal(r, 0);
-        assert_non_null(sbx_registry_get(reg, NULL));
-        assert_non_null(sbx_registry_get(reg, "process"));
-        assert_null(sbx_registry_get(reg, "docker"));
+        assert_string_equal(sbx_registry_resolve(reg, NULL), "process");
+        assert_non_null(sbx_registry_peek(reg, "process"));
+        assert_null(sbx_registry_resolve(reg, "nosuch"));
         assert_string_equal(sbx_registry_names(reg), "process");
     }
     sbx_error_clear(&err);
@@ -134,6 +134,8 @@ test_registry(void **state)
     (void)state;
     registry_case("providers = { supported = [\"process\"]; default = \"process\"; };", NULL);
     registry_case("providers = { supported = [\"nosuch\"]; };", "unknown provider `nosuch`");
+    registry_case("providers = { supported = [\"process\"]; default = \"nosuch\"; };",
+                  "not in the supported set");
     registry_case("providers = { supported = [\"process\"]; default = \"docker\"; };",
                   "not in the supported set");
     registry_case("providers = { supported = [\"docker\"]; docker = { reach = \"x\"; }; };",
