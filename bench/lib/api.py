@@ -6,12 +6,14 @@ lifecycle on the server (`/v1/sandboxes...`, header OPEN-SANDBOX-API-KEY), comma
 on execd (port 44772, reached through `GET /v1/sandboxes/{id}/endpoints/44772`, directly or
 with `use_server_proxy=true` through the server). Python 3 stdlib only.
   api.py run --work W --url URL --api-key KEY --mode quick|full --image URI [--server-pid P]
+  api.py execd --work W --url URL --mode quick|full [--pid P]   (a host sbx-execd: exec, files)
   api.py skip-all --work W --reason TEXT     (records every planned measurement as not measured)
+Every verb takes --only SECTIONS (comma-separated: tti,exec,pause,files,api,density): the rest
+is neither run nor listed.
 """
 
 import argparse
 import concurrent.futures
-import hashlib
 import http.client
 import json
 import os
@@ -20,6 +22,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -515,15 +518,49 @@ def section_pause(lc, cfg, work):
 
 
 # ------------------------------------------------------------------ 6. file transfer
+# The client must not be what is measured: the upload's file part goes out with sendfile
+# (http.client would copy it through 8 KiB reads), and the download is compared byte for byte
+# with the uploaded file as it arrives (a tenth of the CPU of a SHA-256, which made the Python
+# client slower than execd). execd's, the server's and the client's CPU time are reported per
+# GiB, since wall time on a shared 2-core machine is noisy.
 def make_file(path, size):
-    h = hashlib.sha256()
     block = os.urandom(MIB)
     with open(path, "wb") as f:
         for i in range(size // MIB):
-            chunk = block[: MIB - 1] + bytes([i % 251])  # different blocks, cheap to generate
-            f.write(chunk)
-            h.update(chunk)
-    return h.hexdigest()
+            f.write(block[: MIB - 1] + bytes([i % 251]))  # different blocks, cheap to generate
+
+
+def proc_cpu(pid):
+    """User + system CPU seconds of pid so far (None when it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as f:
+            x = f.read().rsplit(")", 1)[1].split()
+        return (int(x[11]) + int(x[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+class CpuMeter:
+    """CPU time of execd, the server and this client (one thread) over one transfer."""
+
+    def __init__(self, pids):
+        self.pids = {name: pid for name, pid in pids.items() if pid}
+
+    def start(self):
+        self.t0 = {name: proc_cpu(pid) for name, pid in self.pids.items()}
+        self.c0 = time.process_time()
+
+    def per_gib(self, nbytes):
+        if nbytes < 64 * MIB:  # clock ticks are 10 ms: meaningless for small transfers
+            return ""
+        gib = nbytes / (1024 * MIB)
+        parts = []
+        for name, pid in self.pids.items():
+            now = proc_cpu(pid)
+            if now is not None and self.t0[name] is not None:
+                parts.append(f"{name} {(now - self.t0[name]) / gib:.2f}")
+        parts.append(f"client {(time.process_time() - self.c0) / gib:.2f}")
+        return "CPU s/GiB: " + ", ".join(parts)
 
 
 def upload(execd, src, size, target):
@@ -534,31 +571,49 @@ def upload(execd, src, size, target):
             f"\r\n--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{os.path.basename(target)}\"\r\n"
             f"Content-Type: application/octet-stream\r\n\r\n").encode()
     tail = f"\r\n--{boundary}--\r\n".encode()
-
-    def body():
-        yield head
+    hdrs = dict(execd.headers)
+    hdrs.update({"Content-Type": f"multipart/form-data; boundary={boundary}",
+                 "Content-Length": str(len(head) + size + len(tail))})
+    c = execd.conn()
+    try:
+        c.putrequest("POST", execd.prefix + "/files/upload", skip_accept_encoding=True)
+        for k, v in hdrs.items():
+            c.putheader(k, v)
+        c.endheaders(head)
         with open(src, "rb") as f:
-            while chunk := f.read(MIB):
-                yield chunk
-        yield tail
-
-    hdrs = {"Content-Type": f"multipart/form-data; boundary={boundary}",
-            "Content-Length": str(len(head) + size + len(tail))}
-    resp = execd.start("POST", "/files/upload", body(), hdrs)
-    data = resp.read()
+            c.sock.sendfile(f)
+        c.send(tail)
+        resp = c.getresponse()
+        data = resp.read()
+    except (http.client.HTTPException, OSError):
+        execd.drop()
+        raise
     if resp.status != 200:
         raise ApiError(f"upload: HTTP {resp.status} {data[:200]!r}")
 
 
-def download(execd, target):
+def download(execd, target, src):
+    """GET the file; returns (identical to src, bytes received)."""
     resp = execd.start("GET", "/files/download?path=" + urllib.parse.quote(target))
     if resp.status != 200:
         raise ApiError(f"download: HTTP {resp.status} {resp.read()[:200]!r}")
-    h, n = hashlib.sha256(), 0
-    while chunk := resp.read(MIB):
-        h.update(chunk)
-        n += len(chunk)
-    return h.hexdigest(), n
+    # Two buffers reused and filled before they are compared: no allocation per read (a fresh
+    # 1 MiB is an mmap whose page faults cost more than the compare) and no slice copies,
+    # however small the pieces the socket hands out.
+    buf, ref = bytearray(MIB), bytearray(MIB)
+    n, same = 0, True
+    with open(src, "rb") as f, memoryview(buf) as bv, memoryview(ref) as rv:
+        while True:
+            k = 0
+            while k < MIB and (r := resp.readinto(bv[k:])) > 0:
+                k += r
+            if k == 0:
+                break
+            got = f.readinto(rv[:k])
+            same = same and got == k and (buf == ref if k == MIB else buf[:k] == ref[:k])
+            n += k
+        same = same and f.read(1) == b""
+    return same, n
 
 
 def peaks(server_pid, execd_pid=0):
@@ -567,25 +622,32 @@ def peaks(server_pid, execd_pid=0):
     return f"peak RSS: server {stats.fmt_bytes(server)}, execd {stats.fmt_bytes(max(execd) if execd else None)}"
 
 
-def transfer(execd, src, size, digest, pids, target_dir="/tmp"):
-    server_pid = pids[0]
+def notes(*parts):
+    return "; ".join(p for p in parts if p)
+
+
+def transfer(execd, src, size, pids, target_dir, cpu_pids):
     target = f"{target_dir}/sbxbench-{size}"
+    meter = CpuMeter(cpu_pids)
     out = []
+    meter.start()
     t0 = time.monotonic()
     try:
         upload(execd, src, size, target)
         out.append({"bytes": size, "direction": "upload", "seconds": time.monotonic() - t0, "ok": True,
-                    "notes": peaks(*pids)})
+                    "notes": notes(peaks(*pids), meter.per_gib(size))})
     except (ApiError, OSError, http.client.HTTPException) as e:
         execd.drop()  # the connection is in an unknown state after a failed upload
         out.append({"bytes": size, "direction": "upload", "ok": False, "error": str(e)[:200]})
         return out
+    meter.start()
     t0 = time.monotonic()
     try:
-        got, n = download(execd, target)
-        ok = got == digest and n == size
+        same, n = download(execd, target, src)
+        ok = same and n == size
         out.append({"bytes": size, "direction": "download", "seconds": time.monotonic() - t0, "ok": True,
-                    "check": "sha256 ok" if ok else f"MISMATCH ({n} bytes)", "notes": peaks(*pids)})
+                    "check": "identical" if ok else f"MISMATCH ({n} bytes)",
+                    "notes": notes(peaks(*pids), meter.per_gib(size))})
     except (ApiError, OSError, http.client.HTTPException) as e:
         execd.drop()
         out.append({"bytes": size, "direction": "download", "ok": False, "error": str(e)[:200]})
@@ -600,29 +662,63 @@ def payloads(cfg, work):
     files = {}
     for mib in cfg["sizes"]:
         path = os.path.join(work, f"payload-{mib}M")
-        files[mib] = (path, make_file(path, mib * MIB))
+        make_file(path, mib * MIB)
+        files[mib] = path
     return files
 
 
-def files_record(execd, rid, variant, cfg, work, files, pids, target_dir="/tmp"):
+def command_output(execd, command):
+    """stdout of a command run through execd (its stdout events joined), or None."""
+    try:
+        resp = execd.start("POST", "/command", {"command": command})
+        out = []
+        for raw in resp:
+            line = raw.strip()
+            if line.startswith(b"data:"):
+                line = line[5:].strip()
+            if line.startswith(b"{"):
+                ev = json.loads(line)
+                if ev.get("type") == "stdout":
+                    out.append(ev.get("text", ""))
+        return "".join(out).strip() if resp.status == 200 else None
+    except (ApiError, OSError, ValueError, http.client.HTTPException):
+        execd.drop()
+        return None
+
+
+def destination(execd, target_dir):
+    """What the files are written to, as execd sees it: `DIR (FSTYPE)`."""
+    fs = command_output(execd, f"findmnt -n -o FSTYPE -T {target_dir} 2>/dev/null | head -1 | grep . || "
+                                f"stat -f -c %T {target_dir}")
+    return f"{target_dir} ({fs or 'file system unknown'})"
+
+
+def files_record(execd, rid, variant, cfg, work, files, pids, target_dir="/tmp", cpu_pids=None):
     values = []
     for mib in cfg["sizes"]:
-        values += transfer(execd, files[mib][0], mib * MIB, files[mib][1], pids, target_dir)
+        values += transfer(execd, files[mib], mib * MIB, pids, target_dir, cpu_pids or {})
     bad = all(not v["ok"] for v in values)
+    dest = destination(execd, target_dir)
     record(work, {"section": "files", "id": rid, "tool": "sbx", "variant": variant,
-                              "what": f"multipart upload then download, {variant}; the download is checked "
-                                      f"against the upload's SHA-256; endpoint {execd.base}", "kind": "throughput",
+                              "what": f"multipart upload then download, {variant}, to {dest}; the upload is "
+                                      f"fsynced before it is answered; the download is compared byte for byte "
+                                      f"with the uploaded file; endpoint {execd.base}", "kind": "throughput",
+                              "destination": dest,
                               "status": "failed" if bad else "measured", "reason": "every transfer failed" if bad else "",
                               "values": values})
 
 
 def section_files(lc, cfg, work, server_pid):
+    before = set(execd_pids())
     sid = lc.create()
     wait_ping(lc.execd(sid))
+    new = sorted(set(execd_pids()) - before)
+    execd_pid = new[0] if len(new) == 1 else 0  # the sandbox's execd, when it can be told apart
     files = payloads(cfg, work)
     for rid, variant, proxy in (("files.direct", "execd direct", False), ("files.proxy", "via server proxy", True)):
-        files_record(lc.execd(sid, proxy), rid, variant, cfg, work, files, (server_pid, 0))
-    for path, _ in files.values():
+        cpu = {"execd": execd_pid, "server": server_pid if proxy else 0}
+        files_record(lc.execd(sid, proxy), rid, variant, cfg, work, files, (server_pid, 0), cpu_pids=cpu)
+    for path in files.values():
         os.unlink(path)
     lc.delete(sid)
 
@@ -675,15 +771,25 @@ def skip(work, section, rid, variant, what, reason, tool="sbx"):
                               "command": "", "kind": "none", "status": "not_measured", "reason": reason})
 
 
-def peer_skips(work):
+def wanted(args, section):
+    """--only: the sections to run (all when it is not given)."""
+    only = getattr(args, "only", "")
+    return not only or section in only.split(",")
+
+
+def peer_skips(work, args=None):
     for section, rid, tool, variant, reason in PEER_SKIPS:
+        if args is not None and not wanted(args, section):
+            continue
         skip(work, section, rid, variant, "same measurement against the reference implementation", reason, tool)
 
 
 def cmd_skip_all(args):
     for section, rid, variant, what in PLAN:
+        if not wanted(args, section):
+            continue
         skip(args.work, section, rid, variant, what, args.reason)
-    peer_skips(args.work)
+    peer_skips(args.work, args)
     return 0
 
 
@@ -701,11 +807,14 @@ def run_section(name, fn, work, ids):
 
 
 EXECD_HOST = [("exec", "exec.host", "execd on the host (no sandbox, no server)"),
-              ("files", "files.host", "execd on the host (no sandbox, no server)")]
+              ("files", "files.host", "execd on the host (no sandbox, no server), to disk"),
+              ("files", "files.host.tmpfs", "execd on the host (no sandbox, no server), to tmpfs")]
 
 
 def cmd_skip_execd(args):
     for section, rid, variant in EXECD_HOST:
+        if not wanted(args, section):
+            continue
         skip(args.work, section, rid, variant, "the same requests straight to a host sbx-execd", args.reason)
     return 0
 
@@ -717,15 +826,24 @@ def cmd_execd(args):
     try:
         wait_ping(execd, 10)
     except (ApiError, OSError) as e:
-        return cmd_skip_execd(argparse.Namespace(work=args.work, reason=f"sbx-execd did not answer /ping: {e}"))
-    exec_record(execd, "exec.host", EXECD_HOST[0][2], cfg, args.work)
-    target = os.path.join(args.work, "execd-root")
-    os.makedirs(target, exist_ok=True)
+        return cmd_skip_execd(argparse.Namespace(work=args.work, only=args.only,
+                                                 reason=f"sbx-execd did not answer /ping: {e}"))
+    if wanted(args, "exec"):
+        exec_record(execd, "exec.host", EXECD_HOST[0][2], cfg, args.work)
+    if not wanted(args, "files"):
+        return 0
     files = payloads(cfg, args.work)
-    files_record(execd, "files.host", EXECD_HOST[1][2], cfg, args.work, files, (0, args.pid), target)
-    for path, _ in files.values():
+    # the bench's work dir (on /var/tmp: a disk file system), and /dev/shm (tmpfs: no disk, every
+    # byte of the file stays in memory)
+    for (_, rid, variant), parent in zip(EXECD_HOST[1:], (args.work, "/dev/shm")):
+        target = tempfile.mkdtemp(prefix="sbx-bench-execd-", dir=parent)
+        try:
+            files_record(execd, rid, variant, cfg, args.work, files, (0, args.pid), target,
+                         cpu_pids={"execd": args.pid})
+        finally:
+            shutil.rmtree(target, ignore_errors=True)
+    for path in files.values():
         os.unlink(path)
-    shutil.rmtree(target, ignore_errors=True)
     return 0
 
 
@@ -736,18 +854,25 @@ def cmd_run(args):
     try:  # one create + delete first: learns the provider, and a server that cannot create at all
         lc.delete(lc.create())  # is one clear reason instead of a failure per section
     except (ApiError, OSError, KeyError, ValueError, http.client.HTTPException) as e:
-        cmd_skip_all(argparse.Namespace(work=w, reason=f"the server cannot create a sandbox: {str(e)[:300]}"))
+        cmd_skip_all(argparse.Namespace(work=w, only=args.only,
+                                        reason=f"the server cannot create a sandbox: {str(e)[:300]}"))
         return 0
     try:
-        run_section("tti", lambda: section_tti(lc, cfg, w), w, {"tti.serial", "tti.par10", "tti.par50"})
-        run_section("exec", lambda: section_exec(lc, cfg, w), w, {"exec.direct", "exec.proxy"})
-        run_section("pause", lambda: section_pause(lc, cfg, w), w, {"pause.pause", "pause.resume"})
-        run_section("files", lambda: section_files(lc, cfg, w, pid), w, {"files.direct", "files.proxy"})
-        run_section("api", lambda: section_api(lc, cfg, w), w, {"api.get", "api.list"})
-        run_section("density", lambda: section_density(lc, cfg, w, pid), w, {"density.idle"})
+        if wanted(args, "tti"):
+            run_section("tti", lambda: section_tti(lc, cfg, w), w, {"tti.serial", "tti.par10", "tti.par50"})
+        if wanted(args, "exec"):
+            run_section("exec", lambda: section_exec(lc, cfg, w), w, {"exec.direct", "exec.proxy"})
+        if wanted(args, "pause"):
+            run_section("pause", lambda: section_pause(lc, cfg, w), w, {"pause.pause", "pause.resume"})
+        if wanted(args, "files"):
+            run_section("files", lambda: section_files(lc, cfg, w, pid), w, {"files.direct", "files.proxy"})
+        if wanted(args, "api"):
+            run_section("api", lambda: section_api(lc, cfg, w), w, {"api.get", "api.list"})
+        if wanted(args, "density"):
+            run_section("density", lambda: section_density(lc, cfg, w, pid), w, {"density.idle"})
     finally:
         lc.cleanup()
-    peer_skips(w)
+    peer_skips(w, args)
     return 0
 
 
@@ -762,20 +887,24 @@ def main(argv):
     p.add_argument("--image", required=True)
     p.add_argument("--server-pid", type=int, default=0)
     p.add_argument("--provider", default="", help="extensions.provider of every create (default: the server's)")
+    p.add_argument("--only", default="", help="comma-separated sections to run (default: all)")
     p.set_defaults(fn=cmd_run)
     p = sub.add_parser("execd")
     p.add_argument("--work", required=True)
     p.add_argument("--url", required=True)
     p.add_argument("--mode", choices=sorted(CONFIG), default="full")
     p.add_argument("--pid", type=int, default=0)
+    p.add_argument("--only", default="", help="comma-separated sections to run (default: all)")
     p.set_defaults(fn=cmd_execd)
     p = sub.add_parser("skip-execd")
     p.add_argument("--work", required=True)
     p.add_argument("--reason", required=True)
+    p.add_argument("--only", default="", help="comma-separated sections (default: all)")
     p.set_defaults(fn=cmd_skip_execd)
     p = sub.add_parser("skip-all")
     p.add_argument("--work", required=True)
     p.add_argument("--reason", required=True)
+    p.add_argument("--only", default="", help="comma-separated sections (default: all)")
     p.set_defaults(fn=cmd_skip_all)
     args = ap.parse_args(argv)
     return args.fn(args)

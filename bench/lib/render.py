@@ -54,7 +54,9 @@ SECTIONS = [
         "files",
         "6. File transfer",
         "Upload (multipart `POST /files/upload`) and download (`GET /files/download`) through "
-        "execd, content checked by SHA-256; throughput and the server's/execd's peak RSS (VmHWM).",
+        "execd; the upload is fsynced before it is answered, the download is compared byte for byte with "
+        "the uploaded file; throughput, the server's/execd's peak RSS (VmHWM) and CPU seconds per GiB "
+        "(execd, server, the bench's client) from /proc.",
     ),
     (
         "api",
@@ -222,6 +224,8 @@ def order_rows(recs):
 
 def section_lines(key, title, desc, records, plots):
     recs = [r for r in records if r["section"] == key]
+    if not recs:  # a section bench/run --only did not run (a full run lists every section)
+        return []
     lines = [f"## {title}", "", desc, ""]
     providers = sorted({r["provider"] for r in recs if r.get("provider")})
     if providers:
@@ -249,6 +253,7 @@ def section_lines(key, title, desc, records, plots):
     tp = [r for r in measured if r.get("kind") == "throughput"]
     if tp:
         lines += [""] + throughput_table(tp)
+        lines += [""] + [f"- **{r.get('variant', '')}**: to {r['destination']}" for r in tp if r.get("destination")]
     wk = [r for r in measured if r.get("kind") == "wrk"]
     if wk:
         lines += [""] + wrk_table(wk)

@@ -2,7 +2,10 @@
  * download.c - GET /files/download: whole file, one byte range (206), or a line slice.
  *
  * The body is a file segment of the evbuffer (sendfile), so any size streams without being
- * read into memory.
+ * read into memory. A body bigger than one page-cache window goes out window by window, and
+ * the windows that were not cached when the download began are dropped from the page cache
+ * once sent (pagecache.h): a cold 1 GiB download occupies ~8-16 MiB of cache, not 1 GiB,
+ * while a file that was cached stays cached.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -22,6 +25,7 @@
 #include "common/xalloc.h"
 #include "execd/download.h"
 #include "execd/files.h"
+#include "execd/pagecache.h"
 
 #define MAX_LINE_SLICE (64u << 20)
 
@@ -159,6 +163,132 @@ execd_add_file_segment(struct evbuffer *b, int fd, uint64_t start, uint64_t len)
     evbuffer_file_segment_free(seg); /* the buffer holds its own reference */
 }
 
+/* A body of more than one window, streamed one window at a time. */
+struct dl {
+    struct evhttp_request *req;
+    struct evhttp_connection *evcon;
+    int fd;
+    uint64_t pos;  /* the next byte to send (the window in flight ends here) */
+    uint64_t from; /* the window in flight starts here */
+    uint64_t start;
+    uint64_t end;
+    uint64_t first; /* window index of the first byte */
+    uint8_t *cold;  /* bit i: window first+i had no cached page when the download began */
+};
+
+static void
+dl_free(struct dl *d)
+{
+    close(d->fd);
+    free(d->cold);
+    free(d);
+}
+
+static bool
+dl_cold(const struct dl *d, uint64_t off)
+{
+    uint64_t i = off / EXECD_PC_WINDOW - d->first;
+    return (d->cold[i / 8] >> (i % 8)) & 1;
+}
+
+static void dl_on_drained(struct evhttp_connection *evcon, void *arg);
+
+static void
+dl_send(struct dl *d)
+{
+    uint64_t wend = (d->pos / EXECD_PC_WINDOW + 1) * EXECD_PC_WINDOW;
+    uint64_t k = (wend < d->end ? wend : d->end) - d->pos;
+    struct evbuffer *b = evbuffer_new();
+    evbuffer_set_flags(b, EVBUFFER_FLAG_DRAINS_TO_FD);
+    /* the segments share d->fd (no CLOSE_ON_FREE): it is closed by dl_free, which runs after
+     * the last one was sent, or when evhttp drops the connection, after which nothing is
+     * sent from the segments it still holds */
+    struct evbuffer_file_segment *seg = evbuffer_file_segment_new(
+        d->fd, (ev_off_t)d->pos, (ev_off_t)k, EVBUF_FS_DISABLE_MMAP | EVBUF_FS_DISABLE_LOCKING);
+    /* with sendfile and a known length these fail only when malloc does: fatal, as for
+     * sbx_xmalloc (the headers are out, so the reply could not be finished honestly) */
+    if (!seg || evbuffer_add_file_segment(b, seg, 0, (ev_off_t)k) < 0)
+        abort();
+    evbuffer_file_segment_free(seg); /* the buffer holds its own reference */
+    d->from = d->pos;
+    d->pos += k;
+    evhttp_send_reply_chunk_with_cb(d->req, b, dl_on_drained, d);
+    evbuffer_free(b);
+}
+
+/* Drop [off, off + len) if the download brought it into the cache. */
+static void
+dl_drop(const struct dl *d, uint64_t off, uint64_t len)
+{
+    if (len > 0 && dl_cold(d, off))
+        execd_pc_drop(d->fd, off, len);
+}
+
+/* The window in flight was handed to the socket (the connection's output is empty): the
+ * window before it is dropped if the download brought it into the cache, then the next one
+ * goes out or the reply ends. Not the window just handed over: sendfile lends its pages to
+ * the socket, and a page still queued there (up to the socket buffers' few MiB) is not
+ * dropped. */
+static void
+dl_on_drained(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    struct dl *d = arg;
+    if (d->from > d->start) {
+        uint64_t prev = d->from - 1 - (d->from - 1) % EXECD_PC_WINDOW;
+        if (prev < d->start)
+            prev = d->start;
+        dl_drop(d, prev, d->from - prev);
+    }
+    if (d->pos < d->end) {
+        dl_send(d);
+        return;
+    }
+    dl_drop(d, d->from, d->pos - d->from); /* what the socket still holds stays cached */
+    evhttp_connection_set_closecb(d->evcon, NULL, NULL);
+    evhttp_send_reply_end(d->req);
+    dl_free(d);
+}
+
+static void
+dl_on_close(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    struct dl *d = arg;
+    execd_http_abandon(d->req);
+    dl_free(d);
+}
+
+static void
+dl_start(struct evhttp_request *req, int fd, uint64_t start, uint64_t len, int status,
+         const char *reason)
+{
+    struct dl *d = sbx_xcalloc(1, sizeof(*d));
+    d->req = req;
+    d->evcon = evhttp_request_get_connection(req);
+    d->fd = fd;
+    d->pos = start;
+    d->start = start;
+    d->end = start + len;
+    d->first = start / EXECD_PC_WINDOW;
+    uint64_t n = (d->end - 1) / EXECD_PC_WINDOW - d->first + 1;
+    d->cold = sbx_xcalloc((size_t)(n + 7) / 8, 1);
+    /* which windows were cached is asked before anything is read: read-ahead of one window
+     * brings in the start of the next */
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t w = (d->first + i) * EXECD_PC_WINDOW;
+        if (!execd_pc_cached(fd, w, EXECD_PC_WINDOW))
+            d->cold[i / 8] |= (uint8_t)(1u << (i % 8));
+    }
+    char cl[32];
+    (void)snprintf(cl, sizeof(cl), "%llu", (unsigned long long)len);
+    /* with a Content-Length evhttp streams the body as is (no chunked encoding) */
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Length", cl);
+    evhttp_send_reply_start(req, status, reason);
+    evhttp_connection_set_closecb(d->evcon, dl_on_close, d);
+    dl_send(d);
+}
+
 static void
 send_file(struct evhttp_request *req, int fd, const char *path, uint64_t size)
 {
@@ -178,17 +308,23 @@ send_file(struct evhttp_request *req, int fd, const char *path, uint64_t size)
     evhttp_add_header(h, "Content-Type", "application/octet-stream");
     evhttp_add_header(h, "Content-Disposition", disp);
     evhttp_add_header(h, "Accept-Ranges", "bytes");
-    struct evbuffer *b = evbuffer_new();
-    if (len > 0)
-        execd_add_file_segment(b, fd, start, len); /* owns fd */
-    else
-        close(fd);
     if (range) {
         (void)snprintf(cr, sizeof(cr), "bytes %llu-%llu/%llu", (unsigned long long)start,
                        (unsigned long long)(start + len - 1), (unsigned long long)size);
         evhttp_add_header(h, "Content-Range", cr);
     }
-    evhttp_send_reply(req, range ? 206 : 200, range ? "Partial Content" : "OK", b);
+    int status = range ? 206 : 200;
+    const char *reason = range ? "Partial Content" : "OK";
+    if (len > EXECD_PC_WINDOW) {
+        dl_start(req, fd, start, len, status, reason); /* owns fd */
+        return;
+    }
+    struct evbuffer *b = evbuffer_new();
+    if (len > 0)
+        execd_add_file_segment(b, fd, start, len); /* owns fd */
+    else
+        close(fd);
+    evhttp_send_reply(req, status, reason, b);
     evbuffer_free(b);
 }
 

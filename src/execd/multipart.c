@@ -172,37 +172,58 @@ delimiter_done(struct execd_mp *mp)
     return 0;
 }
 
-/* Part body / preamble: returns bytes consumed or -1. */
+/* A delimiter prefix held from the previous piece (mp->match > 0): go on matching it byte by
+ * byte. Returns bytes consumed (the delimiter's end when it completes), or -1. */
+static ssize_t
+feed_held(struct execd_mp *mp, const char *p, size_t n)
+{
+    size_t i = 0;
+    while (i < n && mp->match > 0) {
+        if (p[i] != mp->delim[mp->match]) {
+            /* mismatch: the held prefix was data after all; p[i] is looked at again */
+            if (emit(mp, mp->delim, mp->match) < 0)
+                return -1;
+            mp->match = 0;
+            break;
+        }
+        i++;
+        if (++mp->match == mp->delim_len)
+            return delimiter_done(mp) < 0 ? -1 : (ssize_t)i;
+    }
+    return (ssize_t)i;
+}
+
+/* Part body / preamble: returns bytes consumed or -1. Data runs go out in one piece up to a
+ * delimiter (found with memmem, which skips ahead by the delimiter's length on data that does
+ * not match) or the end of p. A delimiter cut by the end of p can only begin in its last
+ * delim_len - 1 bytes, at a CR (the only CR in a delimiter is its first byte); it is held in
+ * mp->match (its bytes are mp->delim's, so they need no copy). */
 static ssize_t
 feed_data(struct execd_mp *mp, const char *p, size_t n)
 {
-    size_t i = 0;
-    size_t run = 0;
-    while (i < n) {
-        if (mp->match == 0) {
-            const char *cr = memchr(p + i, '\r', n - i);
-            i = cr ? (size_t)(cr - p) : n;
-            if (!cr)
-                break;
-        }
-        if (p[i] == mp->delim[mp->match]) {
-            if (mp->match == 0 && emit(mp, p + run, i - run) < 0)
-                return -1;
-            i++;
-            run = i;
-            if (++mp->match == mp->delim_len)
-                return delimiter_done(mp) < 0 ? -1 : (ssize_t)i;
-            continue;
-        }
-        /* mismatch: the held delimiter prefix was data after all */
-        if (emit(mp, mp->delim, mp->match) < 0)
+    ssize_t held = mp->match > 0 ? feed_held(mp, p, n) : 0;
+    if (held < 0 || mp->match > 0 || mp->state != MP_DATA)
+        return held;
+    size_t start = (size_t)held;
+    const char *hit = memmem(p + start, n - start, mp->delim, mp->delim_len);
+    if (hit) {
+        size_t i = (size_t)(hit - p);
+        if (emit(mp, p + start, i - start) < 0)
             return -1;
-        mp->match = 0;
-        run = i;
-        if (p[i] != '\r')
-            i++;
+        return delimiter_done(mp) < 0 ? -1 : (ssize_t)(i + mp->delim_len);
     }
-    if (mp->match == 0 && emit(mp, p + run, i - run) < 0)
+    size_t from = n - start >= mp->delim_len ? n - (mp->delim_len - 1) : start;
+    for (const char *cr; (cr = memchr(p + from, '\r', n - from)) != NULL;) {
+        size_t i = (size_t)(cr - p);
+        if (memcmp(cr, mp->delim, n - i) == 0) {
+            if (emit(mp, p + start, i - start) < 0)
+                return -1;
+            mp->match = n - i; /* the rest of the delimiter may come in the next piece */
+            return (ssize_t)n;
+        }
+        from = i + 1;
+    }
+    if (emit(mp, p + start, n - start) < 0)
         return -1;
     return (ssize_t)n;
 }

@@ -39,6 +39,7 @@
 #include "execd/chunked.h"
 #include "execd/files.h"
 #include "execd/multipart.h"
+#include "execd/pagecache.h"
 #include "execd/path.h"
 #include "execd/upload.h"
 
@@ -106,6 +107,8 @@ struct upload {
     char *dst_path;
     char *wbuf;
     size_t wlen;
+    uint64_t written;  /* bytes of the file written so far */
+    uint64_t wb_start; /* writeback was started for [0, wb_start) */
     /* the answer */
     int status;
     const char *code;
@@ -147,6 +150,8 @@ file_abort(struct upload *u)
     u->tmp_path = NULL;
     u->dst_path = NULL;
     u->wlen = 0;
+    u->written = 0;
+    u->wb_start = 0;
 }
 
 static void
@@ -179,13 +184,48 @@ store_fail(struct upload *u, const char *what, int e)
     /* NOLINTEND(concurrency-mt-unsafe) */
 }
 
-static int
-wflush(struct upload *u)
+/* Write-behind and drop-behind, once per window written (pagecache.h): start the writeback of
+ * the window just filled, wait for the one before it and drop it from the page cache. Without
+ * it a big upload piles up as dirty page cache (charged to the sandbox's memory cgroup, where
+ * cgroup v1 has no dirty throttling) that the final fsync then writes out all at once, after
+ * the whole body was received; with it the disk works while the body arrives, at most two
+ * windows are dirty, the fsync finds little left to do, and the file takes ~16 MiB of cache
+ * instead of its size. Waiting is backpressure: a disk slower than the network slows the
+ * client down through TCP. These calls are hints: their errors are ignored, and the fsync in
+ * file_end reports any writeback error. On tmpfs they do nothing (the pages are the file). */
+static void
+write_behind(struct upload *u)
 {
-    if (u->wlen && sbx_write_all(u->fd, u->wbuf, u->wlen) < 0) {
+    while (u->written - u->wb_start >= EXECD_PC_WINDOW) {
+        (void)sync_file_range(u->fd, (off_t)u->wb_start, EXECD_PC_WINDOW, SYNC_FILE_RANGE_WRITE);
+        if (u->wb_start >= EXECD_PC_WINDOW) {
+            uint64_t prev = u->wb_start - EXECD_PC_WINDOW;
+            (void)sync_file_range(u->fd, (off_t)prev, EXECD_PC_WINDOW,
+                                  SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE |
+                                      SYNC_FILE_RANGE_WAIT_AFTER);
+            execd_pc_drop(u->fd, prev, EXECD_PC_WINDOW);
+        }
+        u->wb_start += EXECD_PC_WINDOW;
+    }
+}
+
+static int
+file_write(struct upload *u, const char *p, size_t n)
+{
+    if (sbx_write_all(u->fd, p, n) < 0) {
         store_fail(u, "write", errno);
         return -1;
     }
+    u->written += n;
+    write_behind(u);
+    return 0;
+}
+
+static int
+wflush(struct upload *u)
+{
+    if (u->wlen && file_write(u, u->wbuf, u->wlen) < 0)
+        return -1;
     u->wlen = 0;
     return 0;
 }
@@ -236,8 +276,12 @@ file_end(struct upload *u)
         store_fail(u, "store", errno);
         return -1;
     }
+    if (u->wb_start > 0) /* a file of a window or more: its last windows go too (all clean) */
+        execd_pc_drop(u->fd, 0, 0);
     close(u->fd);
     u->fd = -1;
+    u->written = 0;
+    u->wb_start = 0;
     if (!json_object_get(perm, "mode") || json_integer_value(json_object_get(perm, "mode")) == 0)
         (void)json_object_set_new(perm, "mode", json_integer(644));
     if (execd_perm_apply(u->dst_path, perm) < 0)
@@ -305,12 +349,8 @@ mp_data(void *ctx, const char *p, size_t n)
         }
         return 0;
     case P_FILE:
-        if (u->wlen == 0 && n >= WRITE_BUF / 2) { /* big spans go straight to the file */
-            if (sbx_write_all(u->fd, p, n) == 0)
-                return 0;
-            store_fail(u, "write", errno);
-            return -1;
-        }
+        if (u->wlen == 0 && n >= WRITE_BUF / 2) /* big spans go straight to the file */
+            return file_write(u, p, n);
         while (n > 0) {
             size_t k = WRITE_BUF - u->wlen < n ? WRITE_BUF - u->wlen : n;
             memcpy(u->wbuf + u->wlen, p, k);

@@ -66,6 +66,70 @@ test_any_split(void **state)
     }
 }
 
+static uint32_t
+xorshift(uint32_t *x)
+{
+    *x ^= *x << 13;
+    *x ^= *x >> 17;
+    *x ^= *x << 5;
+    return *x;
+}
+
+/* Part contents made of delimiter pieces (CR, LF, '-', the boundary's letters) so that near
+ * misses of "\r\n--XyZ" are everywhere, fed in pieces of random sizes: the parser gives back
+ * exactly the contents (a delimiter cut by a piece's end, a CR right before one, a prefix that
+ * turns out to be data...). */
+static void
+test_random_near_misses(void **state)
+{
+    (void)state;
+    static const char alphabet[] = "\r\n-XyZa";
+    uint32_t seed = 0x5b3c1a7u;
+    for (int iter = 0; iter < 3000; iter++) {
+        char content[2][400];
+        size_t clen[2];
+        for (int k = 0; k < 2; k++) {
+            do {
+                clen[k] = xorshift(&seed) % sizeof(content[k]);
+                for (size_t i = 0; i < clen[k]; i++)
+                    content[k][i] = alphabet[xorshift(&seed) % (sizeof(alphabet) - 1)];
+            } while (memmem(content[k], clen[k], "\r\n--XyZ", 7));
+        }
+        struct sbx_buf body_b;
+        struct sbx_buf want_b;
+        sbx_buf_init(&body_b, 1 << 16);
+        sbx_buf_init(&want_b, 1 << 16);
+        for (int k = 0; k < 2; k++) {
+            (void)sbx_buf_printf(&body_b, NULL,
+                                 "%s--XyZ\r\nContent-Disposition: form-data; name=\"p%d\"\r\n\r\n",
+                                 k ? "\r\n" : "", k);
+            (void)sbx_buf_append(&body_b, content[k], clen[k], NULL);
+            (void)sbx_buf_printf(&want_b, NULL, "[p%d|]", k);
+            (void)sbx_buf_append(&want_b, content[k], clen[k], NULL);
+            (void)sbx_buf_append_str(&want_b, ";", NULL);
+        }
+        (void)sbx_buf_append_str(&body_b, "\r\n--XyZ--\r\n", NULL);
+        struct rec r;
+        sbx_buf_init(&r.log, 1 << 16);
+        struct execd_mp mp;
+        execd_mp_init(&mp, "XyZ", &cbs, &r);
+        size_t max_piece = iter % 3 == 0 ? body_b.len : 1 + xorshift(&seed) % 24;
+        for (size_t off = 0; off < body_b.len;) {
+            size_t n = 1 + xorshift(&seed) % max_piece;
+            if (n > body_b.len - off)
+                n = body_b.len - off;
+            assert_int_equal(execd_mp_feed(&mp, body_b.data + off, n), 0);
+            off += n;
+        }
+        assert_int_equal(execd_mp_finish(&mp), 0);
+        assert_int_equal(r.log.len, want_b.len);
+        assert_memory_equal(r.log.data, want_b.data, want_b.len);
+        sbx_buf_dispose(&r.log);
+        sbx_buf_dispose(&body_b);
+        sbx_buf_dispose(&want_b);
+    }
+}
+
 static void
 test_errors(void **state)
 {
@@ -108,6 +172,7 @@ main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_any_split),
+        cmocka_unit_test(test_random_near_misses),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_boundary),
     };
