@@ -8,11 +8,16 @@
 #include <linux/filter.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/capability.h>
+#include <linux/capability.h>
 #include <sys/types.h>
 
 #include "runtime/cgroup.h"
 #include "runtime/runtime.h"
+
+/* A capability set in the kernel's capset format (_LINUX_CAPABILITY_VERSION_3: two words). */
+struct sbx_caps {
+    struct __user_cap_data_struct data[2];
+};
 
 struct sbx_rt {
     char *state_dir;  /* <cfg.state_dir> */
@@ -24,7 +29,7 @@ struct sbx_rt {
     struct sbx_rt_net_ops net_ops;
     bool has_net_ops;
     struct sock_fprog seccomp; /* the default profile, built once */
-    cap_t caps;                /* the default capability set (uid 0 inside) */
+    struct sbx_caps caps;      /* the default capability set (uid 0 inside) */
 };
 
 struct sbx_rt_sandbox {
@@ -96,7 +101,7 @@ struct sbx_child_args {
     const char *cwd;
     bool unshare_cgroupns; /* v1: after the parent moved us into our cgroup */
     const struct sock_fprog *seccomp;
-    cap_t caps;
+    const struct sbx_caps *caps;
 };
 
 /* runtime.c: unmount the records tmpfs when it is empty (gc --all). */
@@ -120,18 +125,12 @@ size_t sbx_hostimg_binds(struct sbx_child_bind *binds, size_t max);
 /* security.c */
 int sbx_seccomp_build(struct sock_fprog *out, sbx_error **err);
 void sbx_seccomp_free(struct sock_fprog *prog);
-/* The denied syscalls with their errno (for docs and tests). */
-struct sbx_seccomp_rule {
-    const char *name;
-    int err;
-};
-extern const struct sbx_seccomp_rule sbx_seccomp_denied[];
-extern const size_t sbx_seccomp_n_denied;
-cap_t sbx_caps_default(void);
-extern const cap_value_t sbx_caps_keep[];
+void sbx_caps_default(struct sbx_caps *c);
+extern const int sbx_caps_keep[];
 extern const size_t sbx_caps_n_keep;
 /* In the child: bounding set, ids, caps, ambient, no_new_privs. Returns -errno. */
-int sbx_security_apply(cap_t caps, uid_t uid, gid_t gid, bool userns, const char **what);
+int sbx_security_apply(const struct sbx_caps *caps, uid_t uid, gid_t gid, bool userns,
+                       const char **what);
 int sbx_seccomp_apply(const struct sock_fprog *prog);
 
 /* state.c: <dir>/state.json */

@@ -98,7 +98,7 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
         rt->net_ops = *cfg->net_ops;
         rt->has_net_ops = true;
     }
-    rt->caps = sbx_caps_default();
+    sbx_caps_default(&rt->caps);
     /* 0711: a sandbox in its own user namespace runs as an unprivileged host id and must be
      * able to traverse to its scratch dir; listing stays root-only. */
     int ret = sbx_mkdir_p(rt->run_dir, 0711, err);
@@ -127,8 +127,6 @@ sbx_rt_close(struct sbx_rt *rt)
     if (!rt)
         return;
     sbx_seccomp_free(&rt->seccomp);
-    if (rt->caps)
-        (void)cap_free(rt->caps);
     free(rt->state_dir);
     free(rt->run_dir);
     free(rt->host_image);
@@ -368,7 +366,7 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
     /* v1: the cgroup namespace is rooted once the parent has attached us (after GO). */
     a->unshare_cgroupns = !sb->cg.ops->clone_into && sbx_cg_any_dir(&sb->cg);
     a->seccomp = &sb->rt->seccomp;
-    a->caps = sb->rt->caps;
+    a->caps = &sb->rt->caps;
     return overlay_opts(a, spec, err);
 }
 
