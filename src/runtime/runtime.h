@@ -112,7 +112,8 @@ int sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct s
  * sbx_rt_wait (code 127/126). */
 int sbx_rt_start(struct sbx_rt_sandbox *sb, sbx_error **err);
 /* Wait for the command; signals in `forward` (may be NULL) that reach the caller meanwhile are
- * passed to the sandbox (they must be blocked by the caller). */
+ * passed to the sandbox (they must be blocked by the caller). Returns as soon as the command's
+ * status is known: the init may still be tearing the sandbox down (destroy waits for it). */
 int sbx_rt_wait(struct sbx_rt_exit *out, struct sbx_rt_sandbox *sb, const sigset_t *forward,
                 sbx_error **err);
 int sbx_rt_kill(struct sbx_rt_sandbox *sb, int sig, sbx_error **err);
@@ -124,6 +125,12 @@ int sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err);
  * and the record removal run on a detached thread, off the caller's path. For long-lived
  * callers (the server); if the process exits first, the record remains and gc finishes. */
 int sbx_rt_destroy_deferred(struct sbx_rt_sandbox *sb, sbx_error **err);
+/* Like sbx_rt_destroy, but all of it (kill, wait for the init's exit, cgroups, lease, record)
+ * runs in a forked process, detached from the caller's stdio and session, so that the caller
+ * can exit at once: for `sbx run`, whose caller waits for its exit. Only for a caller that is
+ * about to exit (until then the init and the forked process are its unreaped children). A
+ * failure there leaves the record for `sbx gc`, as a crash would. */
+int sbx_rt_destroy_detached(struct sbx_rt_sandbox *sb, sbx_error **err);
 void sbx_rt_sandbox_free(struct sbx_rt_sandbox *sb);
 
 /* Re-open a sandbox recorded in the state dir whose init is still running. */

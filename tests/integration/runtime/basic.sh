@@ -90,5 +90,6 @@ run_rc "$SBX" run --user no-such-user -- /bin/true; expect_eq "$rc" 2 "unknown u
 "$SBX" run --help | grep -q 'Usage: sbx run' || fail "run --help"
 "$SBX" gc --help | grep -q 'Usage: sbx gc' || fail "gc --help"
 
+settle || true
 expect_eq "$(count_records)" 0 "state records left behind"
 echo "PASS"

@@ -215,6 +215,41 @@ test_as_init(void)
     sbx_rt_sandbox_free(sb);
 }
 
+/* sbx run's teardown: the status comes back while the init still has a background process to
+ * kill; destroy_detached returns at once and a forked process finishes. gc --all waits for it
+ * (the record dir is locked until it is gone), so everything is gone when gc returns. */
+static void
+test_detached_destroy(void)
+{
+    char *argv[] = {"/bin/sh", "-c", "sleep 100 & exit 3", NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    spec.memory_bytes = 64 << 20;
+    spec.start = true;
+    struct sbx_rt_sandbox *sb = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    struct sbx_rt_exit ex;
+    CHECK(sbx_rt_create(&sb, rt, &spec, &err) == 0, "create: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_wait(&ex, sb, NULL, &err) == 0 && ex.code == 3, "wait: %d %s", ex.code,
+          sbx_error_msg(err));
+    sbx_autofree char *dir = sbx_xstrdup(sbx_rt_sandbox_dir(sb));
+    sbx_autofree char *cg = sbx_xstrdup(sbx_rt_sandbox_cgroup(sb));
+    pid_t init = sbx_rt_sandbox_pid(sb);
+    CHECK(sbx_rt_destroy_detached(sb, &err) == 0, "detached: %s", sbx_error_msg(err));
+    sbx_rt_sandbox_free(sb);
+    struct sbx_rt_gc_stats gs;
+    CHECK(sbx_rt_gc(&gs, rt, true, &err) == 0, "gc: %s", sbx_error_msg(err));
+    CHECK(gs.removed == 0, "gc --all removed %u: it did not wait for the teardown", gs.removed);
+    CHECK(access(dir, F_OK) < 0 && access(cg, F_OK) < 0, "record or cgroup left");
+    /* Our children now: the init (gone, its background sleep with it: the pid namespace ended)
+     * and the teardown process (exit 0). */
+    int st = 0;
+    CHECK(waitpid(init, &st, 0) == init, "init not reaped");
+    pid_t p = waitpid(-1, &st, 0);
+    CHECK(p > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "teardown process failed");
+}
+
 static void
 test_deferred_destroy(void)
 {
@@ -380,6 +415,7 @@ main(int argc, char **argv)
     test_exec_connect_adopt();
     test_as_init();
     test_deferred_destroy();
+    test_detached_destroy();
     test_adopt_after_creator_exit();
     test_bridge_hook(state, parent);
     struct sbx_rt_gc_stats gs;
