@@ -2,6 +2,7 @@
  * main.c - sbx-execd: arguments, signals, PID 1 duties, the event loop.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
 #include <stdio.h>
@@ -33,6 +34,7 @@ static const char usage[] =
     "  --envs-file PATH       KEY=VALUE lines merged into every command's environment\n"
     "                         (env EXECD_ENVS, default /opt/opensandbox/.env)\n"
     "  --log-level LEVEL      error|warn|info|debug|trace (default info)\n"
+    "  --ready-fd FD          write one byte to FD (then close it) once listening\n"
     "  --version, --help\n";
 
 enum {
@@ -42,7 +44,8 @@ enum {
     OPT_MAX_UPLOAD,
     OPT_STATE,
     OPT_ENVS,
-    OPT_LOG
+    OPT_LOG,
+    OPT_READY
 };
 
 static const struct option long_opts[] = {
@@ -53,6 +56,7 @@ static const struct option long_opts[] = {
     {"state-dir", required_argument, NULL, OPT_STATE},
     {"envs-file", required_argument, NULL, OPT_ENVS},
     {"log-level", required_argument, NULL, OPT_LOG},
+    {"ready-fd", required_argument, NULL, OPT_READY},
     {"version", no_argument, NULL, 'V'},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -154,10 +158,15 @@ config_dispose(struct execd_config *cfg)
 
 /* Returns 0 to run, 1 for a usage error, 2 when --help/--version already answered. */
 static int
-parse_args(struct execd_config *cfg, int argc, char **argv)
+parse_args(struct execd_config *cfg, int *ready_fd, int argc, char **argv)
 {
     int c;
     while ((c = getopt_long(argc, argv, "hV", long_opts, NULL)) != -1) {
+        uint64_t fd = 0;
+        if (c == OPT_READY && sbx_parse_u64(optarg, &fd, NULL) == 0 && fd > 2 && fd < 65536) {
+            *ready_fd = (int)fd;
+            continue;
+        }
         if (c == 'h') {
             fputs(usage, stdout);
             return 2;
@@ -293,8 +302,19 @@ teardown(struct execd *ex)
     config_dispose(&ex->cfg);
 }
 
+/* The launcher (e.g. sbx serve) waits on the other end of ready_fd instead of polling /ping. */
+static void
+signal_ready(int ready_fd)
+{
+    if (ready_fd < 0)
+        return;
+    while (write(ready_fd, "R", 1) < 0 && errno == EINTR)
+        ;
+    (void)close(ready_fd);
+}
+
 static int
-run(struct execd *ex)
+run(struct execd *ex, int ready_fd)
 {
     sbx_autoerror sbx_error *err = NULL;
     ex->pid1 = getpid() == 1;
@@ -315,6 +335,7 @@ run(struct execd *ex)
     }
     sbx_info("listening on %s:%u%s", ex->cfg.listen_host, ex->cfg.port,
              ex->cfg.token ? " (access token required)" : "");
+    signal_ready(ready_fd);
     if (event_base_dispatch(ex->base) < 0)
         return 1;
     return ex->exit_code;
@@ -326,14 +347,18 @@ main(int argc, char **argv)
     struct execd ex = {0};
     sbx_log_init("sbx-execd", SBX_LOG_INFO, SBX_LOG_TEXT);
     config_defaults(&ex.cfg);
-    int r = parse_args(&ex.cfg, argc, argv);
+    int ready_fd = -1;
+    int r = parse_args(&ex.cfg, &ready_fd, argc, argv);
     if (r != 0) {
         config_dispose(&ex.cfg);
         return r == 2 ? 0 : 2;
     }
     config_from_env(&ex.cfg);
     umask(022);
-    r = run(&ex);
+    /* Commands must not inherit it (closed once written, but a failed start exits first). */
+    if (ready_fd >= 0 && fcntl(ready_fd, F_SETFD, FD_CLOEXEC) < 0)
+        ready_fd = -1;
+    r = run(&ex, ready_fd);
     teardown(&ex);
     return r;
 }

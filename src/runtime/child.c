@@ -59,11 +59,20 @@ sbx_sync_recv(int fd, struct sbx_sync_msg *m)
 }
 
 void
-sbx_close_fds_except(int keep)
+sbx_close_fds_except(int keep, int keep2)
 {
-    if (keep > 3)
-        (void)close_range(3, (unsigned)keep - 1, 0);
-    (void)close_range(keep >= 3 ? (unsigned)keep + 1 : 3, ~0U, 0);
+    int lo = keep2 >= 0 && keep2 < keep ? keep2 : keep;
+    int hi = keep2 > keep ? keep2 : keep;
+    unsigned next = 3;
+    const int keeps[2] = {lo, hi};
+    for (int i = 0; i < 2; i++) {
+        if (keeps[i] < (int)next)
+            continue;
+        if ((unsigned)keeps[i] > next)
+            (void)close_range(next, (unsigned)keeps[i] - 1, 0);
+        next = (unsigned)keeps[i] + 1;
+    }
+    (void)close_range(next, ~0U, 0);
 }
 
 void
@@ -131,6 +140,11 @@ exec_command(struct sbx_child_args *a)
     sigset_t none;
     sigemptyset(&none);
     (void)sigprocmask(SIG_SETMASK, &none, NULL);
+    /* The passed fd lands on 3, inheritable (dup2 clears CLOEXEC); sync_fd is above 3. */
+    if (a->fd3 >= 0 && a->fd3 != 3 && dup2(a->fd3, 3) < 0)
+        sbx_child_fail(a->sync_fd, errno, "pass fd 3");
+    if (a->fd3 == 3 && fcntl(3, F_SETFD, 0) < 0)
+        sbx_child_fail(a->sync_fd, errno, "pass fd 3");
     environ = (char **)a->env; /* execvp searches the sandbox's PATH */
     execvp(a->spec->argv[0], a->spec->argv);
     int e = errno;
@@ -189,6 +203,8 @@ run_init(struct sbx_child_args *a)
     }
     /* The init holds nothing but the sync socket and the inherited stdio: close stdio so the
      * caller sees EOF exactly when the command (and its children) close theirs. */
+    if (a->fd3 >= 0)
+        (void)close(a->fd3);
     int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     for (int i = 0; devnull >= 0 && i < 3; i++)
         (void)dup2(devnull, i);
@@ -221,8 +237,18 @@ sbx_child_main(struct sbx_child_args *a)
             _exit(127);
         a->sync_fd = fd;
     }
+    /* A passed fd is kept above 3 (where stdio and the sync socket cannot clobber it) until
+     * exec_command moves it to 3; the sync socket goes above it. */
+    a->fd3 = -1;
+    if (spec->has_fd3) {
+        a->fd3 = fcntl(spec->fd3, F_DUPFD_CLOEXEC, 4);
+        int fd = a->fd3 < 0 ? -1 : fcntl(a->sync_fd, F_DUPFD_CLOEXEC, a->fd3 + 1);
+        if (fd < 0)
+            sbx_child_fail(a->sync_fd, errno, "pass fd 3");
+        a->sync_fd = fd;
+    }
     setup_stdio(a);
-    sbx_close_fds_except(a->sync_fd);
+    sbx_close_fds_except(a->sync_fd, a->fd3);
     /* A session of our own: process-group signals (kill(0, ...)) are not filtered by pid
      * namespace, so sharing the caller's group would let the sandbox signal host processes;
      * and a tty that is not our controlling terminal refuses TIOCSTI injection. */

@@ -6,6 +6,7 @@
 #define SBX_RUNTIME_INTERNAL_H
 
 #include <linux/filter.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <linux/capability.h>
@@ -29,6 +30,9 @@ struct sbx_rt {
     struct sbx_rt_net_ops net_ops;
     bool has_net_ops;
     struct sock_fprog seccomp; /* the default profile, built once */
+    pthread_mutex_t async_mu;  /* guards n_async */
+    pthread_cond_t async_cv;   /* n_async dropped */
+    unsigned n_async;          /* sbx_rt_destroy_async threads still running */
     struct sbx_caps caps;      /* the default capability set (uid 0 inside) */
 };
 
@@ -102,6 +106,7 @@ struct sbx_child_args {
     bool unshare_cgroupns; /* v1: after the parent moved us into our cgroup */
     const struct sock_fprog *seccomp;
     const struct sbx_caps *caps;
+    int fd3; /* in the child: spec->fd3 copied above 3, or -1 */
 };
 
 /* runtime.c: unmount the records tmpfs when it is empty (gc --all). */
@@ -154,9 +159,9 @@ uint64_t sbx_proc_start_time(pid_t pid);
 /* netns.c */
 int sbx_netns_lo_up(void);
 
-/* Close every fd above stdio except keep (a long-lived process must not pin the caller's
- * sockets, pipes and files). */
-void sbx_close_fds_except(int keep);
+/* Close every fd above stdio except keep and keep2 (-1: none) (a long-lived process must not
+ * pin the caller's sockets, pipes and files). */
+void sbx_close_fds_except(int keep, int keep2);
 
 /* Sync socket helpers. */
 int sbx_sync_send(int fd, int type, int err, int status, const char *msg);

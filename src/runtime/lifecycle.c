@@ -347,6 +347,64 @@ sbx_rt_destroy_deferred(struct sbx_rt_sandbox *sb, sbx_error **err)
     return 0;
 }
 
+struct async_destroy {
+    struct sbx_rt_sandbox *sb;
+    void (*done)(void *arg, int result);
+    void *arg;
+};
+
+static void *
+async_destroy_main(void *p)
+{
+    struct async_destroy *a = p;
+    struct sbx_rt *rt = a->sb->rt;
+    sbx_autoerror sbx_error *err = NULL;
+    int r = sbx_rt_destroy(a->sb, &err);
+    if (r < 0)
+        sbx_warn("%s (run `sbx gc`)", sbx_error_msg(err));
+    if (a->done)
+        a->done(a->arg, r);
+    sbx_rt_sandbox_free(a->sb);
+    free(a);
+    pthread_mutex_lock(&rt->async_mu);
+    rt->n_async--;
+    pthread_cond_broadcast(&rt->async_cv);
+    pthread_mutex_unlock(&rt->async_mu);
+    return NULL;
+}
+
+int
+sbx_rt_destroy_async(struct sbx_rt_sandbox *sb, void (*done)(void *arg, int result), void *arg,
+                     sbx_error **err)
+{
+    /* Stopped now: SIGKILL (after a thaw: frozen tasks cannot die) ends the pid namespace. */
+    if (!sb->destroyed && !sb->reaped && sb->pidfd >= 0) {
+        sbx_autoerror sbx_error *ignored = NULL;
+        if (sb->frozen || !sb->is_child)
+            (void)sb->cg.ops->freeze(&sb->cg, false, &ignored);
+        if (syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH) {
+            int e = errno;
+            sbx_rt_sandbox_free(sb);
+            return sbx_error_set(err, SBX_EGENERIC, e, "kill sandbox");
+        }
+    }
+    struct async_destroy *a = sbx_xcalloc(1, sizeof *a);
+    *a = (struct async_destroy){.sb = sb, .done = done, .arg = arg};
+    struct sbx_rt *rt = sb->rt;
+    pthread_mutex_lock(&rt->async_mu);
+    rt->n_async++;
+    pthread_mutex_unlock(&rt->async_mu);
+    pthread_attr_t attr;
+    pthread_t t;
+    (void)pthread_attr_init(&attr);
+    (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int r = pthread_create(&t, &attr, async_destroy_main, a);
+    (void)pthread_attr_destroy(&attr);
+    if (r != 0)
+        (void)async_destroy_main(a); /* no thread: do it now */
+    return 0;
+}
+
 void
 sbx_rt_sandbox_free(struct sbx_rt_sandbox *sb)
 {

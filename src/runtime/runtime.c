@@ -99,6 +99,8 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
         rt->has_net_ops = true;
     }
     sbx_caps_default(&rt->caps);
+    (void)pthread_mutex_init(&rt->async_mu, NULL);
+    (void)pthread_cond_init(&rt->async_cv, NULL);
     /* 0711: a sandbox in its own user namespace runs as an unprivileged host id and must be
      * able to traverse to its scratch dir; listing stays root-only. */
     int ret = sbx_mkdir_p(rt->run_dir, 0711, err);
@@ -126,6 +128,13 @@ sbx_rt_close(struct sbx_rt *rt)
 {
     if (!rt)
         return;
+    /* Asynchronous destroys use rt (and its net hook): let them finish. */
+    pthread_mutex_lock(&rt->async_mu);
+    while (rt->n_async > 0)
+        pthread_cond_wait(&rt->async_cv, &rt->async_mu);
+    pthread_mutex_unlock(&rt->async_mu);
+    (void)pthread_cond_destroy(&rt->async_cv);
+    (void)pthread_mutex_destroy(&rt->async_mu);
     sbx_seccomp_free(&rt->seccomp);
     free(rt->state_dir);
     free(rt->run_dir);

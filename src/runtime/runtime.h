@@ -83,7 +83,11 @@ struct sbx_rt_spec {
     enum sbx_rt_netmode net;
     bool userns; /* own user namespace with the maps below */
     struct sbx_rt_idmap uid_map, gid_map;
-    int stdio[3];         /* fds for the command's stdin/stdout/stderr; -1 => /dev/null */
+    int stdio[3]; /* fds for the command's stdin/stdout/stderr; -1 => /dev/null */
+    /* With has_fd3: passed to the command as its fd 3 (the init keeps no copy), e.g. the write
+     * end of a pipe execd signals readiness on. Nothing else of the caller's gets in. */
+    bool has_fd3;
+    int fd3;
     bool die_with_parent; /* PR_SET_PDEATHSIG(SIGKILL) on the sandbox's init (sbx run) */
     bool as_init;         /* argv is an init (execd): exec it as PID 1, no sbx reaper */
     bool pausable;        /* create a freezer cgroup (needed by sbx_rt_pause) */
@@ -131,6 +135,13 @@ int sbx_rt_destroy_deferred(struct sbx_rt_sandbox *sb, sbx_error **err);
  * about to exit (until then the init and the forked process are its unreaped children). A
  * failure there leaves the record for `sbx gc`, as a crash would. */
 int sbx_rt_destroy_detached(struct sbx_rt_sandbox *sb, sbx_error **err);
+/* For a long-lived caller (the server): SIGKILL now, so the sandbox is stopped when this
+ * returns; the rest of sbx_rt_destroy (reaping the init, whose exit tears down its namespaces,
+ * lease, cgroups, record) runs on a detached thread, which then calls done(arg, result) (may
+ * be NULL) and frees sb: sb belongs to this call, even when it fails. sbx_rt_close waits for
+ * these threads. If the process exits first, the record remains and gc removes it. */
+int sbx_rt_destroy_async(struct sbx_rt_sandbox *sb, void (*done)(void *arg, int result), void *arg,
+                         sbx_error **err);
 void sbx_rt_sandbox_free(struct sbx_rt_sandbox *sb);
 
 /* Re-open a sandbox recorded in the state dir whose init is still running. */

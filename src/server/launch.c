@@ -7,11 +7,14 @@
 
 #include "common/xalloc.h"
 
+/* The entrypoint does not get the readiness fd (3>&-); execd gets --ready-fd when it is set. */
 static const char launcher[] =
     "t=$SBX_EXECD_TOKEN; e=$SBX_EXECD; port=$SBX_EXECD_PORT; sd=$SBX_EXECD_STATE;"
-    " unset SBX_EXECD_TOKEN SBX_EXECD SBX_EXECD_PORT SBX_EXECD_STATE;"
-    " if [ $# -gt 0 ]; then \"$@\" </dev/null & fi;"
-    " EXECD_ACCESS_TOKEN=\"$t\" exec \"$e\" --listen \"127.0.0.1:$port\" --state-dir \"$sd\"";
+    " r=$SBX_EXECD_READY;"
+    " unset SBX_EXECD_TOKEN SBX_EXECD SBX_EXECD_PORT SBX_EXECD_STATE SBX_EXECD_READY;"
+    " if [ $# -gt 0 ]; then \"$@\" </dev/null 3>&- & fi;"
+    " EXECD_ACCESS_TOKEN=\"$t\" exec \"$e\" --listen \"127.0.0.1:$port\" --state-dir \"$sd\""
+    " ${r:+--ready-fd \"$r\"}";
 
 char **
 sbx_launch_argv(const struct sbx_record *sb)
@@ -32,7 +35,7 @@ sbx_launch_argv(const struct sbx_record *sb)
 char **
 sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l)
 {
-    size_t n = json_object_size(sb->env) + 7;
+    size_t n = json_object_size(sb->env) + 8;
     char **envp = sbx_xcalloc(n, sizeof(char *));
     size_t i = 0;
     envp[i++] = sbx_xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
@@ -40,13 +43,15 @@ sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l)
     const char *key = NULL;
     json_t *val = NULL;
     json_object_foreach (sb->env, key, val) {
-        if (json_is_string(val) && i < n - 5)
+        if (json_is_string(val) && i < n - 6)
             envp[i++] = sbx_xasprintf("%s=%s", key, json_string_value(val));
     }
     envp[i++] = sbx_xasprintf("SBX_EXECD=%s", l->execd);
     envp[i++] = sbx_xasprintf("SBX_EXECD_PORT=%d", l->port);
     envp[i++] = sbx_xasprintf("SBX_EXECD_TOKEN=%s", l->token);
     envp[i++] = sbx_xasprintf("SBX_EXECD_STATE=%s", l->state_dir);
+    envp[i++] = l->ready_fd > 2 ? sbx_xasprintf("SBX_EXECD_READY=%d", l->ready_fd)
+                                : sbx_xstrdup("SBX_EXECD_READY=");
     return envp;
 }
 

@@ -14,6 +14,7 @@ struct sbx_launch {
     const char *token;     /* execd's access token */
     const char *state_dir; /* execd's --state-dir */
     const char *home;      /* HOME */
+    int ready_fd;          /* execd's --ready-fd in the launched process (> 2), 0: none */
 };
 
 /* argv for posix_spawn/the runtime: /bin/sh -c LAUNCHER sbx-launch ENTRYPOINT... (NULL-ended). */

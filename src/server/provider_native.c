@@ -15,7 +15,9 @@
 /* Compiled (and linked to sbx_runtime) only when src/runtime is part of the build. */
 #ifdef SBX_HAVE_RUNTIME
 
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -178,25 +180,30 @@ open_log(struct native_data *d, const char *id)
     return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 }
 
+/* execd writes one byte to its --ready-fd (the write end of ready_rd's pipe, fd 3 in the
+ * sandbox) once it listens: no polling of /ping. EOF without that byte means it never got
+ * there (setup failed, execd exited). */
 static int
-wait_ready(struct native_data *d, const struct sbx_record *sb, struct sbx_rt_sandbox *h,
-           sbx_error **err)
+wait_ready(struct native_data *d, const struct sbx_record *sb, int ready_rd, sbx_error **err)
 {
     uint64_t deadline = sbx_now_ms() + (uint64_t)d->ping_timeout_ms;
-    pid_t pid = sbx_rt_sandbox_pid(h);
-    while (sbx_now_ms() < deadline) {
-        sbx_autoclose int fd = -1;
-        if (sbx_rt_connect(&fd, h, EXECD_PORT, NULL) == 0 &&
-            sbx_execd_ping_fd(fd, priv_str(sb, "token")) == 0)
+    for (;;) {
+        uint64_t now = sbx_now_ms();
+        if (now >= deadline)
+            return sbx_error_set(err, SBX_ETIMEDOUT, 0, "execd was not ready within %d ms",
+                                 d->ping_timeout_ms);
+        struct pollfd p = {.fd = ready_rd, .events = POLLIN};
+        int n = poll(&p, 1, (int)(deadline - now));
+        if (n < 0 && errno == EINTR)
+            continue;
+        char c = 0;
+        if (n > 0 && read(ready_rd, &c, 1) == 1 && c == 'R')
             return 0;
-        if (kill(pid, 0) < 0)
+        if (n != 0)
             return sbx_error_set(err, SBX_EUNAVAIL, 0,
                                  "execd exited before it was ready (log: %s/%s.log)", d->logs_dir,
                                  sb->id);
-        (void)usleep(10 * 1000);
     }
-    return sbx_error_set(err, SBX_ETIMEDOUT, 0, "execd did not answer /ping within %d ms",
-                         d->ping_timeout_ms);
 }
 
 static void
@@ -217,7 +224,12 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
                            .port = EXECD_PORT,
                            .token = priv_str(sb, "token"),
                            .state_dir = EXECD_STATE,
-                           .home = "/root"};
+                           .home = "/root",
+                           .ready_fd = 3};
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "readiness pipe");
+    sbx_autoclose int ready_rd = ready[0];
     char **argv = sbx_launch_argv(sb);
     char **envp = sbx_launch_env(sb, &l);
     sbx_autoclose int logfd = open_log(d, sb->id);
@@ -229,7 +241,9 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
                                .as_init = true,
                                .pausable = true,
                                .start = true,
-                               .stdio = {-1, logfd, logfd}};
+                               .stdio = {-1, logfd, logfd},
+                               .has_fd3 = true,
+                               .fd3 = ready[1]};
     struct sbx_rt_sandbox *h = NULL;
     struct sbx_native_image img = {0};
     const char *uri = json_string_value(json_object_get(sb->image, "uri"));
@@ -238,6 +252,7 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
         r = sbx_native_image_apply(&img, &spec, d->state_dir, uri, sb->id, err);
     if (r >= 0)
         r = sbx_rt_create(&h, d->rt, &spec, err);
+    (void)close(ready[1]); /* execd holds the only write end now: its exit reads as EOF */
     sbx_native_image_release(&img, r < 0); /* the pin stays while the sandbox exists */
     sbx_strv_free(argv);
     sbx_strv_free(envp);
@@ -247,7 +262,7 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     add_locked(d, sb->id, h);
     pthread_mutex_unlock(&d->mu);
     record_pid(sb, h);
-    return wait_ready(d, sb, h, err);
+    return wait_ready(d, sb, ready_rd, err);
 }
 
 /* ---- the rest of the lifecycle ---- */
@@ -281,6 +296,26 @@ native_resume(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     return 0;
 }
 
+struct unpin_job {
+    char *state_dir;
+    char id[SBX_UUID_LEN + 1];
+};
+
+/* After the sandbox is gone: its image's layers may go. */
+static void
+unpin_when_gone(void *arg, int result)
+{
+    struct unpin_job *j = arg;
+    if (result >= 0)
+        sbx_native_image_unpin(j->state_dir, j->id);
+    free(j->state_dir);
+    free(j);
+}
+
+/* The sandbox is stopped (SIGKILL) before this returns; reaping its init (whose exit tears
+ * down the namespaces), the lease, the cgroups, the record and the image pin follow on a
+ * runtime thread, off the API's path. A server that dies meanwhile leaves a record whose init
+ * is gone: the gc at the next start removes it. */
 static int
 native_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
@@ -292,13 +327,20 @@ native_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
         struct sbx_rt_gc_stats st = {0};
         (void)sbx_rt_gc(&st, d->rt, false, NULL);
     }
-    int r = h ? sbx_rt_destroy(h, err) : 0;
-    sbx_rt_sandbox_free(h);
     sbx_autofree char *log = sbx_xasprintf("%s/%s.log", d->logs_dir, sb->id);
     (void)unlink(log);
-    if (r >= 0)
+    if (!h) {
         sbx_native_image_unpin(d->state_dir, sb->id);
-    return r < 0 ? sbx_error_wrap(err, "delete `%s`", sb->id) : 0;
+        return 0;
+    }
+    struct unpin_job *j = sbx_xcalloc(1, sizeof *j);
+    j->state_dir = sbx_xstrdup(d->state_dir);
+    (void)snprintf(j->id, sizeof j->id, "%s", sb->id);
+    if (sbx_rt_destroy_async(h, unpin_when_gone, j, err) < 0) {
+        unpin_when_gone(j, -1);
+        return sbx_error_wrap(err, "delete `%s`", sb->id);
+    }
+    return 0;
 }
 
 static int
@@ -439,6 +481,12 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
         free_data(d);
         return sbx_error_wrap(err, "open the native runtime");
     }
+    /* Records of sandboxes whose init is gone (e.g. a delete's teardown cut short by a crash:
+     * the store no longer knows them) are removed now; live ones are left alone. */
+    struct sbx_rt_gc_stats gs = {0};
+    sbx_autoerror sbx_error *gerr = NULL;
+    if (sbx_rt_gc(&gs, d->rt, false, &gerr) < 0)
+        sbx_warn("provider `native`: %s", sbx_error_msg(gerr));
     d->execd = execd ? sbx_xstrdup(execd) : default_execd(env->exe_dir);
     d->logs_dir = sbx_xasprintf("%s/native-logs", env->state_dir);
     d->ping_timeout_ms = ping ? (int)json_integer_value(ping) : 10000;

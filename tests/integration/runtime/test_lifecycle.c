@@ -250,6 +250,47 @@ test_detached_destroy(void)
     CHECK(p > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "teardown process failed");
 }
 
+/* The server's delete: stopped (SIGKILL) when the call returns, the rest on a thread that
+ * reports through the callback; sbx_rt_close waits for such threads. */
+struct async_seen {
+    int calls;
+    int result;
+};
+
+static void
+async_done(void *arg, int result)
+{
+    struct async_seen *s = arg;
+    s->calls++;
+    s->result = result;
+}
+
+static void
+test_async_destroy(void)
+{
+    char *argv[] = {"/bin/sleep", "1000", NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    spec.memory_bytes = 64 << 20;
+    spec.pausable = true;
+    spec.start = true;
+    struct sbx_rt_sandbox *sb = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    CHECK(sbx_rt_create(&sb, rt, &spec, &err) == 0, "create: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_pause(sb, &err) == 0, "pause: %s", sbx_error_msg(err)); /* frozen: thawed first */
+    sbx_autofree char *dir = sbx_xstrdup(sbx_rt_sandbox_dir(sb));
+    sbx_autofree char *cg = sbx_xstrdup(sbx_rt_sandbox_cgroup(sb));
+    struct async_seen seen = {0, 1};
+    CHECK(sbx_rt_destroy_async(sb, async_done, &seen, &err) == 0, "async: %s", sbx_error_msg(err));
+    int i = 0;
+    while ((seen.calls == 0 || access(dir, F_OK) == 0) && i++ < 1000)
+        msleep(10);
+    CHECK(seen.calls == 1 && seen.result == 0, "callback: %d calls, result %d", seen.calls,
+          seen.result);
+    CHECK(access(dir, F_OK) < 0 && access(cg, F_OK) < 0, "record or cgroup left");
+}
+
 static void
 test_deferred_destroy(void)
 {
@@ -416,6 +457,7 @@ main(int argc, char **argv)
     test_as_init();
     test_deferred_destroy();
     test_detached_destroy();
+    test_async_destroy();
     test_adopt_after_creator_exit();
     test_bridge_hook(state, parent);
     struct sbx_rt_gc_stats gs;
