@@ -475,12 +475,61 @@ await_ready(struct sbx_rt_sandbox *sb, sbx_error **err)
     return sbx_error_set(err, SBX_EGENERIC, r < 0 ? -r : 0, "sandbox init died during setup");
 }
 
+struct cg_attach_job {
+    struct sbx_rt_sandbox *sb;
+    int ret;
+    sbx_error *err;
+};
+
+static void *
+cg_attach_main(void *arg)
+{
+    struct cg_attach_job *j = arg;
+    j->ret = j->sb->cg.ops->attach(&j->sb->cg, j->sb->pid, &j->err);
+    return NULL;
+}
+
+/* v1 only (v2 clones straight into the cgroup): move the init into its cgroups. The first
+ * cgroup.procs write after a quiet spell waits for an RCU grace period in the kernel (the
+ * global cgroup_threadgroup_rwsem; ~10 ms at HZ=250), so with bridge networking the attach
+ * runs on a thread while the veth is set up. The child waits for GO either way: nothing of
+ * the sandbox runs before both are done. */
+static int
+attach_cgroups_begin(struct sbx_rt_sandbox *sb, bool overlap, struct cg_attach_job *j, pthread_t *t,
+                     sbx_error **err)
+{
+    *j = (struct cg_attach_job){.sb = sb};
+    if (sb->cg.ops->clone_into || !sbx_cg_any_dir(&sb->cg))
+        return 0;
+    if (overlap && pthread_create(t, NULL, cg_attach_main, j) == 0)
+        return 1;
+    return sb->cg.ops->attach(&sb->cg, sb->pid, err);
+}
+
+static int
+attach_cgroups_end(struct cg_attach_job *j, pthread_t t, int ret, sbx_error **err)
+{
+    (void)pthread_join(t, NULL);
+    if (ret == 0 && j->ret < 0) {
+        if (err)
+            sbx_error_move(err, &j->err);
+        ret = j->ret;
+    }
+    sbx_error_clear(&j->err);
+    return ret;
+}
+
 static int
 attach_host_side(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_error **err)
 {
     int ret = spec->userns ? map_ids(sb, spec, err) : 0;
-    if (ret == 0 && !sb->cg.ops->clone_into)
-        ret = sb->cg.ops->attach(&sb->cg, sb->pid, err);
+    struct cg_attach_job job;
+    pthread_t t;
+    /* 1: attaching on thread t, 0: attached (or nothing to attach), < 0: failed */
+    int running =
+        ret == 0 ? attach_cgroups_begin(sb, spec->net == SBX_RT_NET_BRIDGE, &job, &t, err) : 0;
+    if (running < 0)
+        ret = running;
     sb->start_time = sbx_proc_start_time(sb->pid);
     if (ret == 0)
         ret = record(sb, err);
@@ -495,6 +544,8 @@ attach_host_side(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_
             ret =
                 sb->rt->net_ops.attach(sb->rt->net_ops.net, &sb->lease, sb->id, sb->netns_fd, err);
     }
+    if (running == 1)
+        ret = attach_cgroups_end(&job, t, ret, err);
     return ret;
 }
 
