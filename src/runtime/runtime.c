@@ -524,7 +524,7 @@ attach_host_side(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_
 {
     int ret = spec->userns ? map_ids(sb, spec, err) : 0;
     struct cg_attach_job job;
-    pthread_t t;
+    pthread_t t = 0;
     /* 1: attaching on thread t, 0: attached (or nothing to attach), < 0: failed */
     int running =
         ret == 0 ? attach_cgroups_begin(sb, spec->net == SBX_RT_NET_BRIDGE, &job, &t, err) : 0;
