@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <spawn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,10 +21,12 @@
 #include "common/xalloc.h"
 #include "execd/execd.h"
 
+extern char **environ;
+
 #define STOP_GRACE_SEC 3
 
 static const char usage[] =
-    "Usage: sbx-execd [OPTIONS]\n\n"
+    "Usage: sbx-execd [OPTIONS] [-- ENTRYPOINT [ARG...]]\n\n"
     "The in-sandbox daemon speaking the OpenSandbox execd API.\n\n"
     "  --listen ADDR:PORT     listen address (default 0.0.0.0:44772)\n"
     "  --port PORT            listen port (default 44772)\n"
@@ -35,6 +38,7 @@ static const char usage[] =
     "                         (env EXECD_ENVS, default /opt/opensandbox/.env)\n"
     "  --log-level LEVEL      error|warn|info|debug|trace (default info)\n"
     "  --ready-fd FD          write one byte to FD (then close it) once listening\n"
+    "  -- ENTRYPOINT...       also start ENTRYPOINT (stdin /dev/null, our stdout/stderr)\n"
     "  --version, --help\n";
 
 enum {
@@ -158,7 +162,7 @@ config_dispose(struct execd_config *cfg)
 
 /* Returns 0 to run, 1 for a usage error, 2 when --help/--version already answered. */
 static int
-parse_args(struct execd_config *cfg, int *ready_fd, int argc, char **argv)
+parse_args(struct execd_config *cfg, int *ready_fd, char ***entrypoint, int argc, char **argv)
 {
     int c;
     while ((c = getopt_long(argc, argv, "hV", long_opts, NULL)) != -1) {
@@ -183,7 +187,9 @@ parse_args(struct execd_config *cfg, int *ready_fd, int argc, char **argv)
             return 1;
         }
     }
-    if (optind < argc) {
+    if (optind < argc && strcmp(argv[optind - 1], "--") == 0) {
+        *entrypoint = argv + optind;
+    } else if (optind < argc) {
         fprintf(stderr, "sbx-execd: unexpected argument `%s`\n", argv[optind]);
         return 1;
     }
@@ -313,8 +319,30 @@ signal_ready(int ready_fd)
     (void)close(ready_fd);
 }
 
+/* What a launcher shell would do (`ENTRYPOINT </dev/null & exec sbx-execd`), without the
+ * shell: one exec less on the way to readiness. The entrypoint gets our environment, from
+ * which the access token is already gone, and no fd of ours above stderr (all CLOEXEC). Its
+ * exit is reaped like any other child's. */
+static void
+start_entrypoint(char **argv)
+{
+    if (!argv || !argv[0])
+        return;
+    posix_spawn_file_actions_t fa;
+    (void)posix_spawn_file_actions_init(&fa);
+    (void)posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    pid_t pid = 0;
+    int r = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    (void)posix_spawn_file_actions_destroy(&fa);
+    if (r != 0)
+        sbx_warn("entrypoint `%s`: %s", argv[0],
+                 strerror(r)); // NOLINT(concurrency-mt-unsafe): single-threaded
+    else
+        sbx_info("entrypoint `%s` started (pid %d)", argv[0], (int)pid);
+}
+
 static int
-run(struct execd *ex, int ready_fd)
+run(struct execd *ex, int ready_fd, char **entrypoint)
 {
     sbx_autoerror sbx_error *err = NULL;
     ex->pid1 = getpid() == 1;
@@ -335,6 +363,7 @@ run(struct execd *ex, int ready_fd)
     }
     sbx_info("listening on %s:%u%s", ex->cfg.listen_host, ex->cfg.port,
              ex->cfg.token ? " (access token required)" : "");
+    start_entrypoint(entrypoint);
     signal_ready(ready_fd);
     if (event_base_dispatch(ex->base) < 0)
         return 1;
@@ -348,7 +377,8 @@ main(int argc, char **argv)
     sbx_log_init("sbx-execd", SBX_LOG_INFO, SBX_LOG_TEXT);
     config_defaults(&ex.cfg);
     int ready_fd = -1;
-    int r = parse_args(&ex.cfg, &ready_fd, argc, argv);
+    char **entrypoint = NULL;
+    int r = parse_args(&ex.cfg, &ready_fd, &entrypoint, argc, argv);
     if (r != 0) {
         config_dispose(&ex.cfg);
         return r == 2 ? 0 : 2;
@@ -358,7 +388,7 @@ main(int argc, char **argv)
     /* Commands must not inherit it (closed once written, but a failed start exits first). */
     if (ready_fd >= 0 && fcntl(ready_fd, F_SETFD, FD_CLOEXEC) < 0)
         ready_fd = -1;
-    r = run(&ex, ready_fd);
+    r = run(&ex, ready_fd, entrypoint);
     teardown(&ex);
     return r;
 }

@@ -4,17 +4,15 @@
 #include "server/launch.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/xalloc.h"
 
-/* The entrypoint does not get the readiness fd (3>&-); execd gets --ready-fd when it is set. */
 static const char launcher[] =
     "t=$SBX_EXECD_TOKEN; e=$SBX_EXECD; port=$SBX_EXECD_PORT; sd=$SBX_EXECD_STATE;"
-    " r=$SBX_EXECD_READY;"
-    " unset SBX_EXECD_TOKEN SBX_EXECD SBX_EXECD_PORT SBX_EXECD_STATE SBX_EXECD_READY;"
-    " if [ $# -gt 0 ]; then \"$@\" </dev/null 3>&- & fi;"
-    " EXECD_ACCESS_TOKEN=\"$t\" exec \"$e\" --listen \"127.0.0.1:$port\" --state-dir \"$sd\""
-    " ${r:+--ready-fd \"$r\"}";
+    " unset SBX_EXECD_TOKEN SBX_EXECD SBX_EXECD_PORT SBX_EXECD_STATE;"
+    " if [ $# -gt 0 ]; then \"$@\" </dev/null & fi;"
+    " EXECD_ACCESS_TOKEN=\"$t\" exec \"$e\" --listen \"127.0.0.1:$port\" --state-dir \"$sd\"";
 
 char **
 sbx_launch_argv(const struct sbx_record *sb)
@@ -35,7 +33,7 @@ sbx_launch_argv(const struct sbx_record *sb)
 char **
 sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l)
 {
-    size_t n = json_object_size(sb->env) + 8;
+    size_t n = json_object_size(sb->env) + 7;
     char **envp = sbx_xcalloc(n, sizeof(char *));
     size_t i = 0;
     envp[i++] = sbx_xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
@@ -43,15 +41,56 @@ sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l)
     const char *key = NULL;
     json_t *val = NULL;
     json_object_foreach (sb->env, key, val) {
-        if (json_is_string(val) && i < n - 6)
+        if (json_is_string(val) && i < n - 5)
             envp[i++] = sbx_xasprintf("%s=%s", key, json_string_value(val));
     }
     envp[i++] = sbx_xasprintf("SBX_EXECD=%s", l->execd);
     envp[i++] = sbx_xasprintf("SBX_EXECD_PORT=%d", l->port);
     envp[i++] = sbx_xasprintf("SBX_EXECD_TOKEN=%s", l->token);
     envp[i++] = sbx_xasprintf("SBX_EXECD_STATE=%s", l->state_dir);
-    envp[i++] = l->ready_fd > 2 ? sbx_xasprintf("SBX_EXECD_READY=%d", l->ready_fd)
-                                : sbx_xstrdup("SBX_EXECD_READY=");
+    return envp;
+}
+
+char **
+sbx_launch_execd_argv(const struct sbx_record *sb, const struct sbx_launch *l)
+{
+    size_t n = json_array_size(sb->entrypoint);
+    char **argv = sbx_xcalloc(n + 10, sizeof(char *));
+    size_t i = 0;
+    argv[i++] = sbx_xstrdup(l->execd);
+    argv[i++] = sbx_xstrdup("--listen");
+    argv[i++] = sbx_xasprintf("127.0.0.1:%d", l->port);
+    argv[i++] = sbx_xstrdup("--state-dir");
+    argv[i++] = sbx_xstrdup(l->state_dir);
+    if (l->ready_fd > 2) {
+        argv[i++] = sbx_xstrdup("--ready-fd");
+        argv[i++] = sbx_xasprintf("%d", l->ready_fd);
+    }
+    if (n > 0)
+        argv[i++] = sbx_xstrdup("--");
+    for (size_t k = 0; k < n; k++) {
+        const char *s = json_string_value(json_array_get(sb->entrypoint, k));
+        argv[i++] = sbx_xstrdup(s ? s : "");
+    }
+    return argv;
+}
+
+char **
+sbx_launch_execd_env(const struct sbx_record *sb, const struct sbx_launch *l)
+{
+    size_t n = json_object_size(sb->env) + 4;
+    char **envp = sbx_xcalloc(n, sizeof(char *));
+    size_t i = 0;
+    envp[i++] = sbx_xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+    envp[i++] = sbx_xasprintf("HOME=%s", l->home);
+    const char *key = NULL;
+    json_t *val = NULL;
+    json_object_foreach (sb->env, key, val) {
+        /* The request cannot set the token: execd reads it from here (and unsets it). */
+        if (json_is_string(val) && i < n - 2 && strcmp(key, "EXECD_ACCESS_TOKEN") != 0)
+            envp[i++] = sbx_xasprintf("%s=%s", key, json_string_value(val));
+    }
+    envp[i++] = sbx_xasprintf("EXECD_ACCESS_TOKEN=%s", l->token);
     return envp;
 }
 

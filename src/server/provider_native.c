@@ -230,8 +230,8 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     if (pipe2(ready, O_CLOEXEC) < 0)
         return sbx_error_set(err, SBX_EGENERIC, errno, "readiness pipe");
     sbx_autoclose int ready_rd = ready[0];
-    char **argv = sbx_launch_argv(sb);
-    char **envp = sbx_launch_env(sb, &l);
+    char **argv = sbx_launch_execd_argv(sb, &l);
+    char **envp = sbx_launch_execd_env(sb, &l);
     sbx_autoclose int logfd = open_log(d, sb->id);
     struct sbx_rt_spec spec = {.id = sb->id,
                                .argv = argv,

@@ -207,6 +207,26 @@ def test_ready_fd(binary):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def test_entrypoint(binary):
+    """`-- ENTRYPOINT`: started by execd with stdin /dev/null, without the access token in its
+    environment, and reaped by it."""
+    tmp = tempfile.mkdtemp(prefix="execd-ep-%d-" % os.getpid())
+    out = os.path.join(tmp, "out")
+    env = dict(os.environ, EXECD_ACCESS_TOKEN="ep-secret", EP_MARK="mark")
+    script = 'read x; echo "rc=$? tok=${EXECD_ACCESS_TOKEN:-unset} mark=$EP_MARK" > "$0"'
+    ex = Execd(binary, args=["--", "/bin/sh", "-c", script, out], external_ok=False, env=env)
+    try:
+        wait_until(lambda: os.path.exists(out) and os.path.getsize(out) > 0, 10, "entrypoint")
+        with open(out) as f:
+            got = f.read().strip()
+        check(got == "rc=1 tok=unset mark=mark", "entrypoint saw: %r" % got)
+        wait_until(lambda: not children_of(ex.pid), 10, "entrypoint reaped")
+        check(ex.stop() == 0, "exit code")
+    finally:
+        ex.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     binary = sys.argv[1]
     # token and signal tests need their own daemons
@@ -218,6 +238,8 @@ def main():
             print("ok   test_sigterm_stops_children", flush=True)
             test_ready_fd(binary)
             print("ok   test_ready_fd", flush=True)
+            test_entrypoint(binary)
+            print("ok   test_entrypoint", flush=True)
         except Fail as e:
             print("FAIL: %s" % e)
             sys.exit(1)
