@@ -15,14 +15,23 @@ pkgs=(
   libcmocka-dev clang clang-tidy clang-format libclang-rt-14-dev
   # runtime helpers used by tests (real peers, not mocks)
   iproute2 iptables procps psmisc curl python3
+  # a TLS certificate for the fake Daytona (the daytona provider's https paths)
+  openssl
+  # capped disk layers of native sandboxes (mkfs.ext4)
+  e2fsprogs
+  # execd code interpreting: a real Jupyter kernel (execd speaks ZMTP itself, no libzmq)
+  python3-ipykernel
   # image store tests: a real registry, skopeo to fill it, a static busybox for the rootfs,
   # htpasswd for basic auth, getfattr for overlay xattrs, python3 for the fake token service
   docker-registry skopeo busybox-static apache2-utils attr zstd python3
   # runtime tests: `file` checks that static binaries are static
   file
+  # docker provider tests: a private dockerd and a private podman service (runc: podman's
+  # runtime there, crun refuses hybrid cgroups)
+  docker.io podman runc
 )
 if [[ "${1:-}" == "--bench" ]]; then
-  pkgs+=(hyperfine wrk bubblewrap crun runc docker.io gnuplot-nox busybox-static python3 util-linux)
+  pkgs+=(hyperfine wrk bubblewrap crun gnuplot-nox busybox-static python3 util-linux)
 fi
 
 missing=()
@@ -37,12 +46,22 @@ sudo=""
 [[ $(id -u) -eq 0 ]] || sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
 log=$(mktemp)
+# Installing must not start services (docker.io would start a system dockerd, which changes the
+# host's iptables): without a policy-rc.d, one that refuses every start is in place meanwhile.
+policy=/usr/sbin/policy-rc.d
+own_policy=""
+if [[ ! -e $policy ]]; then
+  printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null && $sudo chmod 755 "$policy"
+  own_policy=1
+fi
 if ! { $sudo apt-get update -qq && \
        $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"; } >"$log" 2>&1; then
   cat "$log" >&2
   rm -f "$log"
+  [[ -n $own_policy ]] && $sudo rm -f "$policy"
   echo "deps: apt-get failed" >&2
   exit 1
 fi
+[[ -n $own_policy ]] && $sudo rm -f "$policy"
 rm -f "$log"
 echo "deps: done" >&2

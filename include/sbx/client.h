@@ -78,7 +78,8 @@ typedef struct sbx_sandbox {
 SBX_PUBLIC void sbx_sandbox_free(sbx_sandbox *s);
 SBX_PUBLIC void sbx_sandbox_list_free(sbx_sandbox **list, size_t n);
 
-#define SBX_CREATE_OPTIONS_VERSION 1
+/* 2 added reuse_key; a version-1 struct (without it) is still accepted. */
+#define SBX_CREATE_OPTIONS_VERSION 2
 
 typedef struct sbx_create_options {
     unsigned int version;          /**< SBX_CREATE_OPTIONS_VERSION */
@@ -93,11 +94,15 @@ typedef struct sbx_create_options {
     size_t n_resource_limits;
     long timeout_s;       /**< time to live in seconds (>= 60); 0: never expires */
     const char *provider; /**< NULL: the server's default provider */
+    /** Find-or-create (sbx extension, version >= 2): the server returns its existing sandbox
+     *  with this key and the same spec when it can be made usable (starting a stopped one)
+     *  instead of creating another. NULL: always create. */
+    const char *reuse_key;
 } sbx_create_options;
 
-#define SBX_CREATE_OPTIONS_INIT                                                       \
-    {                                                                                 \
-        SBX_CREATE_OPTIONS_VERSION, NULL, NULL, 0, NULL, 0, NULL, 0, NULL, 0, 0, NULL \
+#define SBX_CREATE_OPTIONS_INIT                                                             \
+    {                                                                                       \
+        SBX_CREATE_OPTIONS_VERSION, NULL, NULL, 0, NULL, 0, NULL, 0, NULL, 0, 0, NULL, NULL \
     }
 
 /** Create a sandbox and wait until the server answers (it answers once it is Running). */
@@ -130,6 +135,11 @@ SBX_PUBLIC int sbx_sandbox_delete(sbx_client *c, const char *id);
 SBX_PUBLIC int sbx_sandbox_pause(sbx_client *c, const char *id);
 /** SBX_ECONFLICT when the sandbox is not Paused. */
 SBX_PUBLIC int sbx_sandbox_resume(sbx_client *c, const char *id);
+/** Stop a Running or Paused sandbox, keeping its filesystem for sbx_sandbox_start() (sbx
+ *  extension; delete removes it). SBX_ECONFLICT when it is in another state. */
+SBX_PUBLIC int sbx_sandbox_stop(sbx_client *c, const char *id);
+/** Start a Stopped sandbox again (sbx extension). SBX_ECONFLICT when it is not Stopped. */
+SBX_PUBLIC int sbx_sandbox_start(sbx_client *c, const char *id);
 /** Set the expiry to now + seconds. *expires_at (optional, caller frees) gets the new time. */
 SBX_PUBLIC int sbx_sandbox_renew(char **expires_at, sbx_client *c, const char *id, long seconds);
 

@@ -41,6 +41,8 @@ int sbx_cmd_exec(int argc, char **argv);
 int sbx_cmd_cp(int argc, char **argv);
 int sbx_cmd_pause(int argc, char **argv);
 int sbx_cmd_resume(int argc, char **argv);
+int sbx_cmd_stop(int argc, char **argv);
+int sbx_cmd_start(int argc, char **argv);
 int sbx_cmd_renew(int argc, char **argv);
 int sbx_cmd_rm(int argc, char **argv);
 int sbx_cmd_secret(int argc, char **argv);

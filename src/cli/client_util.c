@@ -94,3 +94,30 @@ sbx_cli_positional(int argc, int optind_, int want, const char *verb, const char
     fprintf(stderr, "sbx %s: expected %s (see `sbx %s --help`)\n", verb, names, verb);
     return -1;
 }
+
+int
+sbx_cli_each_id(int argc, char **argv, const char *verb, const char *what,
+                int (*fn)(sbx_client *c, const char *id))
+{
+    struct sbx_cli_conn conn = {0};
+    if (sbx_cli_parse_conn(&conn, argc, argv) < 0)
+        return SBX_EXIT_USAGE;
+    if (optind >= argc) {
+        fprintf(stderr, "sbx %s: expected one or more sandbox ids\n", verb);
+        return SBX_EXIT_USAGE;
+    }
+    sbx_client *c = sbx_cli_connect(&conn, verb);
+    if (!c)
+        return SBX_EXIT_FAIL;
+    int rc = SBX_EXIT_OK;
+    for (int i = optind; i < argc; i++) {
+        int ret = fn(c, argv[i]);
+        if (ret < 0) {
+            char ctx[512];
+            (void)snprintf(ctx, sizeof ctx, "%s %s", what, argv[i]);
+            rc = sbx_cli_fail(c, verb, ctx, ret);
+        }
+    }
+    sbx_client_free(c);
+    return rc;
+}

@@ -44,6 +44,11 @@ struct sbx_cli_kvs {
 int sbx_cli_kvs_add(struct sbx_cli_kvs *kvs, char *arg, const char *verb, const char *what);
 void sbx_cli_kvs_dispose(struct sbx_cli_kvs *kvs);
 
+/* `sbx VERB [options] ID...`: connect, call fn(c, id) for every id, report failures as
+ * "sbx VERB: what ID: ...". Returns the exit code. */
+int sbx_cli_each_id(int argc, char **argv, const char *verb, const char *what,
+                    int (*fn)(sbx_client *c, const char *id));
+
 /* Exactly `want` positional args left, else usage error message; returns 0 or -1. */
 int sbx_cli_positional(int argc, int optind_, int want, const char *verb, const char *names);
 

@@ -47,6 +47,9 @@ parse_opt(struct create_args *a, int opt, char *arg)
     case 'p':
         a->opts.provider = arg;
         return 0;
+    case 'r':
+        a->opts.reuse_key = arg;
+        return 0;
     case 'q':
         a->quiet = 1;
         return 0;
@@ -65,12 +68,13 @@ parse_args(struct create_args *a, int argc, char **argv)
         {"metadata", required_argument, NULL, 'l'},
         {"limit", required_argument, NULL, 'c'},
         {"provider", required_argument, NULL, 'p'},
+        {"reuse-key", required_argument, NULL, 'r'},
         {"quiet", no_argument, NULL, 'q'},
         SBX_CLI_CLIENT_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     int opt;
-    while ((opt = getopt_long(argc, argv, "+i:t:e:l:c:p:qH:", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+i:t:e:l:c:p:r:qH:", longopts, NULL)) != -1) {
         if (parse_opt(a, opt, optarg) < 0)
             return -1;
     }

@@ -107,6 +107,7 @@ enum {
     OPT_USERNS,
     OPT_STATE,
     OPT_CGROUP,
+    OPT_UPPER,
 };
 
 static int
@@ -144,6 +145,11 @@ apply_opt(struct run_opts *o, int c, const char *arg)
     case OPT_CGROUP:
         o->cgroup_parent = arg;
         return 0;
+    case OPT_UPPER:
+        if (strcmp(arg, "disk") != 0 && strcmp(arg, "tmpfs") != 0)
+            return -1;
+        o->spec.upper = strcmp(arg, "disk") == 0 ? SBX_RT_UPPER_DISK : SBX_RT_UPPER_TMPFS;
+        return 0;
     case 'e':
         if (o->n_env >= MAX_ITEMS || !strchr(arg, '='))
             return -1;
@@ -174,6 +180,7 @@ parse_args(struct run_opts *o, int argc, char **argv)
         {"userns", no_argument, NULL, OPT_USERNS},
         {"state-dir", required_argument, NULL, OPT_STATE},
         {"cgroup-parent", required_argument, NULL, OPT_CGROUP},
+        {"upper", required_argument, NULL, OPT_UPPER},
         {"env", required_argument, NULL, 'e'},
         {"workdir", required_argument, NULL, 'w'},
         {"volume", required_argument, NULL, 'v'},
@@ -326,6 +333,9 @@ opts_init(struct run_opts *o)
     o->spec.die_with_parent = true;
     o->spec.start = true; /* no separate start step: one scheduler round trip less */
     o->spec.env = o->env;
+    /* A one-shot command's writable layer dies with it: RAM keeps the start path free of
+     * disk metadata writes (~1 ms here); --upper disk for commands that write a lot. */
+    o->spec.upper = SBX_RT_UPPER_TMPFS;
     /* --userns: sandbox ids 0-65535 are host ids 1000000-1065535 (no host user owns those). */
     o->spec.uid_map = (struct sbx_rt_idmap){0, 1000000, 65536};
     o->spec.gid_map = (struct sbx_rt_idmap){0, 1000000, 65536};

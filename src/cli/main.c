@@ -34,6 +34,8 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "  -l, --metadata K=V   metadata label (repeatable)\n"
         "  -c, --limit K=V      resource limit, e.g. cpu=1, memory=512Mi (repeatable)\n"
         "  -p, --provider NAME  provider (default: the server's default)\n"
+        "  -r, --reuse-key KEY  find-or-create: reuse the server's sandbox with this key and\n"
+        "                       the same spec (started again if stopped)\n"
         "  -q, --quiet          print only the id\n" SBX_CLI_CLIENT_HELP),
     CMD("ls", HEAVY(sbx_cmd_ls), "List sandboxes",
         "Usage: sbx ls [--json] [--state STATE]... [--metadata K=V]...\n\n"
@@ -56,6 +58,13 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "Usage: sbx pause ID...\n\n" SBX_CLI_CLIENT_HELP),
     CMD("resume", HEAVY(sbx_cmd_resume), "Resume paused sandboxes",
         "Usage: sbx resume ID...\n\n" SBX_CLI_CLIENT_HELP),
+    CMD("stop", HEAVY(sbx_cmd_stop), "Stop sandboxes, keeping their files for `sbx start`",
+        "Usage: sbx stop ID...\n\n"
+        "Stop the sandbox's processes but keep its filesystem; `sbx start` runs it again (the\n"
+        "entrypoint too), `sbx rm` removes it.\n\n" SBX_CLI_CLIENT_HELP),
+    CMD("start", HEAVY(sbx_cmd_start), "Start stopped sandboxes again",
+        "Usage: sbx start ID...\n\nStart a stopped sandbox again, with the files it "
+        "had.\n\n" SBX_CLI_CLIENT_HELP),
     CMD("renew", HEAVY(sbx_cmd_renew), "Move a sandbox's expiry to now + SECONDS",
         "Usage: sbx renew ID SECONDS\n\n" SBX_CLI_CLIENT_HELP),
     CMD("rm", HEAVY(sbx_cmd_rm), "Delete sandboxes", "Usage: sbx rm ID...\n\n" SBX_CLI_CLIENT_HELP),
@@ -115,13 +124,17 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "  --hostname H       hostname inside the sandbox (default: the sandbox id)\n"
         "  --user U[:G]       user (and group), by id or by name in the sandbox's /etc\n"
         "  --userns           own user namespace (ids 0-65535 map to host 1000000+)\n"
+        "  --upper MODE       writable layer: tmpfs (default; RAM, at most the memory limit\n"
+        "                     or 1 GiB) | disk (under the state dir)\n"
         "  --state-dir D      state directory (default $SBX_STATE_DIR or /var/lib/sbx)\n"
         "  --cgroup-parent P  cgroup below the caller's own (default $SBX_CGROUP_PARENT or sbx)\n"
         "\nExit status: CMD's status; 125 when sbx itself fails; 2 for usage errors.\n"),
     CMD("gc", sbx_cmd_gc, "Remove what crashed sandboxes left behind",
         "Usage: sbx gc [--all] [--state-dir D]\n\n"
-        "Remove the cgroups, network leases and state of every recorded sandbox whose init\n"
-        "is gone. With --all, kill and remove running sandboxes too.\n"),
+        "Remove the cgroups, network leases, writable layers and state of every recorded\n"
+        "sandbox whose init is gone, and layers left without a record. The layers of stopped\n"
+        "server sandboxes are kept. With --all, kill and remove running sandboxes and kept\n"
+        "layers too.\n"),
     CMD("serve", HEAVY(sbx_cmd_serve), "Run the sandbox server (OpenSandbox lifecycle API)",
         "Usage: sbx serve [--listen ADDR] [--state-dir DIR] [--config FILE]\n\n"
         "Run the control plane in the foreground until SIGTERM/SIGINT.\n\n"

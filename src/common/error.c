@@ -117,6 +117,10 @@ sbx_error_clear(sbx_error **err)
 void
 sbx_error_move(sbx_error **dst, sbx_error **src)
 {
+    if (!dst) { /* the caller does not want the error: drop it */
+        sbx_error_clear(src);
+        return;
+    }
     sbx_error_clear(dst);
     *dst = *src;
     *src = NULL;

@@ -47,7 +47,7 @@ const char *sbx_error_msg(const sbx_error *err);
 /* Free *err and set it to NULL. Accepts NULL and unset errors. */
 void sbx_error_clear(sbx_error **err);
 
-/* Move *src into *dst (freeing any previous *dst). */
+/* Move *src into *dst (freeing any previous *dst); with dst NULL, *src is freed. */
 void sbx_error_move(sbx_error **dst, sbx_error **src);
 
 #define sbx_autoerror __attribute__((cleanup(sbx_error_clear)))

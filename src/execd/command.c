@@ -26,6 +26,8 @@
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "execd/download.h"
+#include "execd/fastpath.h"
+#include "execd/kernel.h"
 #include "execd/proc.h"
 #include "execd/spawn.h"
 
@@ -63,6 +65,7 @@ struct execd_cmd {
     struct execd_cmd *next;
     struct execd *ex;
     char id[40];
+    char init_id[40]; /* the `init` event's text: the command id, or a session/context id */
     char *content;
     pid_t pid; /* process group too; 0 once reaped */
     bool running;
@@ -195,37 +198,16 @@ arm_timer(struct execd_cmd *c, struct event **ev, int64_t ms)
 /* ---- SSE events ---- */
 
 static void
-event_begin(struct evbuffer *b, const char *type)
-{
-    evbuffer_add_printf(b, "{\"type\":\"%s\"", type);
-}
-
-static void
-event_end(struct evbuffer *b)
-{
-    evbuffer_add_printf(b, ",\"timestamp\":%lld}\n\n", (long long)sbx_wall_ms());
-}
-
-static void
-event_text(struct evbuffer *b, const char *type, const char *text, size_t n)
-{
-    event_begin(b, type);
-    evbuffer_add(b, ",\"text\":", 8);
-    execd_json_quote(b, text, n);
-    event_end(b);
-}
-
-static void
 event_terminal(struct evbuffer *b, const struct execd_cmd *c)
 {
     if (c->exit_code == 0) {
-        event_begin(b, "execution_complete");
+        execd_sse_begin(b, "execution_complete");
         evbuffer_add_printf(b, ",\"execution_time\":%llu",
                             (unsigned long long)(sbx_now_ms() - c->start_mono_ms));
-        event_end(b);
+        execd_sse_end(b);
         return;
     }
-    event_begin(b, "error");
+    execd_sse_begin(b, "error");
     evbuffer_add_printf(b,
                         ",\"error\":{\"ename\":\"CommandExecError\",\"evalue\":\"%d\","
                         "\"traceback\":[",
@@ -233,16 +215,7 @@ event_terminal(struct evbuffer *b, const struct execd_cmd *c)
     const char *e = c->error ? c->error : "error";
     execd_json_quote(b, e, strlen(e));
     evbuffer_add(b, "]}", 2);
-    event_end(b);
-}
-
-static void
-sse_headers(struct evhttp_request *req)
-{
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    evhttp_add_header(h, "Content-Type", "text/event-stream");
-    evhttp_add_header(h, "Cache-Control", "no-cache");
-    evhttp_add_header(h, "X-Accel-Buffering", "no");
+    execd_sse_end(b);
 }
 
 /* ---- the stream ---- */
@@ -302,9 +275,9 @@ emit_line(struct outpipe *p, const char *line, size_t n)
 {
     /* COMPAT 2.3: one line per event without its newline; an empty line is sent as "\n" */
     if (n == 0)
-        event_text(p->s->chunk, p->type, "\n", 1);
+        execd_sse_text(p->s->chunk, p->type, "\n", 1);
     else
-        event_text(p->s->chunk, p->type, line, n);
+        execd_sse_text(p->s->chunk, p->type, line, n);
 }
 
 /* Split buffered bytes into lines on \n or \r (CRLF counts once); keep the partial tail. */
@@ -383,7 +356,7 @@ on_ping(int fd, short what, void *arg)
     struct stream *s = arg;
     if (!s->req || stream_congested(s))
         return;
-    event_text(s->chunk, "ping", "pong", 4);
+    execd_sse_text(s->chunk, "ping", "pong", 4);
     stream_flush(s);
 }
 
@@ -456,10 +429,10 @@ stream_start(struct execd *ex, struct evhttp_request *req, struct execd_cmd *c, 
     s->evcon = evhttp_request_get_connection(req);
     s->chunk = evbuffer_new();
     c->stream = s;
-    sse_headers(req);
+    execd_sse_headers(req);
     evhttp_send_reply_start(req, 200, "OK");
     evhttp_connection_set_closecb(s->evcon, on_client_close, s);
-    event_text(s->chunk, "init", c->id, strlen(c->id));
+    execd_sse_text(s->chunk, "init", c->init_id, strlen(c->init_id));
     stream_flush(s);
     pipe_init(s, &s->out, fds[0], "stdout");
     pipe_init(s, &s->err, fds[1], "stderr");
@@ -476,6 +449,7 @@ cmd_new(struct execd *ex, const struct execd_run *run)
     struct execd_cmd *c = sbx_xcalloc(1, sizeof(*c));
     c->ex = ex;
     execd_uuid4(c->id, false);
+    (void)snprintf(c->init_id, sizeof(c->init_id), "%s", run->init_id ? run->init_id : c->id);
     c->content = sbx_xstrdup(run->content);
     c->background = run->req->background;
     c->session = run->session;
@@ -523,6 +497,39 @@ close_fds(int fds[2])
     }
 }
 
+/* The direct exec of docs/execd.md "Direct exec": only when the shell is a bash whose exec
+ * is emulated, the command is plain words naming a program on PATH and the environment has
+ * nothing bash treats specially. Any failure (even of the exec itself, before anything ran)
+ * returns -1 and the command goes to bash, which then behaves and reports as always. */
+static pid_t
+spawn_direct(struct execd *ex, const struct execd_spawn *base, char **words)
+{
+    if (ex->fast_shell == EXECD_FAST_UNKNOWN)
+        ex->fast_shell = execd_fast_shell_ok(ex->shell) ? EXECD_FAST_YES : EXECD_FAST_NO;
+    if (ex->fast_shell != EXECD_FAST_YES)
+        return -1;
+    sbx_autofree char *prog = execd_fast_resolve(words[0], base->envp);
+    if (!prog)
+        return -1;
+    struct execd_spawn sp = *base;
+    size_t n = 0;
+    while (base->envp[n])
+        n++;
+    sp.envp = sbx_xcalloc(n + 1, sizeof(char *));
+    for (size_t i = 0; i < n; i++)
+        sp.envp[i] = sbx_xstrdup(base->envp[i]);
+    pid_t pid = -1;
+    if (execd_fast_env(&sp.envp, base->cwd, prog)) {
+        sp.path = prog;
+        sp.argv = words;
+        sbx_autoerror sbx_error *err = NULL;
+        pid = execd_spawn(&sp, &err);
+        sbx_debug("direct exec of %s: %s", prog, pid > 0 ? "started" : sbx_error_msg(err));
+    }
+    execd_strv_free(sp.envp);
+    return pid > 0 ? pid : -1;
+}
+
 static pid_t
 spawn_cmd(struct execd *ex, const struct execd_run *run, const int cfd[2], sbx_error **err)
 {
@@ -530,9 +537,14 @@ spawn_cmd(struct execd *ex, const struct execd_run *run, const int cfd[2], sbx_e
     sp.envp = execd_child_env(ex, run->req->envs);
     sbx_autofree char *cwd = run->req->cwd ? execd_expand_vars(run->req->cwd, sp.envp) : NULL;
     sp.cwd = cwd;
-    if (run->req->has_uid)
-        execd_spawn_set_user(&sp, run->req->uid, run->req->has_gid, run->req->gid);
-    pid_t pid = execd_spawn(&sp, err);
+    pid_t pid = -1;
+    if (run->direct && !run->req->has_uid)
+        pid = spawn_direct(ex, &sp, run->direct);
+    if (pid < 0) {
+        if (run->req->has_uid)
+            execd_spawn_set_user(&sp, run->req->uid, run->req->has_gid, run->req->gid);
+        pid = execd_spawn(&sp, err);
+    }
     execd_strv_free(sp.envp);
     return pid;
 }
@@ -541,11 +553,11 @@ static void
 reply_background(struct evhttp_request *req, struct execd_cmd *c)
 {
     struct evbuffer *b = evbuffer_new();
-    event_text(b, "init", c->id, strlen(c->id));
-    event_begin(b, "execution_complete");
+    execd_sse_text(b, "init", c->id, strlen(c->id));
+    execd_sse_begin(b, "execution_complete");
     evbuffer_add(b, ",\"execution_time\":0", 19);
-    event_end(b);
-    sse_headers(req);
+    execd_sse_end(b);
+    execd_sse_headers(req);
     evhttp_send_reply(req, 200, "OK", b);
     evbuffer_free(b);
 }
@@ -622,12 +634,16 @@ execd_cmd_reap(struct execd *ex)
             return errno == ECHILD;
         if (pid == 0)
             return false;
+        bool known = false;
         for (struct execd_cmd *c = ex->cmds; c; c = c->next) {
             if (c->pid == pid && c->running) {
-                cmd_exited(ex, c, status);
+                cmd_exited(ex, c, status); /* may free c (cmd_prune) */
+                known = true;
                 break;
             }
         }
+        if (!known)
+            (void)execd_kernel_reaped(ex, pid, status);
     }
 }
 
@@ -669,6 +685,16 @@ execd_cmd_free_all(struct execd *ex)
 /* ---- handlers ---- */
 
 void
+execd_cmd_run_shell(struct execd *ex, struct evhttp_request *req, const struct execd_cmd_req *cr)
+{
+    char *argv[] = {(char *)ex->shell, "-c", (char *)cr->command, NULL};
+    char **words = cr->has_uid ? NULL : execd_fast_words(cr->command);
+    struct execd_run run = {.content = cr->command, .argv = argv, .req = cr, .direct = words};
+    execd_cmd_start(ex, req, &run);
+    execd_strv_free(words);
+}
+
+void
 execd_cmd_post(struct execd *ex, struct evhttp_request *req)
 {
     json_t *j = execd_body_json(req, NULL);
@@ -681,9 +707,7 @@ execd_cmd_post(struct execd *ex, struct evhttp_request *req)
         json_decref(j);
         return;
     }
-    char *argv[] = {(char *)ex->shell, "-c", (char *)cr.command, NULL};
-    struct execd_run run = {.content = cr.command, .argv = argv, .req = &cr};
-    execd_cmd_start(ex, req, &run);
+    execd_cmd_run_shell(ex, req, &cr);
     json_decref(j);
 }
 
@@ -707,11 +731,19 @@ execd_cmd_delete(struct execd *ex, struct evhttp_request *req)
         execd_reply_error(req, 400, "MISSING_QUERY", "missing query parameter `id`");
         return;
     }
-    if (execd_cmd_interrupt(ex, id) || execd_session_interrupt(ex, id)) {
+    if (execd_interrupt(ex, id)) {
         execd_reply_empty(req);
         return;
     }
-    execd_reply_error(req, 500, "RUNTIME_ERROR", "no running command or session `%s`", id);
+    execd_reply_error(req, 500, "RUNTIME_ERROR", "no running command, session or context `%s`", id);
+}
+
+/* COMPAT 2.4: one dispatcher for DELETE /command?id= and DELETE /code?id=. */
+bool
+execd_interrupt(struct execd *ex, const char *id)
+{
+    return execd_cmd_interrupt(ex, id) || execd_code_interrupt(ex, id) ||
+           execd_session_interrupt(ex, id);
 }
 
 void

@@ -38,11 +38,14 @@ struct execd_config {
     uint64_t max_upload; /* bytes per upload request */
     char *state_dir;     /* background logs, session state */
     char *envs_file;     /* EXECD_ENVS: KEY=VALUE lines merged into every command */
+    char *python;        /* --python / EXECD_PYTHON: the kernel interpreter; NULL: search */
 };
 
 struct execd_cmd;
 struct execd_session;
 struct execd_watch;
+struct execd_kernel;
+struct execd_ctx;
 
 struct execd {
     struct execd_config cfg;
@@ -56,7 +59,16 @@ struct execd {
     unsigned n_finished;
     struct execd_session *sessions;
     struct execd_watch *watches;
-    const char *shell; /* /bin/bash, else /bin/sh */
+    struct execd_ctx *ctxs;       /* code contexts (code.c) */
+    struct execd_kernel *kernels; /* kernel processes (kernel.c) */
+    char *python_ok;              /* the interpreter that last started a kernel */
+    char *kernel_dir;             /* short dir for kernel sockets when state_dir is deep */
+    const char *shell;            /* /bin/bash, else /bin/sh */
+    enum {
+        EXECD_FAST_UNKNOWN,
+        EXECD_FAST_YES,
+        EXECD_FAST_NO
+    } fast_shell; /* fastpath.h */
     bool pid1;
     bool stopping;
     int exit_code;
@@ -101,6 +113,8 @@ void execd_cmd_post(struct execd *ex, struct evhttp_request *req);
 void execd_cmd_delete(struct execd *ex, struct evhttp_request *req);
 void execd_cmd_status(struct execd *ex, struct evhttp_request *req, const char *id);
 void execd_cmd_logs(struct execd *ex, struct evhttp_request *req, const char *id);
+/* The interrupt dispatcher (COMPAT 2.4): a command, a code context, or a session by id. */
+bool execd_interrupt(struct execd *ex, const char *id);
 /* SIGCHLD: reap everything; update known commands. True when no child is left at all. */
 bool execd_cmd_reap(struct execd *ex);
 /* Signal every running command's process group. */
@@ -128,6 +142,19 @@ void execd_dirs_list(struct execd *ex, struct evhttp_request *req);
 void execd_dirs_create(struct execd *ex, struct evhttp_request *req);
 void execd_dirs_remove(struct execd *ex, struct evhttp_request *req);
 void execd_files_upload(struct execd *ex, struct evhttp_request *req);
+
+/* ---- code.c: code interpreting (COMPAT 2.2, 2.7) ---- */
+void execd_code_run(struct execd *ex, struct evhttp_request *req);
+void execd_code_interrupt_req(struct execd *ex, struct evhttp_request *req);
+void execd_code_context_create(struct execd *ex, struct evhttp_request *req);
+void execd_code_contexts_list(struct execd *ex, struct evhttp_request *req);
+void execd_code_contexts_delete(struct execd *ex, struct evhttp_request *req);
+void execd_code_context_get(struct execd *ex, struct evhttp_request *req, const char *id);
+void execd_code_context_delete(struct execd *ex, struct evhttp_request *req, const char *id);
+/* Interrupt by context id (kernel SIGINT / the shell context's command); false if no such
+ * context. */
+bool execd_code_interrupt(struct execd *ex, const char *id);
+void execd_code_free_all(struct execd *ex);
 
 /* ---- metrics.c ---- */
 void execd_metrics_get(struct execd *ex, struct evhttp_request *req);

@@ -42,14 +42,6 @@ ping(struct execd *ex, struct evhttp_request *req)
     execd_reply_empty(req);
 }
 
-static void
-not_supported(struct execd *ex, struct evhttp_request *req)
-{
-    (void)ex;
-    execd_reply_error(req, 501, "NOT_SUPPORTED",
-                      "code interpreting needs a Jupyter server, which sbx-execd does not run");
-}
-
 #define R0(m, p, f)                                          \
     {                                                        \
         .method = EVHTTP_REQ_##m, .pattern = (p), .fn0 = (f) \
@@ -81,13 +73,13 @@ static const struct route routes[] = {
     R0(DELETE, "/directories", execd_dirs_remove),
     R0(GET, "/metrics", execd_metrics_get),
     R0(GET, "/metrics/watch", execd_metrics_watch),
-    R0(POST, "/code", not_supported),
-    R0(DELETE, "/code", not_supported),
-    R0(POST, "/code/context", not_supported),
-    R0(GET, "/code/contexts", not_supported),
-    R0(DELETE, "/code/contexts", not_supported),
-    R0(GET, "/code/contexts/*", not_supported),
-    R0(DELETE, "/code/contexts/*", not_supported),
+    R0(POST, "/code", execd_code_run),
+    R0(DELETE, "/code", execd_code_interrupt_req),
+    R0(POST, "/code/context", execd_code_context_create),
+    R0(GET, "/code/contexts", execd_code_contexts_list),
+    R0(DELETE, "/code/contexts", execd_code_contexts_delete),
+    R1(GET, "/code/contexts/*", execd_code_context_get),
+    R1(DELETE, "/code/contexts/*", execd_code_context_delete),
 };
 
 /* Match path against pattern; the first "*" segment is copied to arg. */

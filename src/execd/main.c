@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "execd/execd.h"
+#include "execd/kernel.h"
 
 extern char **environ;
 
@@ -36,6 +37,8 @@ static const char usage[] =
     "                         (default $TMPDIR/sbx-execd-<pid>)\n"
     "  --envs-file PATH       KEY=VALUE lines merged into every command's environment\n"
     "                         (env EXECD_ENVS, default /opt/opensandbox/.env)\n"
+    "  --python PATH          interpreter for Python kernels (env EXECD_PYTHON; default:\n"
+    "                         the first python3 on PATH, /usr/local/bin, /usr/bin with ipykernel)\n"
     "  --log-level LEVEL      error|warn|info|debug|trace (default info)\n"
     "  --ready-fd FD          write one byte to FD (then close it) once listening\n"
     "  -- ENTRYPOINT...       also start ENTRYPOINT (stdin /dev/null, our stdout/stderr)\n"
@@ -49,7 +52,8 @@ enum {
     OPT_STATE,
     OPT_ENVS,
     OPT_LOG,
-    OPT_READY
+    OPT_READY,
+    OPT_PYTHON
 };
 
 static const struct option long_opts[] = {
@@ -61,6 +65,7 @@ static const struct option long_opts[] = {
     {"envs-file", required_argument, NULL, OPT_ENVS},
     {"log-level", required_argument, NULL, OPT_LOG},
     {"ready-fd", required_argument, NULL, OPT_READY},
+    {"python", required_argument, NULL, OPT_PYTHON},
     {"version", no_argument, NULL, 'V'},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -121,6 +126,10 @@ parse_opt(struct execd_config *cfg, int c, const char *arg)
             return -1;
         sbx_log_set_level(lvl);
         return 0;
+    case OPT_PYTHON:
+        free(cfg->python);
+        cfg->python = sbx_xstrdup(arg);
+        return 0;
     default:
         return -1;
     }
@@ -141,6 +150,10 @@ config_from_env(struct execd_config *cfg)
     const char *envs = getenv("EXECD_ENVS");
     if (!cfg->envs_file)
         cfg->envs_file = sbx_xstrdup(envs && *envs ? envs : "/opt/opensandbox/.env");
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): single-threaded, before the loop starts */
+    const char *py = getenv("EXECD_PYTHON");
+    if (!cfg->python && py && *py)
+        cfg->python = sbx_xstrdup(py);
 }
 
 static void
@@ -158,6 +171,7 @@ config_dispose(struct execd_config *cfg)
     free(cfg->token);
     free(cfg->state_dir);
     free(cfg->envs_file);
+    free(cfg->python);
 }
 
 /* Returns 0 to run, 1 for a usage error, 2 when --help/--version already answered. */
@@ -232,9 +246,16 @@ on_stop_timer(int fd, short what, void *arg)
     struct execd *ex = arg;
     sbx_warn("children still running after %d s: killing them", STOP_GRACE_SEC);
     execd_cmd_signal_all(ex, SIGKILL);
+    execd_kernel_signal_all(ex, SIGKILL);
     if (ex->pid1)
         (void)kill(-1, SIGKILL);
     event_base_loopexit(ex->base, NULL);
+}
+
+static bool
+children_left(const struct execd *ex)
+{
+    return execd_cmd_any_running(ex) || execd_kernel_any_alive(ex);
 }
 
 static void
@@ -248,10 +269,11 @@ begin_stop(struct execd *ex, int sig)
     ex->stopping = true;
     execd_http_stop(ex);
     execd_cmd_signal_all(ex, sig);
+    execd_kernel_signal_all(ex, SIGTERM); /* a kernel ignores SIGINT when idle */
     if (ex->pid1)
         (void)kill(-1, sig); /* PID 1 of a pid namespace: every other process is ours */
     bool none_left = execd_cmd_reap(ex);
-    if (!execd_cmd_any_running(ex) && (!ex->pid1 || none_left)) {
+    if (!children_left(ex) && (!ex->pid1 || none_left)) {
         event_base_loopexit(ex->base, NULL);
         return;
     }
@@ -267,7 +289,7 @@ on_signal(int sig, short what, void *arg)
     struct execd *ex = arg;
     if (sig == SIGCHLD) {
         bool none_left = execd_cmd_reap(ex);
-        if (ex->stopping && !execd_cmd_any_running(ex) && (!ex->pid1 || none_left))
+        if (ex->stopping && !children_left(ex) && (!ex->pid1 || none_left))
             event_base_loopexit(ex->base, NULL);
         return;
     }
@@ -297,6 +319,8 @@ teardown(struct execd *ex)
     execd_metrics_free_all(ex);
     execd_cmd_free_all(ex); /* before sessions: a running command points at its session */
     execd_session_free_all(ex);
+    execd_code_free_all(ex);
+    execd_kernel_cleanup(ex); /* no kernel outlives execd */
     struct event *evs[] = {ex->sig_chld, ex->sig_term, ex->sig_int, ex->stop_timer};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(evs); i++) {
         if (evs[i])

@@ -71,6 +71,25 @@ session_unlink(struct execd *ex, struct execd_session *s)
     }
 }
 
+struct execd_session *
+execd_session_new(struct execd *ex, const char *cwd, bool linked)
+{
+    struct execd_session *s = sbx_xcalloc(1, sizeof(*s));
+    s->ex = ex;
+    execd_uuid4(s->id, true);
+    s->env_path = sbx_xasprintf("%s/session-%s.env", ex->cfg.state_dir, s->id);
+    s->cwd_path = sbx_xasprintf("%s/session-%s.cwd", ex->cfg.state_dir, s->id);
+    if (cwd && cwd[0]) {
+        sbx_autofree char *line = sbx_xasprintf("%s\n", cwd);
+        (void)sbx_write_file_atomic(s->cwd_path, line, strlen(line), 0600, NULL);
+    }
+    if (linked) {
+        s->next = ex->sessions;
+        ex->sessions = s;
+    }
+    return s;
+}
+
 void
 execd_session_create(struct execd *ex, struct evhttp_request *req)
 {
@@ -84,19 +103,30 @@ execd_session_create(struct execd *ex, struct evhttp_request *req)
         execd_reply_error(req, 400, "INVALID_REQUEST_BODY", "`cwd` must be a string");
         return;
     }
-    struct execd_session *s = sbx_xcalloc(1, sizeof(*s));
-    s->ex = ex;
-    execd_uuid4(s->id, true);
-    s->env_path = sbx_xasprintf("%s/session-%s.env", ex->cfg.state_dir, s->id);
-    s->cwd_path = sbx_xasprintf("%s/session-%s.cwd", ex->cfg.state_dir, s->id);
-    if (json_is_string(cwd) && json_string_length(cwd) > 0) {
-        sbx_autofree char *line = sbx_xasprintf("%s\n", json_string_value(cwd));
-        (void)sbx_write_file_atomic(s->cwd_path, line, strlen(line), 0600, NULL);
-    }
+    struct execd_session *s = execd_session_new(ex, json_string_value(cwd), true);
     json_decref(j);
-    s->next = ex->sessions;
-    ex->sessions = s;
     execd_reply_json(req, 200, json_pack("{s:s}", "session_id", s->id));
+}
+
+void
+execd_session_start_run(struct execd *ex, struct evhttp_request *req, struct execd_session *s,
+                        struct execd_cmd_req *cr, const char *init_id)
+{
+    const char *dir = cr->cwd ? cr->cwd : "";
+    cr->cwd = NULL; /* the script changes directory itself, after restoring the saved one */
+    cr->background = false;
+    if (cr->timeout_ms == 0)
+        cr->timeout_ms = SESSION_RUN_CAP_MS; /* COMPAT 2.3: session runs are capped at 24 h */
+    char *argv[] = {(char *)s->ex->shell, "-c",        (char *)session_script,
+                    "sbx-session",        s->env_path, s->cwd_path,
+                    (char *)cr->command,  (char *)dir, NULL};
+    struct execd_run run = {.content = cr->command,
+                            .argv = argv,
+                            .req = cr,
+                            .merged = true,
+                            .session = s,
+                            .init_id = init_id};
+    execd_cmd_start(ex, req, &run);
 }
 
 void
@@ -117,18 +147,31 @@ execd_session_run(struct execd *ex, struct evhttp_request *req, const char *id)
         json_decref(j);
         return;
     }
-    const char *dir = cr.cwd ? cr.cwd : "";
-    cr.cwd = NULL; /* the script changes directory itself, after restoring the saved one */
-    cr.background = false;
-    if (cr.timeout_ms == 0)
-        cr.timeout_ms = SESSION_RUN_CAP_MS; /* COMPAT 2.3: session runs are capped at 24 h */
-    char *argv[] = {(char *)s->ex->shell, "-c",        (char *)session_script,
-                    "sbx-session",        s->env_path, s->cwd_path,
-                    (char *)cr.command,   (char *)dir, NULL};
-    struct execd_run run = {
-        .content = cr.command, .argv = argv, .req = &cr, .merged = true, .session = s};
-    execd_cmd_start(ex, req, &run);
+    /* COMPAT 2.3: a session run's `init` carries the session id */
+    execd_session_start_run(ex, req, s, &cr, s->id);
     json_decref(j);
+}
+
+bool
+execd_session_busy(const struct execd_session *s)
+{
+    return s->cmd_id[0] != '\0';
+}
+
+bool
+execd_session_stop_run(struct execd *ex, struct execd_session *s)
+{
+    return s->cmd_id[0] && execd_cmd_interrupt(ex, s->cmd_id);
+}
+
+void
+execd_session_release(struct execd *ex, struct execd_session *s)
+{
+    if (s->cmd_id[0] && execd_cmd_interrupt(ex, s->cmd_id)) {
+        s->deleted = true; /* freed by execd_session_cmd_done */
+        return;
+    }
+    session_free(s);
 }
 
 void
@@ -149,11 +192,7 @@ static void
 session_close(struct execd *ex, struct execd_session *s)
 {
     session_unlink(ex, s);
-    if (s->cmd_id[0] && execd_cmd_interrupt(ex, s->cmd_id)) {
-        s->deleted = true; /* freed by execd_session_cmd_done */
-        return;
-    }
-    session_free(s);
+    execd_session_release(ex, s);
 }
 
 bool

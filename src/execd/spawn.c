@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -190,8 +191,13 @@ execd_spawn_set_user(struct execd_spawn *sp, uint32_t uid, bool has_gid, uint32_
 }
 
 /* Child side: only async-signal-safe calls from here to exec. */
-static void __attribute__((noreturn)) child(const struct execd_spawn *sp, int errfd)
+static void __attribute__((noreturn)) child(const struct execd_spawn *sp, int errfd, pid_t parent)
 {
+    if (sp->die_with_parent) {
+        (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) /* execd died before the prctl */
+            _exit(127);
+    }
     sigset_t none;
     sigemptyset(&none);
     (void)sigprocmask(SIG_SETMASK, &none, NULL);
@@ -208,7 +214,7 @@ static void __attribute__((noreturn)) child(const struct execd_spawn *sp, int er
         if (setgroups(sp->ngroups, sp->groups) < 0 || setgid(sp->gid) < 0 || setuid(sp->uid) < 0)
             goto fail;
     }
-    execve(sp->argv[0], sp->argv, sp->envp);
+    execve(sp->path ? sp->path : sp->argv[0], sp->argv, sp->envp);
 fail:;
     int e = errno;
     (void)!write(errfd, &e, sizeof(e));
@@ -244,7 +250,7 @@ spawn_fast(const struct execd_spawn *sp, pid_t *pid)
     posix_spawn_file_actions_addclosefrom_np(&fa, 3);
     if (sp->cwd)
         posix_spawn_file_actions_addchdir_np(&fa, sp->cwd);
-    int r = posix_spawn(pid, sp->argv[0], &fa, &attr, sp->argv, sp->envp);
+    int r = posix_spawn(pid, sp->path ? sp->path : sp->argv[0], &fa, &attr, sp->argv, sp->envp);
     posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     return r;
@@ -253,7 +259,7 @@ spawn_fast(const struct execd_spawn *sp, pid_t *pid)
 pid_t
 execd_spawn(const struct execd_spawn *sp, sbx_error **err)
 {
-    if (!sp->has_uid) {
+    if (!sp->has_uid && !sp->die_with_parent) {
         pid_t pid = -1;
         int e = spawn_fast(sp, &pid);
         if (e == 0)
@@ -264,6 +270,7 @@ execd_spawn(const struct execd_spawn *sp, sbx_error **err)
     int ep[2];
     if (pipe2(ep, O_CLOEXEC) < 0)
         return sbx_error_set(err, SBX_EGENERIC, errno, "pipe");
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
@@ -272,7 +279,7 @@ execd_spawn(const struct execd_spawn *sp, sbx_error **err)
         return sbx_error_set(err, SBX_EGENERIC, e, "fork");
     }
     if (pid == 0)
-        child(sp, ep[1]);
+        child(sp, ep[1], parent);
     close(ep[1]);
     (void)setpgid(pid, pid); /* also from the parent: no window where kill(-pid) misses */
     int child_errno = 0;

@@ -15,11 +15,13 @@
 #define EXECD_MAX_GROUPS 64
 
 struct execd_spawn {
-    char **argv; /* argv[0] is the path */
+    const char *path; /* the program; NULL: argv[0] */
+    char **argv;
     char **envp;
     const char *cwd; /* NULL: inherit */
     int fd_out;
     int fd_err;
+    bool die_with_parent; /* PR_SET_PDEATHSIG: gone with execd, even if execd is killed */
     bool has_uid;
     bool has_gid;
     uid_t uid;

@@ -164,12 +164,26 @@ upload_free(struct upload *u)
 
 /* ---- the sink: multipart callbacks ---- */
 
+/* A failed write or store of the file: a full filesystem (or quota) is the client's problem to
+ * solve, not a server fault, so it gets its own status. The temp file is removed by
+ * file_abort when the upload ends, so nothing partial is left either way. */
+static void
+store_fail(struct upload *u, const char *what, int e)
+{
+    /* NOLINTBEGIN(concurrency-mt-unsafe): one thread */
+    if (e == ENOSPC || e == EDQUOT)
+        up_fail(u, 507, "INSUFFICIENT_STORAGE", "%s `%s`: %s (the upload was not stored)", what,
+                u->dst_path, strerror(e));
+    else
+        up_fail(u, 500, "RUNTIME_ERROR", "%s `%s`: %s", what, u->dst_path, strerror(e));
+    /* NOLINTEND(concurrency-mt-unsafe) */
+}
+
 static int
 wflush(struct upload *u)
 {
     if (u->wlen && sbx_write_all(u->fd, u->wbuf, u->wlen) < 0) {
-        up_fail(u, 500, "RUNTIME_ERROR", "write `%s`: %s", u->dst_path,
-                strerror(errno)); /* NOLINT(concurrency-mt-unsafe): one thread */
+        store_fail(u, "write", errno);
         return -1;
     }
     u->wlen = 0;
@@ -200,8 +214,11 @@ file_begin(struct upload *u)
     u->fd = mkostemp(u->tmp_path, O_CLOEXEC);
     if (u->fd < 0) {
         int e = errno;
-        up_fail(u, e == ENOENT || e == ENOTDIR ? 400 : 500, "RUNTIME_ERROR", "create `%s`: %s", dst,
-                strerror(e)); /* NOLINT(concurrency-mt-unsafe): one thread */
+        if (e == ENOENT || e == ENOTDIR)
+            up_fail(u, 400, "RUNTIME_ERROR", "create `%s`: %s", dst,
+                    strerror(e)); /* NOLINT(concurrency-mt-unsafe): one thread */
+        else
+            store_fail(u, "create", e);
         return -1;
     }
     if (!u->wbuf)
@@ -213,9 +230,10 @@ static int
 file_end(struct upload *u)
 {
     json_t *perm = u->meta_json;
-    if (wflush(u) < 0 || fsync(u->fd) < 0 || rename(u->tmp_path, u->dst_path) < 0) {
-        up_fail(u, 500, "RUNTIME_ERROR", "store `%s`: %s", u->dst_path,
-                strerror(errno)); /* NOLINT(concurrency-mt-unsafe): one thread */
+    if (wflush(u) < 0)
+        return -1;
+    if (fsync(u->fd) < 0 || rename(u->tmp_path, u->dst_path) < 0) {
+        store_fail(u, "store", errno);
         return -1;
     }
     close(u->fd);
@@ -290,8 +308,7 @@ mp_data(void *ctx, const char *p, size_t n)
         if (u->wlen == 0 && n >= WRITE_BUF / 2) { /* big spans go straight to the file */
             if (sbx_write_all(u->fd, p, n) == 0)
                 return 0;
-            up_fail(u, 500, "RUNTIME_ERROR", "write `%s`: %s", u->dst_path,
-                    strerror(errno)); /* NOLINT(concurrency-mt-unsafe): one thread */
+            store_fail(u, "write", errno);
             return -1;
         }
         while (n > 0) {

@@ -1,5 +1,6 @@
 /*
- * sandbox.c - lifecycle calls of libsbx: create, get, list, delete, pause, resume, renew.
+ * sandbox.c - lifecycle calls of libsbx: create, get, list, delete, pause, resume, stop, start,
+ * renew.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,8 +173,14 @@ create_body(const sbx_create_options *o)
               json_object_set_new(b, "metadata", kv_object(o->metadata, o->n_metadata)) < 0 ||
               json_object_set_new(b, "timeout",
                                   o->timeout_s > 0 ? json_integer(o->timeout_s) : json_null()) < 0;
-    if (!bad && o->provider)
-        bad = json_object_set_new(b, "extensions", json_pack("{s:s}", "provider", o->provider));
+    const char *reuse = o->version >= 2 ? o->reuse_key : NULL;
+    json_t *ext = json_object();
+    if (!ext || (o->provider && json_object_set_new(ext, "provider", json_string(o->provider))) ||
+        (reuse && json_object_set_new(ext, "reuseKey", json_string(reuse))))
+        bad = 1;
+    if (!bad && json_object_size(ext))
+        bad = json_object_set(b, "extensions", ext);
+    json_decref(ext);
     if (bad) {
         json_decref(b);
         return NULL;
@@ -184,7 +191,7 @@ create_body(const sbx_create_options *o)
 int
 sbx_sandbox_create(sbx_sandbox **out, sbx_client *c, const sbx_create_options *opts)
 {
-    if (!out || !c || !opts || opts->version != SBX_CREATE_OPTIONS_VERSION)
+    if (!out || !c || !opts || opts->version < 1 || opts->version > SBX_CREATE_OPTIONS_VERSION)
         return c ? client_fail(c, SBX_EINVAL, "invalid arguments") : -SBX_EINVAL;
     *out = NULL;
     json_t *body = create_body(opts);
@@ -269,6 +276,18 @@ int
 sbx_sandbox_resume(sbx_client *c, const char *id)
 {
     return simple_call(c, "POST", id, "/resume");
+}
+
+int
+sbx_sandbox_stop(sbx_client *c, const char *id)
+{
+    return simple_call(c, "POST", id, "/stop");
+}
+
+int
+sbx_sandbox_start(sbx_client *c, const char *id)
+{
+    return simple_call(c, "POST", id, "/start");
 }
 
 int

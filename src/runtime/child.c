@@ -59,20 +59,30 @@ sbx_sync_recv(int fd, struct sbx_sync_msg *m)
 }
 
 void
-sbx_close_fds_except(int keep, int keep2)
+sbx_close_fds_except(int keep)
 {
-    int lo = keep2 >= 0 && keep2 < keep ? keep2 : keep;
-    int hi = keep2 > keep ? keep2 : keep;
-    unsigned next = 3;
-    const int keeps[2] = {lo, hi};
-    for (int i = 0; i < 2; i++) {
-        if (keeps[i] < (int)next)
-            continue;
-        if ((unsigned)keeps[i] > next)
-            (void)close_range(next, (unsigned)keeps[i] - 1, 0);
-        next = (unsigned)keeps[i] + 1;
+    sbx_close_fds_except_set(&keep, 1);
+}
+
+void
+sbx_close_fds_except_set(int *keep, size_t n)
+{
+    for (size_t i = 1; i < n; i++) { /* insertion sort: small, and no allocation */
+        int k = keep[i];
+        size_t j = i;
+        for (; j > 0 && keep[j - 1] > k; j--)
+            keep[j] = keep[j - 1];
+        keep[j] = k;
     }
-    (void)close_range(next, ~0U, 0);
+    unsigned from = 3;
+    for (size_t i = 0; i < n; i++) {
+        if (keep[i] < (int)from)
+            continue; /* stdio, or a duplicate */
+        if ((unsigned)keep[i] > from)
+            (void)close_range(from, (unsigned)keep[i] - 1, 0);
+        from = (unsigned)keep[i] + 1;
+    }
+    (void)close_range(from, ~0U, 0);
 }
 
 void
@@ -248,7 +258,19 @@ sbx_child_main(struct sbx_child_args *a)
         a->sync_fd = fd;
     }
     setup_stdio(a);
-    sbx_close_fds_except(a->sync_fd, a->fd3);
+    /* Volume sources given as fds stay open until the root is built. */
+    int keep[SBX_MAX_MOUNTS + 3];
+    size_t n_keep = 0;
+    keep[n_keep++] = a->sync_fd;
+    if (a->fd3 >= 0)
+        keep[n_keep++] = a->fd3;
+    if (a->upper_loop_fd >= 0)
+        keep[n_keep++] = a->upper_loop_fd;
+    for (size_t i = 0; i < a->n_binds; i++) {
+        if (a->binds[i].src_fd > 0)
+            keep[n_keep++] = a->binds[i].src_fd;
+    }
+    sbx_close_fds_except_set(keep, n_keep);
     /* A session of our own: process-group signals (kill(0, ...)) are not filtered by pid
      * namespace, so sharing the caller's group would let the sandbox signal host processes;
      * and a tty that is not our controlling terminal refuses TIOCSTI injection. */
@@ -271,6 +293,12 @@ sbx_child_main(struct sbx_child_args *a)
     if (sethostname(a->hostname, strlen(a->hostname)) < 0)
         sbx_child_fail(a->sync_fd, errno, "sethostname");
     (void)sbx_rootfs_setup(a);
+    if (a->upper_loop_fd >= 0)
+        (void)close(a->upper_loop_fd); /* mounted now: the mount keeps the device */
+    for (size_t i = 0; i < a->n_binds; i++) {
+        if (a->binds[i].src_fd > 0)
+            (void)close(a->binds[i].src_fd);
+    }
     (void)sbx_sync_send(a->sync_fd, SBX_SYNC_READY, 0, 0, NULL);
     wait_for(a, SBX_SYNC_GO);
     /* v1: the parent has moved us into our cgroup; only now can the cgroup namespace be

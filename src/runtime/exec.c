@@ -100,7 +100,7 @@ middle(struct sbx_rt_sandbox *sb, const struct sbx_rt_exec *ex, const struct exe
             die("stdio");
     }
     /* This process waits as long as the command runs: it must not pin the caller's fds. */
-    sbx_close_fds_except(sb->pidfd, -1);
+    sbx_close_fds_except(sb->pidfd);
     char pid[32];
     snprintf(pid, sizeof pid, "%d", (int)getpid());
     for (size_t i = 0; i < p->n_procs; i++) {

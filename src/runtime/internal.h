@@ -23,6 +23,7 @@ struct sbx_caps {
 struct sbx_rt {
     char *state_dir;  /* <cfg.state_dir> */
     char *run_dir;    /* <state_dir>/run: one dir per sandbox */
+    char *upper_dir;  /* <state_dir>/upper: disk-backed writable layers, one dir per sandbox */
     char *host_image; /* <state_dir>/images/host: skeleton lower layer of the `host` image */
     char *cgroup_parent;
     char *self_cgroup; /* text of /proc/self/cgroup */
@@ -40,6 +41,7 @@ struct sbx_rt_sandbox {
     struct sbx_rt *rt;
     char id[64];
     char *dir;           /* <run_dir>/<id> */
+    char *upper;         /* <upper_dir>/<id> when the writable layer is on disk, else NULL */
     pid_t pid;           /* the sandbox's init, in the caller's pid namespace */
     pid_t owner;         /* creator's pid, from the record */
     uint64_t start_time; /* field 22 of /proc/<pid>/stat, guards against pid reuse */
@@ -83,6 +85,7 @@ struct sbx_sync_msg {
 /* A host dir bound read-only (the host image's /usr, etc.) or a volume. */
 struct sbx_child_bind {
     const char *src;
+    int src_fd;      /* > 0: bind this fd instead of src */
     const char *dst; /* absolute inside the sandbox */
     bool ro;
 };
@@ -94,7 +97,14 @@ struct sbx_child_args {
     const char *lower_host; /* the host image skeleton for this spec (owner differs in a userns) */
     int sync_fd;
     int parent_fd;       /* the parent's end: closed first so the parent's death reads as EOF */
-    const char *scratch; /* host dir the child mounts its private tmpfs on */
+    const char *scratch; /* tmpfs mode: host dir the child mounts its private tmpfs on; disk
+                            mode: the overlay's mount point */
+    const char *upper;   /* disk mode: <upper_dir>/<id>, or <upper_dir>/<id>/fs when capped (the
+                            child makes upper/ and work/ in it); NULL in tmpfs mode */
+    int upper_loop_fd;   /* capped disk mode: the loop device (the child mounts it on upper and
+                            closes it), else -1 */
+    char upper_dev[32];  /* its path, /dev/loopN */
+    bool upper_reused;   /* disk mode: a kept layer (upper/ and work/ exist already) */
     char overlay_opts[8192];
     char tmpfs_opts[64];
     const char *hostname;
@@ -147,6 +157,7 @@ struct sbx_state {
     char *cgroup_backend;         /* "v1"|"v2" */
     char *cgroups[SBX_CG_NROLES]; /* by role */
     bool lease;
+    bool upper; /* the writable layer is on disk, in <upper_dir>/<id> */
     int net;
     uint64_t memory_limit;
 };
@@ -159,9 +170,15 @@ uint64_t sbx_proc_start_time(pid_t pid);
 /* netns.c */
 int sbx_netns_lo_up(void);
 
-/* Close every fd above stdio except keep and keep2 (-1: none) (a long-lived process must not
- * pin the caller's sockets, pipes and files). */
-void sbx_close_fds_except(int keep, int keep2);
+/* A sandbox id that is safe as a file name: [A-Za-z0-9_.-], 1-63 characters, no leading dot. */
+bool sbx_rt_valid_id(const char *id);
+/* The disk layer dir `upper` is kept (sbx_rt_upper_keep marked it). */
+bool sbx_rt_upper_is_kept(const char *upper);
+/* Close every fd above stdio except keep (a long-lived process must not pin the caller's
+ * sockets, pipes and files). */
+void sbx_close_fds_except(int keep);
+/* Same, keeping every fd in keep[0..n) (the array is sorted in place; no allocation). */
+void sbx_close_fds_except_set(int *keep, size_t n);
 
 /* Sync socket helpers. */
 int sbx_sync_send(int fd, int type, int err, int status, const char *msg);

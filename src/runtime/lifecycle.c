@@ -240,6 +240,8 @@ sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err)
     ret = release_lease(sb, err);
     if (ret == 0 && sb->has_record)
         ret = sb->cg.ops->destroy(&sb->cg, err);
+    if (ret == 0 && sb->has_record && sb->upper && !sbx_rt_upper_is_kept(sb->upper))
+        ret = sbx_rm_rf(sb->upper, err);
     /* The record goes last: as long as anything above remains, gc can still find it. A
      * create that failed before its record existed (e.g. the id was taken) owns nothing. */
     if (ret == 0 && sb->has_record)
@@ -295,8 +297,93 @@ sbx_rt_destroy_detached(struct sbx_rt_sandbox *sb, sbx_error **err)
     return 0;
 }
 
+/* ---- kept writable layers (the server's stop/start) ----
+ *
+ * A layer is kept when <upper_dir>/<id>/kept exists. The owner marks it before it destroys the
+ * sandbox, and the mark stays while a sandbox runs again on the layer, so a destroy, a gc of a
+ * crashed sandbox, or a failed start never removes it; only sbx_rt_upper_remove (the owner's
+ * delete) and gc --all do. The sandbox never sees it: only <layer>/upper is in its root. */
+
+#define KEPT_MARK "kept"
+
+bool
+sbx_rt_upper_is_kept(const char *upper)
+{
+    sbx_autofree char *mark = sbx_xasprintf("%s/" KEPT_MARK, upper);
+    return access(mark, F_OK) == 0;
+}
+
+bool
+sbx_rt_upper_kept(const char *state_dir, const char *id)
+{
+    if (!sbx_rt_valid_id(id))
+        return false;
+    sbx_autofree char *layer = sbx_xasprintf("%s/upper/%s", state_dir, id);
+    return sbx_rt_upper_is_kept(layer);
+}
+
+/* Write the mark durably: a kept layer must survive a power loss right after the stop (gc at
+ * boot would otherwise sweep it as an orphan). */
+static int
+mark_kept(const char *upper, sbx_error **err)
+{
+    sbx_autoclose int dir = open(upper, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "open the writable layer `%s`", upper);
+    sbx_autoclose int fd =
+        openat(dir, KEPT_MARK, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 || fsync(fd) < 0 || fsync(dir) < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "mark `%s` kept", upper);
+    return 0;
+}
+
+int
+sbx_rt_upper_keep(struct sbx_rt *rt, const char *id, sbx_error **err)
+{
+    if (!sbx_rt_valid_id(id))
+        return sbx_error_set(err, SBX_EINVAL, 0, "invalid sandbox id `%s`", id);
+    sbx_autofree char *layer = sbx_xasprintf("%s/%s", rt->upper_dir, id);
+    if (access(layer, F_OK) < 0)
+        return sbx_error_set(err, errno == ENOENT ? SBX_ENOTFOUND : SBX_EGENERIC, errno,
+                             "sandbox `%s` has no writable layer on disk", id);
+    return mark_kept(layer, err);
+}
+
+int
+sbx_rt_upper_unkeep(struct sbx_rt *rt, const char *id, sbx_error **err)
+{
+    if (!sbx_rt_valid_id(id))
+        return sbx_error_set(err, SBX_EINVAL, 0, "invalid sandbox id `%s`", id);
+    sbx_autofree char *layer = sbx_xasprintf("%s/%s", rt->upper_dir, id);
+    sbx_autoclose int dir = open(layer, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir < 0 && errno == ENOENT)
+        return 0;
+    if (dir < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "open the writable layer `%s`", layer);
+    if (unlinkat(dir, KEPT_MARK, 0) < 0)
+        return errno == ENOENT ? 0 : sbx_error_set(err, SBX_EGENERIC, errno, "unkeep `%s`", layer);
+    /* Durable, as the mark was: a layer kept again by a power loss would outlive its sandbox. */
+    if (fsync(dir) < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "unkeep `%s`", layer);
+    return 0;
+}
+
+int
+sbx_rt_upper_remove(struct sbx_rt *rt, const char *id, sbx_error **err)
+{
+    if (!sbx_rt_valid_id(id))
+        return sbx_error_set(err, SBX_EINVAL, 0, "invalid sandbox id `%s`", id);
+    sbx_autofree char *rec = sbx_xasprintf("%s/%s", rt->run_dir, id);
+    if (access(rec, F_OK) == 0)
+        return sbx_error_set(err, SBX_ECONFLICT, 0,
+                             "sandbox `%s` still exists: destroy it before its layer", id);
+    sbx_autofree char *layer = sbx_xasprintf("%s/%s", rt->upper_dir, id);
+    return sbx_rm_rf(layer, err) < 0 ? sbx_error_wrap(err, "remove the layer of `%s`", id) : 0;
+}
+
 struct deferred {
     struct sbx_cg cg;
+    char *upper; /* may be NULL */
     char *dir;
 };
 
@@ -307,11 +394,13 @@ deferred_remove(void *arg)
     sbx_autoerror sbx_error *err = NULL;
     /* Same order as sbx_rt_destroy: the record goes only after the cgroups, so a process
      * exit before this finishes leaves a record that gc completes. */
-    if (d->cg.ops->destroy(&d->cg, &err) == 0)
+    if (d->cg.ops->destroy(&d->cg, &err) == 0 &&
+        (!d->upper || sbx_rt_upper_is_kept(d->upper) || sbx_rm_rf(d->upper, &err) == 0))
         (void)sbx_rm_rf(d->dir, &err);
     if (err)
         sbx_warn("deferred removal: %s (run `sbx gc`)", sbx_error_msg(err));
     sbx_cg_release(&d->cg);
+    free(d->upper);
     free(d->dir);
     free(d);
     return NULL;
@@ -334,6 +423,7 @@ sbx_rt_destroy_deferred(struct sbx_rt_sandbox *sb, sbx_error **err)
     for (int r = 0; r < SBX_CG_NROLES; r++)
         d->cg.dir[r] = sb->cg.dir[r] ? sbx_xstrdup(sb->cg.dir[r]) : NULL;
     d->dir = sbx_xstrdup(sb->dir);
+    d->upper = sb->upper ? sbx_xstrdup(sb->upper) : NULL;
     pthread_attr_t attr;
     pthread_t t;
     (void)pthread_attr_init(&attr);
@@ -417,6 +507,7 @@ sbx_rt_sandbox_free(struct sbx_rt_sandbox *sb)
     if (sb->netns_fd >= 0)
         (void)close(sb->netns_fd);
     sbx_cg_release(&sb->cg);
+    free(sb->upper);
     free(sb->dir);
     free(sb);
 }
@@ -441,6 +532,7 @@ from_record(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const char *id, sbx_
     sb->owner = st.owner;
     sb->start_time = st.start_time;
     sb->has_lease = st.lease;
+    sb->upper = st.upper ? sbx_xasprintf("%s/%s", rt->upper_dir, sb->id) : NULL;
     sb->net = (enum sbx_rt_netmode)st.net;
     sb->memory_limit = st.memory_limit;
     sb->cg.ops =
@@ -536,6 +628,31 @@ gc_one(struct sbx_rt *rt, const char *name, bool all, sbx_error **err)
     return ret < 0 ? ret : 1;
 }
 
+/* Writable layers whose record is gone: the records live on a tmpfs, so after a reboot every
+ * layer on disk is such an orphan. A layer dir is made only after its record is in place and
+ * removed before it, so one without a record is never in use. Kept layers (a stopped sandbox's
+ * files, which its owner still knows) stay unless `all`. */
+static void
+gc_orphan_layers(struct sbx_rt *rt, bool all)
+{
+    sbx_autoclosedir DIR *d = opendir(rt->upper_dir);
+    struct dirent *e;
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): this DIR stream is private to this call */
+    while (d && (e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        sbx_autofree char *rec = sbx_xasprintf("%s/%s", rt->run_dir, e->d_name);
+        if (access(rec, F_OK) == 0 || errno != ENOENT)
+            continue;
+        sbx_autofree char *layer = sbx_xasprintf("%s/%s", rt->upper_dir, e->d_name);
+        if (!all && sbx_rt_upper_is_kept(layer))
+            continue;
+        sbx_autoerror sbx_error *one = NULL;
+        if (sbx_rm_rf(layer, &one) < 0)
+            sbx_warn("gc: %s", sbx_error_msg(one));
+    }
+}
+
 int
 sbx_rt_gc(struct sbx_rt_gc_stats *out, struct sbx_rt *rt, bool all, sbx_error **err)
 {
@@ -558,6 +675,7 @@ sbx_rt_gc(struct sbx_rt_gc_stats *out, struct sbx_rt *rt, bool all, sbx_error **
         out->removed += r == 1;
         out->kept += r == 0;
     }
+    gc_orphan_layers(rt, all);
     if (ret < 0)
         return sbx_error_set(err, SBX_EGENERIC, 0, "gc: some sandboxes could not be removed");
     if (all)

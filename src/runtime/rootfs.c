@@ -92,11 +92,24 @@ attach_tree(int srcdir, const char *src, int target, unsigned attrs)
     return move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
 }
 
+/* Attach a detached tree the parent cloned (see clone_volume_trees), attrs applied first. */
+static int
+attach_fd(int tree, int target, unsigned attrs)
+{
+    struct mount_attr attr = {.attr_set = attrs};
+    if (attrs && mount_setattr(tree, "", AT_EMPTY_PATH | AT_RECURSIVE, &attr, sizeof attr) < 0)
+        return -1;
+    return move_mount(tree, "", target, "", MOVE_MOUNT_F_EMPTY_PATH | MOVE_MOUNT_T_EMPTY_PATH);
+}
+
 static void
 bind_one(struct sbx_child_args *a, int rootfd, const struct sbx_child_bind *b)
 {
     struct stat st;
-    if (stat(b->src, &st) < 0)
+    /* A source given as an fd is bound exactly as the caller resolved it (e.g. beneath an
+     * allowed prefix without following symlinks): no path is looked up again here, so
+     * nothing can swap it in between. */
+    if ((b->src_fd > 0 ? fstat(b->src_fd, &st) : stat(b->src, &st)) < 0)
         FAIL(a, "volume source `%s`", b->src);
     sbx_autoclose int target = resolve_create(rootfd, b->dst, S_ISDIR(st.st_mode));
     if (target < 0) {
@@ -105,7 +118,9 @@ bind_one(struct sbx_child_args *a, int rootfd, const struct sbx_child_bind *b)
     }
     /* nosuid/nodev on every bind: a host file can never bring privileges or devices in. */
     unsigned attrs = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | (b->ro ? MOUNT_ATTR_RDONLY : 0);
-    if (attach_tree(AT_FDCWD, b->src, target, attrs) < 0)
+    int r = b->src_fd > 0 ? attach_fd(b->src_fd, target, attrs)
+                          : attach_tree(AT_FDCWD, b->src, target, attrs);
+    if (r < 0)
         FAIL(a, "bind `%s` to `%s`", b->src, b->dst);
 }
 
@@ -232,24 +247,49 @@ write_hostname(int rootfd, const char *name)
     }
 }
 
+/* mkdir <base>/<name> (0755) for each name; existing ones are fine when `reuse`. */
+static void
+mkdirs_in(struct sbx_child_args *a, const char *base, const char *const *names, size_t n,
+          bool reuse)
+{
+    char p[4096];
+    for (size_t i = 0; i < n; i++) {
+        snprintf(p, sizeof p, "%s/%s", base, names[i]);
+        if (mkdir(p, 0755) < 0 && !(reuse && errno == EEXIST))
+            FAIL(a, "mkdir `%s`", p);
+    }
+}
+
 static int
 mount_root(struct sbx_child_args *a)
 {
     char p[4096];
+    static const char *const sub[] = {"upper", "work", "root"};
     /* Nothing we mount from here on propagates back to the host. */
     if (mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         FAIL(a, "make / private");
-    /* The writable layer lives on a tmpfs of this mount namespace only: it vanishes with the
-     * sandbox, so no host mount can leak, and its pages are charged to the sandbox's cgroup. */
-    if (mount("sbx", a->scratch, "tmpfs", MS_NOSUID | MS_NODEV, a->tmpfs_opts) < 0)
-        FAIL(a, "mount tmpfs on `%s`", a->scratch);
-    static const char *const sub[] = {"upper", "work", "root"};
-    for (size_t i = 0; i < 3; i++) {
-        snprintf(p, sizeof p, "%s/%s", a->scratch, sub[i]);
-        if (mkdir(p, 0755) < 0)
-            FAIL(a, "mkdir `%s`", p);
+    if (a->upper) {
+        /* On disk (the parent made <upper> and recorded it, or kept it from a stop: then
+         * upper/ and work/ hold the files of before): its pages are page cache that the
+         * kernel can write back and reclaim, so filling it is ENOSPC at worst, never an OOM
+         * kill of the sandbox. The overlay is mounted on the scratch dir, in this mount
+         * namespace only. */
+        /* Capped: the layer's own ext4 (a loop device the parent set up), mounted in this
+         * namespace only; it detaches itself when the sandbox is gone. noinit_itable: no
+         * background zeroing of inode tables, which would fill the sparse image. */
+        if (a->upper_loop_fd >= 0 &&
+            mount(a->upper_dev, a->upper, "ext4", MS_NOSUID | MS_NODEV, "noinit_itable") < 0)
+            FAIL(a, "mount the layer's file system `%s`", a->upper_dev);
+        mkdirs_in(a, a->upper, sub, 2, a->upper_reused);
+        snprintf(p, sizeof p, "%s", a->scratch);
+    } else {
+        /* On a tmpfs of this mount namespace only: it vanishes with the sandbox, so no host
+         * mount can leak, and its pages are charged to the sandbox's memory cgroup. */
+        if (mount("sbx", a->scratch, "tmpfs", MS_NOSUID | MS_NODEV, a->tmpfs_opts) < 0)
+            FAIL(a, "mount tmpfs on `%s`", a->scratch);
+        mkdirs_in(a, a->scratch, sub, 3, false);
+        snprintf(p, sizeof p, "%s/root", a->scratch);
     }
-    snprintf(p, sizeof p, "%s/root", a->scratch);
     if (mount("overlay", p, "overlay", 0, a->overlay_opts) < 0)
         FAIL(a, "mount overlay");
     int rootfd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);

@@ -18,7 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <linux/magic.h>
+#include <linux/loop.h>
+#include <spawn.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/vfs.h>
@@ -92,6 +95,7 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
     struct sbx_rt *rt = sbx_xcalloc(1, sizeof *rt);
     rt->state_dir = sbx_xstrdup(cfg && cfg->state_dir ? cfg->state_dir : "/var/lib/sbx");
     rt->run_dir = sbx_xasprintf("%s/run", rt->state_dir);
+    rt->upper_dir = sbx_xasprintf("%s/upper", rt->state_dir);
     rt->host_image = sbx_xasprintf("%s/images/host", rt->state_dir);
     rt->cgroup_parent = sbx_xstrdup(cfg && cfg->cgroup_parent ? cfg->cgroup_parent : "sbx");
     if (cfg && cfg->net_ops) {
@@ -107,6 +111,9 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
     sbx_autofree char *images = sbx_xasprintf("%s/images", rt->state_dir);
     if (ret == 0)
         ret = sbx_mkdir_p(images, 0755, err);
+    /* 0711 like run/: a sandbox in a user namespace traverses to its own (chowned) dir. */
+    if (ret == 0)
+        ret = sbx_mkdir_p(rt->upper_dir, 0711, err);
     if (ret == 0)
         ensure_run_tmpfs(rt);
     if (ret == 0)
@@ -138,14 +145,15 @@ sbx_rt_close(struct sbx_rt *rt)
     sbx_seccomp_free(&rt->seccomp);
     free(rt->state_dir);
     free(rt->run_dir);
+    free(rt->upper_dir);
     free(rt->host_image);
     free(rt->cgroup_parent);
     free(rt->self_cgroup);
     free(rt);
 }
 
-static bool
-valid_id(const char *id)
+bool
+sbx_rt_valid_id(const char *id)
 {
     size_t n = strlen(id);
     if (n == 0 || n > 63 || id[0] == '.')
@@ -158,7 +166,7 @@ check_spec(const struct sbx_rt *rt, const struct sbx_rt_spec *spec, sbx_error **
 {
     if (!spec->argv || !spec->argv[0])
         return sbx_error_set(err, SBX_EINVAL, 0, "no command to run");
-    if (spec->id && !valid_id(spec->id))
+    if (spec->id && !sbx_rt_valid_id(spec->id))
         return sbx_error_set(err, SBX_EINVAL, 0, "invalid sandbox id `%s`", spec->id);
     if (spec->net == SBX_RT_NET_BRIDGE && !rt->has_net_ops)
         return sbx_error_set(err, SBX_EUNAVAIL, 0, "bridge networking not available");
@@ -170,9 +178,20 @@ check_spec(const struct sbx_rt *rt, const struct sbx_rt_spec *spec, sbx_error **
                                  "volume %zu: need a source and an "
                                  "absolute destination",
                                  i);
+        if (spec->volumes[i].src_fd < 0 ||
+            (spec->volumes[i].src_fd > 0 && spec->volumes[i].src_fd < 3))
+            return sbx_error_set(err, SBX_EINVAL, 0, "volume %zu: source fd %d is stdio", i,
+                                 spec->volumes[i].src_fd);
     }
     if (spec->userns && (!spec->uid_map.count || !spec->gid_map.count))
         return sbx_error_set(err, SBX_EINVAL, 0, "user namespace without an id mapping");
+    if (spec->reuse_upper && (spec->upper != SBX_RT_UPPER_DISK || !spec->id))
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "reusing a kept layer needs the disk mode and an id");
+    /* ext4 cannot be mounted from inside a user namespace */
+    if (spec->disk_bytes && (spec->userns || spec->upper != SBX_RT_UPPER_DISK))
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "a capped writable layer needs the disk mode and no user namespace");
     return 0;
 }
 
@@ -201,6 +220,7 @@ state_from_sb(struct sbx_state *st, const struct sbx_rt_sandbox *sb)
     for (int r = 0; r < SBX_CG_NROLES; r++)
         st->cgroups[r] = sb->cg.dir[r];
     st->lease = sb->has_lease;
+    st->upper = sb->upper != NULL;
     st->net = (int)sb->net;
     st->memory_limit = sb->memory_limit;
 }
@@ -255,6 +275,35 @@ make_record_dir(struct sbx_rt_sandbox *sb, sbx_error **err)
     return ret;
 }
 
+/* The disk-backed writable layer's dir (already named in the record). The child makes upper/
+ * and work/ in it while the parent goes on. With reuse_upper it is the layer a stop kept. */
+static int
+make_upper_dir(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_error **err)
+{
+    if (!sb->upper)
+        return 0;
+    bool kept = sbx_rt_upper_is_kept(sb->upper);
+    if (spec->reuse_upper)
+        return kept ? 0
+                    : sbx_error_set(err, SBX_ENOTFOUND, 0,
+                                    "sandbox `%s`: no writable layer was kept for it", sb->id);
+    /* A kept layer belongs to a stopped sandbox of this id: never wiped by a fresh create. */
+    if (kept)
+        return sbx_error_set(err, SBX_ECONFLICT, 0,
+                             "sandbox `%s`: a writable layer is kept for this id (start it with "
+                             "that layer, or remove it first)",
+                             sb->id);
+    /* One that exists otherwise has no record (the record dir was new): left by a crash or a
+     * reboot that no gc saw, so nothing uses it. */
+    if (mkdir(sb->upper, 0700) < 0 &&
+        (errno != EEXIST || sbx_rm_rf(sb->upper, err) < 0 || mkdir(sb->upper, 0700) < 0))
+        return sbx_error_set(err, SBX_EGENERIC, errno, "mkdir `%s`", sb->upper);
+    /* In a user namespace the sandbox's root is an unprivileged host id: it owns its layer. */
+    if (spec->userns && chown(sb->upper, spec->uid_map.outside, spec->gid_map.outside) < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "chown `%s`", sb->upper);
+    return 0;
+}
+
 /* Record, then cgroups: everything the host keeps for this sandbox, in that order. */
 static int
 prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_error **err)
@@ -272,6 +321,9 @@ prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_erro
     if (ret < 0)
         return ret;
     sb->has_record = true;
+    ret = make_upper_dir(sb, spec, err);
+    if (ret < 0)
+        return ret;
     struct sbx_cg_limits lim = {.memory_bytes = spec->memory_bytes,
                                 .pids_max = spec->pids_max,
                                 .cpu_millis = spec->cpu_millis};
@@ -325,9 +377,10 @@ overlay_opts(struct sbx_child_args *a, const struct sbx_rt_spec *spec, sbx_error
     }
     if (spec->n_layers == 0)
         off += (size_t)snprintf(a->overlay_opts + off, cap - off, "%s", a->lower_host);
+    const char *layer = a->upper ? a->upper : a->scratch;
     if (off < cap)
         off += (size_t)snprintf(a->overlay_opts + off, cap - off,
-                                ",upperdir=%s/upper,workdir=%s/work", a->scratch, a->scratch);
+                                ",upperdir=%s/upper,workdir=%s/work", layer, layer);
     if (off >= cap)
         return sbx_error_set(err, SBX_ELIMIT, 0, "too many image layers");
     return 0;
@@ -346,6 +399,198 @@ host_lower(struct sbx_child_args *a, const struct sbx_rt *rt, const struct sbx_r
     return sbx_hostimg_ensure(a->lower_host, uid, gid, err);
 }
 
+/* mkfs.ext4 on img: no journal (a scratch layer that dies with its sandbox), no reserved
+ * blocks, lazy inode tables (a few MiB of metadata are written, whatever the size). */
+static int
+mkfs_ext4(const char *img, sbx_error **err)
+{
+    static const char *const paths[] = {"/usr/sbin/mkfs.ext4", "/sbin/mkfs.ext4"};
+    const char *mkfs = NULL;
+    for (size_t i = 0; !mkfs && i < SBX_ARRAY_SIZE(paths); i++)
+        mkfs = access(paths[i], X_OK) == 0 ? paths[i] : NULL;
+    if (!mkfs)
+        return sbx_error_set(err, SBX_EUNAVAIL, 0,
+                             "a capped writable layer needs mkfs.ext4 (Debian: e2fsprogs)");
+    char *const argv[] = {"mkfs.ext4",    "-q", "-F",
+                          "-m",           "0",  "-O",
+                          "^has_journal", "-E", "lazy_itable_init=1,nodiscard",
+                          (char *)img,    NULL};
+    char *const envp[] = {"PATH=/usr/sbin:/usr/bin:/sbin:/bin", NULL};
+    posix_spawn_file_actions_t fa;
+    (void)posix_spawn_file_actions_init(&fa);
+    (void)posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    (void)posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
+    pid_t pid = 0;
+    int r = posix_spawn(&pid, mkfs, &fa, NULL, argv, envp);
+    (void)posix_spawn_file_actions_destroy(&fa);
+    if (r != 0)
+        return sbx_error_set(err, SBX_EGENERIC, r, "run %s", mkfs);
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0) {
+        if (errno != EINTR)
+            return sbx_error_set(err, SBX_EGENERIC, errno, "wait for %s", mkfs);
+    }
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 0)
+        return sbx_error_set(err, SBX_EGENERIC, 0, "%s `%s` failed (status %d)", mkfs, img, st);
+    return 0;
+}
+
+/* Attach img to a free loop device that detaches itself when its last user goes (the sandbox's
+ * mount, or this fd if the sandbox never mounts it): no loop device outlives its sandbox. */
+static int
+attach_loop(struct sbx_child_args *a, const char *img, sbx_error **err)
+{
+    sbx_autoclose int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
+    sbx_autoclose int file = open(img, O_RDWR | O_CLOEXEC);
+    if (ctl < 0 || file < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "open `%s`",
+                             ctl < 0 ? "/dev/loop-control" : img);
+    for (int tries = 0; tries < 16; tries++) {
+        int n = ioctl(ctl, LOOP_CTL_GET_FREE);
+        if (n < 0)
+            return sbx_error_set(err, SBX_EGENERIC, errno, "find a free loop device");
+        snprintf(a->upper_dev, sizeof a->upper_dev, "/dev/loop%d", n);
+        int dev = open(a->upper_dev, O_RDWR | O_CLOEXEC);
+        if (dev < 0)
+            return sbx_error_set(err, SBX_EGENERIC, errno, "open `%s`", a->upper_dev);
+        struct loop_config lc = {.fd = (unsigned)file, .info = {.lo_flags = LO_FLAGS_AUTOCLEAR}};
+        if (ioctl(dev, LOOP_CONFIGURE, &lc) == 0) {
+            a->upper_loop_fd = dev;
+            return 0;
+        }
+        int e = errno;
+        (void)close(dev);
+        if (e != EBUSY) /* EBUSY: another process took it in between */
+            return sbx_error_set(err, SBX_EGENERIC, e, "set up `%s`", a->upper_dev);
+    }
+    return sbx_error_set(err, SBX_EGENERIC, EBUSY, "no free loop device");
+}
+
+/* Copy the data extents of a sparse file (holes stay holes): a fresh ext4 is a few hundred KiB
+ * of metadata in a file of any size. */
+static int
+copy_sparse(int from, int to, uint64_t size)
+{
+    off_t pos = 0;
+    for (;;) {
+        off_t data = lseek(from, pos, SEEK_DATA);
+        if (data < 0)
+            return errno == ENXIO ? 0 : -1; /* ENXIO: no data after pos */
+        off_t hole = lseek(from, data, SEEK_HOLE);
+        if (hole < 0)
+            return -1;
+        for (off_t off = data; off < hole;) {
+            off_t in = off;
+            off_t out = off;
+            ssize_t n = copy_file_range(from, &in, to, &out, (size_t)(hole - off), 0);
+            if (n <= 0)
+                return -1;
+            off += n;
+        }
+        pos = hole;
+        if ((uint64_t)pos >= size)
+            return 0;
+    }
+}
+
+/* <upper_dir>/.template-<size>.img: made once per size (under a lock, built aside and renamed
+ * into place), so a create copies a few hundred KiB instead of running mkfs (30-70 ms here).
+ * Every layer of a size shares the template's file system UUID: they are never mounted in the
+ * same namespace, and nothing here looks file systems up by UUID. */
+static int
+layer_template(const struct sbx_rt *rt, uint64_t size, char **out, sbx_error **err)
+{
+    char *tmpl = sbx_xasprintf("%s/.template-%" PRIu64 ".img", rt->upper_dir, size);
+    *out = tmpl;
+    if (access(tmpl, F_OK) == 0)
+        return 0;
+    sbx_autofree char *lock = sbx_xasprintf("%s/.template.lock", rt->upper_dir);
+    sbx_autoclose int lfd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lfd < 0 || flock(lfd, LOCK_EX) < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "lock `%s`", lock);
+    if (access(tmpl, F_OK) == 0)
+        return 0;
+    sbx_autofree char *tmp = sbx_xasprintf("%s.%d", tmpl, (int)getpid());
+    sbx_autoclose int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd < 0 || ftruncate(fd, (off_t)size) < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "create `%s`", tmp);
+    int ret = mkfs_ext4(tmp, err);
+    if (ret == 0 && rename(tmp, tmpl) < 0)
+        ret = sbx_error_set(err, SBX_EGENERIC, errno, "rename `%s`", tmp);
+    if (ret < 0)
+        (void)unlink(tmp);
+    return ret;
+}
+
+static bool
+upper_has_image(const char *upper)
+{
+    sbx_autofree char *img = sbx_xasprintf("%s/layer.img", upper);
+    return access(img, F_OK) == 0;
+}
+
+/* A capped disk layer: <upper>/layer.img (sparse, the cap's size) with its own ext4 (a copy of
+ * the size's template), which the child mounts on <upper>/fs. All of it is inside <upper>,
+ * which the record names. */
+static int
+capped_layer(struct sbx_child_args *a, const struct sbx_rt_sandbox *sb,
+             const struct sbx_rt_spec *spec, sbx_error **err)
+{
+    sbx_autofree char *img = sbx_xasprintf("%s/layer.img", sb->upper);
+    char *fs = sbx_xasprintf("%s/fs", sb->upper);
+    a->upper = fs;
+    if (a->upper_reused) /* its own file system, with the files of before */
+        return attach_loop(a, img, err);
+    sbx_autofree char *tmpl = NULL;
+    int ret = layer_template(sb->rt, spec->disk_bytes, &tmpl, err);
+    if (ret < 0)
+        return ret;
+    sbx_autoclose int from = open(tmpl, O_RDONLY | O_CLOEXEC);
+    sbx_autoclose int fd = open(img, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (from < 0 || fd < 0 || ftruncate(fd, (off_t)spec->disk_bytes) < 0 ||
+        copy_sparse(from, fd, spec->disk_bytes) < 0 || mkdir(fs, 0755) < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "make the layer `%s`", img);
+    return attach_loop(a, img, err);
+}
+
+/* A volume given as an fd is cloned here, in the caller's mount namespace (a mount of another
+ * namespace cannot be cloned from the sandbox's): the child gets a detached tree that it only
+ * moves into place, so what it binds is exactly what the caller resolved. The tree vanishes
+ * when its last fd closes if it was never attached: nothing can leak on the host. */
+static int
+clone_volume_trees(struct sbx_child_args *a, size_t first, const struct sbx_rt_spec *spec,
+                   sbx_error **err)
+{
+    for (size_t i = 0; i < spec->n_volumes; i++) {
+        int src = spec->volumes[i].src_fd;
+        if (src <= 0)
+            continue;
+        int tree =
+            open_tree(src, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+        if (tree >= 0 && tree < 3) {
+            int hi = fcntl(tree, F_DUPFD_CLOEXEC, 3);
+            (void)close(tree);
+            tree = hi;
+        }
+        if (tree < 0)
+            return sbx_error_set(err, SBX_EGENERIC, errno, "clone volume `%s`",
+                                 spec->volumes[i].src);
+        a->binds[first + i].src_fd = tree;
+    }
+    return 0;
+}
+
+/* The parent's copies of the cloned trees (the child has its own). */
+static void
+close_volume_trees(struct sbx_child_args *a)
+{
+    for (size_t i = 0; i < a->n_binds; i++) {
+        if (a->binds[i].src_fd > 0)
+            (void)close(a->binds[i].src_fd);
+        a->binds[i].src_fd = 0;
+    }
+}
+
 static int
 child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec,
            sbx_error **err)
@@ -357,6 +602,16 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
             return ret;
     }
     a->scratch = sbx_xasprintf("%s/scratch", sb->dir);
+    a->upper = sb->upper;
+    a->upper_loop_fd = -1;
+    a->upper_reused = sb->upper && spec->reuse_upper;
+    /* A kept layer is capped when it has its image, whatever disk_bytes says now. */
+    bool capped = a->upper_reused ? upper_has_image(sb->upper) : spec->disk_bytes != 0;
+    if (sb->upper && capped) {
+        int ret = capped_layer(a, sb, spec, err);
+        if (ret < 0)
+            return ret;
+    }
     a->hostname = spec->hostname ? spec->hostname : sb->id;
     uint64_t tmpfs = spec->tmpfs_bytes    ? spec->tmpfs_bytes
                      : spec->memory_bytes ? spec->memory_bytes
@@ -364,6 +619,7 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
     snprintf(a->tmpfs_opts, sizeof a->tmpfs_opts, "mode=755,size=%" PRIu64, tmpfs);
     if (spec->n_layers == 0)
         a->n_binds = sbx_hostimg_binds(a->binds, SBX_MAX_MOUNTS);
+    size_t first_volume = a->n_binds;
     for (size_t i = 0; i < spec->n_volumes; i++)
         a->binds[a->n_binds++] = (struct sbx_child_bind){
             .src = spec->volumes[i].src, .dst = spec->volumes[i].dst, .ro = spec->volumes[i].ro};
@@ -376,7 +632,8 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
     a->unshare_cgroupns = !sb->cg.ops->clone_into && sbx_cg_any_dir(&sb->cg);
     a->seccomp = &sb->rt->seccomp;
     a->caps = &sb->rt->caps;
-    return overlay_opts(a, spec, err);
+    int ret = clone_volume_trees(a, first_volume, spec, err);
+    return ret < 0 ? ret : overlay_opts(a, spec, err);
 }
 
 static int
@@ -549,6 +806,27 @@ attach_host_side(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_
     return ret;
 }
 
+/* A host-side step failed because the child had already died of a setup error (e.g. its netns
+ * was gone by the time the parent looked): the child's own message is the useful one. */
+static void
+prefer_child_error(struct sbx_rt_sandbox *sb, sbx_error **err)
+{
+    struct sbx_sync_msg m;
+    if (sb->sync_fd < 0 || !sb->pid)
+        return;
+    for (;;) {
+        ssize_t n = recv(sb->sync_fd, &m, sizeof m, MSG_DONTWAIT);
+        if (n < 0 && (errno == ECONNRESET || errno == EINTR))
+            continue;
+        if (n != (ssize_t)sizeof m)
+            return;
+        if (m.type == SBX_SYNC_ERROR) {
+            (void)sbx_error_set(err, SBX_EGENERIC, m.err, "set up sandbox: %s", m.msg);
+            return;
+        }
+    }
+}
+
 int
 sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_rt_spec *spec,
               sbx_error **err)
@@ -559,15 +837,21 @@ sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_r
     char id[64];
     make_id(id, sizeof id, spec->id);
     struct sbx_rt_sandbox *sb = sandbox_new(rt, id);
+    if (spec->upper == SBX_RT_UPPER_DISK)
+        sb->upper = sbx_xasprintf("%s/%s", rt->upper_dir, id);
     sb->net = spec->net;
     sb->as_init = spec->as_init;
     sb->memory_limit = spec->memory_bytes;
     struct sbx_child_args *a = sbx_xcalloc(1, sizeof *a);
+    a->upper_loop_fd = -1;
     ret = prepare_host(sb, spec, err);
     if (ret == 0)
         ret = child_args(a, sb, spec, err);
     if (ret == 0)
         ret = spawn(sb, a, err);
+    close_volume_trees(a);
+    if (a->upper_loop_fd >= 0) /* the child holds its own copy until it has mounted it */
+        (void)close(a->upper_loop_fd);
     if (ret == 0)
         ret = attach_host_side(sb, spec, err);
     /* spec->start: GO goes out now and the child never blocks on it; READY (or a setup
@@ -577,10 +861,14 @@ sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_r
         ret = sbx_rt_start(sb, err);
     } else if (ret == 0)
         ret = await_ready(sb, err);
+    if (a->upper != sb->upper)
+        free((void *)a->upper);
     free((void *)a->scratch);
     free((void *)a->lower_host);
     free((void *)a->env);
     free(a);
+    if (ret < 0)
+        prefer_child_error(sb, err);
     if (ret < 0) {
         sbx_autoerror sbx_error *ignored = NULL;
         (void)sbx_rt_destroy(sb, &ignored);

@@ -51,9 +51,18 @@ struct sbx_rt_config {
 };
 
 struct sbx_rt_volume {
-    const char *src; /* host path (must exist) */
+    const char *src; /* host path (must exist); only named in messages when src_fd is set */
     const char *dst; /* absolute path inside the sandbox, resolved inside its root */
     bool ro;
+    int src_fd; /* > 2: bind exactly this (O_PATH) fd, which the caller resolved, not src;
+                   0: bind src */
+};
+
+/* Where the writable layer (the overlay's upper and work dirs) lives. */
+enum sbx_rt_upper {
+    SBX_RT_UPPER_DISK = 0, /* <state_dir>/upper/<id>: the state dir's filesystem (default) */
+    SBX_RT_UPPER_TMPFS,    /* a tmpfs of the sandbox's mount namespace: RAM, charged to its
+                              memory cgroup, sized by tmpfs_bytes */
 };
 
 /* One id mapping line: ids [inside, inside+count) map to [outside, outside+count). */
@@ -75,11 +84,18 @@ struct sbx_rt_spec {
     size_t n_layers;
     const struct sbx_rt_volume *volumes;
     size_t n_volumes;
-    const char *execd_path; /* bound read-only at SBX_RT_EXECD_PATH when set */
-    uint64_t memory_bytes;  /* 0 => unlimited */
-    uint64_t pids_max;      /* 0 => unlimited */
-    uint64_t cpu_millis;    /* 1000 = one CPU; 0 => unlimited */
-    uint64_t tmpfs_bytes;   /* size of the writable upper layer; 0 => memory limit or 1 GiB */
+    const char *execd_path;  /* bound read-only at SBX_RT_EXECD_PATH when set */
+    uint64_t memory_bytes;   /* 0 => unlimited */
+    uint64_t pids_max;       /* 0 => unlimited */
+    uint64_t cpu_millis;     /* 1000 = one CPU; 0 => unlimited */
+    enum sbx_rt_upper upper; /* where the writable layer lives (default: disk) */
+    uint64_t tmpfs_bytes;    /* SBX_RT_UPPER_TMPFS: its size; 0 => memory limit or 1 GiB */
+    uint64_t disk_bytes;     /* SBX_RT_UPPER_DISK: cap the layer at this size (a file system of
+                                its own, on a loop device; costs a mkfs per sandbox); 0 => no
+                                cap (the state dir's file system) */
+    /* SBX_RT_UPPER_DISK: run on the layer that sbx_rt_upper_keep kept for spec->id
+     * (its files, a cap it had) instead of a fresh one; SBX_ENOTFOUND when none is kept. */
+    bool reuse_upper;
     enum sbx_rt_netmode net;
     bool userns; /* own user namespace with the maps below */
     struct sbx_rt_idmap uid_map, gid_map;
@@ -125,6 +141,21 @@ int sbx_rt_pause(struct sbx_rt_sandbox *sb, sbx_error **err);
 int sbx_rt_resume(struct sbx_rt_sandbox *sb, sbx_error **err);
 /* Kill everything, release the cgroups, lease and state dir. Idempotent. */
 int sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err);
+/* Keep the writable layer on disk of sandbox id (the server's stop; SBX_ENOTFOUND when it has
+ * none): destroy and gc leave a kept layer alone (gc --all removes it), a later sbx_rt_create
+ * with the same id and reuse_upper runs on it, sbx_rt_upper_remove removes it. Written durably
+ * before it returns; call it before sbx_rt_destroy. */
+int sbx_rt_upper_keep(struct sbx_rt *rt, const char *id, sbx_error **err);
+/* True when a layer is kept for id in the runtime state dir state_dir (a stopped sandbox:
+ * something that outlives its runtime record, e.g. a volume it uses, is still in use). */
+bool sbx_rt_upper_kept(const char *state_dir, const char *id);
+/* Remove the writable layer kept for id (nothing to do when there is none). SBX_ECONFLICT while
+ * a record of id exists: a sandbox may still run on it. */
+int sbx_rt_upper_remove(struct sbx_rt *rt, const char *id, sbx_error **err);
+/* Undo sbx_rt_upper_keep (nothing to do when id's layer is not kept): the next destroy of id, or
+ * gc once its record is gone, removes the layer. For a delete that destroys asynchronously
+ * (sbx_rt_destroy_async): a crash before the teardown finished leaves nothing kept. */
+int sbx_rt_upper_unkeep(struct sbx_rt *rt, const char *id, sbx_error **err);
 /* Like sbx_rt_destroy, but the cgroup rmdirs (which have 10-30 ms tail spikes on some hosts)
  * and the record removal run on a detached thread, off the caller's path. For long-lived
  * callers (the server); if the process exits first, the record remains and gc finishes. */
@@ -166,7 +197,8 @@ struct sbx_rt_gc_stats {
     unsigned removed; /* sandboxes cleaned up */
     unsigned kept;    /* still running (left alone without `all`) */
 };
-/* Remove what crashed callers left: every recorded sandbox whose init is gone (all: every one). */
+/* Remove what crashed callers left: every recorded sandbox whose init is gone (all: every one),
+ * and every writable layer without a record except kept ones (all: those too). */
 int sbx_rt_gc(struct sbx_rt_gc_stats *out, struct sbx_rt *rt, bool all, sbx_error **err);
 
 /* Accessors. */

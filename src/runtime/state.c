@@ -32,10 +32,11 @@ state_to_json(const struct sbx_state *st)
         if (st->cgroups[r])
             json_object_set_new(cg, role_key[r], json_string(st->cgroups[r]));
     }
-    return json_pack("{s:s, s:i, s:i, s:I, s:s?, s:o, s:b, s:i, s:I}", "id", st->id, "owner",
+    return json_pack("{s:s, s:i, s:i, s:I, s:s?, s:o, s:b, s:b, s:i, s:I}", "id", st->id, "owner",
                      (int)st->owner, "pid", (int)st->pid, "start_time", (json_int_t)st->start_time,
-                     "cgroup_backend", st->cgroup_backend, "cgroups", cg, "lease", st->lease, "net",
-                     st->net, "memory_limit", (json_int_t)st->memory_limit);
+                     "cgroup_backend", st->cgroup_backend, "cgroups", cg, "lease", st->lease,
+                     "upper", st->upper, "net", st->net, "memory_limit",
+                     (json_int_t)st->memory_limit);
 }
 
 static int
@@ -75,13 +76,15 @@ state_from_json(struct sbx_state *st, json_t *j, sbx_error **err)
     int pid = 0;
     int owner = 0;
     int lease = 0;
+    int upper = 0;
     json_int_t start = 0;
     json_int_t mem = 0;
     json_error_t je;
-    if (json_unpack_ex(j, &je, 0, "{s:s, s?i, s:i, s:I, s?s, s:o, s:b, s:i, s?I}", "id", &id,
+    /* `upper` is absent from records written before disk-backed layers existed (tmpfs). */
+    if (json_unpack_ex(j, &je, 0, "{s:s, s?i, s:i, s:I, s?s, s:o, s:b, s?b, s:i, s?I}", "id", &id,
                        "owner", &owner, "pid", &pid, "start_time", &start, "cgroup_backend",
-                       &backend, "cgroups", &cg, "lease", &lease, "net", &st->net, "memory_limit",
-                       &mem) < 0)
+                       &backend, "cgroups", &cg, "lease", &lease, "upper", &upper, "net", &st->net,
+                       "memory_limit", &mem) < 0)
         return sbx_error_set(err, SBX_EINVAL, 0, "bad state record: %s", je.text);
     if (strlen(id) >= sizeof st->id)
         return sbx_error_set(err, SBX_EINVAL, 0, "bad state record: id too long");
@@ -90,6 +93,7 @@ state_from_json(struct sbx_state *st, json_t *j, sbx_error **err)
     st->owner = owner;
     st->start_time = (uint64_t)start;
     st->lease = lease;
+    st->upper = upper;
     st->memory_limit = (uint64_t)mem;
     st->cgroup_backend = backend ? sbx_xstrdup(backend) : NULL;
     for (int r = 0; r < SBX_CG_NROLES; r++) {

@@ -50,8 +50,12 @@ sandbox_json(const struct sbx_record *sb, bool full)
     set_time(o, "createdAt", sb->created_ms);
     if (sb->expires_ms)
         set_time(o, "expiresAt", sb->expires_ms);
-    if (full && sb->image)
-        (void)json_object_set(o, "image", sb->image);
+    if (full && sb->image) {
+        /* image.auth holds registry credentials: used by the provider's pull, never shown. */
+        json_t *image = json_copy(sb->image);
+        (void)json_object_del(image, "auth");
+        (void)json_object_set_new(o, "image", image);
+    }
     if (json_object_size(sb->extensions))
         (void)json_object_set(o, "extensions", sb->extensions);
     return o;
@@ -157,44 +161,157 @@ dns_label(const char *s)
     return strspn(s, "abcdefghijklmnopqrstuvwxyz0123456789-") == n;
 }
 
-static int
-check_volume(const json_t *v, size_t i, struct sbx_reply *out)
+/* A JSON string without embedded NULs (C would see a shorter string than the client sent). */
+static const char *
+clean_string(const json_t *v)
 {
-    const char *name = json_string_value(json_object_get(v, "name"));
-    const char *mp = json_string_value(json_object_get(v, "mountPath"));
-    json_t *ro = json_object_get(v, "readOnly");
-    int kinds =
-        !!json_object_get(v, "host") + !!json_object_get(v, "pvc") + !!json_object_get(v, "ossfs");
-    const char *why = NULL;
-    if (!json_is_object(v))
-        why = "must be an object";
-    else if (!name || !dns_label(name))
-        why = "`name` must be a DNS label";
-    else if (!mp || mp[0] != '/')
-        why = "`mountPath` must be an absolute path";
-    else if (ro && !json_is_boolean(ro))
-        why = "`readOnly` must be a boolean";
-    else if (kinds != 1)
-        why = "exactly one of `host`, `pvc`, `ossfs` is required";
-    if (why) {
-        sbx_reply_error(out, 400, "VOLUME::INVALID_VOLUME", "volumes[%zu]: %s", i, why);
-        return -1;
-    }
-    return 0;
+    const char *s = json_string_value(v);
+    return s && strlen(s) == json_string_length(v) ? s : NULL;
 }
+
+/* True when path (absolute or relative) has a `..` component. */
+static bool
+has_dotdot(const char *path)
+{
+    for (const char *p = path; (p = strstr(p, "..")); p += 2) {
+        if ((p == path || p[-1] == '/') && (p[2] == '\0' || p[2] == '/'))
+            return true;
+    }
+    return false;
+}
+
+/* Mount points the runtime itself fills: a volume there would hide or redirect them. */
+static bool
+reserved_mount_path(const char *mp)
+{
+    static const char *const reserved[] = {"/proc", "/sys", "/dev", "/.sbx"};
+    if (strcmp(mp, "/") == 0)
+        return true; /* the root itself */
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(reserved); i++) {
+        size_t n = strlen(reserved[i]);
+        if (strncmp(mp, reserved[i], n) == 0 && (mp[n] == '\0' || mp[n] == '/'))
+            return true;
+    }
+    return false;
+}
+
+struct vol_check {
+    const char *code;
+    const char *why;
+};
+
+static bool
+vol_bad(struct vol_check *c, const char *code, const char *why)
+{
+    c->code = code;
+    c->why = why;
+    return false;
+}
+
+/* An absolute path in one spelling only: no `.` or `..` components, no `//`, no trailing `/`
+ * (so prefix checks on it mean what they say). */
+static bool
+normalized_abs(const char *path)
+{
+    size_t n = strlen(path);
+    return path[0] == '/' && !has_dotdot(path) && !strstr(path, "//") && !strstr(path, "/./") &&
+           !(n > 1 && (path[n - 1] == '/' || strcmp(path + n - 2, "/.") == 0));
+}
+
+/* host: {"path": absolute, normalized}. Whether it may be mounted is the provider's call. */
+static bool
+check_host_backend(const json_t *h, struct vol_check *c)
+{
+    const char *path = clean_string(json_object_get(h, "path"));
+    if (!json_is_object(h) || !path || !normalized_abs(path))
+        return vol_bad(c, "VOLUME::INVALID_HOST_PATH",
+                       "`host.path` must be an absolute, normalized path (no `.`, `..`, `//` "
+                       "or trailing `/`)");
+    return true;
+}
+
+static bool
+check_pvc_backend(const json_t *pvc, struct vol_check *c)
+{
+    const char *claim = clean_string(json_object_get(pvc, "claimName"));
+    if (!json_is_object(pvc) || !claim || !dns_label(claim))
+        return vol_bad(c, "VOLUME::INVALID_PVC_NAME",
+                       "`pvc.claimName` must be a DNS label ([a-z0-9-], at most 63)");
+    static const char *const flags[] = {"createIfNotExists", "deleteOnSandboxTermination"};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(flags); i++) {
+        json_t *f = json_object_get(pvc, flags[i]);
+        if (f && !json_is_null(f) && !json_is_boolean(f))
+            return vol_bad(c, "SANDBOX::INVALID_PARAMETER", "a `pvc` flag is not a boolean");
+    }
+    return true;
+}
+
+/* COMPAT §1.4 Volume, checked the same way for every provider (codes as the reference
+ * server's VOLUME::*); what a provider can and may mount is its own check (check_create). */
+static bool
+check_volume(const json_t *v, json_t *names, json_t *paths, struct vol_check *c)
+{
+    const char *name = clean_string(json_object_get(v, "name"));
+    const char *mp = clean_string(json_object_get(v, "mountPath"));
+    json_t *ro = json_object_get(v, "readOnly");
+    json_t *sub = json_object_get(v, "subPath");
+    const char *subs = clean_string(sub);
+    json_t *host = json_object_get(v, "host");
+    json_t *pvc = json_object_get(v, "pvc");
+    int kinds = !!host + !!pvc + !!json_object_get(v, "ossfs");
+    if (!json_is_object(v))
+        return vol_bad(c, "SANDBOX::INVALID_PARAMETER", "must be an object");
+    if (!name || !dns_label(name))
+        return vol_bad(c, "VOLUME::INVALID_NAME", "`name` must be a DNS label ([a-z0-9-])");
+    if (json_object_get(names, name))
+        return vol_bad(c, "VOLUME::DUPLICATE_NAME", "`name` is used by another volume");
+    if (!mp || !normalized_abs(mp))
+        return vol_bad(c, "VOLUME::INVALID_MOUNT_PATH",
+                       "`mountPath` must be an absolute, normalized path (no `.`, `..`, `//` "
+                       "or trailing `/`)");
+    if (reserved_mount_path(mp))
+        return vol_bad(c, "VOLUME::INVALID_MOUNT_PATH",
+                       "`mountPath` may not be `/`, /proc, /sys, /dev or /.sbx");
+    if (json_object_get(paths, mp))
+        return vol_bad(c, "VOLUME::INVALID_MOUNT_PATH", "`mountPath` is used by another volume");
+    if (ro && !json_is_null(ro) && !json_is_boolean(ro))
+        return vol_bad(c, "SANDBOX::INVALID_PARAMETER", "`readOnly` must be a boolean");
+    if (sub && !json_is_null(sub) && (!subs || subs[0] == '/' || has_dotdot(subs)))
+        return vol_bad(c, "VOLUME::INVALID_SUB_PATH",
+                       "`subPath` must be a relative path without `..`");
+    if (kinds != 1)
+        return vol_bad(c, "VOLUME::INVALID_BACKEND",
+                       "exactly one of `host`, `pvc`, `ossfs` is required");
+    if ((host && !check_host_backend(host, c)) || (pvc && !check_pvc_backend(pvc, c)))
+        return false;
+    (void)json_object_set_new(names, name, json_true());
+    (void)json_object_set_new(paths, mp, json_true());
+    return true;
+}
+
+#define MAX_VOLUMES 48
 
 static int
 check_volumes(const json_t *vols, struct sbx_reply *out)
 {
     if (!vols || json_is_null(vols))
         return 0;
-    if (!json_is_array(vols)) {
-        sbx_reply_error(out, 400, "VOLUME::INVALID_VOLUME", "`volumes` must be an array");
+    if (!json_is_array(vols) || json_array_size(vols) > MAX_VOLUMES) {
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
+                        "`volumes` must be an array of at most %d volumes", MAX_VOLUMES);
         return -1;
     }
-    for (size_t i = 0; i < json_array_size(vols); i++) {
-        if (check_volume(json_array_get(vols, i), i, out) < 0)
-            return -1;
+    json_t *names = json_object();
+    json_t *paths = json_object();
+    struct vol_check c = {0};
+    size_t i = 0;
+    while (i < json_array_size(vols) && check_volume(json_array_get(vols, i), names, paths, &c))
+        i++;
+    json_decref(names);
+    json_decref(paths);
+    if (c.code) {
+        sbx_reply_error(out, 400, c.code, "volumes[%zu]: %s", i, c.why);
+        return -1;
     }
     return 0;
 }
@@ -220,8 +337,9 @@ check_maps(const json_t *body, struct sbx_reply *out)
     return 0;
 }
 
-/* The provider extension: top-level `provider` or `extensions.provider`; unnamed = default. */
-static struct sbx_provider *
+/* The provider extension: top-level `provider` or `extensions.provider`; unnamed = default.
+ * Returns the canonical name (never builds a provider: a lazy one is built by the create). */
+static const char *
 pick_provider(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
 {
     json_t *p = json_object_get(body, "provider");
@@ -232,7 +350,7 @@ pick_provider(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
         return NULL;
     }
     const char *name = json_string_value(p);
-    struct sbx_provider *prov = sbx_registry_get(r->srv->reg, name);
+    const char *prov = sbx_registry_resolve(r->srv->reg, name);
     if (!prov)
         sbx_reply_error(out, 400, "SANDBOX::UNSUPPORTED_PROVIDER",
                         "provider `%.64s` is not supported by this server (supported: %s)",
@@ -240,24 +358,60 @@ pick_provider(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
     return prov;
 }
 
-/* What a provider cannot honour yet is refused, not silently dropped: `process` has no
- * isolation to enforce a network policy or mount volumes with; `native` has no volume or
- * network-policy wiring yet. */
+/* What a provider cannot honour is refused, not silently dropped: `process` has no isolation
+ * to enforce a network policy or mount volumes with; `native` and `docker` have no
+ * network-policy wiring yet, `docker` and `daytona` no volume wiring, `daytona` no network
+ * policy mapping (native's volumes are checked by its check_create). */
 static int
-check_provider_fit(const struct sbx_provider *prov, const json_t *body, struct sbx_reply *out)
+check_provider_fit(const char *prov, const json_t *body, struct sbx_reply *out)
 {
-    if (strcmp(prov->name, "native") != 0 && strcmp(prov->name, "process") != 0)
+    static const char *const limited[] = {"native", "process", "docker", "daytona"};
+    bool listed = false;
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(limited); i++)
+        listed = listed || strcmp(prov, limited[i]) == 0;
+    if (!listed)
         return 0;
     json_t *np = json_object_get(body, "networkPolicy");
     json_t *vols = json_object_get(body, "volumes");
     const char *what = NULL;
     if (np && !json_is_null(np))
         what = "networkPolicy";
-    else if (json_array_size(vols) > 0)
+    else if (strcmp(prov, "native") != 0 && json_array_size(vols) > 0)
         what = "volumes";
     if (what) {
         sbx_reply_error(out, 400, "SANDBOX::API_NOT_SUPPORTED",
-                        "provider `%s` cannot enforce `%s` yet", prov->name, what);
+                        "provider `%s` cannot enforce `%s` yet", prov, what);
+        return -1;
+    }
+    return 0;
+}
+
+/* extensions.reuseKey (find-or-create): 1-128 characters of [A-Za-z0-9._:/@=+-]. */
+static int
+check_reuse_key(const json_t *body, struct sbx_reply *out)
+{
+    json_t *k = json_object_get(json_object_get(body, "extensions"), SBX_REUSE_KEY_EXT);
+    if (k && !sbx_reuse_key_valid(json_string_value(k))) {
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
+                        "`extensions.%s` must be 1-%d characters of [A-Za-z0-9._:/@=+-]",
+                        SBX_REUSE_KEY_EXT, SBX_REUSE_KEY_MAX);
+        return -1;
+    }
+    return 0;
+}
+
+/* The provider's own check of the request (e.g. native: may these host paths be mounted).
+ * Only a built provider is asked: eager ones always are; a lazy one that is not built yet has
+ * nothing to check before its first create (none of them has a check_create). */
+static int
+check_create(struct sbx_req *r, const char *name, const json_t *body, struct sbx_reply *out)
+{
+    struct sbx_provider *prov = sbx_registry_peek(r->srv->reg, name);
+    const char *code = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    if (prov && prov->ops->check_create && prov->ops->check_create(prov, body, &code, &err) < 0) {
+        sbx_reply_error(out, 400, code ? code : "SANDBOX::INVALID_PARAMETER", "%s",
+                        sbx_error_msg(err));
         return -1;
     }
     return 0;
@@ -274,11 +428,11 @@ copy_or(const json_t *body, const char *key, json_t *fallback)
 }
 
 static struct sbx_record *
-build_record(const json_t *body, const struct sbx_provider *prov, int64_t timeout_s)
+build_record(const json_t *body, const char *prov, int64_t timeout_s)
 {
     struct sbx_record *sb = sbx_record_new();
     sbx_srv_uuid4(sb->id);
-    (void)snprintf(sb->provider, sizeof sb->provider, "%s", prov->name);
+    (void)snprintf(sb->provider, sizeof sb->provider, "%s", prov);
     sb->created_ms = sbx_wall_ms();
     sb->expires_ms = timeout_s ? sb->created_ms + timeout_s * 1000 : 0;
     sb->image = json_deep_copy(json_object_get(body, "image"));
@@ -287,6 +441,9 @@ build_record(const json_t *body, const struct sbx_provider *prov, int64_t timeou
     sb->metadata = copy_or(body, "metadata", sb->metadata);
     sb->limits = copy_or(body, "resourceLimits", sb->limits);
     sb->extensions = copy_or(body, "extensions", sb->extensions);
+    json_t *vols = json_object_get(body, "volumes");
+    if (json_array_size(vols) > 0) /* the provider mounts them (checked above) */
+        (void)json_object_set_new(sb->priv, "volumes", json_deep_copy(vols));
     /* null env values are tolerated and skipped (like the reference server) */
     const char *k = NULL;
     json_t *v = NULL;
@@ -299,6 +456,29 @@ build_record(const json_t *body, const struct sbx_provider *prov, int64_t timeou
     return sb;
 }
 
+/* The answer to a failed create. `done` is the record when one was made (its start failed),
+ * NULL when nothing was recorded (the provider could not be built, limits). */
+static void
+create_failed(struct sbx_reply *out, const sbx_error *err, const struct sbx_record *done)
+{
+    int code = sbx_error_code(err);
+    if (code == SBX_ENOTFOUND) {
+        /* Something the request named does not exist (an image not in the store). */
+        sbx_reply_from(out, err, "SANDBOX::INVALID_PARAMETER");
+        out->status = 400;
+    } else if (!done && code == SBX_EUNAVAIL) {
+        /* The provider could not be built (its secret is not set): the message says which
+         * secret and how to set it; retrying after that works without a restart. */
+        sbx_reply_from(out, err, "SANDBOX::PROVIDER_UNAVAILABLE");
+    } else if ((!done && code == SBX_ETIMEDOUT) || code == SBX_ELIMIT || code == SBX_EINVAL) {
+        /* limits, bad values, find-or-create waiting for a sandbox that stayed transient */
+        sbx_reply_from(out, err, NULL);
+    } else {
+        sbx_reply_from(out, err, "SANDBOX::SANDBOX_START_FAILED");
+        out->status = 500;
+    }
+}
+
 static void
 do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
 {
@@ -307,30 +487,19 @@ do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
         sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER", "body must be a JSON object");
         return;
     }
-    struct sbx_provider *prov = pick_provider(r, body, out);
+    const char *prov = pick_provider(r, body, out);
     if (!prov || check_image(body, out) < 0 ||
         check_entrypoint(json_object_get(body, "entrypoint"), out) < 0 ||
         check_timeout(r, json_object_get(body, "timeout"), &timeout_s, out) < 0 ||
         check_maps(body, out) < 0 || check_volumes(json_object_get(body, "volumes"), out) < 0 ||
-        check_provider_fit(prov, body, out) < 0)
+        check_reuse_key(body, out) < 0 || check_provider_fit(prov, body, out) < 0 ||
+        check_create(r, prov, body, out) < 0)
         return;
     struct sbx_record *sb = build_record(body, prov, timeout_s);
     struct sbx_record *done = NULL;
     sbx_autoerror sbx_error *err = NULL;
     if (sbx_mgr_create(r->srv->mgr, sb, &done, &err) < 0) {
-        int code = sbx_error_code(err);
-        if (code == SBX_ENOTFOUND) {
-            /* Something the request named does not exist (an image not in the store). */
-            sbx_reply_from(out, err, "SANDBOX::INVALID_PARAMETER");
-            out->status = 400;
-            sbx_record_free(done);
-            return;
-        }
-        sbx_reply_from(out, err,
-                       code == SBX_ELIMIT || code == SBX_EINVAL ? NULL
-                                                                : "SANDBOX::SANDBOX_START_FAILED");
-        if (code != SBX_ELIMIT && code != SBX_EINVAL)
-            out->status = 500;
+        create_failed(out, err, done);
     } else {
         out->status = 202;
         out->body = sandbox_json(done, false);
@@ -498,21 +667,39 @@ h_delete(struct sbx_req *r, struct sbx_reply *out)
         out->status = 204;
 }
 
+enum verb {
+    VERB_PAUSE,
+    VERB_RESUME,
+    VERB_STOP,
+    VERB_START
+};
+
 static void
-h_pause_resume(struct sbx_req *r, struct sbx_reply *out, bool pause)
+h_verb(struct sbx_req *r, struct sbx_reply *out, enum verb v)
 {
     const char *id = sandbox_id(r, out);
     sbx_autoerror sbx_error *err = NULL;
     if (!id)
         return;
-    int rc = pause ? sbx_mgr_pause(r->srv->mgr, id, &err) : sbx_mgr_resume(r->srv->mgr, id, &err);
+    struct sbx_mgr *m = r->srv->mgr;
+    int rc = v == VERB_PAUSE    ? sbx_mgr_pause(m, id, &err)
+             : v == VERB_RESUME ? sbx_mgr_resume(m, id, &err)
+             : v == VERB_STOP   ? sbx_mgr_stop(m, id, &err)
+                                : sbx_mgr_start(m, id, &err);
     if (rc >= 0) {
         out->status = 202;
         return;
     }
+    static const char *const conflict[] = {
+        "SANDBOX::SANDBOX_NOT_RUNNING", "SANDBOX::SANDBOX_NOT_PAUSED",
+        "SANDBOX::SANDBOX_NOT_RUNNING", "SANDBOX::SANDBOX_NOT_STOPPED"};
     const char *code = NULL;
     if (sbx_error_code(err) == SBX_ECONFLICT)
-        code = pause ? "SANDBOX::SANDBOX_NOT_RUNNING" : "SANDBOX::SANDBOX_NOT_PAUSED";
+        code = conflict[v];
+    else if (sbx_error_code(err) == SBX_EINVAL)
+        code = "SANDBOX::API_NOT_SUPPORTED"; /* the provider cannot do it (daytona: pause) */
+    else if (v == VERB_START && sbx_error_code(err) != SBX_EUNAVAIL)
+        code = "SANDBOX::SANDBOX_START_FAILED";
     sbx_reply_from(out, err, code);
 }
 
@@ -656,8 +843,22 @@ sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out)
         h_delete(r, out);
         return;
     case SBX_ROUTE_PAUSE:
+        h_verb(r, out, VERB_PAUSE);
+        return;
     case SBX_ROUTE_RESUME:
-        h_pause_resume(r, out, r->route.id == SBX_ROUTE_PAUSE);
+        h_verb(r, out, VERB_RESUME);
+        return;
+    case SBX_ROUTE_STOP:
+        h_verb(r, out, VERB_STOP);
+        return;
+    case SBX_ROUTE_START:
+        h_verb(r, out, VERB_START);
+        return;
+    case SBX_ROUTE_SECRET_LIST:
+    case SBX_ROUTE_SECRET_GET:
+    case SBX_ROUTE_SECRET_SET:
+    case SBX_ROUTE_SECRET_DELETE:
+        sbx_api_secrets(r, out);
         return;
     case SBX_ROUTE_RENEW:
         h_renew(r, out);

@@ -42,6 +42,7 @@ sbx_server_config_defaults(struct sbx_server_config *cfg)
     cfg->max_body_bytes = 1 << 20;
     cfg->create_workers = 8;
     cfg->max_connections = 4096;
+    cfg->wait_usable_s = 120;
 }
 
 void
@@ -54,6 +55,7 @@ sbx_server_config_dispose(struct sbx_server_config *cfg)
         free(cfg->providers[i]);
     free(cfg->providers);
     free(cfg->default_provider);
+    free(cfg->secrets_key_file);
     json_decref(cfg->provider_settings);
     memset(cfg, 0, sizeof *cfg);
 }
@@ -130,9 +132,15 @@ parse_server(struct sbx_server_config *cfg, const config_setting_t *g, sbx_error
 static int
 parse_limits(struct sbx_server_config *cfg, const config_setting_t *g, sbx_error **err)
 {
-    static const char *const keys[] = {"max_timeout_seconds", "max_sandboxes",   "max_body_bytes",
-                                       "create_workers",      "max_connections", NULL};
+    static const char *const keys[] = {"max_timeout_seconds",
+                                       "max_sandboxes",
+                                       "max_body_bytes",
+                                       "create_workers",
+                                       "max_connections",
+                                       "wait_usable_seconds",
+                                       NULL};
     if (check_keys(g, "limits", keys, err) < 0 ||
+        get_int(g, "wait_usable_seconds", 1, &cfg->wait_usable_s, err) < 0 ||
         get_int(g, "max_timeout_seconds", 60, &cfg->max_timeout_s, err) < 0 ||
         get_int(g, "max_sandboxes", 1, &cfg->max_sandboxes, err) < 0 ||
         get_int(g, "max_body_bytes", 1024, &cfg->max_body_bytes, err) < 0 ||
@@ -173,10 +181,32 @@ parse_supported(struct sbx_server_config *cfg, const config_setting_t *list, sbx
     return 0;
 }
 
+static json_t *setting_to_json(const config_setting_t *s);
+
+/* An array or list of scalars (e.g. a list of paths); NULL if an element is not a scalar. */
+static json_t *
+list_to_json(const config_setting_t *s)
+{
+    json_t *a = json_array();
+    for (int i = 0; i < config_setting_length(s); i++) {
+        const config_setting_t *e = config_setting_get_elem(s, (unsigned)i);
+        json_t *v = config_setting_is_scalar(e) ? setting_to_json(e) : NULL;
+        if (!v) {
+            json_decref(a);
+            return NULL;
+        }
+        (void)json_array_append_new(a, v);
+    }
+    return a;
+}
+
 static json_t *
 setting_to_json(const config_setting_t *s)
 {
     switch (config_setting_type(s)) {
+    case CONFIG_TYPE_ARRAY:
+    case CONFIG_TYPE_LIST:
+        return list_to_json(s);
     case CONFIG_TYPE_INT:
     case CONFIG_TYPE_INT64:
         return json_integer(config_setting_get_int64(s));
@@ -208,7 +238,8 @@ parse_provider_group(struct sbx_server_config *cfg, const config_setting_t *g, s
         json_t *v = setting_to_json(s);
         if (!v) {
             json_decref(obj);
-            return sbx_error_set(err, SBX_EINVAL, 0, "`%s.%s` must be a scalar", where,
+            return sbx_error_set(err, SBX_EINVAL, 0,
+                                 "`%s.%s` must be a scalar or a list of scalars", where,
                                  config_setting_name(s));
         }
         (void)json_object_set_new(obj, config_setting_name(s), v);
@@ -237,9 +268,19 @@ parse_providers(struct sbx_server_config *cfg, const config_setting_t *g, sbx_er
 }
 
 static int
+parse_secrets(struct sbx_server_config *cfg, const config_setting_t *g, sbx_error **err)
+{
+    static const char *const keys[] = {"key_file", NULL};
+    if (check_keys(g, "secrets", keys, err) < 0 ||
+        get_str(g, "key_file", "secrets", &cfg->secrets_key_file, err) < 0)
+        return -SBX_EINVAL;
+    return 0;
+}
+
+static int
 parse_root(struct sbx_server_config *cfg, const config_setting_t *root, sbx_error **err)
 {
-    static const char *const keys[] = {"server", "providers", "limits", NULL};
+    static const char *const keys[] = {"server", "providers", "limits", "secrets", NULL};
     if (check_keys(root, "", keys, err) < 0)
         return -SBX_EINVAL;
     const config_setting_t *g = NULL;
@@ -248,6 +289,8 @@ parse_root(struct sbx_server_config *cfg, const config_setting_t *root, sbx_erro
     if ((g = config_setting_get_member(root, "limits")) && parse_limits(cfg, g, err) < 0)
         return -SBX_EINVAL;
     if ((g = config_setting_get_member(root, "providers")) && parse_providers(cfg, g, err) < 0)
+        return -SBX_EINVAL;
+    if ((g = config_setting_get_member(root, "secrets")) && parse_secrets(cfg, g, err) < 0)
         return -SBX_EINVAL;
     return 0;
 }

@@ -23,6 +23,8 @@ struct sbx_server_config {
     int64_t max_body_bytes;
     int64_t create_workers;
     int64_t max_connections;
+    int64_t wait_usable_s;  /* find-or-create: how long to wait for a transient sandbox */
+    char *secrets_key_file; /* master key of the secret store; NULL = <state>/secrets/master.key */
 };
 
 /* Fill cfg with the embedded defaults. */

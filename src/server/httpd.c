@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -206,6 +207,7 @@ first_call(struct sbx_req *r)
 {
     set_request_id(r);
     sbx_route_match(r->method, r->path, &r->route);
+    r->sensitive = r->route.id == SBX_ROUTE_SECRET_SET;
     if (r->route.id == SBX_ROUTE_PREFLIGHT)
         return send_preflight(r);
     if (sbx_route_needs_auth(r->route.id)) {
@@ -274,6 +276,9 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!r)
         return;
     sbx_proxy_free(r->proxy);
+    /* A secret's value travelled in this body: do not leave it in freed memory. */
+    if (r->sensitive && r->body.data)
+        sodium_memzero(r->body.data, r->body.cap);
     sbx_buf_dispose(&r->body);
     free(r->raw_uri);
     free(r);

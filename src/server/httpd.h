@@ -20,6 +20,7 @@ struct sbx_srv {
     const struct sbx_server_config *cfg;
     struct sbx_mgr *mgr;
     struct sbx_registry *reg;
+    struct sbx_srv_secrets *secrets;
     char api_key[129];
     struct MHD_Daemon *daemon;
     atomic_bool stopping;
@@ -44,7 +45,8 @@ struct sbx_req {
     struct sbx_route_match route;
     struct sbx_buf body;
     bool too_big;
-    bool done; /* a response was queued */
+    bool done;      /* a response was queued */
+    bool sensitive; /* the body holds a secret: wiped when the request ends */
     struct sbx_proxy *proxy;
 };
 
@@ -70,6 +72,8 @@ void sbx_req_query_each(struct sbx_req *r, const char *name,
 
 /* The lifecycle API: one call per request with the whole body in r->body. */
 void sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out);
+/* The secrets admin API (api_secrets.c). */
+void sbx_api_secrets(struct sbx_req *r, struct sbx_reply *out);
 
 /* The router. begin runs on the first call (headers read), data for each body chunk, end once
  * the body is complete; each returns MHD_YES/MHD_NO like an access handler. */

@@ -9,10 +9,16 @@
 #include "common/xalloc.h"
 
 static const char launcher[] =
-    "t=$SBX_EXECD_TOKEN; e=$SBX_EXECD; port=$SBX_EXECD_PORT; sd=$SBX_EXECD_STATE;"
-    " unset SBX_EXECD_TOKEN SBX_EXECD SBX_EXECD_PORT SBX_EXECD_STATE;"
+    "t=$SBX_EXECD_TOKEN; e=$SBX_EXECD; l=$SBX_EXECD_LISTEN; sd=$SBX_EXECD_STATE;"
+    " unset SBX_EXECD_TOKEN SBX_EXECD SBX_EXECD_LISTEN SBX_EXECD_STATE;"
     " if [ $# -gt 0 ]; then \"$@\" </dev/null & fi;"
-    " EXECD_ACCESS_TOKEN=\"$t\" exec \"$e\" --listen \"127.0.0.1:$port\" --state-dir \"$sd\"";
+    " EXECD_ACCESS_TOKEN=\"$t\" exec \"$e\" --listen \"$l\" --state-dir \"$sd\"";
+
+const char *
+sbx_launch_script(void)
+{
+    return launcher;
+}
 
 char **
 sbx_launch_argv(const struct sbx_record *sb)
@@ -36,8 +42,11 @@ sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l)
     size_t n = json_object_size(sb->env) + 7;
     char **envp = sbx_xcalloc(n, sizeof(char *));
     size_t i = 0;
-    envp[i++] = sbx_xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-    envp[i++] = sbx_xasprintf("HOME=%s", l->home);
+    if (l->home) {
+        envp[i++] =
+            sbx_xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+        envp[i++] = sbx_xasprintf("HOME=%s", l->home);
+    }
     const char *key = NULL;
     json_t *val = NULL;
     json_object_foreach (sb->env, key, val) {
@@ -45,7 +54,8 @@ sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l)
             envp[i++] = sbx_xasprintf("%s=%s", key, json_string_value(val));
     }
     envp[i++] = sbx_xasprintf("SBX_EXECD=%s", l->execd);
-    envp[i++] = sbx_xasprintf("SBX_EXECD_PORT=%d", l->port);
+    envp[i++] = sbx_xasprintf("SBX_EXECD_LISTEN=%s:%d",
+                              l->listen_host ? l->listen_host : "127.0.0.1", l->port);
     envp[i++] = sbx_xasprintf("SBX_EXECD_TOKEN=%s", l->token);
     envp[i++] = sbx_xasprintf("SBX_EXECD_STATE=%s", l->state_dir);
     return envp;
@@ -59,7 +69,7 @@ sbx_launch_execd_argv(const struct sbx_record *sb, const struct sbx_launch *l)
     size_t i = 0;
     argv[i++] = sbx_xstrdup(l->execd);
     argv[i++] = sbx_xstrdup("--listen");
-    argv[i++] = sbx_xasprintf("127.0.0.1:%d", l->port);
+    argv[i++] = sbx_xasprintf("%s:%d", l->listen_host ? l->listen_host : "127.0.0.1", l->port);
     argv[i++] = sbx_xstrdup("--state-dir");
     argv[i++] = sbx_xstrdup(l->state_dir);
     if (l->ready_fd > 2) {
@@ -81,8 +91,11 @@ sbx_launch_execd_env(const struct sbx_record *sb, const struct sbx_launch *l)
     size_t n = json_object_size(sb->env) + 4;
     char **envp = sbx_xcalloc(n, sizeof(char *));
     size_t i = 0;
-    envp[i++] = sbx_xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-    envp[i++] = sbx_xasprintf("HOME=%s", l->home);
+    if (l->home) {
+        envp[i++] =
+            sbx_xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+        envp[i++] = sbx_xasprintf("HOME=%s", l->home);
+    }
     const char *key = NULL;
     json_t *val = NULL;
     json_object_foreach (sb->env, key, val) {

@@ -10,26 +10,32 @@
 #include "server/sandbox.h"
 
 struct sbx_launch {
-    const char *execd;     /* execd's path as the launched shell sees it */
-    int port;              /* execd listens on 127.0.0.1:port */
+    const char *execd;       /* execd's path as the launched shell sees it */
+    const char *listen_host; /* execd listens on listen_host:port (NULL = 127.0.0.1) */
+    int port;
     const char *token;     /* execd's access token */
     const char *state_dir; /* execd's --state-dir */
-    const char *home;      /* HOME */
+    const char *home;      /* HOME; NULL: neither HOME nor PATH (an image's config has them) */
     int ready_fd;          /* execd's --ready-fd (> 2; sbx_launch_execd_argv only), 0: none */
 };
 
 /* argv for posix_spawn/the runtime: /bin/sh -c LAUNCHER sbx-launch ENTRYPOINT... (NULL-ended). */
 char **sbx_launch_argv(const struct sbx_record *sb);
-/* envp: PATH, HOME, the request's env, then the SBX_EXECD* values the launcher consumes and
- * unsets. The token reaches execd as EXECD_ACCESS_TOKEN (execd unsets it at once), never in
- * argv where `ps` would show it. */
+/* envp: PATH, HOME (unless l->home is NULL), the request's env, then the SBX_EXECD* values the
+ * launcher consumes and unsets. The token reaches execd as EXECD_ACCESS_TOKEN (execd unsets it at
+ * once), never in argv where `ps` would show it. */
 char **sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l);
 /* Without the launcher shell, for a provider whose execd starts the entrypoint itself (execd
- * `-- ENTRYPOINT`): argv = execd --listen 127.0.0.1:PORT --state-dir DIR [--ready-fd N]
- * [-- ENTRYPOINT...]; envp = PATH, HOME, the request's env, EXECD_ACCESS_TOKEN (execd unsets it
- * before anything else runs, so the entrypoint and commands never see it). */
+ * `-- ENTRYPOINT`): argv = execd --listen HOST:PORT --state-dir DIR [--ready-fd N]
+ * [-- ENTRYPOINT...]; envp = PATH, HOME (unless l->home is NULL), the request's env,
+ * EXECD_ACCESS_TOKEN (execd unsets it before anything else runs, so the entrypoint and commands
+ * never see it). */
 char **sbx_launch_execd_argv(const struct sbx_record *sb, const struct sbx_launch *l);
 char **sbx_launch_execd_env(const struct sbx_record *sb, const struct sbx_launch *l);
 void sbx_strv_free(char **v);
+/* The launcher shell script: reads SBX_EXECD, SBX_EXECD_LISTEN (host:port), SBX_EXECD_TOKEN and
+ * SBX_EXECD_STATE from its environment, unsets them, starts "$@" in the background and execs
+ * execd. Run as `sh -c SCRIPT sbx-launch ENTRYPOINT...`. */
+const char *sbx_launch_script(void);
 
 #endif

@@ -5,6 +5,10 @@
  * it: the caller marks the entry busy (so no other operation starts on it), writes the
  * transition to the store, drops the lock and hands the provider a private copy of the
  * record; the provider's new private data is merged back under the lock.
+ *
+ * Lazy providers (registry.c) are built on the first operation that needs one, outside the
+ * lock; until then their entries have no provider (e->prov NULL), are not polled, and keep
+ * their stored state.
  */
 #include "server/manager.h"
 
@@ -13,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "common/cleanup.h"
 #include "common/log.h"
@@ -22,12 +27,22 @@
 
 struct entry {
     struct sbx_record *sb;
-    struct sbx_provider *prov;
-    bool busy;        /* an operation is running on it */
-    bool create_done; /* the create job has finished (either way) */
+    struct sbx_provider *prov; /* NULL: a lazy provider not built yet, or not configured */
+    bool busy;                 /* an operation is running on it */
+    bool create_done;          /* the create job has finished (either way) */
+    bool reap_warned;          /* the reaper could not get its provider (warned once) */
+    char spec_hash[SBX_SPEC_HASH_LEN + 1];
     struct entry *next_job;
     sbx_error *create_err;
 };
+
+typedef int (*prov_op)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
+
+/* The reason of the Stopping state of a stop (a Stopping without it is a delete). */
+#define SBX_REASON_STOP "STOP_REQUESTED"
+
+#define POLL_MS         250    /* find-or-create: between two status polls */
+#define WAIT_USABLE_DEF 120000 /* find-or-create: default deadline */
 
 struct sbx_mgr {
     pthread_mutex_t mu;
@@ -56,6 +71,7 @@ find(struct sbx_mgr *m, const char *id)
 static void
 add_entry(struct sbx_mgr *m, struct entry *e)
 {
+    sbx_record_spec_hash(e->sb, e->spec_hash);
     if (m->n == m->cap) {
         m->cap = m->cap ? m->cap * 2 : 64;
         m->items = sbx_xrealloc(m->items, m->cap * sizeof(struct entry *));
@@ -121,6 +137,51 @@ acquire(struct sbx_mgr *m, const char *id, struct entry **out, sbx_error **err)
     return 0;
 }
 
+/* Like acquire, for operations that need the provider. */
+static int
+acquire_with_prov(struct sbx_mgr *m, const char *id, struct entry **out, sbx_error **err)
+{
+    int r = acquire(m, id, out, err);
+    if (r >= 0 && *out && !(*out)->prov)
+        r = sbx_error_set(err, SBX_EUNAVAIL, 0,
+                          "sandbox `%s`: its provider `%s` is not enabled in this server's config",
+                          id, (*out)->sb->provider);
+    return r;
+}
+
+/* Give every entry of provider `name` that has none yet the built provider p. */
+static void
+attach_prov(struct sbx_mgr *m, const char *name, struct sbx_provider *p)
+{
+    for (size_t i = 0; i < m->n; i++) {
+        if (!m->items[i]->prov && strcmp(m->items[i]->sb->provider, name) == 0)
+            m->items[i]->prov = p;
+    }
+}
+
+/* Make sure the entry `id` has its provider, building a lazy one first (outside the lock, so a
+ * slow build never stalls other requests). Unknown ids and unconfigured providers are left to
+ * the caller (acquire and acquire_with_prov report them). */
+static int
+ensure_prov(struct sbx_mgr *m, const char *id, sbx_error **err)
+{
+    char name[SBX_NAME_MAX] = "";
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = find(m, id);
+    if (e && !e->prov)
+        (void)snprintf(name, sizeof name, "%s", e->sb->provider);
+    pthread_mutex_unlock(&m->mu);
+    if (!*name || !sbx_registry_resolve(m->opts.registry, name))
+        return 0;
+    struct sbx_provider *p = NULL;
+    if (sbx_registry_acquire(m->opts.registry, name, &p, err) < 0)
+        return sbx_error_wrap(err, "sandbox `%s`", id);
+    pthread_mutex_lock(&m->mu);
+    attach_prov(m, name, p);
+    pthread_mutex_unlock(&m->mu);
+    return 0;
+}
+
 /* ---- create ---- */
 
 static void
@@ -136,6 +197,8 @@ run_create(struct sbx_mgr *m, struct entry *e)
         /* Record what exists before starting it, so a crash here can be cleaned up. */
         pthread_mutex_lock(&m->mu);
         merge_priv(e, work);
+        /* Registry credentials served the provider's pull; the store keeps no copy. */
+        (void)json_object_del(e->sb->image, "auth");
         transition(m, e, "Pending", "PROVISIONING", "starting");
         pthread_mutex_unlock(&m->mu);
         r = ops->start(e->prov, work, &err);
@@ -144,6 +207,7 @@ run_create(struct sbx_mgr *m, struct entry *e)
         (void)ops->delete (e->prov, work, NULL);
     pthread_mutex_lock(&m->mu);
     merge_priv(e, work);
+    (void)json_object_del(e->sb->image, "auth");
     if (r < 0) {
         sbx_warn("sandbox %s: create failed: %s", e->sb->id, sbx_error_msg(err));
         transition(m, e, "Failed", "PROVISIONING_ERROR", sbx_error_msg(err));
@@ -214,19 +278,137 @@ enqueue_create(struct sbx_mgr *m, struct entry *e, sbx_error **err)
     return 0;
 }
 
-int
-sbx_mgr_create(struct sbx_mgr *m, struct sbx_record *sb, struct sbx_record **out, sbx_error **err)
+/* ---- find-or-create ---- */
+
+static bool
+dead_state(const char *s)
 {
-    struct entry *e = sbx_xcalloc(1, sizeof *e);
-    e->sb = sb;
-    e->prov = sbx_registry_get(m->opts.registry, sb->provider);
-    e->busy = true;
+    return strcmp(s, "Failed") == 0 || strcmp(s, "Terminated") == 0;
+}
+
+/* The newest entry of provider `prov` with reuse key `key` and spec hash `hash` that is not
+ * Failed or Terminated. */
+static struct entry *
+find_reusable(struct sbx_mgr *m, const char *prov, const char *key, const char *hash)
+{
+    struct entry *best = NULL;
+    for (size_t i = 0; i < m->n; i++) {
+        struct entry *e = m->items[i];
+        const char *k = sbx_record_reuse_key(e->sb);
+        if (!k || strcmp(k, key) != 0 || strcmp(e->sb->provider, prov) != 0 ||
+            strcmp(e->spec_hash, hash) != 0 || dead_state(e->sb->state))
+            continue;
+        if (!best || e->sb->created_ms > best->sb->created_ms)
+            best = e;
+    }
+    return best;
+}
+
+/* Ask e's provider for its live state (lock dropped meanwhile; e is busy). */
+static int
+poll_status(struct sbx_mgr *m, struct entry *e, struct sbx_provider_status *st, sbx_error **err)
+{
+    struct sbx_record *work = sbx_record_dup(e->sb);
+    pthread_mutex_unlock(&m->mu);
+    int r = e->prov->ops->status(e->prov, work, st, err);
     pthread_mutex_lock(&m->mu);
-    int r = e->prov ? enqueue_create(m, e, err)
-                    : sbx_error_set(err, SBX_EINVAL, 0, "unknown provider `%s`", sb->provider);
-    if (r < 0) {
+    sbx_record_free(work);
+    return r;
+}
+
+/* Run the provider op that makes a startable (or stopped-on-the-provider) e usable: resume a
+ * Paused sandbox, start any other one. e is busy; the lock is dropped during the op. */
+static int
+wake(struct sbx_mgr *m, struct entry *e, sbx_error **err)
+{
+    bool paused = strcmp(e->sb->state, "Paused") == 0;
+    prov_op op = paused ? e->prov->ops->resume : e->prov->ops->start;
+    char before[SBX_NAME_MAX];
+    (void)snprintf(before, sizeof before, "%s", e->sb->state);
+    transition(m, e, paused ? "Resuming" : "Starting", "REUSE", "find-or-create");
+    struct sbx_record *work = sbx_record_dup(e->sb);
+    pthread_mutex_unlock(&m->mu);
+    int r = op ? op(e->prov, work, err)
+               : sbx_error_set(err, SBX_EINVAL, 0, "provider `%s` cannot resume", e->prov->name);
+    pthread_mutex_lock(&m->mu);
+    merge_priv(e, work);
+    sbx_record_free(work);
+    if (r < 0)
+        transition(m, e, before, "OPERATION_FAILED", sbx_error_msg(err ? *err : NULL));
+    else
+        transition(m, e, "Running", "SANDBOX_RUNNING", "reused (find-or-create)");
+    return r;
+}
+
+/* Wait until e is usable, within the deadline: 1 = usable (reuse it), 0 = terminal (it is now
+ * Failed; never reused), < 0 = error. Called with the lock held and e marked busy. */
+static int
+wait_usable(struct sbx_mgr *m, struct entry *e, sbx_error **err)
+{
+    int64_t wait = m->opts.wait_usable_ms > 0 ? m->opts.wait_usable_ms : WAIT_USABLE_DEF;
+    uint64_t deadline = sbx_now_ms() + (uint64_t)wait;
+    for (;;) {
+        struct sbx_provider_status st = {0};
+        if (poll_status(m, e, &st, err) < 0)
+            return sbx_error_wrap(err, "find-or-create: sandbox `%s`", e->sb->id);
+        if (st.cls == SBX_CLASS_USABLE && strcmp(e->sb->state, "Running") == 0)
+            return 1;
+        if (st.cls == SBX_CLASS_USABLE || st.cls == SBX_CLASS_STARTABLE)
+            return wake(m, e, err) < 0
+                       ? sbx_error_wrap(err, "find-or-create: start `%s`", e->sb->id)
+                       : 1;
+        if (st.cls == SBX_CLASS_TERMINAL) {
+            transition(m, e, "Failed", st.reason[0] ? st.reason : "SANDBOX_LOST", st.state);
+            sbx_info("sandbox %s: %s on its provider; find-or-create makes a new one", e->sb->id,
+                     st.state);
+            return 0;
+        }
+        if (sbx_now_ms() >= deadline)
+            return sbx_error_set(err, SBX_ETIMEDOUT, 0,
+                                 "find-or-create: sandbox `%s` is still `%s` after %lld ms",
+                                 e->sb->id, st.state, (long long)wait);
         pthread_mutex_unlock(&m->mu);
-        sbx_record_free(sb);
+        (void)usleep(POLL_MS * 1000);
+        pthread_mutex_lock(&m->mu);
+    }
+}
+
+/* Look for a sandbox to reuse for sb (lock held). 1 and *out when one was made usable, 0 when
+ * none is left (create one), < 0 on error. Waits for busy candidates (a create or start of the
+ * same key in progress), so creates with one key never race each other. */
+static int
+reuse(struct sbx_mgr *m, const struct sbx_record *sb, const char *hash, struct sbx_record **out,
+      sbx_error **err)
+{
+    const char *key = sbx_record_reuse_key(sb);
+    struct entry *e = NULL;
+    while (!m->stopping && (e = find_reusable(m, sb->provider, key, hash))) {
+        if (e->busy) {
+            pthread_cond_wait(&m->cv, &m->mu);
+            continue;
+        }
+        if (!e->prov)
+            e->prov = sbx_registry_peek(m->opts.registry, sb->provider);
+        e->busy = true;
+        int r = e->prov ? wait_usable(m, e, err)
+                        : sbx_error_set(err, SBX_EUNAVAIL, 0, "provider `%s` is not available",
+                                        sb->provider);
+        if (r > 0)
+            *out = sbx_record_dup(e->sb);
+        set_idle(m, e);
+        if (r != 0)
+            return r;
+    }
+    return 0;
+}
+
+/* Queue sb's entry (lock held) and wait for the create job. */
+static int
+create_locked(struct sbx_mgr *m, struct entry *e, struct sbx_record **out, sbx_error **err)
+{
+    int r = enqueue_create(m, e, err);
+    if (r < 0) {
+        sbx_record_free(e->sb);
         free(e);
         return r;
     }
@@ -238,6 +420,36 @@ sbx_mgr_create(struct sbx_mgr *m, struct sbx_record *sb, struct sbx_record **out
                           sbx_error_msg(e->create_err));
         sbx_error_clear(&e->create_err);
     }
+    return r;
+}
+
+int
+sbx_mgr_create(struct sbx_mgr *m, struct sbx_record *sb, struct sbx_record **out, sbx_error **err)
+{
+    struct sbx_provider *prov = NULL;
+    /* A lazy provider is built here, before anything is recorded: a missing secret is an
+     * error of this request, and the next one (after `sbx secret set`) builds it. */
+    int r = sbx_registry_acquire(m->opts.registry, sb->provider, &prov, err);
+    if (r < 0) {
+        sbx_record_free(sb);
+        return r;
+    }
+    struct entry *e = sbx_xcalloc(1, sizeof *e);
+    e->sb = sb;
+    e->prov = prov;
+    e->busy = true;
+    char hash[SBX_SPEC_HASH_LEN + 1];
+    sbx_record_spec_hash(sb, hash);
+    pthread_mutex_lock(&m->mu);
+    attach_prov(m, sb->provider, prov);
+    r = sbx_record_reuse_key(sb) ? reuse(m, sb, hash, out, err) : 0;
+    if (r != 0) {
+        pthread_mutex_unlock(&m->mu);
+        sbx_record_free(sb);
+        free(e);
+        return r > 0 ? 0 : r;
+    }
+    r = create_locked(m, e, out, err);
     pthread_mutex_unlock(&m->mu);
     return r;
 }
@@ -288,18 +500,22 @@ sbx_mgr_list_free(struct sbx_record **items, size_t n)
 
 /* ---- operations on an existing sandbox ---- */
 
-typedef int (*prov_op)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
+/* A transition of an operation: the state and its reason. */
+struct step {
+    const char *state;
+    const char *reason;
+};
 
 /* Mark e busy in state `during`, run op on a copy without the lock, then land in `after`
- * (or `failed_state` when op fails; NULL keeps the previous state). */
+ * (or back in the previous state, reason OPERATION_FAILED, when op fails). */
 static int
-run_op(struct sbx_mgr *m, struct entry *e, prov_op op, const char *during, const char *after,
+run_op(struct sbx_mgr *m, struct entry *e, prov_op op, struct step during, struct step after,
        sbx_error **err)
 {
     char before[SBX_NAME_MAX];
     (void)snprintf(before, sizeof before, "%s", e->sb->state);
     e->busy = true;
-    transition(m, e, during, NULL, NULL);
+    transition(m, e, during.state, during.reason, NULL);
     struct sbx_record *work = sbx_record_dup(e->sb);
     pthread_mutex_unlock(&m->mu);
     int r = op(e->prov, work, err);
@@ -310,7 +526,7 @@ run_op(struct sbx_mgr *m, struct entry *e, prov_op op, const char *during, const
     if (r < 0)
         transition(m, e, before, "OPERATION_FAILED", sbx_error_msg(err ? *err : NULL));
     else
-        transition(m, e, after, NULL, NULL);
+        transition(m, e, after.state, after.reason, NULL);
     return r;
 }
 
@@ -340,6 +556,10 @@ delete_locked(struct sbx_mgr *m, struct entry *e, const char *reason, sbx_error 
 int
 sbx_mgr_delete(struct sbx_mgr *m, const char *id, const char *reason, sbx_error **err)
 {
+    /* A lazy provider (remote sandboxes) must be built to remove what it made: without it the
+     * delete fails (naming the missing secret) instead of leaking the remote sandbox. */
+    if (ensure_prov(m, id, err) < 0)
+        return -SBX_EUNAVAIL;
     pthread_mutex_lock(&m->mu);
     struct entry *e = NULL;
     /* A delete waits for an operation in progress (a create, a pause, a liveness cleanup)
@@ -353,38 +573,116 @@ sbx_mgr_delete(struct sbx_mgr *m, const char *id, const char *reason, sbx_error 
     return r;
 }
 
-static int
-pause_resume(struct sbx_mgr *m, const char *id, bool pause, sbx_error **err)
+/* An operation allowed only from some states: `from` lists them ("Running|Paused"). */
+struct op_spec {
+    const char *from;
+    prov_op (*pick)(const struct sbx_provider_ops *ops); /* the provider's op (may be NULL) */
+    const char *what;
+    struct step during, after;
+};
+
+static bool
+state_in(const char *state, const char *list)
 {
+    size_t n = strlen(state);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, "|");
+        if (len == n && strncmp(p, state, n) == 0)
+            return true;
+        p += len + (p[len] == '|');
+    }
+    return false;
+}
+
+static int
+lifecycle_op(struct sbx_mgr *m, const char *id, const struct op_spec *o, sbx_error **err)
+{
+    if (ensure_prov(m, id, err) < 0)
+        return -SBX_EUNAVAIL;
     pthread_mutex_lock(&m->mu);
     struct entry *e = NULL;
-    int r = acquire(m, id, &e, err);
-    const char *need = pause ? "Running" : "Paused";
-    if (r < 0 || !e) {
-        pthread_mutex_unlock(&m->mu);
-        return r;
-    }
-    if (strcmp(e->sb->state, need) != 0)
-        r = sbx_error_set(err, SBX_ECONFLICT, 0, "sandbox `%s` is %s, not %s", id, e->sb->state,
-                          need);
-    else if (pause)
-        r = run_op(m, e, e->prov->ops->pause, "Pausing", "Paused", err);
-    else
-        r = run_op(m, e, e->prov->ops->resume, "Resuming", "Running", err);
+    int r = acquire_with_prov(m, id, &e, err);
+    if (r >= 0 && !e)
+        r = -SBX_ENOTFOUND; /* (acquire sets e whenever it succeeds) */
+    prov_op op = r >= 0 ? o->pick(e->prov->ops) : NULL;
+    if (r >= 0 && !state_in(e->sb->state, o->from))
+        r = sbx_error_set(err, SBX_ECONFLICT, 0, "sandbox `%s` is %s; %s needs %s", id,
+                          e->sb->state, o->what, o->from);
+    else if (r >= 0 && !op)
+        r = sbx_error_set(err, SBX_EINVAL, 0, "provider `%s` cannot %s sandboxes", e->prov->name,
+                          o->what);
+    else if (r >= 0)
+        r = run_op(m, e, op, o->during, o->after, err);
     pthread_mutex_unlock(&m->mu);
     return r;
+}
+
+static prov_op
+pick_pause(const struct sbx_provider_ops *ops)
+{
+    return ops->pause;
+}
+
+static prov_op
+pick_resume(const struct sbx_provider_ops *ops)
+{
+    return ops->resume;
+}
+
+static prov_op
+pick_stop(const struct sbx_provider_ops *ops)
+{
+    return ops->stop;
+}
+
+static prov_op
+pick_start(const struct sbx_provider_ops *ops)
+{
+    return ops->start;
 }
 
 int
 sbx_mgr_pause(struct sbx_mgr *m, const char *id, sbx_error **err)
 {
-    return pause_resume(m, id, true, err);
+    static const struct op_spec o = {.from = "Running",
+                                     .pick = pick_pause,
+                                     .what = "pause",
+                                     .during = {"Pausing", NULL},
+                                     .after = {"Paused", "SANDBOX_PAUSED"}};
+    return lifecycle_op(m, id, &o, err);
 }
 
 int
 sbx_mgr_resume(struct sbx_mgr *m, const char *id, sbx_error **err)
 {
-    return pause_resume(m, id, false, err);
+    static const struct op_spec o = {.from = "Paused",
+                                     .pick = pick_resume,
+                                     .what = "resume",
+                                     .during = {"Resuming", NULL},
+                                     .after = {"Running", "SANDBOX_RUNNING"}};
+    return lifecycle_op(m, id, &o, err);
+}
+
+int
+sbx_mgr_stop(struct sbx_mgr *m, const char *id, sbx_error **err)
+{
+    static const struct op_spec o = {.from = "Running|Paused",
+                                     .pick = pick_stop,
+                                     .what = "stop",
+                                     .during = {"Stopping", SBX_REASON_STOP},
+                                     .after = {"Stopped", "SANDBOX_STOPPED"}};
+    return lifecycle_op(m, id, &o, err);
+}
+
+int
+sbx_mgr_start(struct sbx_mgr *m, const char *id, sbx_error **err)
+{
+    static const struct op_spec o = {.from = "Stopped",
+                                     .pick = pick_start,
+                                     .what = "start",
+                                     .during = {"Starting", "START_REQUESTED"},
+                                     .after = {"Running", "SANDBOX_RUNNING"}};
+    return lifecycle_op(m, id, &o, err);
 }
 
 int
@@ -432,6 +730,9 @@ int
 sbx_mgr_connect(struct sbx_mgr *m, const char *id, int port, int *fd, json_t **headers,
                 sbx_error **err)
 {
+    *headers = NULL;
+    if (ensure_prov(m, id, err) < 0)
+        return -SBX_EUNAVAIL;
     pthread_mutex_lock(&m->mu);
     struct entry *e = find(m, id);
     int r = 0;
@@ -440,8 +741,11 @@ sbx_mgr_connect(struct sbx_mgr *m, const char *id, int port, int *fd, json_t **h
     else if (strcmp(e->sb->state, "Running") != 0)
         r = sbx_error_set(err, SBX_ECONFLICT, 0, "sandbox `%s` is %s, not Running", id,
                           e->sb->state);
+    else if (!e->prov)
+        r = sbx_error_set(err, SBX_EUNAVAIL, 0, "sandbox `%s`: provider `%s` is not enabled", id,
+                          e->sb->provider);
     struct sbx_record *work = r >= 0 && e ? sbx_record_dup(e->sb) : NULL;
-    struct sbx_provider *p = e ? e->prov : NULL;
+    struct sbx_provider *p = r >= 0 && e ? e->prov : NULL;
     pthread_mutex_unlock(&m->mu);
     if (r < 0 || !work || !p)
         return r < 0 ? r : -SBX_ENOTFOUND;
@@ -453,32 +757,60 @@ sbx_mgr_connect(struct sbx_mgr *m, const char *id, int port, int *fd, json_t **h
 
 /* ---- TTL reaper ---- */
 
-static struct entry *
-next_expired(struct sbx_mgr *m, int64_t now)
+/* Ids of the expired sandboxes that are not busy (caller frees). */
+static size_t
+expired_ids(struct sbx_mgr *m, int64_t now, char (**out)[SBX_UUID_LEN + 1])
 {
+    pthread_mutex_lock(&m->mu);
+    char(*ids)[SBX_UUID_LEN + 1] = sbx_xcalloc(m->n + 1, sizeof *ids);
+    size_t k = 0;
     for (size_t i = 0; i < m->n; i++) {
         struct entry *e = m->items[i];
         if (!e->busy && e->sb->expires_ms && e->sb->expires_ms <= now)
-            return e;
+            memcpy(ids[k++], e->sb->id, sizeof ids[0]);
     }
-    return NULL;
+    pthread_mutex_unlock(&m->mu);
+    *out = ids;
+    return k;
+}
+
+/* The reaper cannot build a lazy provider (its secret is not set): warn once per sandbox and
+ * leave it - deleting the record alone would leak what the provider made. */
+static void
+warn_reap(struct sbx_mgr *m, const char *id, const sbx_error *err)
+{
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = find(m, id);
+    bool warn = e && !e->reap_warned;
+    if (e)
+        e->reap_warned = true;
+    pthread_mutex_unlock(&m->mu);
+    if (warn)
+        sbx_warn("sandbox %s: expired, but cannot be deleted yet: %s", id, sbx_error_msg(err));
 }
 
 int
 sbx_mgr_reap(struct sbx_mgr *m)
 {
+    char(*ids)[SBX_UUID_LEN + 1] = NULL;
+    size_t n = expired_ids(m, sbx_wall_ms(), &ids);
     int count = 0;
-    pthread_mutex_lock(&m->mu);
-    struct entry *e = NULL;
-    while (!m->stopping && (e = next_expired(m, sbx_wall_ms()))) {
-        char id[SBX_UUID_LEN + 1];
-        memcpy(id, e->sb->id, sizeof id);
+    for (size_t i = 0; i < n && !m->stopping; i++) {
         sbx_autoerror sbx_error *err = NULL;
-        if (delete_locked(m, e, "ttl_expiry", &err) < 0)
-            sbx_warn("sandbox %s: expiry delete failed: %s", id, sbx_error_msg(err));
-        count++;
+        if (ensure_prov(m, ids[i], &err) < 0) {
+            warn_reap(m, ids[i], err);
+            continue;
+        }
+        pthread_mutex_lock(&m->mu);
+        struct entry *e = find(m, ids[i]);
+        if (e && !e->busy && e->sb->expires_ms && e->sb->expires_ms <= sbx_wall_ms()) {
+            if (delete_locked(m, e, "ttl_expiry", &err) < 0)
+                sbx_warn("sandbox %s: expiry delete failed: %s", ids[i], sbx_error_msg(err));
+            count++;
+        }
+        pthread_mutex_unlock(&m->mu);
     }
-    pthread_mutex_unlock(&m->mu);
+    free(ids);
     return count;
 }
 
@@ -572,19 +904,68 @@ reaper_main(void *arg)
 
 /* ---- startup: load and reconcile ---- */
 
+/* A Stopping record is a delete in progress unless its reason says it is a stop. */
+static bool
+is_delete(const struct sbx_record *sb)
+{
+    return strcmp(sb->state, "Stopping") == 0 && strcmp(sb->reason, SBX_REASON_STOP) != 0;
+}
+
+/* The API state of a startable sandbox: Stopped when it was being stopped or started (or was
+ * stopped), else Paused. */
+static const char *
+startable_state(const char *stored)
+{
+    return state_in(stored, "Stopped|Stopping|Starting") ? "Stopped" : "Paused";
+}
+
+/* A sandbox of a lazy provider that is not built: nothing is read at startup (no secret, no
+ * network), so its live state is not asked for. Stable states are kept (the provider is asked
+ * on first use, and polled from then on); interrupted operations land where the user can
+ * retry them. */
+static void
+reconcile_deferred(struct sbx_mgr *m, struct entry *e)
+{
+    const char *s = e->sb->state;
+    if (strcmp(s, "Pending") == 0)
+        transition(m, e, "Failed", "PROVISION_INTERRUPTED",
+                   "the server stopped while the sandbox was being created; delete it to remove "
+                   "what its provider made");
+    else if (is_delete(e->sb))
+        transition(m, e, "Failed", "DELETE_INTERRUPTED",
+                   "the server stopped while the sandbox was being deleted; delete it again");
+    else if (state_in(s, "Stopping|Starting"))
+        transition(m, e, "Stopped", "RECONCILE_DEFERRED",
+                   "the server stopped during a stop or start; start it again");
+    else if (state_in(s, "Pausing|Resuming"))
+        transition(m, e, "Running", "RECONCILE_DEFERRED",
+                   "the server stopped during a pause or resume");
+}
+
 static void
 reconcile_live(struct sbx_mgr *m, struct entry *e)
 {
     struct sbx_provider_status st = {0};
     sbx_autoerror sbx_error *err = NULL;
-    if (e->prov->ops->reconcile(e->prov, e->sb, &st, &err) < 0) {
+    int r = e->prov->ops->reconcile(e->prov, e->sb, &st, &err);
+    if (r == -SBX_EUNAVAIL) {
+        /* The provider's backend (a Docker daemon, a cloud API) does not answer: that says
+         * nothing about the sandbox. Keep a stable stored state (the liveness check asks
+         * again); an interrupted stop, start, pause or resume lands where it can be retried. */
+        sbx_warn("reconcile: sandbox %s left %s: %s", e->sb->id, e->sb->state, sbx_error_msg(err));
+        reconcile_deferred(m, e);
+        return;
+    }
+    if (r < 0) {
         st.cls = SBX_CLASS_TERMINAL;
         (void)snprintf(st.reason, sizeof st.reason, "RECONCILE_FAILED");
     }
     if (st.cls == SBX_CLASS_USABLE) {
         transition(m, e, "Running", "SANDBOX_RUNNING", "re-adopted after a server restart");
     } else if (st.cls == SBX_CLASS_STARTABLE) {
-        transition(m, e, "Paused", "SANDBOX_PAUSED", "re-adopted after a server restart");
+        const char *to = startable_state(e->sb->state);
+        transition(m, e, to, strcmp(to, "Stopped") == 0 ? "SANDBOX_STOPPED" : "SANDBOX_PAUSED",
+                   "re-adopted after a server restart");
     } else {
         (void)e->prov->ops->delete (e->prov, e->sb, NULL);
         transition(m, e, "Failed", st.reason[0] ? st.reason : "SANDBOX_LOST",
@@ -597,14 +978,17 @@ static void
 reconcile_one(struct sbx_mgr *m, struct entry *e)
 {
     const char *s = e->sb->state;
-    if (!e->prov) {
-        if (strcmp(s, "Failed") != 0)
-            transition(m, e, "Failed", "PROVIDER_UNAVAILABLE",
-                       "its provider is not enabled in this server's config");
-        return;
-    }
     if (strcmp(s, "Failed") == 0 || strcmp(s, "Terminated") == 0)
         return;
+    if (!e->prov && sbx_registry_resolve(m->opts.registry, e->sb->provider)) {
+        reconcile_deferred(m, e);
+        return;
+    }
+    if (!e->prov) {
+        transition(m, e, "Failed", "PROVIDER_UNAVAILABLE",
+                   "its provider is not enabled in this server's config");
+        return;
+    }
     if (strcmp(s, "Pending") == 0) {
         /* A create that never finished: remove what it made; never leave it Pending. */
         (void)e->prov->ops->delete (e->prov, e->sb, NULL);
@@ -621,7 +1005,8 @@ load_cb(struct sbx_record *sb, void *ud)
     struct sbx_mgr *m = ud;
     struct entry *e = sbx_xcalloc(1, sizeof *e);
     e->sb = sb;
-    e->prov = sbx_registry_get(m->opts.registry, sb->provider);
+    /* Eager providers are built; a lazy one stays unbuilt (NULL) until first use. */
+    e->prov = sbx_registry_peek(m->opts.registry, sb->provider);
     e->create_done = true;
     add_entry(m, e);
 }
@@ -634,7 +1019,8 @@ reconcile_all(struct sbx_mgr *m, sbx_error **err)
     pthread_mutex_lock(&m->mu);
     for (size_t i = 0; i < m->n;) {
         struct entry *e = m->items[i];
-        if (strcmp(e->sb->state, "Stopping") == 0) {
+        if (is_delete(e->sb) &&
+            (e->prov || !sbx_registry_resolve(m->opts.registry, e->sb->provider))) {
             /* A delete that never finished: finish it. */
             sbx_autoerror sbx_error *derr = NULL;
             if (delete_locked(m, e, "user_delete", &derr) == 0)

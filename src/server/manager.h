@@ -24,6 +24,7 @@ struct sbx_mgr_opts {
     struct sbx_registry *registry; /* borrowed */
     size_t max_sandboxes;
     size_t workers;
+    int64_t wait_usable_ms; /* find-or-create: deadline for a transient sandbox (0 = 120 s) */
 };
 
 /* Load the store, reconcile every sandbox with its provider, start the workers and reaper. */
@@ -33,7 +34,14 @@ void sbx_mgr_free(struct sbx_mgr *mgr);
 
 /* Create sb (owned; id, provider, timestamps and spec filled) on the worker pool and wait until
  * it is Running or Failed. *out is a copy of the final record (also on failure, when the
- * record exists); a failed start returns its error. */
+ * record exists); a failed start returns its error. A lazy provider is built first; when that
+ * fails (a secret is not set) its error is returned and nothing is recorded.
+ *
+ * Find-or-create: when sb has a reuse key (extensions.reuseKey), the newest sandbox of the same
+ * provider with that key and the same spec hash is returned instead if it can be made usable:
+ * the provider is polled until the wait_usable deadline (transient states wait), a startable
+ * sandbox is started (or resumed), a terminal one is marked Failed and never reused - then a
+ * fresh sandbox is created. Creates with the same key run one at a time. */
 int sbx_mgr_create(struct sbx_mgr *mgr, struct sbx_record *sb, struct sbx_record **out,
                    sbx_error **err);
 /* A copy of the record. */
@@ -44,6 +52,10 @@ void sbx_mgr_list_free(struct sbx_record **items, size_t n);
 int sbx_mgr_delete(struct sbx_mgr *mgr, const char *id, const char *reason, sbx_error **err);
 int sbx_mgr_pause(struct sbx_mgr *mgr, const char *id, sbx_error **err);
 int sbx_mgr_resume(struct sbx_mgr *mgr, const char *id, sbx_error **err);
+/* Stop a Running or Paused sandbox, keeping its filesystem (state Stopped). */
+int sbx_mgr_stop(struct sbx_mgr *mgr, const char *id, sbx_error **err);
+/* Start a Stopped sandbox again (state Running once its execd answers). */
+int sbx_mgr_start(struct sbx_mgr *mgr, const char *id, sbx_error **err);
 /* Set a new expiry (ms since the epoch). SBX_ECONFLICT when the sandbox has no expiry. */
 int sbx_mgr_renew(struct sbx_mgr *mgr, const char *id, int64_t expires_ms, sbx_error **err);
 /* Apply a JSON merge patch to the metadata; the merged result is validated. */

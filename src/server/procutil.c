@@ -11,6 +11,8 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,24 +167,93 @@ wait_connected(int fd, int timeout_ms)
 }
 
 int
-sbx_net_connect_local(int port, int timeout_ms, int *fd_out, sbx_error **err)
+sbx_net_connect_ip4(const char *ip, int port, int timeout_ms, int *fd_out, sbx_error **err)
 {
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    if (inet_pton(AF_INET, ip, &sa.sin_addr) != 1)
+        return sbx_error_set(err, SBX_EINVAL, 0, "`%s` is not an IPv4 address", ip);
     sbx_autoclose int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
         return sbx_error_set(err, SBX_EIO, errno, "socket");
-    struct sockaddr_in sa = {.sin_family = AF_INET,
-                             .sin_port = htons((uint16_t)port),
-                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     int e = 0;
     if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
         e = errno == EINPROGRESS ? wait_connected(fd, timeout_ms) : errno;
     if (e)
-        return sbx_error_set(err, e == ETIMEDOUT ? SBX_ETIMEDOUT : SBX_EIO, e,
-                             "connect to 127.0.0.1:%d", port);
+        return sbx_error_set(err, e == ETIMEDOUT ? SBX_ETIMEDOUT : SBX_EIO, e, "connect to %s:%d",
+                             ip, port);
     /* Back to blocking: callers use poll with their own deadlines. */
     int fl = fcntl(fd, F_GETFL);
     if (fl >= 0)
         (void)fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
     *fd_out = sbx_steal_fd(&fd);
+    return 0;
+}
+
+int
+sbx_net_connect_local(int port, int timeout_ms, int *fd_out, sbx_error **err)
+{
+    return sbx_net_connect_ip4("127.0.0.1", port, timeout_ms, fd_out, err);
+}
+
+struct netns_job {
+    int netns_fd;
+    int port;
+    int fd;
+    int err;
+    const char *what;
+};
+
+static void *
+netns_connect_thread(void *arg)
+{
+    struct netns_job *j = arg;
+    /* setns(CLONE_NEWNET) changes only this thread, which exits right after; a socket keeps
+     * the namespace it was made in, so the fd works from any thread afterwards. */
+    j->what = "setns";
+    if (setns(j->netns_fd, CLONE_NEWNET) < 0) {
+        j->err = errno;
+        return NULL;
+    }
+    j->what = "socket";
+    sbx_autoclose int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (s < 0) {
+        j->err = errno;
+        return NULL;
+    }
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)j->port)};
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    j->what = "connect";
+    while (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0) {
+        if (errno != EINTR) {
+            j->err = errno;
+            return NULL;
+        }
+    }
+    j->fd = sbx_steal_fd(&s);
+    return NULL;
+}
+
+int
+sbx_netns_connect(pid_t pid, uint64_t start_time, int port, int *fd, sbx_error **err)
+{
+    char path[64];
+    (void)snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+    sbx_autoclose int ns = open(path, O_RDONLY | O_CLOEXEC);
+    /* Checked after the open: if the pid was recycled before it, the start time differs; after
+     * it, the fd pins the namespace we checked. */
+    if (ns < 0 || !sbx_proc_same(pid, start_time))
+        return sbx_error_set(err, SBX_ECONFLICT, ns < 0 ? errno : ESRCH, "process %d is gone",
+                             (int)pid);
+    struct netns_job j = {.netns_fd = ns, .port = port, .fd = -1};
+    pthread_t t;
+    int r = pthread_create(&t, NULL, netns_connect_thread, &j);
+    if (r != 0)
+        return sbx_error_set(err, SBX_EGENERIC, r, "create connect thread");
+    (void)pthread_join(t, NULL);
+    if (j.fd < 0)
+        return sbx_error_set(err, j.err == ECONNREFUSED ? SBX_EUNAVAIL : SBX_EIO, j.err,
+                             "connect to 127.0.0.1:%d in the network namespace of %d: %s", port,
+                             (int)pid, j.what);
+    *fd = j.fd;
     return 0;
 }

@@ -1,5 +1,5 @@
 /*
- * procutil.h - host process and loopback socket helpers for the process provider.
+ * procutil.h - host process and socket helpers of the providers.
  */
 #ifndef SBX_SERVER_PROCUTIL_H
 #define SBX_SERVER_PROCUTIL_H
@@ -30,5 +30,11 @@ int sbx_execd_ping_fd(int fd, const char *token);
 int sbx_net_free_port(int *port, sbx_error **err);
 /* Connect to 127.0.0.1:port within timeout_ms; CLOEXEC stream socket into *fd. */
 int sbx_net_connect_local(int port, int timeout_ms, int *fd, sbx_error **err);
+/* The same to ip (dotted IPv4):port. */
+int sbx_net_connect_ip4(const char *ip, int port, int timeout_ms, int *fd, sbx_error **err);
+/* A TCP socket connected to 127.0.0.1:port inside the network namespace of pid (which must
+ * still have start_time), made by a short-lived thread that setns()es there. Refused ->
+ * SBX_EUNAVAIL; pid gone -> SBX_ECONFLICT. */
+int sbx_netns_connect(pid_t pid, uint64_t start_time, int port, int *fd, sbx_error **err);
 
 #endif

@@ -1,14 +1,18 @@
 /*
  * provider.h - the provider interface and the registry of provider factories.
  *
- * A provider turns a sandbox record into something running: `process` (execd as a plain host
- * process, no isolation) today, `native` (the runtime) next. The manager owns the record and
- * writes every state transition to the store before it calls the provider; the provider keeps
- * what it needs to find its sandbox again (pid, start time, ports, tokens) in sb->priv, which
- * the manager persists after each call.
+ * A provider turns a sandbox record into something running: `native` (the runtime), `docker`
+ * (containers of a Docker Engine), `process` (execd as a plain host process, no isolation) or
+ * `daytona` (a remote cloud sandbox). The manager owns the record and writes every state
+ * transition to the store before it calls the provider; the provider keeps what it needs to find
+ * its sandbox again (pid, start time, ports, tokens) in sb->priv, which the manager persists
+ * after each call.
  *
  * All calls may block; the manager never calls two of them at once on the same sandbox (except
  * connect and status, which must be safe to call any time).
+ *
+ * `start` is called after `create` and again after `stop` (sb->priv then holds what the
+ * provider recorded; a stopped sandbox must report a STARTABLE status, not a terminal one).
  */
 #ifndef SBX_SERVER_PROVIDER_H
 #define SBX_SERVER_PROVIDER_H
@@ -44,8 +48,10 @@ struct sbx_provider_ops {
     int (*create)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
     /* Start the workload; return once it is usable (execd answers /ping) or failed. */
     int (*start)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
-    /* Stop the workload, keep the resources (start may run it again). */
+    /* Stop the workload, keep the resources and the filesystem (start runs it again). Also
+     * called on a paused sandbox. */
     int (*stop)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
+    /* Freeze / thaw. NULL: the provider cannot pause (the API answers 400). */
     int (*pause)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
     int (*resume)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
     /* Stop everything and remove every resource. Idempotent; works on half-made creates. */
@@ -62,6 +68,13 @@ struct sbx_provider_ops {
     /* Headers the router adds on requests to `port` (e.g. execd's access token); new ref or
      * NULL. */
     json_t *(*proxy_headers)(struct sbx_provider *p, const struct sbx_record *sb, int port);
+    /* Optional (NULL = accept). Called on the API thread before anything is recorded, with
+     * the create request (already checked for shape): refuse what this provider cannot or may
+     * not do (e.g. a host path outside its allow-list). Returns <0 with *code set to the API
+     * error code (e.g. "VOLUME::HOST_PATH_NOT_ALLOWED") and err saying why; the API answers
+     * 400. */
+    int (*check_create)(struct sbx_provider *p, const json_t *request, const char **code,
+                        sbx_error **err);
     void (*free)(struct sbx_provider *p);
 };
 
@@ -71,10 +84,15 @@ struct sbx_provider {
     void *data;
 };
 
+struct sbx_srv_secrets;
+
 /* What every provider factory gets besides its own settings. */
 struct sbx_provider_env {
     const char *state_dir; /* the server's state dir */
     const char *exe_dir;   /* the directory of the running sbx binary */
+    /* The secret store, opened on first use (secretsrv.h). Factories of lazy providers read
+     * their credentials here, by the names in their settings; never from the environment. */
+    struct sbx_srv_secrets *secrets;
 };
 
 struct sbx_provider_factory {
@@ -84,6 +102,13 @@ struct sbx_provider_factory {
                   struct sbx_provider **out, sbx_error **err);
     /* Keys the settings may hold (NULL-terminated); anything else is a config error. */
     const char *const *keys;
+    /* Optional: validate the settings at startup without reading secrets or touching the
+     * network (lazy providers: config mistakes still stop the server at startup). */
+    int (*check)(const json_t *settings, sbx_error **err);
+    /* Build on first use instead of at startup: for providers whose construction needs
+     * secrets. The registry then builds it outside its lock and caches it; a failed build
+     * (a secret not set yet) is not cached, so the next use tries again. */
+    bool lazy;
 };
 
 /* The factories compiled into this sbx (NULL-terminated by name). */
@@ -94,13 +119,27 @@ const struct sbx_provider_factory *sbx_provider_factory_find(const char *name);
 struct sbx_registry;
 struct sbx_server_config;
 
-/* Instantiate the supported providers of cfg. Fails on duplicates, unknown names, and a
- * default that is not in the supported set. */
+/* Set up the supported providers of cfg: eager ones are built now, lazy ones only checked.
+ * Fails on duplicates, unknown names, bad settings, and a default that is not in the
+ * supported set. */
 int sbx_registry_build(const struct sbx_server_config *cfg, const struct sbx_provider_env *env,
                        struct sbx_registry **out, sbx_error **err);
+/* Same, with another factory table (tests). */
+int sbx_registry_build_with(const struct sbx_server_config *cfg, const struct sbx_provider_env *env,
+                            const struct sbx_provider_factory *factories, struct sbx_registry **out,
+                            sbx_error **err);
 void sbx_registry_free(struct sbx_registry *reg);
-/* The provider called name (NULL or "" = the default), or NULL when not supported. */
-struct sbx_provider *sbx_registry_get(struct sbx_registry *reg, const char *name);
+/* The canonical name of the provider called name (NULL or "" = the default), or NULL when it
+ * is not supported. Never builds anything. Borrowed from the registry. */
+const char *sbx_registry_resolve(const struct sbx_registry *reg, const char *name);
+/* The provider called name (NULL or "" = the default), built on first use. Concurrent first
+ * uses build it once (the others wait for that build, other providers are not blocked).
+ * SBX_EINVAL when not supported; a failed build's error (e.g. SBX_EUNAVAIL: a secret is not
+ * set) is returned and nothing is cached. */
+int sbx_registry_acquire(struct sbx_registry *reg, const char *name, struct sbx_provider **out,
+                         sbx_error **err);
+/* The provider called name if it is built already, else NULL (never builds). */
+struct sbx_provider *sbx_registry_peek(struct sbx_registry *reg, const char *name);
 /* "a, b" - the supported names, for error messages. Borrowed. */
 const char *sbx_registry_names(const struct sbx_registry *reg);
 
@@ -115,5 +154,16 @@ extern const char *const sbx_provider_native_keys[];
 int sbx_provider_process_new(const json_t *settings, const struct sbx_provider_env *env,
                              struct sbx_provider **out, sbx_error **err);
 extern const char *const sbx_provider_process_keys[];
+
+/* The docker provider's factory (a Docker Engine API over a unix socket: dockerd or podman). */
+int sbx_provider_docker_new(const json_t *settings, const struct sbx_provider_env *env,
+                            struct sbx_provider **out, sbx_error **err);
+extern const char *const sbx_provider_docker_keys[];
+
+/* The Daytona provider's factory (lazy: it needs the API key from the secret store). */
+int sbx_provider_daytona_new(const json_t *settings, const struct sbx_provider_env *env,
+                             struct sbx_provider **out, sbx_error **err);
+int sbx_provider_daytona_check(const json_t *settings, sbx_error **err);
+extern const char *const sbx_provider_daytona_keys[];
 
 #endif

@@ -8,7 +8,14 @@
  * Network (setting `network`): `bridge` (default: an address on the sbx0 bridge with NAT for
  * egress; nothing on the host network can connect in) or `none` (loopback only). Either way the
  * router reaches execd and any port through sbx_rt_connect, a socket made inside the sandbox's
- * network namespace. Pause/resume is the cgroup freezer. The runtime records
+ * network namespace. The writable layer is on disk under <state>/upper (setting `upper`;
+ * "tmpfs" puts it in RAM, and such a sandbox cannot be stopped). Stop destroys the runtime
+ * sandbox but keeps its layer (marked kept, so gc leaves it) and its image pin; start runs a new
+ * runtime sandbox of the same id on that layer, with the image digest of the first start;
+ * delete removes both. Volumes: `host` binds from the allow-list `allowed_host_paths`
+ * and `pvc` named volumes under <state>/volumes (volumes.c); they are resolved at start from
+ * the request's volumes kept in the record (priv.volumes), so a restarted server still knows
+ * what to release. Pause/resume is the cgroup freezer. The runtime records
  * every sandbox under <state>/run before creating anything; a restarted server re-opens
  * running ones with sbx_rt_adopt (pid + start time checked) and sbx_rt_gc removes dead ones.
  */
@@ -35,13 +42,15 @@
 #include "server/procutil.h"
 #include "server/provider.h"
 #include "server/srvutil.h"
+#include "server/volumes.h"
 
 #define EXECD_PORT   44772
 #define DEFAULT_PIDS 4096
 #define EXECD_STATE  "/tmp/.sbx-execd"
 
-const char *const sbx_provider_native_keys[] = {"execd", "ping_timeout_ms", "cgroup_parent",
-                                                "network", NULL};
+const char *const sbx_provider_native_keys[] = {
+    "execd", "ping_timeout_ms", "cgroup_parent",      "network",
+    "upper", "upper_size",      "allowed_host_paths", NULL};
 
 struct handle {
     char id[SBX_UUID_LEN + 1];
@@ -53,6 +62,9 @@ struct native_data {
     struct sbx_native_bridge *bridge;
     struct sbx_rt_net_ops net_ops;
     enum sbx_rt_netmode net;
+    enum sbx_rt_upper upper;
+    uint64_t upper_size; /* the layer's size (tmpfs) or cap (disk); 0 = the runtime's default */
+    struct sbx_vols *vols;
     char *state_dir;
     char *execd;
     char *logs_dir;
@@ -131,14 +143,32 @@ take_handle(struct native_data *d, const char *id)
 
 /* ---- create / start ---- */
 
+static bool
+is_stopped(const struct sbx_record *sb)
+{
+    return json_is_true(json_object_get(sb->priv, "stopped"));
+}
+
+/* Where this sandbox's writable layer lives: chosen at create (the `upper` setting then) and
+ * kept for its life, so a start after a config change still finds the layer a stop kept. */
+static enum sbx_rt_upper
+upper_of(const struct native_data *d, const struct sbx_record *sb)
+{
+    const char *u = priv_str(sb, "upper");
+    if (!*u)
+        return d->upper;
+    return strcmp(u, "tmpfs") == 0 ? SBX_RT_UPPER_TMPFS : SBX_RT_UPPER_DISK;
+}
+
 static int
 native_create(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
-    (void)p;
     (void)err;
     char token[65];
     sbx_srv_random_hex(token, 32);
     (void)json_object_set_new(sb->priv, "token", json_string(token));
+    bool tmpfs = ndata(p)->upper == SBX_RT_UPPER_TMPFS;
+    (void)json_object_set_new(sb->priv, "upper", json_string(tmpfs ? "tmpfs" : "disk"));
     return 0;
 }
 
@@ -233,11 +263,18 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     char **argv = sbx_launch_execd_argv(sb, &l);
     char **envp = sbx_launch_execd_env(sb, &l);
     sbx_autoclose int logfd = open_log(d, sb->id);
+    /* A start after a stop runs on the layer the stop kept. */
+    bool restart = is_stopped(sb);
+    enum sbx_rt_upper upper = upper_of(d, sb);
     struct sbx_rt_spec spec = {.id = sb->id,
                                .argv = argv,
                                .env = envp,
                                .execd_path = d->execd,
                                .net = d->net,
+                               .upper = upper,
+                               .tmpfs_bytes = upper == SBX_RT_UPPER_TMPFS ? d->upper_size : 0,
+                               .disk_bytes = upper == SBX_RT_UPPER_DISK ? d->upper_size : 0,
+                               .reuse_upper = restart,
                                .as_init = true,
                                .pausable = true,
                                .start = true,
@@ -246,14 +283,31 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
                                .fd3 = ready[1]};
     struct sbx_rt_sandbox *h = NULL;
     struct sbx_native_image img = {0};
-    const char *uri = json_string_value(json_object_get(sb->image, "uri"));
+    struct sbx_vols_mounts mounts = {0};
+    const json_t *vols = json_object_get(sb->priv, "volumes");
+    /* ... and with the exact image of the first start (its digest): the layer's files are
+     * changes on top of that image. */
+    const char *digest = json_string_value(json_object_get(sb->priv, "image_digest"));
+    const char *uri = digest ? digest : json_string_value(json_object_get(sb->image, "uri"));
     int r = limits_into(sb, &spec, err);
     if (r >= 0)
         r = sbx_native_image_apply(&img, &spec, d->state_dir, uri, sb->id, err);
+    if (r >= 0 && img.img)
+        (void)json_object_set_new(sb->priv, "image_digest", json_string(img.img->digest));
+    if (r >= 0 && json_array_size(vols) > 0) {
+        r = sbx_vols_attach(d->vols, sb->id, vols, &mounts, err);
+        spec.volumes = mounts.vols;
+        spec.n_volumes = mounts.n;
+    }
+    bool attached = r >= 0 && json_array_size(vols) > 0;
     if (r >= 0)
         r = sbx_rt_create(&h, d->rt, &spec, err);
     (void)close(ready[1]); /* execd holds the only write end now: its exit reads as EOF */
-    sbx_native_image_release(&img, r < 0); /* the pin stays while the sandbox exists */
+    if (attached)
+        sbx_vols_started(d->vols, sb->id, &mounts); /* its record says whether it lives now */
+    /* The pin stays while the sandbox exists, also while it is stopped (a failed start after a
+     * stop keeps it: the kept layer still needs that image). */
+    sbx_native_image_release(&img, r < 0 && !restart);
     sbx_strv_free(argv);
     sbx_strv_free(envp);
     if (r < 0)
@@ -261,19 +315,60 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     pthread_mutex_lock(&d->mu);
     add_locked(d, sb->id, h);
     pthread_mutex_unlock(&d->mu);
+    (void)json_object_del(sb->priv, "stopped");
     record_pid(sb, h);
     return wait_ready(d, sb, ready_rd, err);
 }
 
 /* ---- the rest of the lifecycle ---- */
 
+/* The runtime sandbox id (its handle, or its record when the init is gone) is destroyed. */
+static int
+destroy_runtime(struct native_data *d, const char *id, bool paused, sbx_error **err)
+{
+    struct sbx_rt_sandbox *h = take_handle(d, id);
+    sbx_autoerror sbx_error *aerr = NULL;
+    if (!h && sbx_rt_adopt(&h, d->rt, id, &aerr) < 0) {
+        /* Not running (or never made): gc removes the records whose init is gone. */
+        struct sbx_rt_gc_stats st = {0};
+        (void)sbx_rt_gc(&st, d->rt, false, NULL);
+        return 0;
+    }
+    /* A frozen cgroup (v1) holds a SIGKILL until it is thawed. */
+    if (paused)
+        (void)sbx_rt_resume(h, NULL);
+    int r = sbx_rt_destroy(h, err);
+    sbx_rt_sandbox_free(h);
+    return r;
+}
+
+static void
+mark_stopped(struct sbx_record *sb)
+{
+    (void)json_object_set_new(sb->priv, "stopped", json_true());
+    (void)json_object_set_new(sb->priv, "paused", json_false());
+    (void)json_object_del(sb->priv, "pid");
+    (void)json_object_del(sb->priv, "start_time");
+}
+
+/* Stop is not delete: the processes, cgroups, bridge lease and runtime record go; the writable
+ * layer (kept first, so no destroy or gc removes it) and the image pin stay for the next
+ * start. A layer in RAM would be lost: refused, before anything is touched. */
 static int
 native_stop(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
-    struct sbx_rt_sandbox *h = NULL;
-    if (get_handle(ndata(p), sb->id, &h, err) < 0)
-        return -SBX_ENOTFOUND;
-    return sbx_rt_kill(h, SIGKILL, err);
+    struct native_data *d = ndata(p);
+    if (upper_of(d, sb) == SBX_RT_UPPER_TMPFS)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "sandbox `%s` keeps its writable layer in memory "
+                             "(providers.native.upper = \"tmpfs\"): stopping it would lose its "
+                             "files; delete it instead",
+                             sb->id);
+    if (sbx_rt_upper_keep(d->rt, sb->id, err) < 0 ||
+        destroy_runtime(d, sb->id, json_is_true(json_object_get(sb->priv, "paused")), err) < 0)
+        return sbx_error_wrap(err, "stop `%s`", sb->id);
+    mark_stopped(sb);
+    return 0;
 }
 
 static int
@@ -296,20 +391,40 @@ native_resume(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     return 0;
 }
 
-struct unpin_job {
-    char *state_dir;
+struct gone_job {
+    struct native_data *d; /* outlives the job: sbx_rt_close waits for async destroys */
     char id[SBX_UUID_LEN + 1];
+    json_t *volumes; /* the record's priv.volumes (a copy), may be NULL */
 };
 
-/* After the sandbox is gone: its image's layers may go. */
 static void
-unpin_when_gone(void *arg, int result)
+gone_job_free(struct gone_job *j)
 {
-    struct unpin_job *j = arg;
-    if (result >= 0)
-        sbx_native_image_unpin(j->state_dir, j->id);
-    free(j->state_dir);
+    json_decref(j->volumes);
     free(j);
+}
+
+/* What a sandbox keeps outside its runtime record, once that is gone: a kept writable layer
+ * (the sandbox was stopped once), its image pin, its volumes. */
+static int
+release_gone(struct gone_job *j, sbx_error **err)
+{
+    if (sbx_rt_upper_remove(j->d->rt, j->id, err) < 0)
+        return -SBX_EGENERIC;
+    sbx_native_image_unpin(j->d->state_dir, j->id);
+    sbx_vols_detach(j->d->vols, j->id, j->volumes);
+    return 0;
+}
+
+static void
+release_when_gone(void *arg, int result)
+{
+    struct gone_job *j = arg;
+    sbx_autoerror sbx_error *err = NULL;
+    /* A failed teardown leaves the record for gc: the layer, pin and volumes stay with it. */
+    if (result >= 0 && release_gone(j, &err) < 0)
+        sbx_warn("delete `%s`: %s", j->id, sbx_error_msg(err));
+    gone_job_free(j);
 }
 
 /* The sandbox is stopped (SIGKILL) before this returns; reaping its init (whose exit tears
@@ -323,21 +438,32 @@ native_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     struct sbx_rt_sandbox *h = take_handle(d, sb->id);
     sbx_autoerror sbx_error *aerr = NULL;
     if (!h && sbx_rt_adopt(&h, d->rt, sb->id, &aerr) < 0) {
-        /* Not running (or never made): gc removes the records whose init is gone. */
+        /* Not running (stopped, or never made): gc removes the records whose init is gone. */
         struct sbx_rt_gc_stats st = {0};
         (void)sbx_rt_gc(&st, d->rt, false, NULL);
     }
     sbx_autofree char *log = sbx_xasprintf("%s/%s.log", d->logs_dir, sb->id);
     (void)unlink(log);
-    if (!h) {
-        sbx_native_image_unpin(d->state_dir, sb->id);
-        return 0;
-    }
-    struct unpin_job *j = sbx_xcalloc(1, sizeof *j);
-    j->state_dir = sbx_xstrdup(d->state_dir);
+    struct gone_job *j = sbx_xcalloc(1, sizeof *j);
+    j->d = d;
     (void)snprintf(j->id, sizeof j->id, "%s", sb->id);
-    if (sbx_rt_destroy_async(h, unpin_when_gone, j, err) < 0) {
-        unpin_when_gone(j, -1);
+    j->volumes = json_deep_copy(json_object_get(sb->priv, "volumes"));
+    /* A layer kept by an earlier stop goes with the sandbox's teardown, so a crash before that
+     * is done leaves nothing that gc would keep. */
+    if (h && sbx_rt_upper_unkeep(d->rt, sb->id, err) < 0) {
+        gone_job_free(j);
+        pthread_mutex_lock(&d->mu);
+        add_locked(d, sb->id, h);
+        pthread_mutex_unlock(&d->mu);
+        return sbx_error_wrap(err, "delete `%s`", sb->id);
+    }
+    if (!h) {
+        int r = release_gone(j, err);
+        gone_job_free(j);
+        return r < 0 ? sbx_error_wrap(err, "delete `%s`", sb->id) : 0;
+    }
+    if (sbx_rt_destroy_async(h, release_when_gone, j, err) < 0) {
+        gone_job_free(j);
         return sbx_error_wrap(err, "delete `%s`", sb->id);
     }
     return 0;
@@ -351,7 +477,9 @@ native_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_pr
     (void)err;
     pid_t pid = (pid_t)json_integer_value(json_object_get(sb->priv, "pid"));
     uint64_t start = (uint64_t)json_integer_value(json_object_get(sb->priv, "start_time"));
-    if (!sbx_proc_same(pid, start))
+    if (is_stopped(sb))
+        sbx_provider_status_set(out, "stopped", SBX_CLASS_STARTABLE, "SANDBOX_STOPPED");
+    else if (!sbx_proc_same(pid, start))
         sbx_provider_status_set(out, "dead", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
     else if (json_is_true(json_object_get(sb->priv, "paused")))
         sbx_provider_status_set(out, "frozen", SBX_CLASS_STARTABLE, "SANDBOX_PAUSED");
@@ -364,9 +492,22 @@ static int
 native_reconcile(struct sbx_provider *p, struct sbx_record *sb, struct sbx_provider_status *out,
                  sbx_error **err)
 {
+    struct native_data *d = ndata(p);
     struct sbx_rt_sandbox *h = NULL;
     sbx_autoerror sbx_error *aerr = NULL;
-    if (get_handle(ndata(p), sb->id, &h, &aerr) < 0) {
+    /* Stopped, or a stop or start the server did not see finish: the layer is kept (a stop
+     * keeps it first), so nothing of the sandbox may run on - a start that was under way is
+     * undone - and the layer waits for the next start. */
+    bool interrupted = (strcmp(sb->state, "Stopping") == 0 || strcmp(sb->state, "Starting") == 0) &&
+                       sbx_rt_upper_kept(d->state_dir, sb->id);
+    if (is_stopped(sb) || interrupted) {
+        if (destroy_runtime(d, sb->id, json_is_true(json_object_get(sb->priv, "paused")), &aerr) <
+            0)
+            sbx_warn("sandbox %s: %s", sb->id, sbx_error_msg(aerr));
+        mark_stopped(sb);
+        return native_status(p, sb, out, err);
+    }
+    if (get_handle(d, sb->id, &h, &aerr) < 0) {
         sbx_provider_status_set(out, "dead", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
         return 0;
     }
@@ -393,6 +534,16 @@ native_proxy_headers(struct sbx_provider *p, const struct sbx_record *sb, int po
     return json_pack("{s:s}", "X-EXECD-ACCESS-TOKEN", priv_str(sb, "token"));
 }
 
+static int
+native_check_create(struct sbx_provider *p, const json_t *request, const char **code,
+                    sbx_error **err)
+{
+    json_t *vols = json_object_get(request, "volumes");
+    if (json_array_size(vols) == 0)
+        return 0;
+    return sbx_vols_check(ndata(p)->vols, vols, code, err);
+}
+
 static void
 free_data(struct native_data *d)
 {
@@ -401,6 +552,7 @@ free_data(struct native_data *d)
     free(d->hs);
     sbx_rt_close(d->rt);
     sbx_native_bridge_free(d->bridge);
+    sbx_vols_free(d->vols);
     free(d->state_dir);
     pthread_mutex_destroy(&d->mu);
     free(d->execd);
@@ -426,6 +578,7 @@ static const struct sbx_provider_ops native_ops = {
     .connect = native_connect,
     .reconcile = native_reconcile,
     .proxy_headers = native_proxy_headers,
+    .check_create = native_check_create,
     .free = native_free,
 };
 
@@ -455,10 +608,49 @@ parse_network(const char *s, enum sbx_rt_netmode *out, sbx_error **err)
     return 0;
 }
 
+/* `upper` ("disk", the default, or "tmpfs") and `upper_size` (a size such as "2Gi"; disk: a cap,
+ * default none; tmpfs: its size, default the memory limit, else 1 GiB). */
+static int
+parse_upper(const json_t *settings, enum sbx_rt_upper *mode, uint64_t *size, sbx_error **err)
+{
+    const char *u = json_string_value(json_object_get(settings, "upper"));
+    json_t *sz = json_object_get(settings, "upper_size");
+    *mode = SBX_RT_UPPER_DISK;
+    *size = 0;
+    if (json_object_get(settings, "upper") &&
+        (!u || (strcmp(u, "disk") != 0 && strcmp(u, "tmpfs") != 0)))
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "providers.native.upper must be \"disk\" or \"tmpfs\"");
+    if (u && strcmp(u, "tmpfs") == 0)
+        *mode = SBX_RT_UPPER_TMPFS;
+    if (!sz)
+        return 0;
+    if (!json_is_string(sz) || sbx_parse_size(json_string_value(sz), size, NULL) < 0 || !*size)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "providers.native.upper_size must be a size such as \"512Mi\"");
+    return 0;
+}
+
+/* Settings that must be strings when given (the config parser also lets lists through). */
+static int
+check_string_settings(const json_t *settings, sbx_error **err)
+{
+    static const char *const keys[] = {"execd", "cgroup_parent", "network", "upper", "upper_size"};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
+        json_t *v = json_object_get(settings, keys[i]);
+        if (v && !json_is_string(v))
+            return sbx_error_set(err, SBX_EINVAL, 0, "providers.native.%s must be a string",
+                                 keys[i]);
+    }
+    return 0;
+}
+
 int
 sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *env,
                         struct sbx_provider **out, sbx_error **err)
 {
+    if (check_string_settings(settings, err) < 0)
+        return -SBX_EINVAL;
     const char *execd = json_string_value(json_object_get(settings, "execd"));
     json_t *ping = json_object_get(settings, "ping_timeout_ms");
     if (ping && (!json_is_integer(ping) || json_integer_value(ping) < 100))
@@ -466,8 +658,14 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
     enum sbx_rt_netmode net = SBX_RT_NET_BRIDGE;
     if (parse_network(json_string_value(json_object_get(settings, "network")), &net, err) < 0)
         return -SBX_EINVAL;
+    enum sbx_rt_upper upper = SBX_RT_UPPER_DISK;
+    uint64_t upper_size = 0;
+    if (parse_upper(settings, &upper, &upper_size, err) < 0)
+        return -SBX_EINVAL;
     struct native_data *d = sbx_xcalloc(1, sizeof *d);
     d->net = net;
+    d->upper = upper;
+    d->upper_size = upper_size;
     d->state_dir = sbx_xstrdup(env->state_dir);
     (void)sbx_native_bridge_new(&d->bridge, env->state_dir, NULL);
     sbx_native_bridge_ops(&d->net_ops, d->bridge);
@@ -489,6 +687,11 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
         sbx_warn("provider `native`: %s", sbx_error_msg(gerr));
     d->execd = execd ? sbx_xstrdup(execd) : default_execd(env->exe_dir);
     d->logs_dir = sbx_xasprintf("%s/native-logs", env->state_dir);
+    if (sbx_vols_open(&d->vols, env->state_dir, json_object_get(settings, "allowed_host_paths"),
+                      err) < 0) {
+        free_data(d);
+        return -SBX_EINVAL;
+    }
     d->ping_timeout_ms = ping ? (int)json_integer_value(ping) : 10000;
     if (sbx_mkdir_p(d->logs_dir, 0700, err) < 0) {
         free_data(d);

@@ -196,6 +196,20 @@ write_pidfile(const struct sbx_record *sb, pid_t pid, uint64_t start, sbx_error 
     return sbx_write_file_atomic(path, line, (size_t)n, 0600, err);
 }
 
+/* Starting again after a stop: the old loopback port may have been taken meanwhile. */
+static int
+prepare_restart(struct sbx_record *sb, sbx_error **err)
+{
+    if (!json_is_true(json_object_get(sb->priv, "stopped")))
+        return 0;
+    int port = 0;
+    if (sbx_net_free_port(&port, err) < 0)
+        return sbx_error_wrap(err, "restart sandbox `%s`", sb->id);
+    (void)json_object_set_new(sb->priv, "port", json_integer(port));
+    (void)json_object_del(sb->priv, "stopped");
+    return 0;
+}
+
 static int
 proc_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
@@ -203,6 +217,8 @@ proc_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     if (access(d->execd, X_OK) < 0)
         return sbx_error_set(err, SBX_EUNAVAIL, errno,
                              "sbx-execd not found at `%s` (set providers.process.execd)", d->execd);
+    if (prepare_restart(sb, err) < 0)
+        return -SBX_EGENERIC;
     sbx_warn("sandbox %s: process provider, NO ISOLATION: execd runs as a plain host process",
              sb->id);
     pid_t pid = 0;
@@ -265,12 +281,20 @@ kill_session(const struct sbx_record *sb, int grace_ms)
     return 0;
 }
 
+/* Stop is not delete: the session goes, the sandbox's directory stays for the next start. */
 static int
 proc_stop(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
     (void)p;
     (void)err;
-    return kill_session(sb, 2000);
+    (void)kill_session(sb, 2000);
+    /* Forget the session: its pid may be reused by anyone once it is gone. */
+    sbx_autofree char *pidfile = sbx_xasprintf("%s/execd.pid", priv_str(sb, "dir"));
+    (void)unlink(pidfile);
+    (void)json_object_del(sb->priv, "pid");
+    (void)json_object_del(sb->priv, "start_time");
+    (void)json_object_set_new(sb->priv, "stopped", json_true());
+    return 0;
 }
 
 static int
@@ -338,13 +362,17 @@ proc_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_prov
     (void)p;
     (void)err;
     struct sbx_proc_info pi = {0};
+    if (json_is_true(json_object_get(sb->priv, "stopped"))) {
+        sbx_provider_status_set(out, "stopped", SBX_CLASS_STARTABLE, "SANDBOX_STOPPED");
+        return 0;
+    }
     pid_t sid = live_sid(sb);
     if (!sid || sbx_proc_info(sid, &pi, NULL) < 0) {
         sbx_provider_status_set(out, "dead", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
         return 0;
     }
     if (pi.state == 'T' || pi.state == 't')
-        sbx_provider_status_set(out, "stopped", SBX_CLASS_STARTABLE, "PROCESS_STOPPED");
+        sbx_provider_status_set(out, "paused", SBX_CLASS_STARTABLE, "PROCESS_STOPPED");
     else
         sbx_provider_status_set(out, "running", SBX_CLASS_USABLE, "PROCESS_RUNNING");
     return 0;

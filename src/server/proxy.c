@@ -6,6 +6,14 @@
  * arrives, response streamed back chunk by chunk (SSE is never buffered), WebSocket and other
  * upgrades spliced both ways on a thread of their own.
  *
+ * Errors while the client is still sending a body: most clients (Python's http.client, the
+ * SDKs' fetch) only read the answer once they have sent everything, so an answer sent early
+ * followed by a close reaches them as a broken pipe, not as an error. So the router reads the
+ * rest of the body and drops it, then answers: a sandbox that cannot be reached is a 404/409/
+ * 502 with {code, message}; an upstream that answered early and closed (e.g. execd refusing an
+ * upload) has that answer forwarded. Only a client that sent `Expect: 100-continue` (and is
+ * waiting for leave to send) is answered at once.
+ *
  * Security: the route requires the API key like the rest of the API; credentials meant for
  * this server (API key, Authorization, Cookie) are stripped, a client-sent
  * X-EXECD-ACCESS-TOKEN is dropped and the real one is added only by the provider, and `.`/`..`
@@ -45,6 +53,10 @@ enum chunk_state {
 struct sbx_proxy {
     struct sbx_srv *srv;
     int fd;
+    /* an error decided before the body was read: answered once it has been drained */
+    int err_status;
+    const char *err_code;
+    char *err_msg;
     bool chunked_up; /* we frame the request body as chunked */
     bool failed;     /* writing upstream failed */
     bool upgrade;    /* the client asked for an upgrade */
@@ -63,6 +75,7 @@ sbx_proxy_free(struct sbx_proxy *p)
         return;
     if (p->fd >= 0)
         (void)close(p->fd);
+    free(p->err_msg);
     free(p->buf);
     free(p);
 }
@@ -149,8 +162,10 @@ add_extra_headers(struct sbx_req *r, json_t *extra, struct sbx_buf *h)
 {
     const char *k = NULL;
     json_t *v = NULL;
-    json_object_foreach (extra, k, v)
-        (void)sbx_buf_printf(h, NULL, "%s: %s\r\n", k, json_string_value(v));
+    json_object_foreach (extra, k, v) {
+        if (strcasecmp(k, "Host") != 0) /* already in the request line's block */
+            (void)sbx_buf_printf(h, NULL, "%s: %s\r\n", k, json_string_value(v));
+    }
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     char ip[64] = "unknown";
@@ -171,12 +186,45 @@ build_head(struct sbx_req *r, struct sbx_proxy *p, int port, json_t *extra, stru
 {
     const char *q = strchr(r->raw_uri, '?');
     const char *rest = *r->route.rest ? r->route.rest : "/";
-    (void)sbx_buf_printf(h, NULL, "%s %s%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n", r->method, rest,
-                         q ? q : "", port);
+    /* A remote provider's proxy routes by Host (Daytona's preview host): it may say which. */
+    const char *host = json_string_value(json_object_get(extra, "Host"));
+    if (host)
+        (void)sbx_buf_printf(h, NULL, "%s %s%s HTTP/1.1\r\nHost: %s\r\n", r->method, rest,
+                             q ? q : "", host);
+    else
+        (void)sbx_buf_printf(h, NULL, "%s %s%s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n", r->method, rest,
+                             q ? q : "", port);
     (void)MHD_get_connection_values(r->conn, MHD_HEADER_KIND, copy_header, h);
     add_framing(r, p, h);
     add_extra_headers(r, extra, h);
     return sbx_buf_append_str(h, "\r\n", NULL);
+}
+
+/* True when a request body follows the head and the client is already sending it. */
+static bool
+body_in_flight(struct sbx_req *r)
+{
+    const char *cl = sbx_req_header(r, "Content-Length");
+    const char *te = sbx_req_header(r, "Transfer-Encoding");
+    const char *expect = sbx_req_header(r, "Expect");
+    uint64_t n = 0;
+    bool body = (cl && (sbx_parse_u64(cl, &n, NULL) < 0 || n > 0)) || (te && *te);
+    return body && !(expect && strcasecmp(expect, "100-continue") == 0);
+}
+
+/* Answer an error now, or after the body has been read and dropped (see the top comment). */
+static enum MHD_Result
+fail(struct sbx_req *r, int status, const char *code, const char *msg)
+{
+    struct sbx_proxy *p = r->proxy;
+    if (!p || !body_in_flight(r))
+        return sbx_http_send_error(r, status, code, msg);
+    p->err_status = status;
+    p->err_code = code;
+    free(p->err_msg);
+    p->err_msg = sbx_xstrdup(msg);
+    p->failed = true;
+    return MHD_YES;
 }
 
 static enum MHD_Result
@@ -184,30 +232,31 @@ connect_error(struct sbx_req *r, const sbx_error *err)
 {
     int code = sbx_error_code(err);
     if (code == SBX_ENOTFOUND)
-        return sbx_http_send_error(r, 404, "SANDBOX::SANDBOX_NOT_FOUND", sbx_error_msg(err));
+        return fail(r, 404, "SANDBOX::SANDBOX_NOT_FOUND", sbx_error_msg(err));
     if (code == SBX_ECONFLICT)
-        return sbx_http_send_error(r, 409, "SANDBOX::SANDBOX_NOT_RUNNING", sbx_error_msg(err));
-    return sbx_http_send_error(r, 502, "SANDBOX::PROXY_CONNECT_FAILED", sbx_error_msg(err));
+        return fail(r, 409, "SANDBOX::SANDBOX_NOT_RUNNING", sbx_error_msg(err));
+    if (code == SBX_EUNAVAIL) /* its provider cannot be built (a secret is not set) */
+        return fail(r, 503, "SANDBOX::PROVIDER_UNAVAILABLE", sbx_error_msg(err));
+    return fail(r, 502, "SANDBOX::PROXY_CONNECT_FAILED", sbx_error_msg(err));
 }
 
 enum MHD_Result
 sbx_proxy_begin(struct sbx_req *r)
 {
-    int port = sbx_route_port(r->route.port);
-    if (!sbx_srv_is_uuid(r->route.sandbox_id))
-        return sbx_http_send_error(r, 404, "SANDBOX::SANDBOX_NOT_FOUND", "no such sandbox");
-    if (port < 0)
-        return sbx_http_send_error(r, 400, "SANDBOX::INVALID_PORT", "port must be 1-65535");
-    if (!path_ok(r->route.rest))
-        return sbx_http_send_error(r, 400, "SANDBOX::INVALID_PARAMETER",
-                                   "`.`, `..` and encoded separators are not allowed in the "
-                                   "proxied path");
     struct sbx_proxy *p = sbx_xcalloc(1, sizeof *p);
     p->srv = r->srv;
     p->fd = -1;
     p->remaining = -1;
     p->upgrade = wants_upgrade(r);
     r->proxy = p;
+    int port = sbx_route_port(r->route.port);
+    if (!sbx_srv_is_uuid(r->route.sandbox_id))
+        return fail(r, 404, "SANDBOX::SANDBOX_NOT_FOUND", "no such sandbox");
+    if (port < 0)
+        return fail(r, 400, "SANDBOX::INVALID_PORT", "port must be 1-65535");
+    if (!path_ok(r->route.rest))
+        return fail(r, 400, "SANDBOX::INVALID_PARAMETER",
+                    "`.`, `..` and encoded separators are not allowed in the proxied path");
     json_t *extra = NULL;
     sbx_autoerror sbx_error *err = NULL;
     if (sbx_mgr_connect(r->srv->mgr, r->route.sandbox_id, port, &p->fd, &extra, &err) < 0)
@@ -218,8 +267,7 @@ sbx_proxy_begin(struct sbx_req *r)
     json_decref(extra);
     if (rc < 0 || sbx_write_all(p->fd, head.data, head.len) < 0) {
         sbx_buf_dispose(&head);
-        return sbx_http_send_error(r, 502, "SANDBOX::PROXY_ERROR",
-                                   "cannot send the request to the sandbox");
+        return fail(r, 502, "SANDBOX::PROXY_ERROR", "cannot send the request to the sandbox");
     }
     sbx_buf_dispose(&head);
     return MHD_YES;
@@ -619,13 +667,19 @@ enum MHD_Result
 sbx_proxy_end(struct sbx_req *r)
 {
     struct sbx_proxy *p = r->proxy;
+    if (p->err_status) /* decided before the body; the body has been drained by now */
+        return sbx_http_send_error(r, p->err_status, p->err_code, p->err_msg);
     if (p->chunked_up && !p->failed && sbx_write_all(p->fd, "0\r\n\r\n", 5) < 0)
         p->failed = true;
     char *end = NULL;
     int status = 0;
-    if (p->failed || read_final_head(p, &end, &status) < 0)
+    /* Even when sending the body failed, the upstream may have answered before it closed
+     * (a refused upload): that answer is what the client should see. */
+    if (read_final_head(p, &end, &status) < 0)
         return sbx_http_send_error(r, 502, "SANDBOX::PROXY_ERROR",
-                                   "the sandbox sent no valid response");
+                                   p->failed ? "the sandbox closed the connection before the "
+                                               "request was sent, without an answer"
+                                             : "the sandbox sent no valid response");
     char *lines = strstr(p->buf, "\r\n");
     /* the header copy in MHD owns its strings, so parsing in place is fine */
     return answer(r, p, status, lines ? lines + 2 : end);

@@ -1,6 +1,15 @@
 /*
  * registry.c - provider factories keyed by name, and the set the config enables.
+ *
+ * Eager providers (native, process) are built at startup. Lazy ones (daytona: it needs an API
+ * key) only record their settings - which hold secret *names* - and are built on first use:
+ * the factory runs outside the registry lock (a slow secret read or a provider's setup never
+ * blocks the other providers), concurrent first uses of the same provider wait for the one
+ * build in progress, and a failed build is not cached, so a secret set later is picked up by
+ * the next request without a restart.
  */
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,74 +24,133 @@ const struct sbx_provider_factory sbx_provider_factories[] = {
     {.name = "native", .create = sbx_provider_native_new, .keys = sbx_provider_native_keys},
 #endif
     {.name = "process", .create = sbx_provider_process_new, .keys = sbx_provider_process_keys},
+    {.name = "docker", .create = sbx_provider_docker_new, .keys = sbx_provider_docker_keys},
+    {.name = "daytona",
+     .create = sbx_provider_daytona_new,
+     .keys = sbx_provider_daytona_keys,
+     .check = sbx_provider_daytona_check,
+     .lazy = true},
     {0},
 };
 
-struct sbx_registry {
-    struct sbx_provider **items;
-    size_t n;
-    struct sbx_provider *def;
-    char *names;
+struct item {
+    const struct sbx_provider_factory *f;
+    char *name;
+    json_t *settings;       /* the provider's config group */
+    struct sbx_provider *p; /* NULL until built */
+    bool building;          /* a thread runs the factory now (without the lock) */
 };
 
-const struct sbx_provider_factory *
-sbx_provider_factory_find(const char *name)
+struct sbx_registry {
+    pthread_mutex_t mu; /* guards every item's p and building */
+    pthread_cond_t cv;  /* a build finished */
+    struct item *items;
+    size_t n;
+    struct item *def;
+    char *names;
+    struct sbx_provider_env env; /* copied strings */
+};
+
+static const struct sbx_provider_factory *
+find_in(const struct sbx_provider_factory *table, const char *name)
 {
-    for (const struct sbx_provider_factory *f = sbx_provider_factories; name && f->name; f++) {
+    for (const struct sbx_provider_factory *f = table; name && f->name; f++) {
         if (strcmp(f->name, name) == 0)
             return f;
     }
     return NULL;
 }
 
+const struct sbx_provider_factory *
+sbx_provider_factory_find(const char *name)
+{
+    return find_in(sbx_provider_factories, name);
+}
+
 static char *
-known_names(void)
+known_names(const struct sbx_provider_factory *table)
 {
     struct sbx_buf b;
     sbx_buf_init(&b, 4096);
-    for (const struct sbx_provider_factory *f = sbx_provider_factories; f->name; f++)
+    for (const struct sbx_provider_factory *f = table; f->name; f++)
         (void)sbx_buf_printf(&b, NULL, "%s%s", b.len ? ", " : "", f->name);
     return b.data ? b.data : sbx_xstrdup("");
 }
 
-static int
-add_one(struct sbx_registry *reg, const struct sbx_server_config *cfg, const char *name,
-        const struct sbx_provider_env *env, sbx_error **err)
+static struct item *
+find_item(const struct sbx_registry *reg, const char *name)
 {
+    if (!name || !*name)
+        return reg->def;
     for (size_t i = 0; i < reg->n; i++) {
-        if (strcmp(reg->items[i]->name, name) == 0)
-            return sbx_error_set(err, SBX_EINVAL, 0, "provider `%s` is configured twice", name);
+        if (strcmp(reg->items[i].name, name) == 0)
+            return &reg->items[i];
     }
-    const struct sbx_provider_factory *f = sbx_provider_factory_find(name);
+    return NULL;
+}
+
+/* Run f->create for it (no lock held) and name the result. */
+static int
+build(const struct sbx_registry *reg, const struct item *it, struct sbx_provider **out,
+      sbx_error **err)
+{
+    struct sbx_provider *p = NULL;
+    if (it->f->create(it->settings, &reg->env, &p, err) < 0)
+        return sbx_error_wrap(err, "provider `%s`", it->name);
+    (void)snprintf(p->name, sizeof p->name, "%s", it->name);
+    *out = p;
+    return 0;
+}
+
+static int
+add_one(struct sbx_registry *reg, const struct sbx_server_config *cfg,
+        const struct sbx_provider_factory *table, const char *name, sbx_error **err)
+{
+    if (find_item(reg, name) && *name)
+        return sbx_error_set(err, SBX_EINVAL, 0, "provider `%s` is configured twice", name);
+    const struct sbx_provider_factory *f = find_in(table, name);
     if (!f) {
-        char *known = known_names();
+        char *known = known_names(table);
         int r = sbx_error_set(err, SBX_EINVAL, 0, "unknown provider `%s` (this sbx has: %s)", name,
                               known);
         free(known);
         return r;
     }
     json_t *settings = json_object_get(cfg->provider_settings, name);
-    json_t *empty = json_object();
-    struct sbx_provider *p = NULL;
-    int r = f->create(settings ? settings : empty, env, &p, err);
-    json_decref(empty);
-    if (r < 0)
+    struct item *it = &reg->items[reg->n];
+    it->f = f;
+    it->name = sbx_xstrdup(name);
+    it->settings = settings ? json_incref(settings) : json_object();
+    reg->n++;
+    if (f->check && f->check(it->settings, err) < 0)
         return sbx_error_wrap(err, "provider `%s`", name);
-    (void)snprintf(p->name, sizeof p->name, "%s", name);
-    reg->items[reg->n++] = p;
+    if (!f->lazy)
+        return build(reg, it, &it->p, err);
     return 0;
 }
 
+static void
+copy_env(struct sbx_provider_env *dst, const struct sbx_provider_env *src)
+{
+    dst->state_dir = src->state_dir ? sbx_xstrdup(src->state_dir) : NULL;
+    dst->exe_dir = src->exe_dir ? sbx_xstrdup(src->exe_dir) : NULL;
+    dst->secrets = src->secrets;
+}
+
 int
-sbx_registry_build(const struct sbx_server_config *cfg, const struct sbx_provider_env *env,
-                   struct sbx_registry **out, sbx_error **err)
+sbx_registry_build_with(const struct sbx_server_config *cfg, const struct sbx_provider_env *env,
+                        const struct sbx_provider_factory *factories, struct sbx_registry **out,
+                        sbx_error **err)
 {
     struct sbx_registry *reg = sbx_xcalloc(1, sizeof *reg);
-    reg->items = sbx_xcalloc(cfg->n_providers + 1, sizeof(struct sbx_provider *));
+    pthread_mutex_init(&reg->mu, NULL);
+    pthread_cond_init(&reg->cv, NULL);
+    copy_env(&reg->env, env);
+    reg->items = sbx_xcalloc(cfg->n_providers + 1, sizeof(struct item));
     struct sbx_buf names;
     sbx_buf_init(&names, 4096);
     for (size_t i = 0; i < cfg->n_providers; i++) {
-        if (add_one(reg, cfg, cfg->providers[i], env, err) < 0) {
+        if (add_one(reg, cfg, factories, cfg->providers[i], err) < 0) {
             sbx_buf_dispose(&names);
             sbx_registry_free(reg);
             return -SBX_EINVAL;
@@ -90,11 +158,11 @@ sbx_registry_build(const struct sbx_server_config *cfg, const struct sbx_provide
         (void)sbx_buf_printf(&names, NULL, "%s%s", i ? ", " : "", cfg->providers[i]);
     }
     reg->names = names.data ? names.data : sbx_xstrdup("");
-    reg->def = sbx_registry_get(reg, cfg->default_provider);
+    reg->def = cfg->default_provider ? find_item(reg, cfg->default_provider) : NULL;
     if (!reg->def) {
         int r = sbx_error_set(err, SBX_EINVAL, 0,
                               "default provider `%s` is not in the supported set (%s)",
-                              cfg->default_provider, reg->names);
+                              cfg->default_provider ? cfg->default_provider : "", reg->names);
         sbx_registry_free(reg);
         return r;
     }
@@ -102,28 +170,84 @@ sbx_registry_build(const struct sbx_server_config *cfg, const struct sbx_provide
     return 0;
 }
 
+int
+sbx_registry_build(const struct sbx_server_config *cfg, const struct sbx_provider_env *env,
+                   struct sbx_registry **out, sbx_error **err)
+{
+    return sbx_registry_build_with(cfg, env, sbx_provider_factories, out, err);
+}
+
 void
 sbx_registry_free(struct sbx_registry *reg)
 {
     if (!reg)
         return;
-    for (size_t i = 0; i < reg->n; i++)
-        reg->items[i]->ops->free(reg->items[i]);
+    for (size_t i = 0; i < reg->n; i++) {
+        if (reg->items[i].p)
+            reg->items[i].p->ops->free(reg->items[i].p);
+        free(reg->items[i].name);
+        json_decref(reg->items[i].settings);
+    }
     free(reg->items);
     free(reg->names);
+    free((char *)reg->env.state_dir);
+    free((char *)reg->env.exe_dir);
+    pthread_cond_destroy(&reg->cv);
+    pthread_mutex_destroy(&reg->mu);
     free(reg);
 }
 
-struct sbx_provider *
-sbx_registry_get(struct sbx_registry *reg, const char *name)
+const char *
+sbx_registry_resolve(const struct sbx_registry *reg, const char *name)
 {
-    if ((!name || !*name) && reg->def)
-        return reg->def;
-    for (size_t i = 0; name && i < reg->n; i++) {
-        if (strcmp(reg->items[i]->name, name) == 0)
-            return reg->items[i];
+    const struct item *it = find_item(reg, name);
+    return it ? it->name : NULL;
+}
+
+struct sbx_provider *
+sbx_registry_peek(struct sbx_registry *reg, const char *name)
+{
+    pthread_mutex_lock(&reg->mu);
+    struct item *it = find_item(reg, name);
+    struct sbx_provider *p = it ? it->p : NULL;
+    pthread_mutex_unlock(&reg->mu);
+    return p;
+}
+
+int
+sbx_registry_acquire(struct sbx_registry *reg, const char *name, struct sbx_provider **out,
+                     sbx_error **err)
+{
+    struct item *it = find_item(reg, name);
+    if (!it)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "provider `%.64s` is not supported by this server (supported: %s)",
+                             name ? name : "", reg->names);
+    pthread_mutex_lock(&reg->mu);
+    /* One build at a time per provider: later callers wait for it, then use its result (or,
+     * if it failed, try themselves - each caller gets its own up-to-date error). */
+    while (!it->p && it->building)
+        pthread_cond_wait(&reg->cv, &reg->mu);
+    if (it->p) {
+        *out = it->p;
+        pthread_mutex_unlock(&reg->mu);
+        return 0;
     }
-    return NULL;
+    it->building = true;
+    pthread_mutex_unlock(&reg->mu);
+    /* The factory runs without the lock: reading a secret (or anything slow a provider does
+     * to set itself up) must not hold up the other providers. */
+    struct sbx_provider *p = NULL;
+    int r = build(reg, it, &p, err);
+    pthread_mutex_lock(&reg->mu);
+    it->building = false;
+    if (r >= 0)
+        it->p = p;
+    pthread_cond_broadcast(&reg->cv);
+    pthread_mutex_unlock(&reg->mu);
+    if (r >= 0)
+        *out = p;
+    return r;
 }
 
 const char *

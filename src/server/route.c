@@ -70,6 +70,10 @@ match_sandbox_sub(const char *method, const struct segs *s, struct sbx_route_mat
         return pick(method, "POST", SBX_ROUTE_RESUME);
     if (s->n == 3 && seg_is(s, 2, "renew-expiration"))
         return pick(method, "POST", SBX_ROUTE_RENEW);
+    if (s->n == 3 && seg_is(s, 2, "stop"))
+        return pick(method, "POST", SBX_ROUTE_STOP);
+    if (s->n == 3 && seg_is(s, 2, "start"))
+        return pick(method, "POST", SBX_ROUTE_START);
     if (s->n == 4 && seg_is(s, 2, "endpoints")) {
         copy_seg(m->port, s, 3);
         return pick(method, "GET", SBX_ROUTE_ENDPOINT);
@@ -106,6 +110,26 @@ match_sandboxes(const char *method, const char *path, struct sbx_route_match *m)
     return match_sandbox_sub(method, &s, m);
 }
 
+/* /admin/secrets[/{name}] */
+static enum sbx_route_id
+match_secrets(const char *method, const char *path, struct sbx_route_match *m)
+{
+    const char *rest = path + strlen("/admin/secrets");
+    if (*rest == '\0')
+        return pick(method, "GET", SBX_ROUTE_SECRET_LIST);
+    rest++; /* the '/' */
+    size_t n = strlen(rest);
+    if (n == 0 || strchr(rest, '/'))
+        return SBX_ROUTE_NOT_FOUND;
+    if (n <= SBX_ROUTE_SECRET_MAX)
+        memcpy(m->secret, rest, n + 1);
+    if (strcmp(method, "GET") == 0)
+        return SBX_ROUTE_SECRET_GET;
+    if (strcmp(method, "PUT") == 0)
+        return SBX_ROUTE_SECRET_SET;
+    return pick(method, "DELETE", SBX_ROUTE_SECRET_DELETE);
+}
+
 static enum sbx_route_id
 match(const char *method, const char *path, struct sbx_route_match *m)
 {
@@ -117,6 +141,8 @@ match(const char *method, const char *path, struct sbx_route_match *m)
         return pick(method, "POST", SBX_ROUTE_METRICS_EVENTS);
     if (strcmp(path, "/sandboxes") == 0 || strncmp(path, "/sandboxes/", 11) == 0)
         return match_sandboxes(method, path, m);
+    if (strcmp(path, "/admin/secrets") == 0 || strncmp(path, "/admin/secrets/", 15) == 0)
+        return match_secrets(method, path, m);
     if (strcmp(path, "/snapshots") == 0 || strncmp(path, "/snapshots/", 11) == 0 ||
         strcmp(path, "/pools") == 0 || strncmp(path, "/pools/", 7) == 0)
         return SBX_ROUTE_UNSUPPORTED;

@@ -19,19 +19,27 @@ enum sbx_route_id {
     SBX_ROUTE_PAUSE,
     SBX_ROUTE_RESUME,
     SBX_ROUTE_RENEW,
+    SBX_ROUTE_STOP,  /* sbx extension: stop, keep the filesystem */
+    SBX_ROUTE_START, /* sbx extension: start a stopped sandbox */
     SBX_ROUTE_ENDPOINT,
     SBX_ROUTE_PROXY,
     SBX_ROUTE_METRICS_EVENTS,
     SBX_ROUTE_UNSUPPORTED, /* known OpenSandbox API we do not implement (snapshots, pools...) */
     SBX_ROUTE_PREFLIGHT,   /* CORS OPTIONS */
+    SBX_ROUTE_SECRET_LIST, /* sbx admin API: GET /admin/secrets */
+    SBX_ROUTE_SECRET_GET,  /* GET /admin/secrets/{name}: names and dates, never values */
+    SBX_ROUTE_SECRET_SET,  /* PUT /admin/secrets/{name} */
+    SBX_ROUTE_SECRET_DELETE,
 };
 
-#define SBX_ROUTE_SEG_MAX 64
+#define SBX_ROUTE_SEG_MAX    64
+#define SBX_ROUTE_SECRET_MAX 128
 
 struct sbx_route_match {
     enum sbx_route_id id;
     char sandbox_id[SBX_ROUTE_SEG_MAX + 1]; /* raw segment ("" when too long) */
     char port[SBX_ROUTE_SEG_MAX + 1];       /* raw segment */
+    char secret[SBX_ROUTE_SECRET_MAX + 1];  /* admin: the raw secret name segment */
     const char *rest; /* proxy: the path after the port ("" or starting with '/'), in path */
 };
 

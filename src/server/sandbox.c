@@ -3,6 +3,7 @@
  */
 #include "server/sandbox.h"
 
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -70,4 +71,43 @@ sbx_record_set_state(struct sbx_record *sb, const char *state, const char *reaso
     free(sb->message);
     sb->message = message ? sbx_xstrdup(message) : NULL;
     sb->last_transition_ms = sbx_wall_ms();
+}
+
+const char *
+sbx_record_reuse_key(const struct sbx_record *sb)
+{
+    const char *k = json_string_value(json_object_get(sb->extensions, SBX_REUSE_KEY_EXT));
+    return k && *k ? k : NULL;
+}
+
+bool
+sbx_reuse_key_valid(const char *key)
+{
+    size_t n = key ? strlen(key) : 0;
+    static const char ok[] =
+        "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:/@=+-";
+    return n >= 1 && n <= SBX_REUSE_KEY_MAX && strspn(key, ok) == n;
+}
+
+void
+sbx_record_spec_hash(const struct sbx_record *sb, char out[SBX_SPEC_HASH_LEN + 1])
+{
+    json_t *ext = sb->extensions ? json_deep_copy(sb->extensions) : json_object();
+    (void)json_object_del(ext, SBX_REUSE_KEY_EXT);
+    (void)json_object_del(ext, "provider");
+    /* Registry credentials are not spec (and the store keeps no copy of them). */
+    json_t *image = sb->image ? json_copy(sb->image) : NULL;
+    (void)json_object_del(image, "auth");
+    json_t *spec =
+        json_pack("{s:s, s:o?, s:O?, s:O?, s:O?, s:O?, s:o}", "provider", sb->provider, "image",
+                  image, "entrypoint", sb->entrypoint, "env", sb->env, "resourceLimits", sb->limits,
+                  "volumes", json_object_get(sb->priv, "volumes"), "extensions", ext);
+    /* Sorted keys, no whitespace: the same spec always serialises to the same bytes. */
+    char *text = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
+    unsigned char h[crypto_generichash_BYTES_MIN]; /* 16 bytes; the first 8 are used */
+    crypto_generichash(h, sizeof h, (const unsigned char *)(text ? text : ""),
+                       text ? strlen(text) : 0, NULL, 0);
+    free(text);
+    json_decref(spec);
+    (void)sodium_bin2hex(out, SBX_SPEC_HASH_LEN + 1, h, SBX_SPEC_HASH_LEN / 2);
 }

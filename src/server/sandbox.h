@@ -5,6 +5,7 @@
 #define SBX_SERVER_SANDBOX_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "server/srvutil.h"
@@ -26,8 +27,15 @@ struct sbx_record {
     json_t *metadata;   /* object */
     json_t *limits;     /* object (resourceLimits) */
     json_t *extensions; /* object */
-    json_t *priv;       /* provider-private object (pid, start time, port, token...) */
+    json_t *priv;       /* provider-private object (pid, start time, port, token...); a create
+                           with volumes starts it as {"volumes": [the request's Volume objects]} */
 };
+
+/* Find-or-create (sbx extension): a create whose `extensions` hold this key returns the
+ * existing sandbox with the same key and spec when it can be made usable. */
+#define SBX_REUSE_KEY_EXT "reuseKey"
+#define SBX_REUSE_KEY_MAX 128
+#define SBX_SPEC_HASH_LEN 16
 
 /* A fresh record with empty JSON fields. */
 struct sbx_record *sbx_record_new(void);
@@ -37,5 +45,14 @@ void sbx_record_free(struct sbx_record *sb);
 /* Set state, reason (may be NULL) and message (may be NULL, copied); stamps the transition. */
 void sbx_record_set_state(struct sbx_record *sb, const char *state, const char *reason,
                           const char *message);
+
+/* The record's reuse key (extensions.reuseKey), or NULL. Borrowed. */
+const char *sbx_record_reuse_key(const struct sbx_record *sb);
+/* True when key is a valid reuse key: 1-128 characters of [A-Za-z0-9._:/@=+-]. */
+bool sbx_reuse_key_valid(const char *key);
+/* What makes two sandboxes interchangeable - provider, image (not its registry credentials),
+ * entrypoint, env, resource limits, volumes, extensions other than reuseKey and provider (not
+ * metadata, not the expiry) - hashed into 16 hex characters. */
+void sbx_record_spec_hash(const struct sbx_record *sb, char out[SBX_SPEC_HASH_LEN + 1]);
 
 #endif

@@ -23,6 +23,7 @@
 #include "server/httpd.h"
 #include "server/manager.h"
 #include "server/provider.h"
+#include "server/secretsrv.h"
 #include "server/srvutil.h"
 #include "server/store.h"
 
@@ -113,6 +114,7 @@ struct parts {
     struct sbx_server_config cfg;
     int lock_fd;
     char *exe_dir;
+    struct sbx_srv_secrets *secrets;
     struct sbx_store *store;
     struct sbx_registry *reg;
     struct sbx_mgr *mgr;
@@ -135,18 +137,24 @@ open_parts(struct parts *p, sbx_error **err)
     sbx_autofree char *db = sbx_xasprintf("%s/sbx.db", dir);
     if (sbx_store_open(db, &p->store, err) < 0)
         return -SBX_EIO;
-    struct sbx_provider_env env = {.state_dir = dir, .exe_dir = p->exe_dir};
+    /* Only the location: nothing of the secret store is read until a provider or the admin API
+     * needs it. */
+    sbx_autofree char *secrets_dir = sbx_xasprintf("%s/secrets", dir);
+    p->secrets = sbx_srv_secrets_new(secrets_dir, p->cfg.secrets_key_file);
+    struct sbx_provider_env env = {.state_dir = dir, .exe_dir = p->exe_dir, .secrets = p->secrets};
     if (sbx_registry_build(&p->cfg, &env, &p->reg, err) < 0)
         return sbx_error_wrap(err, "providers");
     struct sbx_mgr_opts mo = {.store = p->store,
                               .registry = p->reg,
                               .max_sandboxes = (size_t)p->cfg.max_sandboxes,
-                              .workers = (size_t)p->cfg.create_workers};
+                              .workers = (size_t)p->cfg.create_workers,
+                              .wait_usable_ms = p->cfg.wait_usable_s * 1000};
     if (sbx_mgr_new(&mo, &p->mgr, err) < 0)
         return -SBX_EGENERIC;
     p->srv.cfg = &p->cfg;
     p->srv.mgr = p->mgr;
     p->srv.reg = p->reg;
+    p->srv.secrets = p->secrets;
     return sbx_http_start(&p->srv, err);
 }
 
@@ -156,6 +164,7 @@ close_parts(struct parts *p)
     sbx_http_stop(&p->srv);
     sbx_mgr_free(p->mgr);
     sbx_registry_free(p->reg);
+    sbx_srv_secrets_free(p->secrets);
     sbx_store_close(p->store);
     if (p->lock_fd >= 0)
         (void)close(p->lock_fd);

@@ -3,11 +3,19 @@
 #   tests/compat/run.sh SBX_BINARY PROVIDER WORKDIR
 # Installs the pinned SDK with npm into WORKDIR, starts `sbx serve` on a free loopback port
 # with a fresh state dir, runs scenarios.test.mjs with node's test runner, stops the server
-# by PID. Exit 77 (skip) only when node/npm are missing.
+# by PID. Exit 77 (skip) only when node/npm are missing (docker: or no engine can start).
 set -uo pipefail
 sbx=$1 provider=$2 work=$3
 here=$(cd "$(dirname "$0")" && pwd)
 command -v node >/dev/null && command -v npm >/dev/null || { echo "skip: node/npm not installed"; exit 77; }
+
+# provider docker: a private engine (dockerd, else podman) and a local registry holding a
+# BusyBox image, started around this script by engine.py (it sets SBX_DOCKER_* and SBX_IMAGE;
+# exit 77 only when neither engine can start).
+if [[ $provider == docker && -z ${SBX_DOCKER_SOCKET:-} ]]; then
+  exec python3 "$here/../integration/docker/engine.py" run --engine "${SBX_DOCKER_ENGINE:-dockerd}" \
+    -- "$0" "$@"
+fi
 
 mkdir -p "$work"
 cp "$here/package.json" "$here/scenarios.test.mjs" "$work/"
@@ -18,9 +26,16 @@ fi
 
 state=$(mktemp -d /tmp/sbx-compat-XXXXXX)
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-cat > "$state/sbx.conf" <<CONF
+if [[ $provider == docker ]]; then
+  cat > "$state/sbx.conf" <<CONF
+providers = { supported = ["docker"]; default = "docker";
+  docker = { socket = "$SBX_DOCKER_SOCKET"; network = "none"; cgroup_parent = "$SBX_DOCKER_CGROUP"; }; };
+CONF
+else
+  cat > "$state/sbx.conf" <<CONF
 providers = { supported = ["native", "process"]; default = "native"; };
 CONF
+fi
 "$sbx" serve --listen "127.0.0.1:$port" --state-dir "$state" --config "$state/sbx.conf" \
   >"$state/server.log" 2>&1 &
 pid=$!

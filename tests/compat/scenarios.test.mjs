@@ -143,6 +143,37 @@ test("files: write, read, info, search, move, replace, permissions, delete", asy
   assert.deepEqual(gone.logs.stdout.map((m) => m.text), ["1"]);
 });
 
+test("volumes: a pvc shared by claimName, read-only mounts, host paths need the allow-list", async (t) => {
+  const claim = `compat-${process.pid}`;
+  const pvc = (extra = {}) => ({
+    name: "data", mountPath: "/data",
+    pvc: { claimName: claim, deleteOnSandboxTermination: true }, ...extra,
+  });
+  const code = (re) => (err) => { assert.match(String(err.error?.code ?? err.message), re); return true; };
+  if (provider === "process") {
+    await assert.rejects(make({ volumes: [pvc()] }), code(/API_NOT_SUPPORTED/));
+    return;
+  }
+  if (provider !== "native") {
+    t.skip(`volume checks are written for the native and process providers, not ${provider}`);
+    return;
+  }
+  const a = await make({ volumes: [pvc()] });
+  let r = await a.commands.run("echo shared > /data/f && cat /data/f");
+  assert.deepEqual(r.logs.stdout.map((m) => m.text), ["shared"]);
+  const b = await make({ volumes: [pvc({ readOnly: true })] });
+  r = await b.commands.run("cat /data/f; echo x > /data/g; echo rc=$?");
+  assert.deepEqual(r.logs.stdout.map((m) => m.text), ["shared", "rc=1"]);
+  assert.match(r.logs.stderr.map((m) => m.text).join(""), /Read-only file system/);
+  await a.kill();
+  await b.kill();
+  await assert.rejects(make({ volumes: [{ name: "h", mountPath: "/h", host: { path: "/etc" } }] }),
+    code(/VOLUME::HOST_PATH_NOT_ALLOWED/));
+  await assert.rejects(make({
+    volumes: [{ name: "n", mountPath: "/n", pvc: { claimName: `${claim}-missing`, createIfNotExists: false } }],
+  }), code(/VOLUME::PVC_NOT_FOUND/));
+});
+
 test("endpoints: any port, scheme-less", async () => {
   const sbx = await make();
   const ep = await sbx.getEndpoint(44772);

@@ -100,6 +100,13 @@ test_lifecycle(void **state)
     assert_true(strlen(sbx_client_last_error(c)) > 0);
     assert_int_equal(sbx_sandbox_resume(c, id), 0);
     assert_int_equal(sbx_sandbox_resume(c, id), -SBX_ECONFLICT);
+    assert_int_equal(sbx_sandbox_start(c, id), -SBX_ECONFLICT);
+    assert_int_equal(sbx_sandbox_stop(c, id), 0);
+    assert_int_equal(sbx_sandbox_get(&s, c, id), 0);
+    assert_string_equal(s->state, "Stopped");
+    sbx_sandbox_free(s);
+    assert_int_equal(sbx_sandbox_stop(c, id), -SBX_ECONFLICT);
+    assert_int_equal(sbx_sandbox_start(c, id), 0);
     char *expires = NULL;
     assert_int_equal(sbx_sandbox_renew(&expires, c, id, 3600), 0);
     assert_non_null(expires);
@@ -109,6 +116,31 @@ test_lifecycle(void **state)
     assert_null(s);
     assert_int_equal(sbx_sandbox_delete(c, id), -SBX_ENOTFOUND);
     free(id);
+    sbx_client_free(c);
+}
+
+static void
+test_reuse_key(void **state)
+{
+    (void)state;
+    sbx_client *c = connect_client();
+    sbx_create_options o = SBX_CREATE_OPTIONS_INIT;
+    o.provider = provider;
+    o.reuse_key = "libsbx:reuse";
+    sbx_sandbox *a = NULL;
+    sbx_sandbox *b = NULL;
+    assert_int_equal(sbx_sandbox_create(&a, c, &o), 0);
+    assert_int_equal(sbx_sandbox_create(&b, c, &o), 0);
+    assert_string_equal(a->id, b->id); /* found, not created */
+    o.version = 1; /* a version-1 caller: no reuse_key field, always a new sandbox */
+    sbx_sandbox *v1 = NULL;
+    assert_int_equal(sbx_sandbox_create(&v1, c, &o), 0);
+    assert_string_not_equal(v1->id, a->id);
+    assert_int_equal(sbx_sandbox_delete(c, a->id), 0);
+    assert_int_equal(sbx_sandbox_delete(c, v1->id), 0);
+    sbx_sandbox_free(a);
+    sbx_sandbox_free(b);
+    sbx_sandbox_free(v1);
     sbx_client_free(c);
 }
 
@@ -283,6 +315,7 @@ main(int argc, char **argv)
     (void)close(fd);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_lifecycle, redirect_stderr, check_stderr),
+        cmocka_unit_test_setup_teardown(test_reuse_key, redirect_stderr, check_stderr),
         cmocka_unit_test_setup_teardown(test_exec, redirect_stderr, check_stderr),
         cmocka_unit_test_setup_teardown(test_files, redirect_stderr, check_stderr),
         cmocka_unit_test_setup_teardown(test_bad_arguments, redirect_stderr, check_stderr),

@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """sbx-execd commands: the SSE contract event by event, status, background logs with the
 byte cursor, interrupts, timeouts (the whole process group), sessions."""
+import contextlib
 import json
 import os
 import re
@@ -190,7 +191,8 @@ def test_sessions(ex):
     sid = ex.json("POST", "/session", "")["session_id"]
     check(re.fullmatch(r"[0-9a-f-]{36}", sid), "session id %r" % sid)
     st, ev = ex.stream("/session/%s/run" % sid, {"command": "export A=one; cd /tmp; echo x >&2"})
-    _, code, out, err = check_contract(ev)
+    init, code, out, err = check_contract(ev)
+    check(init == sid, "a session run's init carries the session id (COMPAT 2.3): %r" % init)
     check(code == 0 and out == ["x"] and err == [], "stderr merged into stdout: %r" % ev)
     st, ev = ex.stream("/session/%s/run" % sid, {"command": "echo $A; pwd"})
     _, code, out, _ = check_contract(ev)
@@ -269,10 +271,124 @@ def test_concurrent_100(ex):
         check(r == ["n%d" % i], "command %d: %r" % (i, r))
 
 
+def direct_count(ex):
+    """How many commands execd exec'd without bash so far (its debug log; local only)."""
+    return len(re.findall(r"direct exec of [^\n]*: started", ex.read_log()))
+
+
+def run_out(ex, cmd, **kw):
+    body = dict(kw, command=cmd)
+    st, ev = ex.stream("/command", body)
+    check(st == 200, "%r: status %d %r" % (cmd, st, ev))
+    return check_contract(ev)
+
+
+def test_direct_exec_env(ex):
+    """`env` (plain words: exec'd directly where the shell is bash 5.2) sees exactly the
+    variables `"env"` (quoted: always through bash, which execs it) sees."""
+    d = "/tmp/execd-direct-%d" % os.getpid()
+    ex.json("POST", "/directories", {d: {"mode": 755}})
+    cases = [
+        {},
+        {"cwd": d},
+        {"cwd": d, "envs": {"PWD": "/", "OLDPWD": "/usr", "SHLVL": "5", "_": "x", "Z": "1"}},
+        {"cwd": d, "envs": {"PWD": d + "/.", "OLDPWD": "/nonexistent-sbx", "SHLVL": ""}},
+        {"envs": {"SHLVL": "998", "LC_ALL": "C", "odd-name": "v"}},
+        {"envs": {"IFS": "x", "BASH_ENV": "/nonexistent-sbx"}},  # bash for both
+    ]
+    for kw in cases:
+        pairs = [("env", '"env"')]
+        if not ex.external:  # a BusyBox root has no /usr/bin/env
+            pairs.append(("/usr/bin/env", "'/usr/bin/env'"))
+        for direct, viabash in pairs:
+            before = direct_count(ex)
+            _, code, fast, _ = run_out(ex, direct, **kw)
+            used = direct_count(ex) - before
+            _, code2, slow, _ = run_out(ex, viabash, **kw)
+            check(code == code2 == 0, "exit codes %d %d" % (code, code2))
+            check(sorted(fast) == sorted(slow),
+                  "env differs for %r:\n direct %r\n bash   %r" % (kw, sorted(fast), sorted(slow)))
+            if not ex.external and BASH52:
+                want = 0 if "IFS" in kw.get("envs", {}) else 1
+                check(used == want, "%r %r: %d direct execs, want %d" % (direct, kw, used, want))
+    ex.request("DELETE", "/directories?path=" + d)
+
+
+def test_direct_exec_shell_semantics(ex):
+    """Whatever needs the shell still gets it; both paths keep the SSE contract."""
+    d = "/tmp/execd-direct2-%d" % os.getpid()
+    ex.json("POST", "/directories", {d: {"mode": 755}})
+    cases = [
+        # command, expected exit code, expected stdout, goes direct (bash 5.2 only)
+        ("true", 0, [], True),
+        ("false", 1, [], True),
+        ("true --help", 0, [], False),          # the builtin ignores arguments
+        ("ls -d /", 0, ["/"], True),
+        ("cd /tmp", 0, [], False),
+        ("echo $HOME", 0, ["/sbx-home"], False),
+        ("ls -d /us*", 0, ["/usr"], False),
+        ("echo a | tr a b", 0, ["b"], False),
+        ("exit 3", 3, [], False),
+        ("FOO=bar env", 0, None, False),
+        ("no-such-command-sbx", 127, [], False),
+        ("printf x", 0, ["x"], False),
+        ("  ls   -d   /  ", 0, ["/"], True),
+        (d + "/noshebang", 0, ["from-script"], False),  # ENOEXEC: bash runs it as a script
+        ("sbx-rel-cmd", 0, ["relative"], False),          # found via PATH="." only
+    ]
+    script = d + "/noshebang"
+    run_out(ex, "printf 'echo from-script\\n' > %s; chmod +x %s" % (script, script))
+    run_out(ex, "printf '#!/bin/sh\\necho relative\\n' > %s/sbx-rel-cmd; chmod +x %s/sbx-rel-cmd"
+            % (d, d))
+    for cmd, want_code, want_out, direct in cases:
+        kw = {"envs": {"HOME": "/sbx-home"}}
+        if cmd == "sbx-rel-cmd":
+            kw = {"cwd": d, "envs": {"PATH": ".:/usr/bin:/bin"}}
+        before = direct_count(ex)
+        _, code, out, _ = run_out(ex, cmd, **kw)
+        used = direct_count(ex) - before
+        check(code == want_code, "%r: exit %d, want %d" % (cmd, code, want_code))
+        if cmd == "FOO=bar env":
+            check("FOO=bar" in out, "assignment prefix lost: %r" % out)
+        else:
+            check(out == want_out, "%r: stdout %r, want %r" % (cmd, out, want_out))
+        if not ex.external and BASH52:
+            check(used == (1 if direct else 0), "%r: direct execs %d" % (cmd, used))
+    # the SSE contract is the same on both paths, event by event
+    for cmd in ("ls -d /", "ls -d / ;"):
+        st, events = ex.stream("/command", {"command": cmd})
+        check([e["type"] for e in events] == ["init", "stdout", "execution_complete"],
+              "%r: sequence %r" % (cmd, events))
+        check(events[1]["text"] == "/", "%r: %r" % (cmd, events))
+    for cmd in ("ls /nonexistent-sbx", "ls /nonexistent-sbx;"):
+        st, events = ex.stream("/command", {"command": cmd})
+        _, code, out, err = check_contract(events)
+        check(code != 0 and len(err) == 1 and not out, "%r: %r" % (cmd, events))
+    # background commands take the direct path too
+    st, ev = ex.stream("/command", {"command": "ls -d /", "background": True})
+    cid = check_contract(ev)[0]
+    wait_until(lambda: not ex.json("GET", "/command/status/" + cid)["running"], what="bg done")
+    st, _, data = ex.request("GET", "/command/%s/logs?cursor=0" % cid)
+    check(data == b"/\n", "background output %r" % data)
+    ex.request("DELETE", "/directories?path=" + d)
+
+
+def bash_is_52():
+    with contextlib.suppress(OSError):
+        with open("/bin/bash", "rb") as f:
+            m = re.search(rb"@\(#\)Bash version (\d+)\.(\d+)", f.read())
+        return bool(m) and int(m.group(1)) == 5 and int(m.group(2)) >= 2
+    return False
+
+
+BASH52 = bash_is_52()
+
+
 if __name__ == "__main__":
     run_tests([test_ping, test_echo_contract, test_lines_and_exit_code, test_not_found_127,
                test_binary_and_long_lines, test_cwd_envs, test_bad_requests,
                test_status_foreground, test_timeout_kills_group, test_background_logs_cursor,
                test_interrupt_background, test_interrupt_foreground, test_sessions,
-               test_envs_file, test_uid_gid, test_self_proxy, test_concurrent_100],
-              args=["--envs-file", ENVS_FILE], cleanup=[ENVS_DIR])
+               test_envs_file, test_uid_gid, test_self_proxy, test_concurrent_100,
+               test_direct_exec_env, test_direct_exec_shell_semantics],
+              args=["--envs-file", ENVS_FILE, "--log-level", "debug"], cleanup=[ENVS_DIR])

@@ -76,7 +76,8 @@ def test_hostile_table(ex):
         ("wrong method", "PUT", "/ping", "", 405),
         ("bad multipart", "POST", "/files/upload", "--x\r\nnope", 400),
         ("huge mv list item", "POST", "/files/mv", json.dumps([{"src": 1, "dest": 2}]), 400),
-        ("code interpreter", "POST", "/code", '{"code": "1"}', 501),
+        ("code without code", "POST", "/code", '{"context": {}}', 400),
+        ("code NUL", "POST", "/code", '{"code": "1\\u0000"}', 400),
     ]
     os.symlink(os.path.join(ex.tmp, "loop"), os.path.join(ex.tmp, "loop"))
     for name, method, path, body, want in cases:

@@ -8,6 +8,7 @@ import os
 import pwd
 import socket
 import stat
+import subprocess
 import urllib.parse
 
 from harness import check, run_tests, wait_until
@@ -177,6 +178,30 @@ def test_upload_limit_413(ex):
     check(st == 200, "under the limit after a 413: %d" % st)
 
 
+def test_upload_full_filesystem_507(ex):
+    """A full filesystem is 507 INSUFFICIENT_STORAGE with {code, message}, leaves no partial
+    file, and the next upload (that fits) works on the same daemon. Needs root (a 1 MiB tmpfs
+    is mounted for it); skipped otherwise."""
+    if os.geteuid() != 0:
+        print("skip test_upload_full_filesystem_507: needs root for a small tmpfs")
+        return
+    small = d(ex, "small-fs")
+    os.makedirs(small, exist_ok=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "sbx-test", small], check=True)
+    try:
+        st, _, body = upload(ex, [({"path": small + "/big"}, b"F" * (3 << 20))])
+        check(st == 507, "full filesystem: %d %r" % (st, body[:200]))
+        err = json.loads(body)
+        check(err["code"] == "INSUFFICIENT_STORAGE" and "No space left" in err["message"],
+              "507 body %r" % err)
+        check(os.listdir(small) == [], "partial or temp file left: %r" % os.listdir(small))
+        st, _, body = upload(ex, [({"path": small + "/fits"}, b"f" * 4096)])
+        check(st == 200 and open(small + "/fits", "rb").read() == b"f" * 4096,
+              "an upload that fits, after the 507: %d %r" % (st, body[:200]))
+    finally:
+        subprocess.run(["umount", "-l", small], check=False)
+
+
 def test_download_and_ranges(ex):
     p = d(ex, "dl.bin")
     os.makedirs(d(ex), exist_ok=True)
@@ -293,5 +318,6 @@ def test_directories(ex):
 
 if __name__ == "__main__":
     run_tests(local_only=True, tests=[test_upload_and_info, test_upload_errors, test_upload_chunked,
-               test_upload_pipelined, test_upload_client_abort, test_upload_limit_413, test_download_and_ranges, test_permissions_mv_remove,
+               test_upload_pipelined, test_upload_client_abort, test_upload_limit_413, test_upload_full_filesystem_507,
+               test_download_and_ranges, test_permissions_mv_remove,
                test_search_replace, test_directories], args=["--max-upload", "4m"])

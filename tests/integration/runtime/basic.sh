@@ -59,6 +59,34 @@ grep -q changed /etc/hosts && fail "/etc/hosts change reached the host"
 run_rc "$SBX" run --image alpine -- /bin/true
 expect_eq "$rc" 125 "image rc"; grep -q 'alpine' "$TMP/err" || fail "image msg"
 
+# The writable layer on disk (--upper disk): it lives under <state>/upper/<id> while the
+# sandbox runs, more than the memory limit can be written to it (page cache, not RAM: a tmpfs
+# layer would OOM-kill), and it is gone afterwards. The default (tmpfs) is a RAM mount in the
+# sandbox's own namespace: nothing appears under <state>/upper.
+expect_eq "$("$SBX" run --upper disk -- /bin/sh -c 'echo hi > /tmp/f; cat /tmp/f')" "hi" "disk layer"
+"$SBX" run --upper disk --hostname diskbox -- /bin/sh -c \
+  'echo marker > /root/m; sleep 0.5' & disk_pid=$!
+wait_for_marker() {
+  for _ in $(seq 50); do
+    compgen -G "$SBX_STATE_DIR/upper/*/upper/root/m" >/dev/null && return 0; sleep 0.05
+  done
+  return 1
+}
+wait_for_marker || fail "disk layer: /root/m not under $SBX_STATE_DIR/upper/<id>/upper"
+wait "$disk_pid" || fail "disk layer sandbox failed"
+settle || fail "the disk layer sandbox's record was not removed"
+expect_eq "$(ls -A "$SBX_STATE_DIR/upper")" "" "disk layer removed after the run"
+"$SBX" run --upper disk --memory 64m -- /bin/sh -c \
+  'dd if=/dev/zero of=/tmp/big bs=1M count=160 2>/dev/null && ls -l /tmp/big' >"$TMP/out" \
+  || fail "160 MiB written to a disk layer with a 64m memory limit"
+grep -q 167772160 "$TMP/out" || fail "disk layer big file: $(cat "$TMP/out")"
+"$SBX" run --upper tmpfs -- /bin/sh -c 'echo x > /tmp/f'
+settle || fail "records left behind"
+expect_eq "$(ls -A "$SBX_STATE_DIR/upper")" "" "tmpfs layer: nothing on disk"
+"$SBX" run --upper disk --userns -- /bin/sh -c 'echo u > /tmp/f && id -u' >"$TMP/out"
+expect_eq "$(cat "$TMP/out")" "0" "disk layer in a user namespace"
+run_rc "$SBX" run --upper ram -- /bin/true; expect_eq "$rc" 2 "--upper ram is a usage error"
+
 # A user namespace: root inside is an unprivileged id outside.
 expect_eq "$("$SBX" run --userns -- /bin/sh -c 'id -u; cat /proc/self/uid_map' | tr -s ' \n' ' ')" \
   "0 0 1000000 65536 " "userns"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # kill -9 of `sbx run` (settled and mid-setup): the sandbox dies with it (PDEATHSIG on its
 # init), and what is left on the host (record, cgroups) is exactly what `sbx gc` removes.
-# gc without --all leaves a live sandbox alone.
+# gc without --all leaves a live sandbox alone. Half the runs keep their writable layer on disk
+# (--upper disk): gc removes those layers too, and layers whose record is gone (a reboot empties
+# the records tmpfs).
 source "$(dirname "$0")/common.sh" "$@"
 marker=SBX_CRASH_MARKER_$$
 export ASAN_OPTIONS=detect_leaks=0   # the sbx processes are SIGKILLed on purpose
@@ -12,11 +14,12 @@ wait_for() { # wait_for SECONDS CMD...: poll until CMD succeeds
   local end=$((SECONDS + $1)); shift
   until "$@"; do (( SECONDS < end )) || return 1; sleep 0.05; done
 }
+layers() { ls -A "$SBX_STATE_DIR/upper" 2>/dev/null | wc -l; }
 sandbox_running() { [[ $(marked_procs) -ge 1 ]]; }
 no_sandbox() { [[ $(marked_procs) -eq 0 ]]; }
 
 echo "== kill -9 of a settled sbx run"
-"$SBX" run -e "$marker=1" --memory 64m --pids 64 -- /bin/sleep 100 &
+"$SBX" run --upper disk -e "$marker=1" --memory 64m --pids 64 -- /bin/sleep 100 &
 sbx_pid=$!
 wait_for 10 sandbox_running || fail "sandbox did not start"
 kill -9 "$sbx_pid"
@@ -24,14 +27,17 @@ wait "$sbx_pid" 2>/dev/null || true
 wait_for 5 no_sandbox || fail "the sandbox survived its sbx run"
 [[ $(count_records) -eq 1 ]] || fail "expected 1 record left, got $(count_records)"
 (( $(our_cgroups) >= 1 )) || fail "expected the cgroups to be left"
+[[ $(layers) -eq 1 ]] || fail "expected the disk layer to be left, got $(layers)"
 out=$("$SBX" gc)
 echo "$out"
 grep -q 'removed 1 sandbox,' <<<"$out" || fail "gc: $out"
 [[ $(count_records) -eq 0 && $(our_cgroups) -eq 0 ]] || fail "gc left records or cgroups"
+[[ $(layers) -eq 0 ]] || fail "gc left the disk layer"
 
 echo "== kill -9 in mid-setup, 30 times at different moments"
 for i in $(seq 30); do
-  "$SBX" run -e "$marker=1" --memory 64m --pids 64 -- /bin/sleep 100 &
+  upper=tmpfs; (( i % 2 )) && upper=disk
+  "$SBX" run --upper $upper -e "$marker=1" --memory 64m --pids 64 -- /bin/sleep 100 &
   pid=$!
   sleep "0.00$((i % 10))"
   kill -9 "$pid" 2>/dev/null || true
@@ -42,6 +48,13 @@ echo "left before gc: records=$(count_records) cgroups=$(our_cgroups)"
 "$SBX" gc
 [[ $(count_records) -eq 0 ]] || fail "gc left records: $(ls "$SBX_STATE_DIR/run")"
 [[ $(our_cgroups) -eq 0 ]] || fail "gc left cgroups"
+[[ $(layers) -eq 0 ]] || fail "gc left disk layers: $(ls "$SBX_STATE_DIR/upper")"
+
+echo "== a layer whose record is gone (the records tmpfs is empty after a reboot)"
+mkdir -p "$SBX_STATE_DIR/upper/sbx-orphan/upper/etc"
+echo x > "$SBX_STATE_DIR/upper/sbx-orphan/upper/etc/f"
+"$SBX" gc >/dev/null
+[[ ! -e $SBX_STATE_DIR/upper/sbx-orphan ]] || fail "gc left an orphaned layer"
 
 echo "== gc leaves a live sandbox alone"
 "$SBX" run -e "$marker=1" --memory 64m --pids 64 -- /bin/sleep 100 &

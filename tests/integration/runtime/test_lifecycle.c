@@ -1,6 +1,6 @@
 /*
  * test_lifecycle.c - the runtime library on real sandboxes: pause/resume, exec_into, connect,
- * adopt, as_init, the bridge hook's plumbing, idempotent destroy, gc.
+ * adopt, as_init, the bridge hook's plumbing, idempotent destroy, gc, kept writable layers.
  *
  *   test_runtime_lifecycle PROBE      (PROBE: the static probe binary)
  */
@@ -415,6 +415,139 @@ test_bridge_hook(const char *state, const char *parent)
           f.detached, f.netns_ok);
 }
 
+/* Run `script` in a sandbox of id on the disk layer (reuse: the kept one); its exit code. */
+static int
+run_on_layer(const char *id, const char *script, bool reuse, sbx_error **err)
+{
+    char *argv[] = {"/bin/sh", "-c", (char *)script, NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    spec.id = id;
+    spec.reuse_upper = reuse;
+    struct sbx_rt_sandbox *sb = NULL;
+    struct sbx_rt_exit ex = {.code = -1};
+    int r = sbx_rt_create(&sb, rt, &spec, err);
+    if (r == 0)
+        r = sbx_rt_start(sb, err);
+    if (r == 0)
+        r = sbx_rt_wait(&ex, sb, NULL, err);
+    if (sb && sbx_rt_destroy(sb, r == 0 ? err : NULL) < 0)
+        r = -1;
+    sbx_rt_sandbox_free(sb);
+    return r < 0 ? r : ex.code;
+}
+
+/* A sandbox of id that writes /kept-file, stopped the server's way: its layer kept, then
+ * destroyed while it runs. */
+static int
+keep_one(const char *id, sbx_error **err)
+{
+    char *argv[] = {"/bin/sh", "-c", "echo one > /kept-file && sleep 60", NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    spec.id = id;
+    spec.start = true;
+    struct sbx_rt_sandbox *sb = NULL;
+    int r = sbx_rt_create(&sb, rt, &spec, err);
+    if (r < 0)
+        return r;
+    sbx_autofree char *file = sbx_xasprintf("/proc/%d/root/kept-file", (int)sbx_rt_sandbox_pid(sb));
+    for (int i = 0; i < 300 && access(file, F_OK) < 0; i++)
+        msleep(10);
+    r = sbx_rt_upper_keep(rt, id, err);
+    if (r == 0) {
+        /* the layer cannot be removed while a sandbox may still run on it */
+        sbx_autoerror sbx_error *rerr = NULL;
+        r = sbx_rt_upper_remove(rt, id, &rerr) == -SBX_ECONFLICT ? 0 : -SBX_EGENERIC;
+    }
+    if (sbx_rt_destroy(sb, r == 0 ? err : NULL) < 0)
+        r = -SBX_EGENERIC;
+    sbx_rt_sandbox_free(sb);
+    return r;
+}
+
+/* A sandbox of id running on its kept layer, deleted the server's way: unkept first (when
+ * `unkeep`), then sbx_rt_destroy_async. 0 once its teardown is done. */
+static int
+async_on_kept(const char *id, bool unkeep, sbx_error **err)
+{
+    char *argv[] = {"/bin/sleep", "1000", NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    spec.id = id;
+    spec.reuse_upper = true;
+    spec.start = true;
+    struct sbx_rt_sandbox *sb = NULL;
+    int r = sbx_rt_create(&sb, rt, &spec, err);
+    if (r < 0)
+        return r;
+    if (unkeep && (r = sbx_rt_upper_unkeep(rt, id, err)) < 0) {
+        (void)sbx_rt_destroy(sb, NULL);
+        sbx_rt_sandbox_free(sb);
+        return r;
+    }
+    sbx_autofree char *dir = sbx_xstrdup(sbx_rt_sandbox_dir(sb));
+    struct async_seen seen = {0, 1};
+    r = sbx_rt_destroy_async(sb, async_done, &seen, err);
+    for (int i = 0; r == 0 && (seen.calls == 0 || access(dir, F_OK) == 0) && i < 1000; i++)
+        msleep(10);
+    return r < 0 ? r : seen.calls == 1 ? seen.result : -SBX_ETIMEDOUT;
+}
+
+/* The server's stop/start: a kept layer outlives its sandbox, gc and a failed run; a fresh
+ * create never wipes it; the next sandbox of that id runs on it; only upper_remove (refused
+ * while a record exists) and gc --all remove it. */
+static void
+test_kept_layer(const char *state)
+{
+    const char *id = "kept-layer-1";
+    sbx_autofree char *layer = sbx_xasprintf("%s/upper/%s", state, id);
+    sbx_autofree char *mark = sbx_xasprintf("%s/kept", layer);
+    sbx_autoerror sbx_error *err = NULL;
+    CHECK(run_on_layer(id, "echo one > /kept-file", false, &err) == 0, "first: %s",
+          sbx_error_msg(err));
+    CHECK(access(layer, F_OK) < 0, "a layer that is not kept goes with its sandbox");
+    CHECK(sbx_rt_upper_keep(rt, id, &err) == -SBX_ENOTFOUND, "keep without a layer");
+    sbx_error_clear(&err);
+    CHECK(keep_one(id, &err) == 0, "keep: %s", sbx_error_msg(err));
+    CHECK(access(mark, F_OK) == 0, "the kept layer outlives its sandbox");
+    CHECK(sbx_rt_upper_kept(state, id), "sbx_rt_upper_kept");
+    struct sbx_rt_gc_stats gs;
+    CHECK(sbx_rt_gc(&gs, rt, false, &err) == 0 && access(mark, F_OK) == 0, "gc keeps it");
+    CHECK(run_on_layer(id, "true", false, &err) == -SBX_ECONFLICT, "a fresh create wipes it");
+    sbx_error_clear(&err);
+    CHECK(run_on_layer(id, "exit 3", true, &err) == 3, "a failing run: %s", sbx_error_msg(err));
+    CHECK(run_on_layer(id, "test \"$(cat /kept-file)\" = one && echo two >> /kept-file", true,
+                       &err) == 0,
+          "the next sandbox runs on the kept layer: %s", sbx_error_msg(err));
+    CHECK(run_on_layer(id, "test $(cat /kept-file | wc -l) = 2", true, &err) == 0,
+          "and the one after it: %s", sbx_error_msg(err));
+    /* the server's delete of a started-again sandbox: async destroy keeps a kept layer... */
+    CHECK(async_on_kept(id, false, &err) == 0 && access(mark, F_OK) == 0,
+          "an async destroy keeps a kept layer: %s", sbx_error_msg(err));
+    CHECK(run_on_layer(id, "test $(cat /kept-file | wc -l) = 2", true, &err) == 0,
+          "its files after the async destroy: %s", sbx_error_msg(err));
+    /* ... and removes one unkept before it (so does gc, for a teardown cut short) */
+    CHECK(async_on_kept(id, true, &err) == 0 && access(layer, F_OK) < 0,
+          "an unkept layer goes with its sandbox's async destroy: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_upper_unkeep(rt, id, &err) == 0, "unkeep of nothing: %s", sbx_error_msg(err));
+    CHECK(keep_one(id, &err) == 0, "keep once more: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_upper_unkeep(rt, id, &err) == 0 && access(mark, F_OK) < 0 &&
+              sbx_rt_gc(&gs, rt, false, &err) == 0 && access(layer, F_OK) < 0,
+          "gc removes an unkept layer without a record: %s", sbx_error_msg(err));
+    CHECK(keep_one(id, &err) == 0, "keep after unkeep: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_upper_remove(rt, id, &err) == 0 && access(layer, F_OK) < 0, "remove: %s",
+          sbx_error_msg(err));
+    CHECK(run_on_layer(id, "true", true, &err) == -SBX_ENOTFOUND, "reuse of nothing");
+    sbx_error_clear(&err);
+    CHECK(keep_one(id, &err) == 0, "keep again: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_gc(&gs, rt, true, &err) == 0 && access(layer, F_OK) < 0,
+          "gc --all removes a kept layer");
+}
+
 static int
 can_run(void)
 {
@@ -460,6 +593,7 @@ main(int argc, char **argv)
     test_async_destroy();
     test_adopt_after_creator_exit();
     test_bridge_hook(state, parent);
+    test_kept_layer(state);
     struct sbx_rt_gc_stats gs;
     if (sbx_rt_gc(&gs, rt, true, &err) < 0 || gs.removed != 0) {
         fprintf(stderr, "FAIL gc after clean destroys removed %u\n", gs.removed);

@@ -1,5 +1,6 @@
 """An HTTP app the router test starts *inside* a sandbox (through execd): SSE with gaps,
-echo of body/headers/query, a large body, a body ended by EOF, and a WebSocket echo."""
+echo of body/headers/query, a large body, a body ended by EOF, a refusal sent before the
+request body is read (then a close), and a WebSocket echo."""
 import base64
 import hashlib
 import http.server
@@ -47,6 +48,18 @@ class H(http.server.BaseHTTPRequestHandler):
             self.echo(b"")
 
     def do_POST(self):
+        if self.path.startswith("/early"):
+            # refuse at once, without reading the body, and close (unread data: a reset)
+            out = b'{"code":"TOO_BIG","message":"refused before the body"}'
+            self.send_response(413)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(out)))
+            self.send_header("Connection", "close")
+            self.end_headers()
+            self.wfile.write(out)
+            self.wfile.flush()
+            self.close_connection = True
+            return
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             body = b""
             while True:

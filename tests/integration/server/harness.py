@@ -74,10 +74,11 @@ class Resp:
 
 
 class Server:
-    def __init__(self, sbx, config_text=None, tag="srv"):
+    def __init__(self, sbx, config_text=None, tag="srv", env=None, state=None):
         self.sbx = os.path.abspath(sbx)
+        self.env = env
         self.tmp = tempfile.mkdtemp(prefix="sbx-server-test-%s-%d-" % (tag, os.getpid()))
-        self.state = os.path.join(self.tmp, "state")
+        self.state = state or os.path.join(self.tmp, "state")
         self.port = free_port()
         self.proc = None
         self.config = None
@@ -99,7 +100,7 @@ class Server:
         if self.config:
             argv += ["--config", self.config]
         log = open(self.logpath, "ab")
-        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         log.close()
         if expect_fail:
             return self.proc.wait(timeout=30)
@@ -116,10 +117,11 @@ class Server:
             time.sleep(0.05)
         raise Fail("server did not answer /health")
 
-    def log(self):
+    def log(self, full=False):
         try:
             with open(self.logpath, errors="replace") as f:
-                return f.read()[-4000:]
+                text = f.read()
+                return text if full else text[-4000:]
         except OSError:
             return ""
 
@@ -183,6 +185,18 @@ class Server:
                 continue
             out[name] = session_pids(pid)
         return out
+
+    def wait_native_gone(self, sid, timeout=15):
+        """A native delete answers once the sandbox is SIGKILLed; the rest of its teardown (its
+        runtime record, writable layer, image pin, volume registrations) follows on a runtime
+        thread. Wait until all of that is gone before checking what is left."""
+        def gone():
+            paths = [os.path.join(self.state, d, sid) for d in ("run", "upper", "images/pins")]
+            vols = os.path.join(self.state, "volumes")
+            for claim in os.listdir(vols) if os.path.isdir(vols) else []:
+                paths.append(os.path.join(vols, claim, "users", sid))
+            return not any(os.path.lexists(x) for x in paths)
+        wait_for(gone, "the teardown of native sandbox %s" % sid, timeout)
 
     def gc_runtime(self):
         """The native provider's runtime keeps records on a tmpfs at <state>/run: remove its

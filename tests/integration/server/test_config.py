@@ -11,7 +11,7 @@ BAD = [
     ("bogus = 1;", "unknown key `bogus`"),
     ("server = { lisen = \"127.0.0.1:1\"; };", "server.lisen"),
     ("providers = { supported = [\"process\", \"process\"]; };", "listed twice"),
-    ("providers = { supported = [\"docker\"]; };", "unknown provider `docker`"),
+    ("providers = { supported = [\"nosuch\"]; };", "unknown provider `nosuch`"),
     ("providers = { supported = [\"process\"]; default = \"other\"; };",
      "not in the supported set"),
     ("limits = { max_timeout_seconds = 5; };", ">= 60"),
@@ -23,6 +23,29 @@ def bad_configs(new_server):
     for text, needle in BAD:
         s = new_server(config_text=text, tag="bad")
         rc = s.start(expect_fail=True)
+        check(rc == 1, "%r: exit status %d" % (text, rc))
+        check(needle in s.log(), "%r: log names %r: %s" % (text, needle, s.log()))
+
+
+NATIVE_BAD = [
+    ('upper = "ram";', "providers.native.upper"),
+    ('upper_size = "lots";', "providers.native.upper_size"),
+    ("upper = 5;", "providers.native.upper must be a string"),
+    ('network = ["bridge"];', "providers.native.network must be a string"),
+    ('allowed_host_paths = "/srv";', "allowed_host_paths must be a list"),
+    ('allowed_host_paths = ["relative/dir"];', "absolute path"),
+    ('allowed_host_paths = ["/nonexistent-sbx-test-prefix"];', "nonexistent-sbx-test-prefix"),
+]
+
+
+def native_settings(new_server):
+    """The native provider's storage settings are checked at startup (skipped without it)."""
+    for text, needle in NATIVE_BAD:
+        s = new_server(config_text='providers = { supported = ["native"]; default = "native";\n'
+                                   '  native = { %s }; };' % text, tag="bad-native")
+        rc = s.start(expect_fail=True)
+        if "unknown provider `native`" in s.log():
+            return
         check(rc == 1, "%r: exit status %d" % (text, rc))
         check(needle in s.log(), "%r: log names %r: %s" % (text, needle, s.log()))
 
@@ -68,6 +91,7 @@ def usage_errors(new_server):
 def test(new_server):
     usage_errors(new_server)
     bad_configs(new_server)
+    native_settings(new_server)
     limits(new_server)
     missing_execd(new_server)
 

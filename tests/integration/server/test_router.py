@@ -2,7 +2,8 @@
 """The router: an app started inside a sandbox (through execd) reached through
 /sandboxes/{id}/proxy/{port}/...: SSE arrives event by event (not buffered), request bodies
 (sized and chunked) and raw query strings pass through, server credentials are stripped,
-X-Forwarded-* added, large and EOF-terminated bodies, WebSocket upgrade with echo."""
+X-Forwarded-* added, large and EOF-terminated bodies, errors while a body is still being sent
+answered (not a broken pipe), WebSocket upgrade with echo."""
 import base64
 import http.client
 import json
@@ -101,6 +102,44 @@ def check_expect(s, sid, port):
     check("expect" not in {k.lower() for k in j["headers"]}, "Expect not forwarded")
 
 
+def post_streamed(s, path, size, expect=False):
+    """POST size bytes as a client that reads the answer only after sending everything
+    (Python's http.client, like most SDKs): returns (status, body) or raises OSError."""
+    c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=60)
+    block = b"z" * (1 << 20)
+
+    def body():
+        for _ in range(size >> 20):
+            yield block
+    headers = {"OPEN-SANDBOX-API-KEY": s.key, "Content-Length": str(size)}
+    if expect:
+        headers["Expect"] = "100-continue"
+    try:
+        c.request("POST", path, body=body(), headers=headers)
+        r = c.getresponse()
+        return r.status, r.read()
+    finally:
+        c.close()
+
+
+def check_early_errors(s, sid, port):
+    """Errors while the client is still sending a body reach it as answers, never as a broken
+    pipe: an upstream that refuses before reading the body and closes (its answer is
+    forwarded), a port nobody listens on, a sandbox that does not exist. Later requests work."""
+    st, body = post_streamed(s, "/sandboxes/%s/proxy/%d/early" % (sid, port), 32 << 20)
+    check(st == 413 and json.loads(body)["code"] == "TOO_BIG",
+          "the upstream's early answer is forwarded: %d %r" % (st, body[:200]))
+    st, body = post_streamed(s, "/sandboxes/%s/proxy/%d/x" % (sid, free_port()), 8 << 20)
+    check(st == 502 and json.loads(body)["code"] == "SANDBOX::PROXY_CONNECT_FAILED",
+          "nothing listening: %d %r" % (st, body[:200]))
+    st, body = post_streamed(s, "/sandboxes/00000000-0000-4000-8000-000000000000/proxy/%d/x"
+                             % port, 8 << 20)
+    check(st == 404 and "code" in json.loads(body), "no such sandbox: %d %r" % (st, body[:200]))
+    st, body = post_streamed(s, "/sandboxes/%s/proxy/%d/echo" % (sid, port), 4 << 20)
+    check(st == 200 and len(json.loads(body)["body"]) == 4 << 20,
+          "a body through the router after the errors: %d" % st)
+
+
 def open_websocket(s, sid, port):
     key = base64.b64encode(os.urandom(16)).decode()
     req = ("GET /sandboxes/%s/proxy/%d/ws HTTP/1.1\r\nHost: 127.0.0.1\r\n"
@@ -148,6 +187,7 @@ def test(new_server):
     check_echo(s, sid, port)
     check_bodies(s, sid, port)
     check_expect(s, sid, port)
+    check_early_errors(s, sid, port)
     check_websocket(s, sid, port)
     ws = open_websocket(s, sid, port)  # still open when the server stops
     check(s.stop() == 0, "clean stop with an open WebSocket")

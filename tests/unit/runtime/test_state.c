@@ -24,6 +24,7 @@ test_round_trip(void **state)
                            .pid = 42,
                            .start_time = 123456789012ULL,
                            .lease = true,
+                           .upper = true,
                            .net = SBX_RT_NET_BRIDGE,
                            .memory_limit = 1ULL << 33};
     snprintf(st.id, sizeof st.id, "sbx-abc");
@@ -39,12 +40,22 @@ test_round_trip(void **state)
     assert_int_equal(back.pid, 42);
     assert_int_equal(back.start_time, 123456789012ULL);
     assert_true(back.lease);
+    assert_true(back.upper);
     assert_int_equal(back.net, SBX_RT_NET_BRIDGE);
     assert_int_equal(back.memory_limit, 1ULL << 33);
     assert_string_equal(back.cgroup_backend, "v1");
     assert_string_equal(back.cgroups[SBX_CG_MEMORY], st.cgroups[SBX_CG_MEMORY]);
     assert_string_equal(back.cgroups[SBX_CG_FREEZER], st.cgroups[SBX_CG_FREEZER]);
     assert_null(back.cgroups[SBX_CG_PIDS]);
+    sbx_state_release(&back);
+
+    /* A record written before disk-backed layers existed has no `upper`: tmpfs. */
+    sbx_autofree char *old = sbx_xasprintf("%s/state.json", tmpl);
+    static const char legacy[] = "{\"id\":\"x\",\"pid\":1,\"start_time\":2,\"cgroups\":{},"
+                                 "\"lease\":false,\"net\":0}";
+    assert_int_equal(sbx_write_file_atomic(old, legacy, sizeof legacy - 1, 0600, NULL), 0);
+    assert_int_equal(sbx_state_read(&back, tmpl, NULL), 0);
+    assert_false(back.upper);
     sbx_state_release(&back);
 
     /* A torn or foreign file is an error, not a crash. */

@@ -93,7 +93,8 @@ test_errors(void **state)
     expect_error("limits = { max_timeout_seconds = 10; };", ">= 60");
     expect_error("providers = { supported = [\"process\", \"process\"]; };", "listed twice");
     expect_error("providers = { supported = []; };", "non-empty list");
-    expect_error("providers = { docker = { x = 1; }; };", "`providers.docker`");
+    expect_error("providers = { nosuch = { x = 1; }; };", "`providers.nosuch`");
+    expect_error("providers = { docker = { x = 1; }; };", "`providers.docker.x`");
     expect_error("providers = { process = { exec = \"/x\"; }; };", "`providers.process.exec`");
     expect_error("server = { listen = 5; };", "non-empty string");
     expect_error("server = { listen = \"a\"; ", "line");
@@ -117,9 +118,9 @@ registry_case(const char *text, const char *needle)
             fail_msg("registry: want , got %s", needle, sbx_error_msg(err));
     } else {
         assert_int_equal(r, 0);
-        assert_non_null(sbx_registry_get(reg, NULL));
-        assert_non_null(sbx_registry_get(reg, "process"));
-        assert_null(sbx_registry_get(reg, "docker"));
+        assert_string_equal(sbx_registry_resolve(reg, NULL), "process");
+        assert_non_null(sbx_registry_peek(reg, "process"));
+        assert_null(sbx_registry_resolve(reg, "nosuch"));
         assert_string_equal(sbx_registry_names(reg), "process");
     }
     sbx_error_clear(&err);
@@ -132,9 +133,17 @@ test_registry(void **state)
 {
     (void)state;
     registry_case("providers = { supported = [\"process\"]; default = \"process\"; };", NULL);
-    registry_case("providers = { supported = [\"docker\"]; };", "unknown provider `docker`");
+    registry_case("providers = { supported = [\"nosuch\"]; };", "unknown provider `nosuch`");
+    registry_case("providers = { supported = [\"process\"]; default = \"nosuch\"; };",
+                  "not in the supported set");
     registry_case("providers = { supported = [\"process\"]; default = \"docker\"; };",
                   "not in the supported set");
+    registry_case("providers = { supported = [\"docker\"]; docker = { reach = \"x\"; }; };",
+                  "`providers.docker.reach` cannot be `x`");
+    registry_case("providers = { supported = [\"docker\"]; docker = { network = \"host\"; }; };",
+                  "cannot be \"host\"");
+    registry_case("providers = { supported = [\"docker\"]; docker = { pids_limit = 1; }; };",
+                  "`providers.docker.pids_limit` must be an integer >= 16");
 }
 
 int

@@ -33,6 +33,18 @@ test_routes(void **state)
         {"GET", "/v1/sandboxes/abc/resume", SBX_ROUTE_BAD_METHOD},
         {"POST", "/v1/sandboxes/abc/renew-expiration", SBX_ROUTE_RENEW},
         {"GET", "/v1/sandboxes/abc/endpoints/44772", SBX_ROUTE_ENDPOINT},
+        {"POST", "/v1/sandboxes/abc/stop", SBX_ROUTE_STOP},
+        {"POST", "/sandboxes/abc/start", SBX_ROUTE_START},
+        {"GET", "/v1/sandboxes/abc/start", SBX_ROUTE_BAD_METHOD},
+        {"GET", "/v1/admin/secrets", SBX_ROUTE_SECRET_LIST},
+        {"POST", "/v1/admin/secrets", SBX_ROUTE_BAD_METHOD},
+        {"GET", "/v1/admin/secrets/A", SBX_ROUTE_SECRET_GET},
+        {"PUT", "/admin/secrets/A", SBX_ROUTE_SECRET_SET},
+        {"DELETE", "/v1/admin/secrets/A", SBX_ROUTE_SECRET_DELETE},
+        {"PATCH", "/v1/admin/secrets/A", SBX_ROUTE_BAD_METHOD},
+        {"GET", "/v1/admin/secrets/", SBX_ROUTE_NOT_FOUND},
+        {"PUT", "/v1/admin/secrets/a/b", SBX_ROUTE_NOT_FOUND},
+        {"GET", "/v1/admin/secretsX", SBX_ROUTE_NOT_FOUND},
         {"GET", "/v1/sandboxes/abc/proxy/8080", SBX_ROUTE_PROXY},
         {"POST", "/sandboxes/abc/proxy/8080/a/b/c/d", SBX_ROUTE_PROXY},
         {"OPTIONS", "/sandboxes/abc/proxy/8080/x", SBX_ROUTE_PROXY},
@@ -71,6 +83,14 @@ test_captures(void **state)
     sbx_route_match("GET", long_path, &m);
     assert_int_equal(m.id, SBX_ROUTE_GET);
     assert_string_equal(m.sandbox_id, ""); /* too long: never matches a sandbox */
+    sbx_route_match("PUT", "/v1/admin/secrets/DAYTONA_API_KEY", &m);
+    assert_string_equal(m.secret, "DAYTONA_API_KEY");
+    (void)snprintf(long_path, sizeof long_path, "/v1/admin/secrets/%0200d", 0);
+    sbx_route_match("PUT", long_path, &m);
+    assert_int_equal(m.id, SBX_ROUTE_SECRET_SET);
+    assert_string_equal(m.secret, ""); /* too long: an invalid name, never truncated */
+    assert_true(sbx_route_needs_auth(SBX_ROUTE_SECRET_LIST));
+    assert_true(sbx_route_needs_auth(SBX_ROUTE_SECRET_SET));
 }
 
 static void

@@ -1,0 +1,777 @@
+/*
+ * provider_docker.c - the `docker` provider: every sandbox is a container of a Docker Engine
+ * (dockerd, or podman's Docker-compatible service) reached over its unix socket
+ * (docker_api.c; no docker CLI).
+ *
+ * create pulls the image when missing (progress in the server log; registry auth from the
+ * request's image.auth) and creates the container `sbx-<id>` with sbx-execd bind-mounted
+ * read-only at /.sbx/bin/sbx-execd and the entrypoint overridden: the launcher shell starts the
+ * user's entrypoint in the background and execs execd, so execd is PID 1 of the container. Labels
+ * carry the sandbox id and the server's state dir, so the containers of a server can be found
+ * without its store. Limits: memory, cpu (NanoCpus), pids. stop keeps the container and its
+ * filesystem (a later start runs the launcher again); delete force-removes it.
+ *
+ * The router reaches ports in two ways (setting `reach`):
+ *   netns   (default) the daemon runs on this host: a socket made inside the container's network
+ *           namespace (a thread setns()es into /proc/<pid>/ns/net), connected to 127.0.0.1:port.
+ *           execd listens on the container's loopback only and no port is published.
+ *   address the daemon is elsewhere (or the server cannot enter namespaces): connect to the
+ *           container's IP on its network; execd then listens on all the container's interfaces
+ *           (its access token still guards it).
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/util.h"
+#include "common/xalloc.h"
+#include "server/docker_api.h"
+#include "server/launch.h"
+#include "server/procutil.h"
+#include "server/provider.h"
+#include "server/srvutil.h"
+
+#define EXECD_PORT     44772
+#define EXECD_IN_IMAGE "/.sbx/bin/sbx-execd"
+#define EXECD_STATE    "/tmp/.sbx-execd"
+#define LABEL_ID       "io.sbx.sandbox-id"
+#define LABEL_STATE    "io.sbx.state-dir"
+
+const char *const sbx_provider_docker_keys[] = {
+    "socket",          "execd",          "network",    "reach",         "pull", "pull_timeout_s",
+    "ping_timeout_ms", "stop_timeout_s", "pids_limit", "cgroup_parent", NULL};
+
+enum pull_policy {
+    PULL_MISSING,
+    PULL_ALWAYS,
+    PULL_NEVER
+};
+
+struct docker_data {
+    struct sbx_docker *api;
+    char *execd;
+    char *network;       /* NULL: the engine's default */
+    char *cgroup_parent; /* NULL: the engine's default */
+    char *state_dir;
+    bool reach_address;
+    enum pull_policy pull;
+    long pull_timeout_s;
+    int ping_timeout_ms;
+    int stop_timeout_s;
+    json_int_t pids_limit;
+};
+
+static struct docker_data *
+ddata(struct sbx_provider *p)
+{
+    return p->data;
+}
+
+static const char *
+priv_str(const struct sbx_record *sb, const char *key)
+{
+    const char *s = json_string_value(json_object_get(sb->priv, key));
+    return s ? s : "";
+}
+
+static json_int_t
+priv_int(const struct sbx_record *sb, const char *key)
+{
+    return json_integer_value(json_object_get(sb->priv, key));
+}
+
+static bool
+priv_true(const struct sbx_record *sb, const char *key)
+{
+    return json_is_true(json_object_get(sb->priv, key));
+}
+
+static void
+priv_set(struct sbx_record *sb, const char *key, json_t *v)
+{
+    (void)json_object_set_new(sb->priv, key, v);
+}
+
+/* The container's name: derived from the id, so a delete finds it even when a crash came
+ * between creating it and storing its id. */
+static void
+cname(const struct sbx_record *sb, char out[SBX_UUID_LEN + 5])
+{
+    (void)snprintf(out, SBX_UUID_LEN + 5, "sbx-%s", sb->id);
+}
+
+/* ---- small Engine API wrappers ---- */
+
+/* A call on container sbx-<id>: method, path suffix ("/start", "?force=1"), a verb for errors. */
+struct ccall {
+    const char *method;
+    const char *suffix;
+    const char *verb;
+    long timeout_s; /* 0 = the client's default */
+    const int *ok;  /* extra success statuses */
+};
+
+static int
+container_call(struct docker_data *d, const struct sbx_record *sb, const struct ccall *c,
+               json_t **resp, sbx_error **err)
+{
+    char name[SBX_UUID_LEN + 5];
+    cname(sb, name);
+    sbx_autofree char *path = sbx_xasprintf("/containers/%s%s", name, c->suffix);
+    sbx_autofree char *what = sbx_xasprintf("%s container `%s`", c->verb, name);
+    struct sbx_docker_req req = {
+        .method = c->method, .path = path, .what = what, .timeout_s = c->timeout_s, .ok = c->ok};
+    return sbx_docker_call(d->api, &req, NULL, resp, err);
+}
+
+static const int not_modified[] = {304, 0};
+static const int gone_ok[] = {404, 0};
+static const struct ccall call_inspect = {"GET", "/json", "inspect", 0, NULL};
+static const struct ccall call_start = {"POST", "/start", "start", 0, not_modified};
+static const struct ccall call_pause = {"POST", "/pause", "pause", 0, NULL};
+static const struct ccall call_unpause = {"POST", "/unpause", "unpause", 0, NULL};
+static const struct ccall call_remove = {"DELETE", "?force=1&v=1", "remove", 0, gone_ok};
+
+static int
+inspect(struct docker_data *d, const struct sbx_record *sb, json_t **info, sbx_error **err)
+{
+    return container_call(d, sb, &call_inspect, info, err);
+}
+
+static const char *
+state_word(const json_t *info)
+{
+    const char *s = json_string_value(json_object_get(json_object_get(info, "State"), "Status"));
+    return s ? s : "";
+}
+
+/* True when pid is on this host and is a process of container id: its cgroup path names the
+ * id (docker: /docker/<id> or docker-<id>.scope; podman: libpod-<id>). This is what makes
+ * entering its network namespace safe: a pid from another host's (or another pid
+ * namespace's) daemon is not mistaken for a local process. */
+static bool
+owned_by(pid_t pid, const char *id)
+{
+    char path[64];
+    (void)snprintf(path, sizeof path, "/proc/%d/cgroup", (int)pid);
+    sbx_autofree char *text = NULL;
+    if (pid <= 1 || strlen(id) < 32 || sbx_read_file(path, 1 << 16, &text, NULL, NULL) < 0)
+        return false;
+    return strstr(text, id) != NULL;
+}
+
+static const char *
+container_ip(const json_t *info)
+{
+    const json_t *ns = json_object_get(info, "NetworkSettings");
+    const char *ip = json_string_value(json_object_get(ns, "IPAddress"));
+    if (ip && *ip)
+        return ip;
+    const char *k = NULL;
+    json_t *net = NULL;
+    json_object_foreach (json_object_get(ns, "Networks"), k, net) {
+        ip = json_string_value(json_object_get(net, "IPAddress"));
+        if (ip && *ip)
+            return ip;
+    }
+    return "";
+}
+
+/* Record what the router needs from an inspect answer: the container id, its init's pid and
+ * start time when it is a local process (0 otherwise), its address. */
+static void
+record_live(struct sbx_record *sb, const json_t *info)
+{
+    const char *id = json_string_value(json_object_get(info, "Id"));
+    pid_t pid = (pid_t)json_integer_value(json_object_get(json_object_get(info, "State"), "Pid"));
+    struct sbx_proc_info pi = {0};
+    struct sbx_proc_info again = {0};
+    /* The start time is read on both sides of the cgroup check, so the (pid, start time) later
+     * used to enter the namespace is the very process that was checked, not a recycled pid. */
+    if (!id || sbx_proc_info(pid, &pi, NULL) < 0 || !owned_by(pid, id) ||
+        sbx_proc_info(pid, &again, NULL) < 0 || again.start_time != pi.start_time)
+        pid = 0;
+    priv_set(sb, "container", json_string(id ? id : ""));
+    priv_set(sb, "pid", json_integer(pid));
+    priv_set(sb, "start_time", json_integer(pid ? (json_int_t)pi.start_time : 0));
+    priv_set(sb, "ip", json_string(container_ip(info)));
+}
+
+/* ---- create ---- */
+
+static int
+ensure_image(struct docker_data *d, const struct sbx_record *sb, const char *ref, sbx_error **err)
+{
+    if (d->pull == PULL_NEVER)
+        return 0;
+    if (d->pull == PULL_MISSING) {
+        sbx_autofree char *path = sbx_xasprintf("/images/%s/json", ref);
+        sbx_autofree char *what = sbx_xasprintf("inspect image `%s`", ref);
+        static const int ok[] = {404, 0};
+        struct sbx_docker_req req = {.method = "GET", .path = path, .what = what, .ok = ok};
+        long status = 0;
+        int r = sbx_docker_call(d->api, &req, &status, NULL, err);
+        if (r < 0)
+            return r;
+        if (status == 200)
+            return 0;
+    }
+    sbx_autofree char *pull = sbx_docker_pull_ref(ref);
+    sbx_autofree char *registry = sbx_docker_ref_registry(pull);
+    char *auth = sbx_docker_auth_header(json_object_get(sb->image, "auth"), registry);
+    int r = sbx_docker_pull(d->api, pull, auth, d->pull_timeout_s, err);
+    free(auth);
+    return r;
+}
+
+static int
+limits_into(struct docker_data *d, const struct sbx_record *sb, json_t *hc, sbx_error **err)
+{
+    const char *mem = json_string_value(json_object_get(sb->limits, "memory"));
+    const char *cpu = json_string_value(json_object_get(sb->limits, "cpu"));
+    uint64_t bytes = 0;
+    uint64_t millis = 0;
+    if (mem && sbx_parse_size(mem, &bytes, err) < 0)
+        return sbx_error_wrap(err, "resourceLimits.memory");
+    if (cpu && sbx_docker_parse_cpu(cpu, &millis) < 0)
+        return sbx_error_set(err, SBX_EINVAL, 0, "resourceLimits.cpu `%s` is not a CPU quantity",
+                             cpu);
+    if (bytes)
+        (void)json_object_set_new(hc, "Memory", json_integer((json_int_t)bytes));
+    if (millis)
+        (void)json_object_set_new(hc, "NanoCpus", json_integer((json_int_t)millis * 1000000));
+    (void)json_object_set_new(hc, "PidsLimit", json_integer(d->pids_limit));
+    return 0;
+}
+
+static json_t *
+strv_json(char *const *v, size_t from, size_t to)
+{
+    json_t *a = json_array();
+    for (size_t i = from; v[i] && i < to; i++)
+        (void)json_array_append_new(a, json_string(v[i]));
+    return a;
+}
+
+static json_t *
+host_config(struct docker_data *d)
+{
+    /* Beyond the engine's defaults (which already drop SYS_ADMIN, NET_ADMIN, SYS_PTRACE,
+     * SYS_MODULE, SYS_TIME...): no raw sockets, no device nodes, no audit writes, and no_new_privs,
+     * like the native provider and OpenSandbox's Docker runtime. */
+    json_t *hc = json_pack("{s:[{s:s, s:s, s:s, s:b}], s:[s,s,s], s:[s], s:{s:s}}", "Mounts",
+                           "Type", "bind", "Source", d->execd, "Target", EXECD_IN_IMAGE, "ReadOnly",
+                           1, "CapDrop", "AUDIT_WRITE", "MKNOD", "NET_RAW", "SecurityOpt",
+                           "no-new-privileges", "RestartPolicy", "Name", "no");
+    if (d->network)
+        (void)json_object_set_new(hc, "NetworkMode", json_string(d->network));
+    if (d->cgroup_parent)
+        (void)json_object_set_new(hc, "CgroupParent", json_string(d->cgroup_parent));
+    return hc;
+}
+
+static json_t *
+container_body(struct docker_data *d, const struct sbx_record *sb, const char *ref, sbx_error **err)
+{
+    json_t *hc = host_config(d);
+    if (limits_into(d, sb, hc, err) < 0) {
+        json_decref(hc);
+        return NULL;
+    }
+    struct sbx_launch l = {.execd = EXECD_IN_IMAGE,
+                           .listen_host = d->reach_address ? "0.0.0.0" : NULL,
+                           .port = EXECD_PORT,
+                           .token = priv_str(sb, "token"),
+                           .state_dir = EXECD_STATE,
+                           .home = NULL};
+    char **argv = sbx_launch_argv(sb);
+    char **envp = sbx_launch_env(sb, &l);
+    json_t *body =
+        json_pack("{s:s, s:s, s:o, s:o, s:o, s:{s:s, s:s}, s:o}", "Image", ref, "Hostname", sb->id,
+                  "Entrypoint", strv_json(argv, 0, 4), "Cmd", strv_json(argv, 4, SIZE_MAX), "Env",
+                  strv_json(envp, 0, SIZE_MAX), "Labels", LABEL_ID, sb->id, LABEL_STATE,
+                  d->state_dir, "HostConfig", hc);
+    sbx_strv_free(argv);
+    sbx_strv_free(envp);
+    return body;
+}
+
+static int
+docker_create(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
+{
+    struct docker_data *d = ddata(p);
+    const char *ref = json_string_value(json_object_get(sb->image, "uri"));
+    if (!ref || !sbx_docker_ref_ok(ref))
+        return sbx_error_set(err, SBX_EINVAL, 0, "image `%.200s` is not an image reference",
+                             ref ? ref : "");
+    /* A local daemon: say so here rather than as a bind error (a remote one checks itself:
+     * a bind mount, unlike the legacy Binds, never creates a missing source). */
+    if (!d->reach_address && access(d->execd, X_OK) < 0)
+        return sbx_error_set(err, SBX_EUNAVAIL, errno,
+                             "sbx-execd not found at `%s` (set providers.docker.execd)", d->execd);
+    char token[65];
+    sbx_srv_random_hex(token, 32);
+    priv_set(sb, "token", json_string(token));
+    int r = ensure_image(d, sb, ref, err);
+    if (r < 0)
+        return r;
+    json_t *body = container_body(d, sb, ref, err);
+    if (!body)
+        return -SBX_EINVAL;
+    char name[SBX_UUID_LEN + 5];
+    cname(sb, name);
+    sbx_autofree char *path = sbx_xasprintf("/containers/create?name=%s", name);
+    sbx_autofree char *what = sbx_xasprintf("create container `%s`", name);
+    struct sbx_docker_req req = {.method = "POST", .path = path, .body = body, .what = what};
+    json_t *resp = NULL;
+    r = sbx_docker_call(d->api, &req, NULL, &resp, err);
+    json_decref(body);
+    if (r >= 0)
+        priv_set(sb, "container", json_string(json_string_value(json_object_get(resp, "Id"))));
+    json_decref(resp);
+    return r;
+}
+
+/* ---- reaching ports ---- */
+
+/* Ask the daemon for the container's init; *pid = 0 when it is not a local process. */
+static int
+inspect_pid(struct docker_data *d, const struct sbx_record *sb, bool *running, pid_t *pid,
+            uint64_t *start, sbx_error **err)
+{
+    json_t *info = NULL;
+    int r = inspect(d, sb, &info, err);
+    if (r < 0)
+        return r;
+    struct sbx_record *tmp = sbx_record_new();
+    record_live(tmp, info);
+    *running = strcmp(state_word(info), "running") == 0;
+    *pid = (pid_t)priv_int(tmp, "pid");
+    *start = (uint64_t)priv_int(tmp, "start_time");
+    json_decref(info);
+    sbx_record_free(tmp);
+    return 0;
+}
+
+/* The local init pid and start time of the container: the recorded ones while they still
+ * hold, else asked from the daemon. */
+static int
+local_pid(struct docker_data *d, const struct sbx_record *sb, pid_t *pid, uint64_t *start,
+          sbx_error **err)
+{
+    *pid = (pid_t)priv_int(sb, "pid");
+    *start = (uint64_t)priv_int(sb, "start_time");
+    if (*pid > 0 && sbx_proc_same(*pid, *start))
+        return 0;
+    /* "running" with a pid that is not here: a remote daemon, or an init that has just exited
+     * and the daemon does not know yet. A few looks tell them apart. */
+    for (int i = 0; i < 10; i++) {
+        bool running = false;
+        int r = inspect_pid(d, sb, &running, pid, start, err);
+        if (r < 0)
+            return r;
+        if (!running)
+            return sbx_error_set(err, SBX_ECONFLICT, 0, "container `sbx-%s` is not running",
+                                 sb->id);
+        if (*pid > 0)
+            return 0;
+        (void)usleep(20 * 1000);
+    }
+    return sbx_error_set(err, SBX_EUNAVAIL, 0,
+                         "docker: the process of container `sbx-%s` is not on this host (set "
+                         "providers.docker.reach = \"address\" for a remote daemon)",
+                         sb->id);
+}
+
+static int
+connect_port(struct docker_data *d, const struct sbx_record *sb, int port, int *fd, sbx_error **err)
+{
+    if (d->reach_address) {
+        const char *ip = priv_str(sb, "ip");
+        if (!*ip)
+            return sbx_error_set(err, SBX_EUNAVAIL, 0,
+                                 "container `sbx-%s` has no address on its network (network "
+                                 "`%s`)",
+                                 sb->id, d->network ? d->network : "default");
+        return sbx_net_connect_ip4(ip, port, 2000, fd, err);
+    }
+    pid_t pid = 0;
+    uint64_t start = 0;
+    int r = local_pid(d, sb, &pid, &start, err);
+    if (r < 0)
+        return r;
+    return sbx_netns_connect(pid, start, port, fd, err);
+}
+
+/* ---- start / stop ---- */
+
+static int
+died_early(struct docker_data *d, const struct sbx_record *sb, const json_t *info, sbx_error **err)
+{
+    char tail[512];
+    char name[SBX_UUID_LEN + 5];
+    cname(sb, name);
+    sbx_docker_logs_tail(d->api, name, tail, sizeof tail);
+    return sbx_error_set(
+        err, SBX_EUNAVAIL, 0, "container `%s` is %s (exit code %lld) before execd was ready: %s",
+        name, state_word(info),
+        (long long)json_integer_value(json_object_get(json_object_get(info, "State"), "ExitCode")),
+        *tail ? tail : "no output");
+}
+
+/* 0 while the container is running; the error (with its last output) once it is not. */
+static int
+still_running(struct docker_data *d, const struct sbx_record *sb, sbx_error **err)
+{
+    pid_t pid = (pid_t)priv_int(sb, "pid");
+    if (pid > 0 && sbx_proc_same(pid, (uint64_t)priv_int(sb, "start_time")))
+        return 0;
+    json_t *info = NULL;
+    int r = inspect(d, sb, &info, err);
+    if (r >= 0 && strcmp(state_word(info), "running") != 0)
+        r = died_early(d, sb, info, err);
+    json_decref(info);
+    return r;
+}
+
+static int
+wait_ready(struct docker_data *d, const struct sbx_record *sb, sbx_error **err)
+{
+    uint64_t deadline = sbx_now_ms() + (uint64_t)d->ping_timeout_ms;
+    bool local = priv_int(sb, "pid") > 0;
+    if (!local && !d->reach_address) {
+        pid_t pid = 0;
+        uint64_t start = 0;
+        /* Running where this host cannot enter it, or exited at once (with its output). */
+        int r = local_pid(d, sb, &pid, &start, err);
+        if (r == -SBX_ECONFLICT)
+            r = still_running(d, sb, err);
+        if (r < 0)
+            return r;
+    }
+    for (unsigned i = 0;; i++) {
+        sbx_autoclose int fd = -1;
+        if (connect_port(d, sb, EXECD_PORT, &fd, NULL) == 0 &&
+            sbx_execd_ping_fd(fd, priv_str(sb, "token")) == 0)
+            return 0;
+        /* A local init is checked through /proc each time; a remote one costs a request. */
+        int r = local || i % 25 == 24 ? still_running(d, sb, err) : 0;
+        if (r < 0)
+            return r;
+        if (sbx_now_ms() >= deadline)
+            return sbx_error_set(err, SBX_ETIMEDOUT, 0, "execd did not answer /ping within %d ms",
+                                 d->ping_timeout_ms);
+        (void)usleep(20 * 1000);
+    }
+}
+
+/* Bring the container to running (start, or unpause) and record its pid and address. */
+static int
+run_container(struct docker_data *d, struct sbx_record *sb, sbx_error **err)
+{
+    json_t *info = NULL;
+    int r = inspect(d, sb, &info, err);
+    if (r < 0)
+        return r;
+    const char *s = state_word(info);
+    if (strcmp(s, "paused") == 0)
+        r = container_call(d, sb, &call_unpause, NULL, err);
+    else if (strcmp(s, "running") != 0)
+        r = container_call(d, sb, &call_start, NULL, err);
+    json_decref(info);
+    info = NULL;
+    if (r >= 0)
+        r = inspect(d, sb, &info, err);
+    if (r >= 0) {
+        record_live(sb, info);
+        priv_set(sb, "stopped", json_false());
+        priv_set(sb, "paused", json_false());
+    }
+    json_decref(info);
+    return r;
+}
+
+static int
+docker_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
+{
+    struct docker_data *d = ddata(p);
+    if (run_container(d, sb, err) < 0 || wait_ready(d, sb, err) < 0)
+        return sbx_error_wrap(err, "docker sandbox `%s`", sb->id);
+    return 0;
+}
+
+static int
+docker_stop(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
+{
+    struct docker_data *d = ddata(p);
+    json_t *info = NULL;
+    int r = inspect(d, sb, &info, err);
+    if (r < 0)
+        return r;
+    bool paused = strcmp(state_word(info), "paused") == 0;
+    json_decref(info);
+    /* A frozen container cannot take its SIGTERM: thaw it first. */
+    if (paused && (r = container_call(d, sb, &call_unpause, NULL, err)) < 0)
+        return r;
+    sbx_autofree char *suffix = sbx_xasprintf("/stop?t=%d", d->stop_timeout_s);
+    struct ccall stop = {"POST", suffix, "stop", d->stop_timeout_s + 30L, not_modified};
+    r = container_call(d, sb, &stop, NULL, err);
+    if (r < 0)
+        return r;
+    priv_set(sb, "stopped", json_true());
+    priv_set(sb, "paused", json_false());
+    priv_set(sb, "pid", json_integer(0));
+    return 0;
+}
+
+static int
+docker_pause(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
+{
+    int r = container_call(ddata(p), sb, &call_pause, NULL, err);
+    if (r < 0)
+        return r;
+    priv_set(sb, "paused", json_true());
+    return 0;
+}
+
+/* Paused: unpause. (A stopped container belongs to a Stopped sandbox, which the manager starts
+ * instead; were one resumed all the same, it is started and waited for.) */
+static int
+docker_resume(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
+{
+    struct docker_data *d = ddata(p);
+    bool was_stopped = priv_true(sb, "stopped");
+    if (run_container(d, sb, err) < 0 || (was_stopped && wait_ready(d, sb, err) < 0))
+        return sbx_error_wrap(err, "resume `%s`", sb->id);
+    return 0;
+}
+
+static int
+docker_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
+{
+    int r = container_call(ddata(p), sb, &call_remove, NULL, err);
+    if (r < 0)
+        return r;
+    priv_set(sb, "pid", json_integer(0));
+    return 0;
+}
+
+/* ---- state ---- */
+
+static int
+status_from_daemon(struct docker_data *d, const struct sbx_record *sb, json_t **info,
+                   struct sbx_provider_status *out, sbx_error **err)
+{
+    sbx_autoerror sbx_error *ierr = NULL;
+    int r = inspect(d, sb, info, &ierr);
+    if (r < 0) {
+        if (r != -SBX_ENOTFOUND) {
+            if (err)
+                sbx_error_move(err, &ierr);
+            return r;
+        }
+        sbx_provider_status_set(out, "missing", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
+        return 0;
+    }
+    sbx_docker_state_map(json_object_get(*info, "State"), priv_true(sb, "stopped"), out);
+    return 0;
+}
+
+static int
+docker_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_provider_status *out,
+              sbx_error **err)
+{
+    struct docker_data *d = ddata(p);
+    /* The liveness check runs every few seconds for every sandbox: while the recorded local
+     * init is alive, /proc answers without a daemon round trip. */
+    pid_t pid = (pid_t)priv_int(sb, "pid");
+    if (pid > 0 && sbx_proc_same(pid, (uint64_t)priv_int(sb, "start_time"))) {
+        if (priv_true(sb, "paused"))
+            sbx_provider_status_set(out, "paused", SBX_CLASS_STARTABLE, "CONTAINER_PAUSED");
+        else
+            sbx_provider_status_set(out, "running", SBX_CLASS_USABLE, "CONTAINER_RUNNING");
+        return 0;
+    }
+    json_t *info = NULL;
+    int r = status_from_daemon(d, sb, &info, out, err);
+    json_decref(info);
+    return r;
+}
+
+static int
+docker_reconcile(struct sbx_provider *p, struct sbx_record *sb, struct sbx_provider_status *out,
+                 sbx_error **err)
+{
+    json_t *info = NULL;
+    int r = status_from_daemon(ddata(p), sb, &info, out, err);
+    if (r >= 0 && info) {
+        record_live(sb, info);
+        priv_set(sb, "paused", json_boolean(strcmp(state_word(info), "paused") == 0));
+    }
+    json_decref(info);
+    return r;
+}
+
+static int
+docker_connect(struct sbx_provider *p, const struct sbx_record *sb, int port, int *fd,
+               sbx_error **err)
+{
+    if (connect_port(ddata(p), sb, port, fd, err) < 0)
+        return sbx_error_wrap(err, "sandbox `%s`", sb->id);
+    return 0;
+}
+
+static json_t *
+docker_proxy_headers(struct sbx_provider *p, const struct sbx_record *sb, int port)
+{
+    (void)p;
+    if (port != EXECD_PORT)
+        return NULL;
+    return json_pack("{s:s}", "X-EXECD-ACCESS-TOKEN", priv_str(sb, "token"));
+}
+
+static void
+free_data(struct docker_data *d)
+{
+    sbx_docker_free(d->api);
+    free(d->execd);
+    free(d->network);
+    free(d->cgroup_parent);
+    free(d->state_dir);
+    free(d);
+}
+
+static void
+docker_free(struct sbx_provider *p)
+{
+    free_data(ddata(p));
+    free(p);
+}
+
+static const struct sbx_provider_ops docker_ops = {
+    .create = docker_create,
+    .start = docker_start,
+    .stop = docker_stop,
+    .pause = docker_pause,
+    .resume = docker_resume,
+    .delete = docker_delete,
+    .status = docker_status,
+    .connect = docker_connect,
+    .reconcile = docker_reconcile,
+    .proxy_headers = docker_proxy_headers,
+    .free = docker_free,
+};
+
+/* ---- settings ---- */
+
+/* The daemon binds the file into images of any libc: it must be static. A sanitizer build's
+ * sbx-execd is dynamic, and that build also makes sbx-execd-static: prefer it. */
+static char *
+default_execd(const char *exe_dir)
+{
+    char *path = sbx_xasprintf("%s/sbx-execd-static", exe_dir);
+    if (access(path, X_OK) == 0)
+        return path;
+    free(path);
+    return sbx_xasprintf("%s/sbx-execd", exe_dir);
+}
+
+static int
+get_int(const json_t *settings, const char *key, json_int_t min, json_int_t def, json_int_t *out,
+        sbx_error **err)
+{
+    json_t *v = json_object_get(settings, key);
+    if (v && (!json_is_integer(v) || json_integer_value(v) < min))
+        return sbx_error_set(err, SBX_EINVAL, 0, "`providers.docker.%s` must be an integer >= %lld",
+                             key, (long long)min);
+    *out = v ? json_integer_value(v) : def;
+    return 0;
+}
+
+static int
+get_choice(const json_t *settings, const char *key, const char *const *choices, int *out,
+           sbx_error **err)
+{
+    const char *s = json_string_value(json_object_get(settings, key));
+    if (!s)
+        return 0;
+    for (int i = 0; choices[i]; i++) {
+        if (strcmp(s, choices[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    }
+    return sbx_error_set(err, SBX_EINVAL, 0, "`providers.docker.%s` cannot be `%s`", key, s);
+}
+
+static int
+parse_settings(struct docker_data *d, const json_t *settings, sbx_error **err)
+{
+    static const char *const reaches[] = {"netns", "address", NULL};
+    static const char *const pulls[] = {"missing", "always", "never", NULL};
+    int reach = 0;
+    int pull = PULL_MISSING;
+    json_int_t ping = 0;
+    json_int_t stop = 0;
+    json_int_t pull_s = 0;
+    const char *net = json_string_value(json_object_get(settings, "network"));
+    /* Every sandbox's execd listens on 127.0.0.1:44772 of its network namespace: on the host's
+     * they would collide (and see the host's loopback services). */
+    if (net && strcmp(net, "host") == 0)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "`providers.docker.network` cannot be \"host\": sandboxes need "
+                             "network namespaces of their own");
+    if (get_choice(settings, "reach", reaches, &reach, err) < 0 ||
+        get_choice(settings, "pull", pulls, &pull, err) < 0 ||
+        get_int(settings, "ping_timeout_ms", 100, 10000, &ping, err) < 0 ||
+        get_int(settings, "stop_timeout_s", 0, 10, &stop, err) < 0 ||
+        get_int(settings, "pull_timeout_s", 10, 1800, &pull_s, err) < 0 ||
+        get_int(settings, "pids_limit", 16, 4096, &d->pids_limit, err) < 0)
+        return -SBX_EINVAL;
+    const char *cg = json_string_value(json_object_get(settings, "cgroup_parent"));
+    d->network = net && *net ? sbx_xstrdup(net) : NULL;
+    d->cgroup_parent = cg && *cg ? sbx_xstrdup(cg) : NULL;
+    d->reach_address = reach == 1;
+    d->pull = (enum pull_policy)pull;
+    d->ping_timeout_ms = (int)ping;
+    d->stop_timeout_s = (int)stop;
+    d->pull_timeout_s = (long)pull_s;
+    return 0;
+}
+
+int
+sbx_provider_docker_new(const json_t *settings, const struct sbx_provider_env *env,
+                        struct sbx_provider **out, sbx_error **err)
+{
+    struct docker_data *d = sbx_xcalloc(1, sizeof *d);
+    if (parse_settings(d, settings, err) < 0) {
+        free_data(d);
+        return -SBX_EINVAL;
+    }
+    const char *sock = json_string_value(json_object_get(settings, "socket"));
+    const char *execd = json_string_value(json_object_get(settings, "execd"));
+    d->api = sbx_docker_new(sock && *sock ? sock : "/var/run/docker.sock");
+    d->execd = execd ? sbx_xstrdup(execd) : default_execd(env->exe_dir);
+    d->state_dir = sbx_xstrdup(env->state_dir);
+    /* Nothing is asked of the daemon here: the server starts whether or not it runs, and each
+     * request that needs it says so when it is down. */
+    struct stat st;
+    if (stat(sbx_docker_socket(d->api), &st) < 0)
+        sbx_warn("provider `docker`: no socket at %s yet; creates fail until the daemon runs "
+                 "(set providers.docker.socket)",
+                 sbx_docker_socket(d->api));
+    if (!d->reach_address && access(d->execd, X_OK) < 0)
+        sbx_warn("provider `docker`: `%s` is not an executable; creates will fail until it is "
+                 "(set providers.docker.execd)",
+                 d->execd);
+    struct sbx_provider *p = sbx_xcalloc(1, sizeof *p);
+    p->ops = &docker_ops;
+    p->data = d;
+    *out = p;
+    return 0;
+}
