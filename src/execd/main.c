@@ -20,6 +20,7 @@
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "execd/execd.h"
+#include "execd/fastpath.h"
 #include "execd/kernel.h"
 
 extern char **environ;
@@ -389,6 +390,10 @@ run(struct execd *ex, int ready_fd, char **entrypoint)
              ex->cfg.token ? " (access token required)" : "");
     start_entrypoint(entrypoint);
     signal_ready(ready_fd);
+    /* Whether plain commands may be exec'd directly (reads the shell): now, while the launcher
+     * answers its client, rather than on the first command's path. */
+    if (ex->fast_shell == EXECD_FAST_UNKNOWN)
+        ex->fast_shell = execd_fast_shell_ok(ex->shell) ? EXECD_FAST_YES : EXECD_FAST_NO;
     if (event_base_dispatch(ex->base) < 0)
         return 1;
     return ex->exit_code;

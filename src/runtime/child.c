@@ -247,6 +247,11 @@ sbx_child_main(struct sbx_child_args *a)
             _exit(127);
         a->sync_fd = fd;
     }
+    /* v1: into our cgroups before anything else, so what the setup allocates and forks is
+     * accounted to the sandbox (v2 cloned us into them). */
+    int jr = sbx_cg_join_self(a->cg_join_fds, a->n_cg_join);
+    if (jr < 0)
+        sbx_child_fail(a->sync_fd, -jr, "join the sandbox's cgroups");
     /* A passed fd is kept above 3 (where stdio and the sync socket cannot clobber it) until
      * exec_command moves it to 3; the sync socket goes above it. */
     a->fd3 = -1;
@@ -301,8 +306,8 @@ sbx_child_main(struct sbx_child_args *a)
     }
     (void)sbx_sync_send(a->sync_fd, SBX_SYNC_READY, 0, 0, NULL);
     wait_for(a, SBX_SYNC_GO);
-    /* v1: the parent has moved us into our cgroup; only now can the cgroup namespace be
-     * rooted there (so /proc/self/cgroup shows "/" and hides the host's layout). */
+    /* v1: we joined our cgroups at the start; the cgroup namespace is rooted there (so
+     * /proc/self/cgroup shows "/" and hides the host's layout). */
     if (a->unshare_cgroupns && unshare(CLONE_NEWCGROUP) < 0)
         sbx_child_fail(a->sync_fd, errno, "unshare cgroup namespace");
     drop_privileges(a);

@@ -113,7 +113,9 @@ struct sbx_child_args {
     const char *const *host_files; /* skeleton-relative files copied per sandbox: none yet */
     char *const *env;              /* merged environment */
     const char *cwd;
-    bool unshare_cgroupns; /* v1: after the parent moved us into our cgroup */
+    int cg_join_fds[SBX_CG_NROLES]; /* v1: `tasks` of each cgroup dir, for sbx_cg_join_self */
+    size_t n_cg_join;
+    bool unshare_cgroupns; /* v1: after joining our cgroups */
     const struct sock_fprog *seccomp;
     const struct sbx_caps *caps;
     int fd3; /* in the child: spec->fd3 copied above 3, or -1 */

@@ -2,8 +2,9 @@
  * runtime.c - the parent side: runtime context, create/start/wait/kill/pause/destroy.
  *
  * Hot path of create: mkdir the record dir, record, mkdir cgroups, one clone3 with every
- * namespace flag, then (while the child builds its root in parallel) attach the cgroup and
- * record the pid; one READY message back. No helper processes, no sleeps.
+ * namespace flag (v2: into the cgroup; v1: the child joins its cgroups itself), then (while the
+ * child builds its root in parallel) record the pid and attach the network; one READY message
+ * back. No helper processes, no sleeps.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -628,11 +629,18 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
             (struct sbx_child_bind){.src = spec->execd_path, .dst = SBX_RT_EXECD_PATH, .ro = true};
     a->env = merge_env(spec);
     a->cwd = spec->cwd ? spec->cwd : spec->image_workdir ? spec->image_workdir : "/";
-    /* v1: the cgroup namespace is rooted once the parent has attached us (after GO). */
+    /* v1: the child joins its cgroups itself (see sbx_cg_join_self), then roots its cgroup
+     * namespace there. */
     a->unshare_cgroupns = !sb->cg.ops->clone_into && sbx_cg_any_dir(&sb->cg);
     a->seccomp = &sb->rt->seccomp;
     a->caps = &sb->rt->caps;
-    int ret = clone_volume_trees(a, first_volume, spec, err);
+    int ret = sb->cg.ops->clone_into || !sbx_cg_any_dir(&sb->cg)
+                  ? 0
+                  : sb->cg.ops->open_join(&sb->cg, a->cg_join_fds, SBX_CG_NROLES, err);
+    if (ret < 0)
+        return ret;
+    a->n_cg_join = (size_t)ret;
+    ret = clone_volume_trees(a, first_volume, spec, err);
     return ret < 0 ? ret : overlay_opts(a, spec, err);
 }
 
@@ -732,61 +740,10 @@ await_ready(struct sbx_rt_sandbox *sb, sbx_error **err)
     return sbx_error_set(err, SBX_EGENERIC, r < 0 ? -r : 0, "sandbox init died during setup");
 }
 
-struct cg_attach_job {
-    struct sbx_rt_sandbox *sb;
-    int ret;
-    sbx_error *err;
-};
-
-static void *
-cg_attach_main(void *arg)
-{
-    struct cg_attach_job *j = arg;
-    j->ret = j->sb->cg.ops->attach(&j->sb->cg, j->sb->pid, &j->err);
-    return NULL;
-}
-
-/* v1 only (v2 clones straight into the cgroup): move the init into its cgroups. The first
- * cgroup.procs write after a quiet spell waits for an RCU grace period in the kernel (the
- * global cgroup_threadgroup_rwsem; ~10 ms at HZ=250), so with bridge networking the attach
- * runs on a thread while the veth is set up. The child waits for GO either way: nothing of
- * the sandbox runs before both are done. */
-static int
-attach_cgroups_begin(struct sbx_rt_sandbox *sb, bool overlap, struct cg_attach_job *j, pthread_t *t,
-                     sbx_error **err)
-{
-    *j = (struct cg_attach_job){.sb = sb};
-    if (sb->cg.ops->clone_into || !sbx_cg_any_dir(&sb->cg))
-        return 0;
-    if (overlap && pthread_create(t, NULL, cg_attach_main, j) == 0)
-        return 1;
-    return sb->cg.ops->attach(&sb->cg, sb->pid, err);
-}
-
-static int
-attach_cgroups_end(struct cg_attach_job *j, pthread_t t, int ret, sbx_error **err)
-{
-    (void)pthread_join(t, NULL);
-    if (ret == 0 && j->ret < 0) {
-        if (err)
-            sbx_error_move(err, &j->err);
-        ret = j->ret;
-    }
-    sbx_error_clear(&j->err);
-    return ret;
-}
-
 static int
 attach_host_side(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_error **err)
 {
     int ret = spec->userns ? map_ids(sb, spec, err) : 0;
-    struct cg_attach_job job;
-    pthread_t t = 0;
-    /* 1: attaching on thread t, 0: attached (or nothing to attach), < 0: failed */
-    int running =
-        ret == 0 ? attach_cgroups_begin(sb, spec->net == SBX_RT_NET_BRIDGE, &job, &t, err) : 0;
-    if (running < 0)
-        ret = running;
     sb->start_time = sbx_proc_start_time(sb->pid);
     if (ret == 0)
         ret = record(sb, err);
@@ -801,8 +758,6 @@ attach_host_side(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_
             ret =
                 sb->rt->net_ops.attach(sb->rt->net_ops.net, &sb->lease, sb->id, sb->netns_fd, err);
     }
-    if (running == 1)
-        ret = attach_cgroups_end(&job, t, ret, err);
     return ret;
 }
 
@@ -850,6 +805,8 @@ sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_r
     if (ret == 0)
         ret = spawn(sb, a, err);
     close_volume_trees(a);
+    for (size_t i = 0; i < a->n_cg_join; i++) /* the child has its own copies */
+        (void)close(a->cg_join_fds[i]);
     if (a->upper_loop_fd >= 0) /* the child holds its own copy until it has mounted it */
         (void)close(a->upper_loop_fd);
     if (ret == 0)
