@@ -155,7 +155,10 @@ def latency_table(recs, records):
     if cpu:
         lines += ["", "CPU ms/run: mean user + system CPU time of the command's whole process tree per run "
                   "(hyperfine's rusage of the child). Work done by daemons is not in it: for docker that is "
-                  "dockerd, containerd and the shim, so docker's figure is its CLI only."]
+                  "dockerd, containerd and the shim, so docker's figure is its CLI only. Nor is the work of "
+                  "processes the tool does not reap before it exits: bwrap and sbx both exit once their "
+                  "sandbox's init reports the command's status, so that init (which did the mount setup "
+                  "and tears the namespaces down) and sbx's detached teardown are not counted for either."]
     return lines
 
 

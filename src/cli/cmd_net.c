@@ -8,6 +8,7 @@
 #include "cli/cli.h"
 #include "common/error.h"
 #include "net/net.h"
+#include "net/nft.h"
 
 #define STALE_AGE_S 60
 
@@ -64,9 +65,37 @@ parse_opts(int argc, char **argv, struct sbx_net_config *cfg)
     return 0;
 }
 
+/* `sbx net nft check|setup|teardown BRIDGE SUBNET`: internal, run by the lean `sbx` (see
+ * src/net/nft_exec.c) in sbx-full, which links libnftables. check exits 0 when the rules are in
+ * place, 1 when not. */
+static int
+net_nft(int argc, char **argv)
+{
+    if (argc != 5)
+        return SBX_EXIT_USAGE;
+    const char *op = argv[2];
+    sbx_autoerror sbx_error *err = NULL;
+    struct sbx_nft *nft = NULL;
+    int r = sbx_nft_new(&nft, &err);
+    if (r == 0 && strcmp(op, "check") == 0)
+        r = sbx_nft_check(nft, argv[3], argv[4]) == 1 ? 0 : 1;
+    else if (r == 0 && strcmp(op, "setup") == 0)
+        r = sbx_nft_setup(nft, argv[3], argv[4], &err);
+    else if (r == 0 && strcmp(op, "teardown") == 0)
+        r = sbx_nft_teardown(nft, argv[3], &err);
+    else if (r == 0)
+        r = sbx_error_set(&err, SBX_EINVAL, 0, "unknown operation `%s`", op);
+    sbx_nft_free(nft);
+    if (r < 0)
+        fprintf(stderr, "%s\n", sbx_error_msg(err));
+    return r < 0 ? SBX_EXIT_FAIL : r;
+}
+
 int
 sbx_cmd_net(int argc, char **argv)
 {
+    if (argc >= 2 && strcmp(argv[1], "nft") == 0)
+        return net_nft(argc, argv);
     struct sbx_net_config cfg = {0};
     sbx_autoerror sbx_error *err = NULL;
     struct sbx_net *n = NULL;

@@ -393,8 +393,11 @@ run(struct run_opts *o, sbx_error **err)
     if (ret == 0)
         ret = sbx_rt_wait(&ex, sb, &fwd, err);
     if (sb) {
+        /* The teardown (the init's exit, cgroups, lease, record) finishes in a detached
+         * process once the command's status is known: the caller waits for our exit only. */
         sbx_autoerror sbx_error *derr = NULL;
-        if (sbx_rt_destroy(sb, &derr) < 0)
+        int d = ret == 0 ? sbx_rt_destroy_detached(sb, &derr) : sbx_rt_destroy(sb, &derr);
+        if (d < 0)
             fprintf(stderr, "sbx run: warning: %s (run `sbx gc`)\n", sbx_error_msg(derr));
         sbx_rt_sandbox_free(sb);
     }

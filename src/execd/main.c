@@ -2,7 +2,9 @@
  * main.c - sbx-execd: arguments, signals, PID 1 duties, the event loop.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
+#include <spawn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,12 +20,15 @@
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "execd/execd.h"
+#include "execd/fastpath.h"
 #include "execd/kernel.h"
+
+extern char **environ;
 
 #define STOP_GRACE_SEC 3
 
 static const char usage[] =
-    "Usage: sbx-execd [OPTIONS]\n\n"
+    "Usage: sbx-execd [OPTIONS] [-- ENTRYPOINT [ARG...]]\n\n"
     "The in-sandbox daemon speaking the OpenSandbox execd API.\n\n"
     "  --listen ADDR:PORT     listen address (default 0.0.0.0:44772)\n"
     "  --port PORT            listen port (default 44772)\n"
@@ -36,6 +41,8 @@ static const char usage[] =
     "  --python PATH          interpreter for Python kernels (env EXECD_PYTHON; default:\n"
     "                         the first python3 on PATH, /usr/local/bin, /usr/bin with ipykernel)\n"
     "  --log-level LEVEL      error|warn|info|debug|trace (default info)\n"
+    "  --ready-fd FD          write one byte to FD (then close it) once listening\n"
+    "  -- ENTRYPOINT...       also start ENTRYPOINT (stdin /dev/null, our stdout/stderr)\n"
     "  --version, --help\n";
 
 enum {
@@ -46,6 +53,7 @@ enum {
     OPT_STATE,
     OPT_ENVS,
     OPT_LOG,
+    OPT_READY,
     OPT_PYTHON
 };
 
@@ -57,6 +65,7 @@ static const struct option long_opts[] = {
     {"state-dir", required_argument, NULL, OPT_STATE},
     {"envs-file", required_argument, NULL, OPT_ENVS},
     {"log-level", required_argument, NULL, OPT_LOG},
+    {"ready-fd", required_argument, NULL, OPT_READY},
     {"python", required_argument, NULL, OPT_PYTHON},
     {"version", no_argument, NULL, 'V'},
     {"help", no_argument, NULL, 'h'},
@@ -168,10 +177,15 @@ config_dispose(struct execd_config *cfg)
 
 /* Returns 0 to run, 1 for a usage error, 2 when --help/--version already answered. */
 static int
-parse_args(struct execd_config *cfg, int argc, char **argv)
+parse_args(struct execd_config *cfg, int *ready_fd, char ***entrypoint, int argc, char **argv)
 {
     int c;
     while ((c = getopt_long(argc, argv, "hV", long_opts, NULL)) != -1) {
+        uint64_t fd = 0;
+        if (c == OPT_READY && sbx_parse_u64(optarg, &fd, NULL) == 0 && fd > 2 && fd < 65536) {
+            *ready_fd = (int)fd;
+            continue;
+        }
         if (c == 'h') {
             fputs(usage, stdout);
             return 2;
@@ -188,7 +202,9 @@ parse_args(struct execd_config *cfg, int argc, char **argv)
             return 1;
         }
     }
-    if (optind < argc) {
+    if (optind < argc && strcmp(argv[optind - 1], "--") == 0) {
+        *entrypoint = argv + optind;
+    } else if (optind < argc) {
         fprintf(stderr, "sbx-execd: unexpected argument `%s`\n", argv[optind]);
         return 1;
     }
@@ -317,8 +333,41 @@ teardown(struct execd *ex)
     config_dispose(&ex->cfg);
 }
 
+/* The launcher (e.g. sbx serve) waits on the other end of ready_fd instead of polling /ping. */
+static void
+signal_ready(int ready_fd)
+{
+    if (ready_fd < 0)
+        return;
+    while (write(ready_fd, "R", 1) < 0 && errno == EINTR)
+        ;
+    (void)close(ready_fd);
+}
+
+/* What a launcher shell would do (`ENTRYPOINT </dev/null & exec sbx-execd`), without the
+ * shell: one exec less on the way to readiness. The entrypoint gets our environment, from
+ * which the access token is already gone, and no fd of ours above stderr (all CLOEXEC). Its
+ * exit is reaped like any other child's. */
+static void
+start_entrypoint(char **argv)
+{
+    if (!argv || !argv[0])
+        return;
+    posix_spawn_file_actions_t fa;
+    (void)posix_spawn_file_actions_init(&fa);
+    (void)posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+    pid_t pid = 0;
+    int r = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
+    (void)posix_spawn_file_actions_destroy(&fa);
+    if (r != 0)
+        sbx_warn("entrypoint `%s`: %s", argv[0],
+                 strerror(r)); // NOLINT(concurrency-mt-unsafe): single-threaded
+    else
+        sbx_info("entrypoint `%s` started (pid %d)", argv[0], (int)pid);
+}
+
 static int
-run(struct execd *ex)
+run(struct execd *ex, int ready_fd, char **entrypoint)
 {
     sbx_autoerror sbx_error *err = NULL;
     ex->pid1 = getpid() == 1;
@@ -339,6 +388,12 @@ run(struct execd *ex)
     }
     sbx_info("listening on %s:%u%s", ex->cfg.listen_host, ex->cfg.port,
              ex->cfg.token ? " (access token required)" : "");
+    start_entrypoint(entrypoint);
+    signal_ready(ready_fd);
+    /* Whether plain commands may be exec'd directly (reads the shell): now, while the launcher
+     * answers its client, rather than on the first command's path. */
+    if (ex->fast_shell == EXECD_FAST_UNKNOWN)
+        ex->fast_shell = execd_fast_shell_ok(ex->shell) ? EXECD_FAST_YES : EXECD_FAST_NO;
     if (event_base_dispatch(ex->base) < 0)
         return 1;
     return ex->exit_code;
@@ -350,14 +405,19 @@ main(int argc, char **argv)
     struct execd ex = {0};
     sbx_log_init("sbx-execd", SBX_LOG_INFO, SBX_LOG_TEXT);
     config_defaults(&ex.cfg);
-    int r = parse_args(&ex.cfg, argc, argv);
+    int ready_fd = -1;
+    char **entrypoint = NULL;
+    int r = parse_args(&ex.cfg, &ready_fd, &entrypoint, argc, argv);
     if (r != 0) {
         config_dispose(&ex.cfg);
         return r == 2 ? 0 : 2;
     }
     config_from_env(&ex.cfg);
     umask(022);
-    r = run(&ex);
+    /* Commands must not inherit it (closed once written, but a failed start exits first). */
+    if (ready_fd >= 0 && fcntl(ready_fd, F_SETFD, FD_CLOEXEC) < 0)
+        ready_fd = -1;
+    r = run(&ex, ready_fd, entrypoint);
     teardown(&ex);
     return r;
 }

@@ -81,7 +81,7 @@ nft_stamp(char stamp[96])
     uint32_t gen = 0;
     sbx_autoclose int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
     ssize_t len = fd >= 0 ? read(fd, boot, sizeof(boot) - 1) : -1;
-    if (len <= 0 || sbx_nft_genid(&gen) < 0)
+    if (len <= 0 || sbx_nl_nft_genid(&gen) < 0)
         return -1;
     boot[strcspn(boot, "\n")] = '\0';
     (void)snprintf(stamp, 96, "%s %u\n", boot, gen);

@@ -8,12 +8,8 @@
  */
 #include "net/nft.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
-#include <libmnl/libmnl.h>
-#include <linux/netfilter/nf_tables.h>
-#include <linux/netfilter/nfnetlink.h>
 #include <nftables/libnftables.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -21,7 +17,6 @@
 #include <string.h>
 
 #include "common/cleanup.h"
-#include "net/nl.h"
 
 #define MAX_HANDLES 16
 
@@ -224,37 +219,5 @@ sbx_nft_teardown(struct sbx_nft *nft, const char *bridge, sbx_error **err)
     if (r == 0)
         r = fix_filter_forward(nft, bridge, 0, err);
     (void)pthread_mutex_unlock(&nft->lock);
-    return r;
-}
-
-static int
-gen_cb(const struct nlmsghdr *nlh, void *data)
-{
-    const struct nlattr *attr;
-    mnl_attr_for_each(attr, nlh, sizeof(struct nfgenmsg))
-    {
-        if (mnl_attr_get_type(attr) == NFTA_GEN_ID && mnl_attr_get_payload_len(attr) == 4)
-            *(uint32_t *)data = ntohl(mnl_attr_get_u32(attr));
-    }
-    return MNL_CB_OK;
-}
-
-int
-sbx_nft_genid(uint32_t *out)
-{
-    char buf[64];
-    struct sbx_nl nl;
-    int r = sbx_nl_open_netfilter(&nl);
-    if (r < 0)
-        return r;
-    struct nlmsghdr *nlh = mnl_nlmsg_put_header(buf);
-    nlh->nlmsg_type = (NFNL_SUBSYS_NFTABLES << 8) | NFT_MSG_GETGEN;
-    nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_ACK;
-    struct nfgenmsg *nfg = mnl_nlmsg_put_extra_header(nlh, sizeof(*nfg));
-    nfg->nfgen_family = AF_UNSPEC;
-    nfg->version = NFNETLINK_V0;
-    *out = 0;
-    r = sbx_nl_talk(&nl, nlh, gen_cb, out);
-    sbx_nl_close(&nl);
     return r;
 }

@@ -20,10 +20,6 @@ struct sbx_nft;
 int sbx_nft_new(struct sbx_nft **out, sbx_error **err);
 void sbx_nft_free(struct sbx_nft *nft);
 
-/* The generation of the netns's whole nftables ruleset: it changes with every committed
- * change by anyone (one netlink round trip, no libnftables). */
-int sbx_nft_genid(uint32_t *out);
-
 /* 1 when the rules of bridge/subnet are all in place, 0 when something is missing. */
 int sbx_nft_check(struct sbx_nft *nft, const char *bridge, const char *subnet);
 /* Put the rules in place (idempotent; one transaction for our table). */

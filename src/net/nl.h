@@ -1,5 +1,5 @@
 /*
- * nl.h - the few rtnetlink requests sbx needs, over libmnl. Functions return 0 or -errno
+ * nl.h - the few netlink requests sbx needs, over plain sockets. Functions return 0 or -errno
  * (the kernel's answer), so callers can tell EEXIST/ENODEV from real failures.
  */
 #ifndef SBX_NET_NL_H
@@ -7,10 +7,8 @@
 
 #include <stdint.h>
 
-struct mnl_socket;
-
 struct sbx_nl {
-    struct mnl_socket *sock;
+    int fd;
     uint32_t portid;
     uint32_t seq;
 };
@@ -24,10 +22,14 @@ void sbx_nl_close(struct sbx_nl *nl);
 int sbx_nl_open_netfilter(struct sbx_nl *nl);
 
 /* Send one request (its seq is set here) and read until its ack or the end of a dump; each
- * reply goes to cb (libmnl's mnl_cb_t; NULL: none expected). */
+ * reply goes to cb (NULL: none expected), which returns 0, or < 0 to fail the request. */
 struct nlmsghdr;
-int sbx_nl_talk(struct sbx_nl *nl, struct nlmsghdr *nlh,
-                int (*cb)(const struct nlmsghdr *nlh, void *data), void *data);
+typedef int (*sbx_nl_cb)(const struct nlmsghdr *nlh, void *data);
+int sbx_nl_talk(struct sbx_nl *nl, struct nlmsghdr *nlh, sbx_nl_cb cb, void *data);
+
+/* The generation of the netns's whole nftables ruleset: it changes with every committed
+ * change by anyone (one NETLINK_NETFILTER round trip). */
+int sbx_nl_nft_genid(uint32_t *out);
 
 struct sbx_nl_veth {
     const char *name;              /* host end */

@@ -126,6 +126,18 @@ sbx_cg_write(const struct sbx_cg *cg, const char *dir, const char *file, const c
 }
 
 int
+sbx_cg_join_self(const int *fds, size_t n)
+{
+    int ret = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (ret == 0 && write(fds[i], "0", 1) != 1)
+            ret = -errno;
+        (void)close(fds[i]);
+    }
+    return ret;
+}
+
+int
 sbx_cg_read_key(const char *dir, const char *file, const char *key, uint64_t *out, sbx_error **err)
 {
     char path[4096];

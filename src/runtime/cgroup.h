@@ -53,6 +53,10 @@ struct sbx_cg_ops {
     /* v2: an O_PATH dir fd for CLONE_INTO_CGROUP; v1: -1 (the parent attaches instead). */
     int (*clone_fd)(const struct sbx_cg *cg);
     int (*attach)(const struct sbx_cg *cg, pid_t pid, sbx_error **err);
+    /* v1: open (write-only) the `tasks` file of each of the sandbox's dirs into fds[] (at most
+     * max), for the child to join them itself by writing "0" (sbx_cg_join_self); returns the
+     * count. v2: 0 (it clones into the cgroup). */
+    int (*open_join)(const struct sbx_cg *cg, int *fds, size_t max, sbx_error **err);
     int (*freeze)(const struct sbx_cg *cg, bool frozen, sbx_error **err);
     int (*oom_kills)(const struct sbx_cg *cg, uint64_t *out, sbx_error **err);
     /* Thaw and remove; missing dirs are fine. */
@@ -70,6 +74,13 @@ int sbx_cg_detect(const struct sbx_cg_ops **out, const char *root, sbx_error **e
 char *sbx_cg_self_path(const char *self, const char *controller);
 
 /* The distinct dirs of cg (for the state record), in removal order. Returns the count. */
+/* In the process to move (single-threaded): join the cgroups whose `tasks` files open_join
+ * opened, and close them. Writing "0" to `tasks` moves the calling thread without the global
+ * cgroup_threadgroup_rwsem that a pid written to cgroup.procs takes (kernel 5.3+, "cgroup:
+ * Optimize single thread migration"): that rwsem's first writer after a quiet spell waits for
+ * an RCU grace period (~10 ms here). For a single-threaded process the thread is the process.
+ * Returns 0 or -errno (async-signal-safe: only write and close). */
+int sbx_cg_join_self(const int *fds, size_t n);
 size_t sbx_cg_unique_dirs(const struct sbx_cg *cg, const char **out, size_t max);
 
 void sbx_cg_release(struct sbx_cg *cg);

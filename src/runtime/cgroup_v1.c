@@ -4,6 +4,7 @@
  * on the caller (e.g. by a supervisor) still apply to its sandboxes.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -109,6 +110,27 @@ v1_attach(const struct sbx_cg *cg, pid_t pid, sbx_error **err)
 }
 
 static int
+v1_open_join(const struct sbx_cg *cg, int *fds, size_t max, sbx_error **err)
+{
+    const char *dirs[SBX_CG_NROLES];
+    size_t n = sbx_cg_unique_dirs(cg, dirs, SBX_CG_NROLES);
+    if (n > max)
+        return sbx_error_set(err, SBX_EGENERIC, 0, "too many cgroup dirs (%zu)", n);
+    int flags = O_WRONLY | O_CLOEXEC | (cg->fake ? O_CREAT : 0);
+    for (size_t i = 0; i < n; i++) {
+        sbx_autofree char *path = sbx_xasprintf("%s/tasks", dirs[i]);
+        fds[i] = open(path, flags, 0644);
+        if (fds[i] < 0) {
+            int e = errno;
+            for (size_t k = 0; k < i; k++)
+                (void)close(fds[k]);
+            return sbx_error_set(err, SBX_EGENERIC, e, "open `%s`", path);
+        }
+    }
+    return (int)n;
+}
+
+static int
 v1_freeze(const struct sbx_cg *cg, bool frozen, sbx_error **err)
 {
     const char *want = frozen ? "FROZEN" : "THAWED";
@@ -170,6 +192,7 @@ const struct sbx_cg_ops sbx_cg_v1_ops = {
     .create = v1_create,
     .clone_fd = v1_clone_fd,
     .attach = v1_attach,
+    .open_join = v1_open_join,
     .freeze = v1_freeze,
     .oom_kills = v1_oom_kills,
     .destroy = v1_destroy,

@@ -150,6 +150,11 @@ exec_command(struct sbx_child_args *a)
     sigset_t none;
     sigemptyset(&none);
     (void)sigprocmask(SIG_SETMASK, &none, NULL);
+    /* The passed fd lands on 3, inheritable (dup2 clears CLOEXEC); sync_fd is above 3. */
+    if (a->fd3 >= 0 && a->fd3 != 3 && dup2(a->fd3, 3) < 0)
+        sbx_child_fail(a->sync_fd, errno, "pass fd 3");
+    if (a->fd3 == 3 && fcntl(3, F_SETFD, 0) < 0)
+        sbx_child_fail(a->sync_fd, errno, "pass fd 3");
     environ = (char **)a->env; /* execvp searches the sandbox's PATH */
     execvp(a->spec->argv[0], a->spec->argv);
     int e = errno;
@@ -208,6 +213,8 @@ run_init(struct sbx_child_args *a)
     }
     /* The init holds nothing but the sync socket and the inherited stdio: close stdio so the
      * caller sees EOF exactly when the command (and its children) close theirs. */
+    if (a->fd3 >= 0)
+        (void)close(a->fd3);
     int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     for (int i = 0; devnull >= 0 && i < 3; i++)
         (void)dup2(devnull, i);
@@ -240,11 +247,28 @@ sbx_child_main(struct sbx_child_args *a)
             _exit(127);
         a->sync_fd = fd;
     }
+    /* v1: into our cgroups before anything else, so what the setup allocates and forks is
+     * accounted to the sandbox (v2 cloned us into them). */
+    int jr = sbx_cg_join_self(a->cg_join_fds, a->n_cg_join);
+    if (jr < 0)
+        sbx_child_fail(a->sync_fd, -jr, "join the sandbox's cgroups");
+    /* A passed fd is kept above 3 (where stdio and the sync socket cannot clobber it) until
+     * exec_command moves it to 3; the sync socket goes above it. */
+    a->fd3 = -1;
+    if (spec->has_fd3) {
+        a->fd3 = fcntl(spec->fd3, F_DUPFD_CLOEXEC, 4);
+        int fd = a->fd3 < 0 ? -1 : fcntl(a->sync_fd, F_DUPFD_CLOEXEC, a->fd3 + 1);
+        if (fd < 0)
+            sbx_child_fail(a->sync_fd, errno, "pass fd 3");
+        a->sync_fd = fd;
+    }
     setup_stdio(a);
     /* Volume sources given as fds stay open until the root is built. */
-    int keep[SBX_MAX_MOUNTS + 2];
+    int keep[SBX_MAX_MOUNTS + 3];
     size_t n_keep = 0;
     keep[n_keep++] = a->sync_fd;
+    if (a->fd3 >= 0)
+        keep[n_keep++] = a->fd3;
     if (a->upper_loop_fd >= 0)
         keep[n_keep++] = a->upper_loop_fd;
     for (size_t i = 0; i < a->n_binds; i++) {
@@ -282,8 +306,8 @@ sbx_child_main(struct sbx_child_args *a)
     }
     (void)sbx_sync_send(a->sync_fd, SBX_SYNC_READY, 0, 0, NULL);
     wait_for(a, SBX_SYNC_GO);
-    /* v1: the parent has moved us into our cgroup; only now can the cgroup namespace be
-     * rooted there (so /proc/self/cgroup shows "/" and hides the host's layout). */
+    /* v1: we joined our cgroups at the start; the cgroup namespace is rooted there (so
+     * /proc/self/cgroup shows "/" and hides the host's layout). */
     if (a->unshare_cgroupns && unshare(CLONE_NEWCGROUP) < 0)
         sbx_child_fail(a->sync_fd, errno, "unshare cgroup namespace");
     drop_privileges(a);

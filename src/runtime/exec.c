@@ -76,7 +76,7 @@ inner(struct sbx_rt_sandbox *sb, const struct sbx_rt_exec *ex, const struct exec
     const char *what = "";
     if (chdir(ex->cwd ? ex->cwd : "/") < 0)
         die("chdir");
-    if (sbx_security_apply(sb->rt->caps, ex->uid, ex->gid, (p->ns_flags & CLONE_NEWUSER) != 0,
+    if (sbx_security_apply(&sb->rt->caps, ex->uid, ex->gid, (p->ns_flags & CLONE_NEWUSER) != 0,
                            &what) < 0)
         die(what);
     if (sbx_seccomp_apply(&sb->rt->seccomp) < 0)

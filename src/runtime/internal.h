@@ -6,13 +6,19 @@
 #define SBX_RUNTIME_INTERNAL_H
 
 #include <linux/filter.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/capability.h>
+#include <linux/capability.h>
 #include <sys/types.h>
 
 #include "runtime/cgroup.h"
 #include "runtime/runtime.h"
+
+/* A capability set in the kernel's capset format (_LINUX_CAPABILITY_VERSION_3: two words). */
+struct sbx_caps {
+    struct __user_cap_data_struct data[2];
+};
 
 struct sbx_rt {
     char *state_dir;  /* <cfg.state_dir> */
@@ -25,7 +31,10 @@ struct sbx_rt {
     struct sbx_rt_net_ops net_ops;
     bool has_net_ops;
     struct sock_fprog seccomp; /* the default profile, built once */
-    cap_t caps;                /* the default capability set (uid 0 inside) */
+    pthread_mutex_t async_mu;  /* guards n_async */
+    pthread_cond_t async_cv;   /* n_async dropped */
+    unsigned n_async;          /* sbx_rt_destroy_async threads still running */
+    struct sbx_caps caps;      /* the default capability set (uid 0 inside) */
 };
 
 struct sbx_rt_sandbox {
@@ -104,9 +113,12 @@ struct sbx_child_args {
     const char *const *host_files; /* skeleton-relative files copied per sandbox: none yet */
     char *const *env;              /* merged environment */
     const char *cwd;
-    bool unshare_cgroupns; /* v1: after the parent moved us into our cgroup */
+    int cg_join_fds[SBX_CG_NROLES]; /* v1: `tasks` of each cgroup dir, for sbx_cg_join_self */
+    size_t n_cg_join;
+    bool unshare_cgroupns; /* v1: after joining our cgroups */
     const struct sock_fprog *seccomp;
-    cap_t caps;
+    const struct sbx_caps *caps;
+    int fd3; /* in the child: spec->fd3 copied above 3, or -1 */
 };
 
 /* runtime.c: unmount the records tmpfs when it is empty (gc --all). */
@@ -130,18 +142,12 @@ size_t sbx_hostimg_binds(struct sbx_child_bind *binds, size_t max);
 /* security.c */
 int sbx_seccomp_build(struct sock_fprog *out, sbx_error **err);
 void sbx_seccomp_free(struct sock_fprog *prog);
-/* The denied syscalls with their errno (for docs and tests). */
-struct sbx_seccomp_rule {
-    const char *name;
-    int err;
-};
-extern const struct sbx_seccomp_rule sbx_seccomp_denied[];
-extern const size_t sbx_seccomp_n_denied;
-cap_t sbx_caps_default(void);
-extern const cap_value_t sbx_caps_keep[];
+void sbx_caps_default(struct sbx_caps *c);
+extern const int sbx_caps_keep[];
 extern const size_t sbx_caps_n_keep;
 /* In the child: bounding set, ids, caps, ambient, no_new_privs. Returns -errno. */
-int sbx_security_apply(cap_t caps, uid_t uid, gid_t gid, bool userns, const char **what);
+int sbx_security_apply(const struct sbx_caps *caps, uid_t uid, gid_t gid, bool userns,
+                       const char **what);
 int sbx_seccomp_apply(const struct sock_fprog *prog);
 
 /* state.c: <dir>/state.json */

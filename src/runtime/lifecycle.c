@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -56,29 +57,10 @@ forward_signal(struct sbx_rt_sandbox *sb, int sigfd)
         (void)syscall(SYS_pidfd_send_signal, sb->pidfd, (int)si.ssi_signo, NULL, 0);
 }
 
-/* Sleep until the init exits (its pidfd turns readable), forwarding signals meanwhile. One
- * wake-up per sandbox: the command's status was queued on the socket before the init exited. */
-static void
-wait_for_init(struct sbx_rt_sandbox *sb, const sigset_t *forward)
-{
-    sbx_autoclose int sigfd = forward ? signalfd(-1, forward, SFD_CLOEXEC) : -1;
-    struct pollfd p[2] = {{.fd = sb->pidfd, .events = POLLIN}, {.fd = sigfd, .events = POLLIN}};
-    for (;;) {
-        if (poll(p, sigfd >= 0 ? 2 : 1, -1) < 0) {
-            if (errno == EINTR)
-                continue;
-            return;
-        }
-        if (p[1].revents & POLLIN)
-            forward_signal(sb, sigfd);
-        if (p[0].revents & (POLLIN | POLLHUP | POLLERR))
-            return;
-    }
-}
-
-/* Read what the init left on the socket: setup/exec errors and the command's status. */
-static void
-drain_messages(struct sbx_rt_sandbox *sb)
+/* Read the messages queued on the sync socket without blocking. Returns 1 once the command's
+ * status is known (EXIT), -1 when the init's end is closed (it is exiting), else 0. */
+static int
+read_messages(struct sbx_rt_sandbox *sb)
 {
     struct sbx_sync_msg m;
     for (;;) {
@@ -87,10 +69,51 @@ drain_messages(struct sbx_rt_sandbox *sb)
          * is still queued behind that. */
         if (n < 0 && (errno == ECONNRESET || errno == EINTR))
             continue;
+        if (n < 0 && errno == EAGAIN)
+            return 0;
         if (n != (ssize_t)sizeof m)
-            break;
-        (void)on_message(sb, &m);
+            return -1;
+        if (on_message(sb, &m) == 1)
+            return 1;
     }
+}
+
+/* Sleep until the command's status arrives on the sync socket or the init exits (its pidfd
+ * turns readable), forwarding signals meanwhile. Returns true when the status came first: the
+ * init is then still tearing the sandbox down (killing leftovers, releasing its namespaces),
+ * which the caller need not wait for. */
+static bool
+wait_for_init(struct sbx_rt_sandbox *sb, const sigset_t *forward)
+{
+    sbx_autoclose int sigfd = forward ? signalfd(-1, forward, SFD_CLOEXEC) : -1;
+    /* An as_init command is the init itself: its status is the init's, read by waitpid. */
+    int syncfd = sb->as_init ? -1 : sb->sync_fd;
+    struct pollfd p[3] = {{.fd = sb->pidfd, .events = POLLIN},
+                          {.fd = syncfd, .events = POLLIN},
+                          {.fd = sigfd, .events = POLLIN}};
+    for (;;) {
+        if (poll(p, 3, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            return false;
+        }
+        if (p[2].revents & POLLIN)
+            forward_signal(sb, sigfd);
+        if (p[0].revents & (POLLIN | POLLHUP | POLLERR))
+            return false;
+        if (p[1].revents && read_messages(sb) != 0) {
+            if (sb->exit.status != -1)
+                return true;
+            p[1].fd = -1; /* hung up without a status: the pidfd tells the rest */
+        }
+    }
+}
+
+/* Read what the init left on the socket: setup/exec errors and the command's status. */
+static void
+drain_messages(struct sbx_rt_sandbox *sb)
+{
+    (void)read_messages(sb);
     (void)close(sb->sync_fd);
     sb->sync_fd = -1;
 }
@@ -124,10 +147,11 @@ sbx_rt_wait(struct sbx_rt_exit *out, struct sbx_rt_sandbox *sb, const sigset_t *
 {
     if (!sb->started && sb->is_child)
         return sbx_error_set(err, SBX_ECONFLICT, 0, "sandbox `%s` was not started", sb->id);
-    if (!sb->reaped)
-        wait_for_init(sb, forward);
-    int ret = reap(sb, err);
-    if (sb->sync_fd >= 0)
+    /* The command's status usually arrives before the init has exited: no need to wait for
+     * the rest of the teardown (destroy reaps the init). */
+    bool early = !sb->reaped && sb->exit.status == -1 && wait_for_init(sb, forward);
+    int ret = early ? 0 : reap(sb, err);
+    if (!early && sb->sync_fd >= 0)
         drain_messages(sb);
     if (ret < 0)
         return ret;
@@ -228,6 +252,51 @@ sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err)
     return 0;
 }
 
+/* In the detached process: the init is a sibling now, so wait on its pidfd instead of
+ * waitpid; the caller (its parent) exits and the init is reaped by whoever inherits it. */
+__attribute__((noreturn)) static void
+teardown_detached(struct sbx_rt_sandbox *sb)
+{
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    for (int fd = 0; null >= 0 && fd < 3; fd++)
+        (void)dup2(null, fd);
+    (void)setsid(); /* no terminal signals from the caller's session */
+    (void)syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+    struct pollfd p = {.fd = sb->pidfd, .events = POLLIN};
+    while (poll(&p, 1, -1) < 0 && errno == EINTR)
+        ;
+    sb->reaped = true;
+    sbx_autoerror sbx_error *err = NULL;
+    /* A failure leaves the record, which `sbx gc` completes (as after a crash). */
+    _exit(sbx_rt_destroy(sb, &err) < 0 ? 1 : 0);
+}
+
+int
+sbx_rt_destroy_detached(struct sbx_rt_sandbox *sb, sbx_error **err)
+{
+    if (sb->destroyed)
+        return 0;
+    if (sb->reaped || sb->pidfd < 0 || !sb->is_child || sb->frozen || !sb->has_record)
+        return sbx_rt_destroy(sb, err);
+    /* The record dir stays locked until the teardown is done (the lock is taken here and held
+     * by the forked process's copy of the fd): gc leaves it alone, or with --all waits. */
+    int lock = open(sb->dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (lock < 0 || flock(lock, LOCK_EX) < 0) {
+        if (lock >= 0)
+            (void)close(lock);
+        return sbx_rt_destroy(sb, err);
+    }
+    (void)fflush(NULL); /* nothing buffered is written twice */
+    pid_t pid = fork();
+    if (pid == 0)
+        teardown_detached(sb); /* inherits the locked fd; it closes at exit */
+    (void)close(lock);
+    if (pid < 0)
+        return sbx_rt_destroy(sb, err); /* no process: do it now */
+    sb->destroyed = true;
+    return 0;
+}
+
 /* ---- kept writable layers (the server's stop/start) ----
  *
  * A layer is kept when <upper_dir>/<id>/kept exists. The owner marks it before it destroys the
@@ -278,6 +347,25 @@ sbx_rt_upper_keep(struct sbx_rt *rt, const char *id, sbx_error **err)
         return sbx_error_set(err, errno == ENOENT ? SBX_ENOTFOUND : SBX_EGENERIC, errno,
                              "sandbox `%s` has no writable layer on disk", id);
     return mark_kept(layer, err);
+}
+
+int
+sbx_rt_upper_unkeep(struct sbx_rt *rt, const char *id, sbx_error **err)
+{
+    if (!sbx_rt_valid_id(id))
+        return sbx_error_set(err, SBX_EINVAL, 0, "invalid sandbox id `%s`", id);
+    sbx_autofree char *layer = sbx_xasprintf("%s/%s", rt->upper_dir, id);
+    sbx_autoclose int dir = open(layer, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir < 0 && errno == ENOENT)
+        return 0;
+    if (dir < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "open the writable layer `%s`", layer);
+    if (unlinkat(dir, KEPT_MARK, 0) < 0)
+        return errno == ENOENT ? 0 : sbx_error_set(err, SBX_EGENERIC, errno, "unkeep `%s`", layer);
+    /* Durable, as the mark was: a layer kept again by a power loss would outlive its sandbox. */
+    if (fsync(dir) < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "unkeep `%s`", layer);
+    return 0;
 }
 
 int
@@ -346,6 +434,64 @@ sbx_rt_destroy_deferred(struct sbx_rt_sandbox *sb, sbx_error **err)
         (void)deferred_remove(d); /* no thread: do it now */
     }
     sb->destroyed = true;
+    return 0;
+}
+
+struct async_destroy {
+    struct sbx_rt_sandbox *sb;
+    void (*done)(void *arg, int result);
+    void *arg;
+};
+
+static void *
+async_destroy_main(void *p)
+{
+    struct async_destroy *a = p;
+    struct sbx_rt *rt = a->sb->rt;
+    sbx_autoerror sbx_error *err = NULL;
+    int r = sbx_rt_destroy(a->sb, &err);
+    if (r < 0)
+        sbx_warn("%s (run `sbx gc`)", sbx_error_msg(err));
+    if (a->done)
+        a->done(a->arg, r);
+    sbx_rt_sandbox_free(a->sb);
+    free(a);
+    pthread_mutex_lock(&rt->async_mu);
+    rt->n_async--;
+    pthread_cond_broadcast(&rt->async_cv);
+    pthread_mutex_unlock(&rt->async_mu);
+    return NULL;
+}
+
+int
+sbx_rt_destroy_async(struct sbx_rt_sandbox *sb, void (*done)(void *arg, int result), void *arg,
+                     sbx_error **err)
+{
+    /* Stopped now: SIGKILL (after a thaw: frozen tasks cannot die) ends the pid namespace. */
+    if (!sb->destroyed && !sb->reaped && sb->pidfd >= 0) {
+        sbx_autoerror sbx_error *ignored = NULL;
+        if (sb->frozen || !sb->is_child)
+            (void)sb->cg.ops->freeze(&sb->cg, false, &ignored);
+        if (syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0) < 0 && errno != ESRCH) {
+            int e = errno;
+            sbx_rt_sandbox_free(sb);
+            return sbx_error_set(err, SBX_EGENERIC, e, "kill sandbox");
+        }
+    }
+    struct async_destroy *a = sbx_xcalloc(1, sizeof *a);
+    *a = (struct async_destroy){.sb = sb, .done = done, .arg = arg};
+    struct sbx_rt *rt = sb->rt;
+    pthread_mutex_lock(&rt->async_mu);
+    rt->n_async++;
+    pthread_mutex_unlock(&rt->async_mu);
+    pthread_attr_t attr;
+    pthread_t t;
+    (void)pthread_attr_init(&attr);
+    (void)pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    int r = pthread_create(&t, &attr, async_destroy_main, a);
+    (void)pthread_attr_destroy(&attr);
+    if (r != 0)
+        (void)async_destroy_main(a); /* no thread: do it now */
     return 0;
 }
 
@@ -448,7 +594,7 @@ gc_unfinished(struct sbx_rt *rt, const char *name, sbx_error **err)
     return sbx_rm_rf(dir, err) < 0 ? -1 : 1;
 }
 
-/* gc of one record dir. Returns 1 removed, 0 kept, <0 error. */
+/* gc of one record dir. Returns 1 removed, 0 kept, 2 gone meanwhile, <0 error. */
 static int
 gc_one(struct sbx_rt *rt, const char *name, bool all, sbx_error **err)
 {
@@ -456,6 +602,17 @@ gc_one(struct sbx_rt *rt, const char *name, bool all, sbx_error **err)
         return gc_unfinished(rt, name, err);
     if (name[0] == '.')
         return 0;
+    /* A detached teardown (sbx_rt_destroy_detached) holds this lock until the record is
+     * gone: leave the record to it, or with --all wait for it. */
+    sbx_autofree char *dir = sbx_xasprintf("%s/%s", rt->run_dir, name);
+    sbx_autoclose int lock = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (lock < 0)
+        return errno == ENOENT ? 2 : sbx_error_set(err, SBX_EGENERIC, errno, "open `%s`", dir);
+    if (flock(lock, LOCK_EX | (all ? 0 : LOCK_NB)) < 0)
+        return 0; /* being torn down right now */
+    struct stat st;
+    if (fstat(lock, &st) == 0 && st.st_nlink == 0)
+        return 2; /* removed while we waited */
     struct sbx_rt_sandbox *sb = NULL;
     int ret = from_record(&sb, rt, name, err);
     if (ret < 0)

@@ -46,13 +46,15 @@ sbx_native_bridge_free(struct sbx_native_bridge *b)
     free(b);
 }
 
-/* The net handle to use; full=true sets up the host (bridge, NAT) if not done yet. */
+/* The net handle to use; full=true sets up the host (bridge, NAT) if not done yet (*opened:
+ * just now, so the host was checked by this call). */
 static struct sbx_net *
-bridge_net(struct sbx_native_bridge *b, bool full, sbx_error **err)
+bridge_net(struct sbx_native_bridge *b, bool full, bool *opened, sbx_error **err)
 {
     struct sbx_net_config cfg = {.state_dir = b->net_dir};
     pthread_mutex_lock(&b->lock);
     int ret = 0;
+    *opened = full && !b->full;
     if (full && !b->full)
         ret = sbx_net_open(&b->full, &cfg, err);
     else if (!full && !b->full && !b->state)
@@ -66,12 +68,14 @@ static int
 bridge_attach(void *arg, struct sbx_rt_lease *out, const char *id, int netns_fd, sbx_error **err)
 {
     struct sbx_native_bridge *b = arg;
-    struct sbx_net *n = bridge_net(b, true, err);
+    bool opened = false;
+    struct sbx_net *n = bridge_net(b, true, &opened, err);
     if (!n)
         return sbx_error_wrap(err, "bridge network");
-    /* Cheap (~0.1 ms) re-check: dockerd may have changed the host's rules since. */
+    /* Cheap (~0.1 ms) re-check: dockerd may have changed the host's rules since the handle was
+     * opened (opening it just now checked them: `sbx run` does not pay twice). */
     struct sbx_net_lease l = {0};
-    int ret = sbx_net_ensure(n, err);
+    int ret = opened ? 0 : sbx_net_ensure(n, err);
     if (ret == 0)
         ret = sbx_net_attach(&l, n, id, netns_fd, err);
     if (ret < 0)
@@ -90,7 +94,8 @@ static int
 bridge_detach(void *arg, const char *id, sbx_error **err)
 {
     struct sbx_native_bridge *b = arg;
-    struct sbx_net *n = bridge_net(b, false, err);
+    bool opened = false;
+    struct sbx_net *n = bridge_net(b, false, &opened, err);
     if (!n)
         return sbx_error_wrap(err, "bridge network");
     return sbx_net_release(n, id, err);

@@ -2,8 +2,9 @@
  * runtime.c - the parent side: runtime context, create/start/wait/kill/pause/destroy.
  *
  * Hot path of create: mkdir the record dir, record, mkdir cgroups, one clone3 with every
- * namespace flag, then (while the child builds its root in parallel) attach the cgroup and
- * record the pid; one READY message back. No helper processes, no sleeps.
+ * namespace flag (v2: into the cgroup; v1: the child joins its cgroups itself), then (while the
+ * child builds its root in parallel) record the pid and attach the network; one READY message
+ * back. No helper processes, no sleeps.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -102,7 +103,9 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
         rt->net_ops = *cfg->net_ops;
         rt->has_net_ops = true;
     }
-    rt->caps = sbx_caps_default();
+    sbx_caps_default(&rt->caps);
+    (void)pthread_mutex_init(&rt->async_mu, NULL);
+    (void)pthread_cond_init(&rt->async_cv, NULL);
     /* 0711: a sandbox in its own user namespace runs as an unprivileged host id and must be
      * able to traverse to its scratch dir; listing stays root-only. */
     int ret = sbx_mkdir_p(rt->run_dir, 0711, err);
@@ -133,9 +136,14 @@ sbx_rt_close(struct sbx_rt *rt)
 {
     if (!rt)
         return;
+    /* Asynchronous destroys use rt (and its net hook): let them finish. */
+    pthread_mutex_lock(&rt->async_mu);
+    while (rt->n_async > 0)
+        pthread_cond_wait(&rt->async_cv, &rt->async_mu);
+    pthread_mutex_unlock(&rt->async_mu);
+    (void)pthread_cond_destroy(&rt->async_cv);
+    (void)pthread_mutex_destroy(&rt->async_mu);
     sbx_seccomp_free(&rt->seccomp);
-    if (rt->caps)
-        (void)cap_free(rt->caps);
     free(rt->state_dir);
     free(rt->run_dir);
     free(rt->upper_dir);
@@ -621,11 +629,18 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
             (struct sbx_child_bind){.src = spec->execd_path, .dst = SBX_RT_EXECD_PATH, .ro = true};
     a->env = merge_env(spec);
     a->cwd = spec->cwd ? spec->cwd : spec->image_workdir ? spec->image_workdir : "/";
-    /* v1: the cgroup namespace is rooted once the parent has attached us (after GO). */
+    /* v1: the child joins its cgroups itself (see sbx_cg_join_self), then roots its cgroup
+     * namespace there. */
     a->unshare_cgroupns = !sb->cg.ops->clone_into && sbx_cg_any_dir(&sb->cg);
     a->seccomp = &sb->rt->seccomp;
-    a->caps = sb->rt->caps;
-    int ret = clone_volume_trees(a, first_volume, spec, err);
+    a->caps = &sb->rt->caps;
+    int ret = sb->cg.ops->clone_into || !sbx_cg_any_dir(&sb->cg)
+                  ? 0
+                  : sb->cg.ops->open_join(&sb->cg, a->cg_join_fds, SBX_CG_NROLES, err);
+    if (ret < 0)
+        return ret;
+    a->n_cg_join = (size_t)ret;
+    ret = clone_volume_trees(a, first_volume, spec, err);
     return ret < 0 ? ret : overlay_opts(a, spec, err);
 }
 
@@ -729,8 +744,6 @@ static int
 attach_host_side(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_error **err)
 {
     int ret = spec->userns ? map_ids(sb, spec, err) : 0;
-    if (ret == 0 && !sb->cg.ops->clone_into)
-        ret = sb->cg.ops->attach(&sb->cg, sb->pid, err);
     sb->start_time = sbx_proc_start_time(sb->pid);
     if (ret == 0)
         ret = record(sb, err);
@@ -792,6 +805,8 @@ sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_r
     if (ret == 0)
         ret = spawn(sb, a, err);
     close_volume_trees(a);
+    for (size_t i = 0; i < a->n_cg_join; i++) /* the child has its own copies */
+        (void)close(a->cg_join_fds[i]);
     if (a->upper_loop_fd >= 0) /* the child holds its own copy until it has mounted it */
         (void)close(a->upper_loop_fd);
     if (ret == 0)

@@ -99,7 +99,11 @@ struct sbx_rt_spec {
     enum sbx_rt_netmode net;
     bool userns; /* own user namespace with the maps below */
     struct sbx_rt_idmap uid_map, gid_map;
-    int stdio[3];         /* fds for the command's stdin/stdout/stderr; -1 => /dev/null */
+    int stdio[3]; /* fds for the command's stdin/stdout/stderr; -1 => /dev/null */
+    /* With has_fd3: passed to the command as its fd 3 (the init keeps no copy), e.g. the write
+     * end of a pipe execd signals readiness on. Nothing else of the caller's gets in. */
+    bool has_fd3;
+    int fd3;
     bool die_with_parent; /* PR_SET_PDEATHSIG(SIGKILL) on the sandbox's init (sbx run) */
     bool as_init;         /* argv is an init (execd): exec it as PID 1, no sbx reaper */
     bool pausable;        /* create a freezer cgroup (needed by sbx_rt_pause) */
@@ -128,7 +132,8 @@ int sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct s
  * sbx_rt_wait (code 127/126). */
 int sbx_rt_start(struct sbx_rt_sandbox *sb, sbx_error **err);
 /* Wait for the command; signals in `forward` (may be NULL) that reach the caller meanwhile are
- * passed to the sandbox (they must be blocked by the caller). */
+ * passed to the sandbox (they must be blocked by the caller). Returns as soon as the command's
+ * status is known: the init may still be tearing the sandbox down (destroy waits for it). */
 int sbx_rt_wait(struct sbx_rt_exit *out, struct sbx_rt_sandbox *sb, const sigset_t *forward,
                 sbx_error **err);
 int sbx_rt_kill(struct sbx_rt_sandbox *sb, int sig, sbx_error **err);
@@ -147,10 +152,27 @@ bool sbx_rt_upper_kept(const char *state_dir, const char *id);
 /* Remove the writable layer kept for id (nothing to do when there is none). SBX_ECONFLICT while
  * a record of id exists: a sandbox may still run on it. */
 int sbx_rt_upper_remove(struct sbx_rt *rt, const char *id, sbx_error **err);
+/* Undo sbx_rt_upper_keep (nothing to do when id's layer is not kept): the next destroy of id, or
+ * gc once its record is gone, removes the layer. For a delete that destroys asynchronously
+ * (sbx_rt_destroy_async): a crash before the teardown finished leaves nothing kept. */
+int sbx_rt_upper_unkeep(struct sbx_rt *rt, const char *id, sbx_error **err);
 /* Like sbx_rt_destroy, but the cgroup rmdirs (which have 10-30 ms tail spikes on some hosts)
  * and the record removal run on a detached thread, off the caller's path. For long-lived
  * callers (the server); if the process exits first, the record remains and gc finishes. */
 int sbx_rt_destroy_deferred(struct sbx_rt_sandbox *sb, sbx_error **err);
+/* Like sbx_rt_destroy, but all of it (kill, wait for the init's exit, cgroups, lease, record)
+ * runs in a forked process, detached from the caller's stdio and session, so that the caller
+ * can exit at once: for `sbx run`, whose caller waits for its exit. Only for a caller that is
+ * about to exit (until then the init and the forked process are its unreaped children). A
+ * failure there leaves the record for `sbx gc`, as a crash would. */
+int sbx_rt_destroy_detached(struct sbx_rt_sandbox *sb, sbx_error **err);
+/* For a long-lived caller (the server): SIGKILL now, so the sandbox is stopped when this
+ * returns; the rest of sbx_rt_destroy (reaping the init, whose exit tears down its namespaces,
+ * lease, cgroups, record) runs on a detached thread, which then calls done(arg, result) (may
+ * be NULL) and frees sb: sb belongs to this call, even when it fails. sbx_rt_close waits for
+ * these threads. If the process exits first, the record remains and gc removes it. */
+int sbx_rt_destroy_async(struct sbx_rt_sandbox *sb, void (*done)(void *arg, int result), void *arg,
+                         sbx_error **err);
 void sbx_rt_sandbox_free(struct sbx_rt_sandbox *sb);
 
 /* Re-open a sandbox recorded in the state dir whose init is still running. */

@@ -4,6 +4,7 @@
 #include "server/launch.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #include "common/xalloc.h"
 
@@ -57,6 +58,52 @@ sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l)
                               l->listen_host ? l->listen_host : "127.0.0.1", l->port);
     envp[i++] = sbx_xasprintf("SBX_EXECD_TOKEN=%s", l->token);
     envp[i++] = sbx_xasprintf("SBX_EXECD_STATE=%s", l->state_dir);
+    return envp;
+}
+
+char **
+sbx_launch_execd_argv(const struct sbx_record *sb, const struct sbx_launch *l)
+{
+    size_t n = json_array_size(sb->entrypoint);
+    char **argv = sbx_xcalloc(n + 10, sizeof(char *));
+    size_t i = 0;
+    argv[i++] = sbx_xstrdup(l->execd);
+    argv[i++] = sbx_xstrdup("--listen");
+    argv[i++] = sbx_xasprintf("%s:%d", l->listen_host ? l->listen_host : "127.0.0.1", l->port);
+    argv[i++] = sbx_xstrdup("--state-dir");
+    argv[i++] = sbx_xstrdup(l->state_dir);
+    if (l->ready_fd > 2) {
+        argv[i++] = sbx_xstrdup("--ready-fd");
+        argv[i++] = sbx_xasprintf("%d", l->ready_fd);
+    }
+    if (n > 0)
+        argv[i++] = sbx_xstrdup("--");
+    for (size_t k = 0; k < n; k++) {
+        const char *s = json_string_value(json_array_get(sb->entrypoint, k));
+        argv[i++] = sbx_xstrdup(s ? s : "");
+    }
+    return argv;
+}
+
+char **
+sbx_launch_execd_env(const struct sbx_record *sb, const struct sbx_launch *l)
+{
+    size_t n = json_object_size(sb->env) + 4;
+    char **envp = sbx_xcalloc(n, sizeof(char *));
+    size_t i = 0;
+    if (l->home) {
+        envp[i++] =
+            sbx_xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
+        envp[i++] = sbx_xasprintf("HOME=%s", l->home);
+    }
+    const char *key = NULL;
+    json_t *val = NULL;
+    json_object_foreach (sb->env, key, val) {
+        /* The request cannot set the token: execd reads it from here (and unsets it). */
+        if (json_is_string(val) && i < n - 2 && strcmp(key, "EXECD_ACCESS_TOKEN") != 0)
+            envp[i++] = sbx_xasprintf("%s=%s", key, json_string_value(val));
+    }
+    envp[i++] = sbx_xasprintf("EXECD_ACCESS_TOKEN=%s", l->token);
     return envp;
 }
 

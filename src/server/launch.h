@@ -1,7 +1,8 @@
 /*
  * launch.h - how a provider starts execd and the entrypoint: `/bin/sh -c LAUNCHER` runs the
  * entrypoint in the background and then execs execd, so both live in the same session (or pid
- * namespace) and the recorded pid is execd's.
+ * namespace) and the recorded pid is execd's (the process provider). The native provider execs
+ * execd directly and execd starts the entrypoint (`-- ENTRYPOINT`): one shell less.
  */
 #ifndef SBX_SERVER_LAUNCH_H
 #define SBX_SERVER_LAUNCH_H
@@ -15,6 +16,7 @@ struct sbx_launch {
     const char *token;     /* execd's access token */
     const char *state_dir; /* execd's --state-dir */
     const char *home;      /* HOME; NULL: neither HOME nor PATH (an image's config has them) */
+    int ready_fd;          /* execd's --ready-fd (> 2; sbx_launch_execd_argv only), 0: none */
 };
 
 /* argv for posix_spawn/the runtime: /bin/sh -c LAUNCHER sbx-launch ENTRYPOINT... (NULL-ended). */
@@ -23,6 +25,13 @@ char **sbx_launch_argv(const struct sbx_record *sb);
  * launcher consumes and unsets. The token reaches execd as EXECD_ACCESS_TOKEN (execd unsets it at
  * once), never in argv where `ps` would show it. */
 char **sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l);
+/* Without the launcher shell, for a provider whose execd starts the entrypoint itself (execd
+ * `-- ENTRYPOINT`): argv = execd --listen HOST:PORT --state-dir DIR [--ready-fd N]
+ * [-- ENTRYPOINT...]; envp = PATH, HOME (unless l->home is NULL), the request's env,
+ * EXECD_ACCESS_TOKEN (execd unsets it before anything else runs, so the entrypoint and commands
+ * never see it). */
+char **sbx_launch_execd_argv(const struct sbx_record *sb, const struct sbx_launch *l);
+char **sbx_launch_execd_env(const struct sbx_record *sb, const struct sbx_launch *l);
 void sbx_strv_free(char **v);
 /* The launcher shell script: reads SBX_EXECD, SBX_EXECD_LISTEN (host:port), SBX_EXECD_TOKEN and
  * SBX_EXECD_STATE from its environment, unsets them, starts "$@" in the background and execs

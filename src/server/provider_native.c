@@ -22,7 +22,9 @@
 /* Compiled (and linked to sbx_runtime) only when src/runtime is part of the build. */
 #ifdef SBX_HAVE_RUNTIME
 
+#include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
@@ -208,25 +210,30 @@ open_log(struct native_data *d, const char *id)
     return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
 }
 
+/* execd writes one byte to its --ready-fd (the write end of ready_rd's pipe, fd 3 in the
+ * sandbox) once it listens: no polling of /ping. EOF without that byte means it never got
+ * there (setup failed, execd exited). */
 static int
-wait_ready(struct native_data *d, const struct sbx_record *sb, struct sbx_rt_sandbox *h,
-           sbx_error **err)
+wait_ready(struct native_data *d, const struct sbx_record *sb, int ready_rd, sbx_error **err)
 {
     uint64_t deadline = sbx_now_ms() + (uint64_t)d->ping_timeout_ms;
-    pid_t pid = sbx_rt_sandbox_pid(h);
-    while (sbx_now_ms() < deadline) {
-        sbx_autoclose int fd = -1;
-        if (sbx_rt_connect(&fd, h, EXECD_PORT, NULL) == 0 &&
-            sbx_execd_ping_fd(fd, priv_str(sb, "token")) == 0)
+    for (;;) {
+        uint64_t now = sbx_now_ms();
+        if (now >= deadline)
+            return sbx_error_set(err, SBX_ETIMEDOUT, 0, "execd was not ready within %d ms",
+                                 d->ping_timeout_ms);
+        struct pollfd p = {.fd = ready_rd, .events = POLLIN};
+        int n = poll(&p, 1, (int)(deadline - now));
+        if (n < 0 && errno == EINTR)
+            continue;
+        char c = 0;
+        if (n > 0 && read(ready_rd, &c, 1) == 1 && c == 'R')
             return 0;
-        if (kill(pid, 0) < 0)
+        if (n != 0)
             return sbx_error_set(err, SBX_EUNAVAIL, 0,
                                  "execd exited before it was ready (log: %s/%s.log)", d->logs_dir,
                                  sb->id);
-        (void)usleep(10 * 1000);
     }
-    return sbx_error_set(err, SBX_ETIMEDOUT, 0, "execd did not answer /ping within %d ms",
-                         d->ping_timeout_ms);
 }
 
 static void
@@ -247,9 +254,14 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
                            .port = EXECD_PORT,
                            .token = priv_str(sb, "token"),
                            .state_dir = EXECD_STATE,
-                           .home = "/root"};
-    char **argv = sbx_launch_argv(sb);
-    char **envp = sbx_launch_env(sb, &l);
+                           .home = "/root",
+                           .ready_fd = 3};
+    int ready[2];
+    if (pipe2(ready, O_CLOEXEC) < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "readiness pipe");
+    sbx_autoclose int ready_rd = ready[0];
+    char **argv = sbx_launch_execd_argv(sb, &l);
+    char **envp = sbx_launch_execd_env(sb, &l);
     sbx_autoclose int logfd = open_log(d, sb->id);
     /* A start after a stop runs on the layer the stop kept. */
     bool restart = is_stopped(sb);
@@ -266,7 +278,9 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
                                .as_init = true,
                                .pausable = true,
                                .start = true,
-                               .stdio = {-1, logfd, logfd}};
+                               .stdio = {-1, logfd, logfd},
+                               .has_fd3 = true,
+                               .fd3 = ready[1]};
     struct sbx_rt_sandbox *h = NULL;
     struct sbx_native_image img = {0};
     struct sbx_vols_mounts mounts = {0};
@@ -288,6 +302,7 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     bool attached = r >= 0 && json_array_size(vols) > 0;
     if (r >= 0)
         r = sbx_rt_create(&h, d->rt, &spec, err);
+    (void)close(ready[1]); /* execd holds the only write end now: its exit reads as EOF */
     if (attached)
         sbx_vols_started(d->vols, sb->id, &mounts); /* its record says whether it lives now */
     /* The pin stays while the sandbox exists, also while it is stopped (a failed start after a
@@ -302,7 +317,7 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     pthread_mutex_unlock(&d->mu);
     (void)json_object_del(sb->priv, "stopped");
     record_pid(sb, h);
-    return wait_ready(d, sb, h, err);
+    return wait_ready(d, sb, ready_rd, err);
 }
 
 /* ---- the rest of the lifecycle ---- */
@@ -376,21 +391,82 @@ native_resume(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     return 0;
 }
 
+struct gone_job {
+    struct native_data *d; /* outlives the job: sbx_rt_close waits for async destroys */
+    char id[SBX_UUID_LEN + 1];
+    json_t *volumes; /* the record's priv.volumes (a copy), may be NULL */
+};
+
+static void
+gone_job_free(struct gone_job *j)
+{
+    json_decref(j->volumes);
+    free(j);
+}
+
+/* What a sandbox keeps outside its runtime record, once that is gone: a kept writable layer
+ * (the sandbox was stopped once), its image pin, its volumes. */
+static int
+release_gone(struct gone_job *j, sbx_error **err)
+{
+    if (sbx_rt_upper_remove(j->d->rt, j->id, err) < 0)
+        return -SBX_EGENERIC;
+    sbx_native_image_unpin(j->d->state_dir, j->id);
+    sbx_vols_detach(j->d->vols, j->id, j->volumes);
+    return 0;
+}
+
+static void
+release_when_gone(void *arg, int result)
+{
+    struct gone_job *j = arg;
+    sbx_autoerror sbx_error *err = NULL;
+    /* A failed teardown leaves the record for gc: the layer, pin and volumes stay with it. */
+    if (result >= 0 && release_gone(j, &err) < 0)
+        sbx_warn("delete `%s`: %s", j->id, sbx_error_msg(err));
+    gone_job_free(j);
+}
+
+/* The sandbox is stopped (SIGKILL) before this returns; reaping its init (whose exit tears
+ * down the namespaces), the lease, the cgroups, the record and the image pin follow on a
+ * runtime thread, off the API's path. A server that dies meanwhile leaves a record whose init
+ * is gone: the gc at the next start removes it. */
 static int
 native_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
     struct native_data *d = ndata(p);
-    int r = destroy_runtime(d, sb->id, json_is_true(json_object_get(sb->priv, "paused")), err);
+    struct sbx_rt_sandbox *h = take_handle(d, sb->id);
+    sbx_autoerror sbx_error *aerr = NULL;
+    if (!h && sbx_rt_adopt(&h, d->rt, sb->id, &aerr) < 0) {
+        /* Not running (stopped, or never made): gc removes the records whose init is gone. */
+        struct sbx_rt_gc_stats st = {0};
+        (void)sbx_rt_gc(&st, d->rt, false, NULL);
+    }
     sbx_autofree char *log = sbx_xasprintf("%s/%s.log", d->logs_dir, sb->id);
     (void)unlink(log);
-    /* A kept layer (the sandbox was stopped once) only once no runtime sandbox uses it. */
-    if (r >= 0)
-        r = sbx_rt_upper_remove(d->rt, sb->id, err);
-    if (r >= 0) {
-        sbx_native_image_unpin(d->state_dir, sb->id);
-        sbx_vols_detach(d->vols, sb->id, json_object_get(sb->priv, "volumes"));
+    struct gone_job *j = sbx_xcalloc(1, sizeof *j);
+    j->d = d;
+    (void)snprintf(j->id, sizeof j->id, "%s", sb->id);
+    j->volumes = json_deep_copy(json_object_get(sb->priv, "volumes"));
+    /* A layer kept by an earlier stop goes with the sandbox's teardown, so a crash before that
+     * is done leaves nothing that gc would keep. */
+    if (h && sbx_rt_upper_unkeep(d->rt, sb->id, err) < 0) {
+        gone_job_free(j);
+        pthread_mutex_lock(&d->mu);
+        add_locked(d, sb->id, h);
+        pthread_mutex_unlock(&d->mu);
+        return sbx_error_wrap(err, "delete `%s`", sb->id);
     }
-    return r < 0 ? sbx_error_wrap(err, "delete `%s`", sb->id) : 0;
+    if (!h) {
+        int r = release_gone(j, err);
+        gone_job_free(j);
+        return r < 0 ? sbx_error_wrap(err, "delete `%s`", sb->id) : 0;
+    }
+    if (sbx_rt_destroy_async(h, release_when_gone, j, err) < 0) {
+        gone_job_free(j);
+        return sbx_error_wrap(err, "delete `%s`", sb->id);
+    }
+    return 0;
 }
 
 static int
@@ -603,6 +679,12 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
         free_data(d);
         return sbx_error_wrap(err, "open the native runtime");
     }
+    /* Records of sandboxes whose init is gone (e.g. a delete's teardown cut short by a crash:
+     * the store no longer knows them) are removed now; live ones are left alone. */
+    struct sbx_rt_gc_stats gs = {0};
+    sbx_autoerror sbx_error *gerr = NULL;
+    if (sbx_rt_gc(&gs, d->rt, false, &gerr) < 0)
+        sbx_warn("provider `native`: %s", sbx_error_msg(gerr));
     d->execd = execd ? sbx_xstrdup(execd) : default_execd(env->exe_dir);
     d->logs_dir = sbx_xasprintf("%s/native-logs", env->state_dir);
     if (sbx_vols_open(&d->vols, env->state_dir, json_object_get(settings, "allowed_host_paths"),

@@ -1,14 +1,19 @@
 #!/usr/bin/env python3
 """sbx-execd as a daemon: metrics, the access token, the hostile-input table, client
 disconnects (no leaked process or fd), idle cost, and the static release binary."""
+import http.client
 import json
 import os
+import select
+import shutil
 import socket
+import subprocess
 import sys
+import tempfile
 import time
 import urllib.parse
 
-from harness import Execd, Fail, check, children_of, fd_count, run_tests, wait_until
+from harness import Execd, Fail, check, children_of, fd_count, free_port, run_tests, wait_until
 
 Q = urllib.parse.quote
 
@@ -177,6 +182,52 @@ def test_sigterm_stops_children(binary):
         ex.close()
 
 
+def test_ready_fd(binary):
+    """--ready-fd: one byte once execd listens (so /ping answers at once), then the fd is
+    closed (EOF, nothing left for commands to inherit)."""
+    r, w = os.pipe()
+    port = free_port()
+    tmp = tempfile.mkdtemp(prefix="execd-ready-%d-" % os.getpid())
+    proc = subprocess.Popen([binary, "--listen", "127.0.0.1:%d" % port, "--state-dir",
+                             os.path.join(tmp, "state"), "--ready-fd", str(w)],
+                            pass_fds=(w,), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    os.close(w)
+    try:
+        ready, _, _ = select.select([r], [], [], 10)
+        check(ready and os.read(r, 16) == b"R", "no readiness byte")
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+        c.request("GET", "/ping")
+        check(c.getresponse().status == 200, "not listening when it said so")
+        ready, _, _ = select.select([r], [], [], 10)
+        check(ready and os.read(r, 16) == b"", "ready fd still open in execd")
+    finally:
+        os.close(r)
+        proc.terminate()
+        proc.wait(20)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_entrypoint(binary):
+    """`-- ENTRYPOINT`: started by execd with stdin /dev/null, without the access token in its
+    environment, and reaped by it."""
+    tmp = tempfile.mkdtemp(prefix="execd-ep-%d-" % os.getpid())
+    out = os.path.join(tmp, "out")
+    env = dict(os.environ, EXECD_ACCESS_TOKEN="ep-secret", EP_MARK="mark")
+    script = 'read x; echo "rc=$? tok=${EXECD_ACCESS_TOKEN:-unset} mark=$EP_MARK" > "$0"'
+    ex = Execd(binary, args=["--", "/bin/sh", "-c", script, out], external_ok=False, env=env)
+    try:
+        wait_until(lambda: os.path.exists(out) and os.path.getsize(out) > 0, 10, "entrypoint")
+        with open(out) as f:
+            got = f.read().strip()
+        check(got == "rc=1 tok=unset mark=mark", "entrypoint saw: %r" % got)
+        wait_until(lambda: not children_of(ex.pid), 10, "entrypoint reaped")
+        check(ex.stop() == 0, "exit code")
+    finally:
+        ex.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     binary = sys.argv[1]
     # token and signal tests need their own daemons
@@ -186,6 +237,10 @@ def main():
             print("ok   test_access_token", flush=True)
             test_sigterm_stops_children(binary)
             print("ok   test_sigterm_stops_children", flush=True)
+            test_ready_fd(binary)
+            print("ok   test_ready_fd", flush=True)
+            test_entrypoint(binary)
+            print("ok   test_entrypoint", flush=True)
         except Fail as e:
             print("FAIL: %s" % e)
             sys.exit(1)

@@ -763,7 +763,7 @@ main(void)
         return 77;
     }
     uint32_t gen = 0;
-    int r = sbx_nft_genid(&gen);
+    int r = sbx_nl_nft_genid(&gen);
     if (r < 0) {
         fprintf(stderr, "skip: nftables unavailable: %s\n", strerror(-r)); /* NOLINT: no threads */
         return 77;

@@ -74,12 +74,14 @@ wait_for_marker() {
 }
 wait_for_marker || fail "disk layer: /root/m not under $SBX_STATE_DIR/upper/<id>/upper"
 wait "$disk_pid" || fail "disk layer sandbox failed"
+settle || fail "the disk layer sandbox's record was not removed"
 expect_eq "$(ls -A "$SBX_STATE_DIR/upper")" "" "disk layer removed after the run"
 "$SBX" run --upper disk --memory 64m -- /bin/sh -c \
   'dd if=/dev/zero of=/tmp/big bs=1M count=160 2>/dev/null && ls -l /tmp/big' >"$TMP/out" \
   || fail "160 MiB written to a disk layer with a 64m memory limit"
 grep -q 167772160 "$TMP/out" || fail "disk layer big file: $(cat "$TMP/out")"
 "$SBX" run --upper tmpfs -- /bin/sh -c 'echo x > /tmp/f'
+settle || fail "records left behind"
 expect_eq "$(ls -A "$SBX_STATE_DIR/upper")" "" "tmpfs layer: nothing on disk"
 "$SBX" run --upper disk --userns -- /bin/sh -c 'echo u > /tmp/f && id -u' >"$TMP/out"
 expect_eq "$(cat "$TMP/out")" "0" "disk layer in a user namespace"
@@ -116,5 +118,6 @@ run_rc "$SBX" run --user no-such-user -- /bin/true; expect_eq "$rc" 2 "unknown u
 "$SBX" run --help | grep -q 'Usage: sbx run' || fail "run --help"
 "$SBX" gc --help | grep -q 'Usage: sbx gc' || fail "gc --help"
 
+settle || true
 expect_eq "$(count_records)" 0 "state records left behind"
 echo "PASS"

@@ -48,3 +48,11 @@ make_busybox_rootfs() {
 
 # Count the sandbox dirs in the state dir (0 when it does not exist yet).
 count_records() { ls -A "$SBX_STATE_DIR/run" 2>/dev/null | wc -l; }
+
+# `sbx run` exits once the command's status is known and leaves the teardown (the init's
+# exit, cgroups, lease, record; the record last) to a detached process: wait for it, up to
+# 20 s, before checking what is left. Returns 1 if records remain.
+settle() {
+  local end=$((SECONDS + 20))
+  until [[ $(count_records) -eq 0 ]]; do (( SECONDS < end )) || return 1; sleep 0.02; done
+}

@@ -67,5 +67,6 @@ sandbox_running || fail "gc killed a live sandbox"
 kill -TERM "$sbx_pid"   # forwarded to the command: sleep dies, sbx run exits 143
 set +e; wait "$sbx_pid"; rc=$?; set -e
 [[ $rc -eq 143 ]] || fail "SIGTERM forwarding: exit $rc, want 143"
-[[ $(count_records) -eq 0 && $(our_cgroups) -eq 0 ]] || fail "records or cgroups left"
+settle || fail "records left: $(ls "$SBX_STATE_DIR/run")"
+[[ $(our_cgroups) -eq 0 ]] || fail "cgroups left"
 echo "PASS"

@@ -41,6 +41,8 @@ out=$("$SBX" exec "$id" -- 'cat /etc/added; echo $GREETING; ip -4 -o addr show e
 [[ $out == $'added\nhi\n1' ]] || die "native sandbox from the image: [$out]"
 [[ $(ls "$state/images/pins" | wc -l) == 1 ]] || die "the sandbox did not pin its image"
 "$SBX" rm "$id" || die "rm"
+# The delete answers once the sandbox is killed; its teardown (the pin last) follows.
+for _ in $(seq 150); do [[ $(ls "$state/images/pins" | wc -l) == 0 ]] && break; sleep 0.1; done
 [[ $(ls "$state/images/pins" | wc -l) == 0 ]] || die "delete left the pin"
 err=$("$SBX" create --image no/such:img 2>&1) && die "create from a missing image succeeded"
 grep -q "HTTP 400" <<<"$err" || die "missing image is not a 400: $err"

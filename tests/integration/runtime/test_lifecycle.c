@@ -215,6 +215,82 @@ test_as_init(void)
     sbx_rt_sandbox_free(sb);
 }
 
+/* sbx run's teardown: the status comes back while the init still has a background process to
+ * kill; destroy_detached returns at once and a forked process finishes. gc --all waits for it
+ * (the record dir is locked until it is gone), so everything is gone when gc returns. */
+static void
+test_detached_destroy(void)
+{
+    char *argv[] = {"/bin/sh", "-c", "sleep 100 & exit 3", NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    spec.memory_bytes = 64 << 20;
+    spec.start = true;
+    struct sbx_rt_sandbox *sb = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    struct sbx_rt_exit ex;
+    CHECK(sbx_rt_create(&sb, rt, &spec, &err) == 0, "create: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_wait(&ex, sb, NULL, &err) == 0 && ex.code == 3, "wait: %d %s", ex.code,
+          sbx_error_msg(err));
+    sbx_autofree char *dir = sbx_xstrdup(sbx_rt_sandbox_dir(sb));
+    sbx_autofree char *cg = sbx_xstrdup(sbx_rt_sandbox_cgroup(sb));
+    pid_t init = sbx_rt_sandbox_pid(sb);
+    CHECK(sbx_rt_destroy_detached(sb, &err) == 0, "detached: %s", sbx_error_msg(err));
+    sbx_rt_sandbox_free(sb);
+    struct sbx_rt_gc_stats gs;
+    CHECK(sbx_rt_gc(&gs, rt, true, &err) == 0, "gc: %s", sbx_error_msg(err));
+    CHECK(gs.removed == 0, "gc --all removed %u: it did not wait for the teardown", gs.removed);
+    CHECK(access(dir, F_OK) < 0 && access(cg, F_OK) < 0, "record or cgroup left");
+    /* Our children now: the init (gone, its background sleep with it: the pid namespace ended)
+     * and the teardown process (exit 0). */
+    int st = 0;
+    CHECK(waitpid(init, &st, 0) == init, "init not reaped");
+    pid_t p = waitpid(-1, &st, 0);
+    CHECK(p > 0 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "teardown process failed");
+}
+
+/* The server's delete: stopped (SIGKILL) when the call returns, the rest on a thread that
+ * reports through the callback; sbx_rt_close waits for such threads. */
+struct async_seen {
+    int calls;
+    int result;
+};
+
+static void
+async_done(void *arg, int result)
+{
+    struct async_seen *s = arg;
+    s->calls++;
+    s->result = result;
+}
+
+static void
+test_async_destroy(void)
+{
+    char *argv[] = {"/bin/sleep", "1000", NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    spec.memory_bytes = 64 << 20;
+    spec.pausable = true;
+    spec.start = true;
+    struct sbx_rt_sandbox *sb = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    CHECK(sbx_rt_create(&sb, rt, &spec, &err) == 0, "create: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_pause(sb, &err) == 0, "pause: %s", sbx_error_msg(err)); /* frozen: thawed first */
+    sbx_autofree char *dir = sbx_xstrdup(sbx_rt_sandbox_dir(sb));
+    sbx_autofree char *cg = sbx_xstrdup(sbx_rt_sandbox_cgroup(sb));
+    struct async_seen seen = {0, 1};
+    CHECK(sbx_rt_destroy_async(sb, async_done, &seen, &err) == 0, "async: %s", sbx_error_msg(err));
+    int i = 0;
+    while ((seen.calls == 0 || access(dir, F_OK) == 0) && i++ < 1000)
+        msleep(10);
+    CHECK(seen.calls == 1 && seen.result == 0, "callback: %d calls, result %d", seen.calls,
+          seen.result);
+    CHECK(access(dir, F_OK) < 0 && access(cg, F_OK) < 0, "record or cgroup left");
+}
+
 static void
 test_deferred_destroy(void)
 {
@@ -392,6 +468,35 @@ keep_one(const char *id, sbx_error **err)
     return r;
 }
 
+/* A sandbox of id running on its kept layer, deleted the server's way: unkept first (when
+ * `unkeep`), then sbx_rt_destroy_async. 0 once its teardown is done. */
+static int
+async_on_kept(const char *id, bool unkeep, sbx_error **err)
+{
+    char *argv[] = {"/bin/sleep", "1000", NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    spec.id = id;
+    spec.reuse_upper = true;
+    spec.start = true;
+    struct sbx_rt_sandbox *sb = NULL;
+    int r = sbx_rt_create(&sb, rt, &spec, err);
+    if (r < 0)
+        return r;
+    if (unkeep && (r = sbx_rt_upper_unkeep(rt, id, err)) < 0) {
+        (void)sbx_rt_destroy(sb, NULL);
+        sbx_rt_sandbox_free(sb);
+        return r;
+    }
+    sbx_autofree char *dir = sbx_xstrdup(sbx_rt_sandbox_dir(sb));
+    struct async_seen seen = {0, 1};
+    r = sbx_rt_destroy_async(sb, async_done, &seen, err);
+    for (int i = 0; r == 0 && (seen.calls == 0 || access(dir, F_OK) == 0) && i < 1000; i++)
+        msleep(10);
+    return r < 0 ? r : seen.calls == 1 ? seen.result : -SBX_ETIMEDOUT;
+}
+
 /* The server's stop/start: a kept layer outlives its sandbox, gc and a failed run; a fresh
  * create never wipes it; the next sandbox of that id runs on it; only upper_remove (refused
  * while a record exists) and gc --all remove it. */
@@ -420,6 +525,20 @@ test_kept_layer(const char *state)
           "the next sandbox runs on the kept layer: %s", sbx_error_msg(err));
     CHECK(run_on_layer(id, "test $(cat /kept-file | wc -l) = 2", true, &err) == 0,
           "and the one after it: %s", sbx_error_msg(err));
+    /* the server's delete of a started-again sandbox: async destroy keeps a kept layer... */
+    CHECK(async_on_kept(id, false, &err) == 0 && access(mark, F_OK) == 0,
+          "an async destroy keeps a kept layer: %s", sbx_error_msg(err));
+    CHECK(run_on_layer(id, "test $(cat /kept-file | wc -l) = 2", true, &err) == 0,
+          "its files after the async destroy: %s", sbx_error_msg(err));
+    /* ... and removes one unkept before it (so does gc, for a teardown cut short) */
+    CHECK(async_on_kept(id, true, &err) == 0 && access(layer, F_OK) < 0,
+          "an unkept layer goes with its sandbox's async destroy: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_upper_unkeep(rt, id, &err) == 0, "unkeep of nothing: %s", sbx_error_msg(err));
+    CHECK(keep_one(id, &err) == 0, "keep once more: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_upper_unkeep(rt, id, &err) == 0 && access(mark, F_OK) < 0 &&
+              sbx_rt_gc(&gs, rt, false, &err) == 0 && access(layer, F_OK) < 0,
+          "gc removes an unkept layer without a record: %s", sbx_error_msg(err));
+    CHECK(keep_one(id, &err) == 0, "keep after unkeep: %s", sbx_error_msg(err));
     CHECK(sbx_rt_upper_remove(rt, id, &err) == 0 && access(layer, F_OK) < 0, "remove: %s",
           sbx_error_msg(err));
     CHECK(run_on_layer(id, "true", true, &err) == -SBX_ENOTFOUND, "reuse of nothing");
@@ -470,6 +589,8 @@ main(int argc, char **argv)
     test_exec_connect_adopt();
     test_as_init();
     test_deferred_destroy();
+    test_detached_destroy();
+    test_async_destroy();
     test_adopt_after_creator_exit();
     test_bridge_hook(state, parent);
     test_kept_layer(state);

@@ -186,6 +186,18 @@ class Server:
             out[name] = session_pids(pid)
         return out
 
+    def wait_native_gone(self, sid, timeout=15):
+        """A native delete answers once the sandbox is SIGKILLed; the rest of its teardown (its
+        runtime record, writable layer, image pin, volume registrations) follows on a runtime
+        thread. Wait until all of that is gone before checking what is left."""
+        def gone():
+            paths = [os.path.join(self.state, d, sid) for d in ("run", "upper", "images/pins")]
+            vols = os.path.join(self.state, "volumes")
+            for claim in os.listdir(vols) if os.path.isdir(vols) else []:
+                paths.append(os.path.join(vols, claim, "users", sid))
+            return not any(os.path.lexists(x) for x in paths)
+        wait_for(gone, "the teardown of native sandbox %s" % sid, timeout)
+
     def gc_runtime(self):
         """The native provider's runtime keeps records on a tmpfs at <state>/run: remove its
         sandboxes and unmount it (sbx gc --all), else a lazy unmount."""

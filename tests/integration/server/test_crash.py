@@ -220,6 +220,8 @@ def native_mid_flight(new_server):
     for sid in got:
         check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete %s" % sid)
     wait_for(lambda: not native_footprint(s, cg, ids)["procs"], "all sandbox processes to go")
+    for sid in got:
+        s.wait_native_gone(sid)  # the rest of each teardown follows the delete's answer
     fp = native_footprint(s, cg, ids)
     left = {k: v for k, v in fp.items() if v and k != "mounts"}
     check(not left, "nothing left after deleting everything: %r" % left)

@@ -126,6 +126,8 @@ def delete_all(s, provider):
         base = os.path.join(s.state, "sandboxes")
         check(not os.listdir(base), "delete removes the sandbox dirs: %r" % os.listdir(base))
     else:
+        for x in items:
+            s.wait_native_gone(x["id"])
         check(not layers(s), "delete removes the writable layers: %r" % layers(s))
 
 
@@ -172,6 +174,7 @@ def native_kept_layer(s):
     print("native: kill -9 during a start left the sandbox %s" % now)
     check(run_ok(s, sid, "cat /root/marker") == ["gc-proof"], "files after gc, kill -9, start")
     check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+    s.wait_native_gone(sid)
     check(sid not in layers(s), "delete removes the kept layer")
 
 
@@ -185,11 +188,13 @@ def native_pvc_kept(s):
     user = s.create(volumes=[vol]).json()["id"]
     check(s.request("POST", "/v1/sandboxes/%s/stop" % user).status == 202, "stop the user")
     check(s.request("DELETE", "/v1/sandboxes/" + maker).status == 204, "delete the maker")
+    s.wait_native_gone(maker)
     check(os.path.isdir(os.path.join(s.state, "volumes", "stopstart")),
           "the pvc stays while a stopped sandbox uses it")
     check(s.request("POST", "/v1/sandboxes/%s/start" % user).status == 202, "start the user")
     check(run_ok(s, user, "cat /data/f") == ["shared-data"], "the volume after start")
     check(s.request("DELETE", "/v1/sandboxes/" + user).status == 204, "delete the user")
+    s.wait_native_gone(user)
     check(not os.path.exists(os.path.join(s.state, "volumes", "stopstart")),
           "the pvc goes with its last user")
 
@@ -205,6 +210,7 @@ def native_capped(new_server):
     out = run_ok(s, sid, "df -k / | tail -1")
     check(int(out[0].split()[1]) < 64 * 1024, "still capped after start: %r" % out)
     check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+    s.wait_native_gone(sid)
     check(not layers(s), "no layer left: %r" % layers(s))
     check(s.stop() == 0, "clean stop (capped)")
 

@@ -160,6 +160,7 @@ def full_layer(new_server, text, tag):
     state = s.request("GET", "/v1/sandboxes/" + sid).json()["status"]["state"]
     check(state == "Running", "still Running: %s" % state)
     check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+    s.wait_native_gone(sid)
     left = [x for x in os.listdir(os.path.join(s.state, "upper")) if not x.startswith(".")]
     check(not left, "layer removed: %r" % left)
     wait_for(lambda: not loop_devices(s.state), "the loop device to detach")

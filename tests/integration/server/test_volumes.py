@@ -52,6 +52,7 @@ def inside(s, sid, cmd):
 
 def delete(s, sid):
     check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete %s" % sid)
+    s.wait_native_gone(sid)
 
 
 def start_native(new_server, text, tag):

@@ -106,6 +106,8 @@ test_v2_backend(void **state)
     int fd = cg.ops->clone_fd(&cg); /* CLONE_INTO_CGROUP */
     assert_true(fd >= 0);
     close(fd);
+    int jfd = -1;
+    assert_int_equal(cg.ops->open_join(&cg, &jfd, 1, NULL), 0); /* v2 clones into it */
     assert_int_equal(cg.ops->attach(&cg, 1234, NULL), 0);
     sbx_autofree char *procs = slurp(want, "cgroup.procs");
     assert_string_equal(procs, "1234");
@@ -143,7 +145,7 @@ test_v1_backend(void **state)
     assert_string_equal(cg.dir[SBX_CG_FREEZER], frz);
     const char *dirs[SBX_CG_NROLES];
     assert_int_equal(sbx_cg_unique_dirs(&cg, dirs, SBX_CG_NROLES), 5);
-    assert_int_equal(cg.ops->clone_fd(&cg), -1); /* v1: the parent attaches */
+    assert_int_equal(cg.ops->clone_fd(&cg), -1); /* v1: the child joins itself */
 
     struct sbx_cg_limits lim = {.memory_bytes = 64 << 20, .pids_max = 10, .cpu_millis = 200};
     assert_int_equal(cg.ops->create(&cg, &lim, NULL), 0);
@@ -153,6 +155,16 @@ test_v1_backend(void **state)
     assert_string_equal(quota, "20000");
     sbx_autofree char *period = slurp(cpu, "cpu.cfs_period_us");
     assert_string_equal(period, "100000");
+    /* The child joins by writing "0" to each dir's `tasks` (no pid: no global rwsem). */
+    int fds[SBX_CG_NROLES];
+    assert_int_equal(cg.ops->open_join(&cg, fds, 4, NULL), -SBX_EGENERIC); /* too many */
+    assert_int_equal(cg.ops->open_join(&cg, fds, SBX_CG_NROLES, NULL), 5);
+    assert_int_equal(sbx_cg_join_self(fds, 5), 0);
+    for (size_t i = 0; i < 5; i++) {
+        sbx_autofree char *t = slurp(dirs[i], "tasks");
+        assert_string_equal(t, "0");
+        assert_int_equal(fcntl(fds[i], F_GETFD), -1); /* closed */
+    }
     assert_int_equal(cg.ops->freeze(&cg, true, NULL), 0);
     sbx_autofree char *st = slurp(frz, "freezer.state");
     assert_string_equal(st, "FROZEN");

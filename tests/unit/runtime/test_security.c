@@ -20,6 +20,7 @@
 
 #include "common/util.h"
 #include "runtime/internal.h"
+#include "runtime/seccomp_profile.h"
 
 static void
 test_profile_lists(void **state)
@@ -46,23 +47,53 @@ test_profile_lists(void **state)
     }
 }
 
+static bool
+cap_in(const struct __user_cap_data_struct *d, int v, int which)
+{
+    const struct __user_cap_data_struct *w = &d[v / 32];
+    uint32_t set = which == 0 ? w->effective : which == 1 ? w->permitted : w->inheritable;
+    return (set >> (v % 32)) & 1U;
+}
+
 static void
 test_caps_default(void **state)
 {
     (void)state;
-    cap_t c = sbx_caps_default();
-    static const cap_value_t absent[] = {CAP_SYS_ADMIN, CAP_SYS_MODULE, CAP_SYS_PTRACE,
-                                         CAP_NET_ADMIN, CAP_SYS_RAWIO,  CAP_SYS_TIME,
-                                         CAP_MKNOD,     CAP_NET_RAW,    CAP_DAC_READ_SEARCH};
+    struct sbx_caps c;
+    sbx_caps_default(&c);
+    static const int absent[] = {CAP_SYS_ADMIN, CAP_SYS_MODULE, CAP_SYS_PTRACE,
+                                 CAP_NET_ADMIN, CAP_SYS_RAWIO,  CAP_SYS_TIME,
+                                 CAP_MKNOD,     CAP_NET_RAW,    CAP_DAC_READ_SEARCH,
+                                 CAP_BPF,       CAP_PERFMON,    CAP_SYS_RESOURCE};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(absent); i++) {
-        cap_flag_value_t v = CAP_SET;
-        assert_int_equal(cap_get_flag(c, absent[i], CAP_EFFECTIVE, &v), 0);
-        assert_int_equal(v, CAP_CLEAR);
+        for (int which = 0; which < 3; which++)
+            assert_false(cap_in(c.data, absent[i], which));
     }
-    cap_flag_value_t v = CAP_CLEAR;
-    assert_int_equal(cap_get_flag(c, CAP_CHOWN, CAP_PERMITTED, &v), 0);
-    assert_int_equal(v, CAP_SET);
-    cap_free(c);
+    /* Exactly the kept set, in all three. */
+    int n = 0;
+    for (int v = 0; v < 64; v++)
+        n += cap_in(c.data, v, 0);
+    assert_int_equal(n, (int)sbx_caps_n_keep);
+    for (int which = 0; which < 3; which++) {
+        assert_true(cap_in(c.data, CAP_CHOWN, which));
+        assert_true(cap_in(c.data, CAP_NET_BIND_SERVICE, which));
+    }
+}
+
+/* The BPF the runtime embeds (generated at build time) is what the profile compiles to now:
+ * a profile edit without a rebuild of the generated header cannot go unnoticed. */
+static void
+test_embedded_matches_profile(void **state)
+{
+    (void)state;
+    struct sock_fprog fresh = {0};
+    struct sock_fprog embedded = {0};
+    assert_int_equal(sbx_seccomp_profile_compile(&fresh), 0);
+    assert_int_equal(sbx_seccomp_build(&embedded, NULL), 0);
+    assert_int_equal(fresh.len, embedded.len);
+    assert_memory_equal(fresh.filter, embedded.filter, fresh.len * sizeof(struct sock_filter));
+    free(fresh.filter);
+    sbx_seccomp_free(&embedded);
 }
 
 /* Load the real filter in a child and check what it does. Bit i of the exit code = check i
@@ -115,6 +146,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_profile_lists),
         cmocka_unit_test(test_caps_default),
+        cmocka_unit_test(test_embedded_matches_profile),
         cmocka_unit_test(test_filter_behaviour),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,119 @@
+/*
+ * nft_exec.c - nft.h for the lean `sbx` binary: each call runs `sbx-full net nft OP BRIDGE
+ * SUBNET` (next to sbx), which has libnftables.
+ *
+ * libnftables (with libnftnl, libxtables, libgmp) costs every process that links it ~0.5 ms of
+ * loading, and `sbx run` needs it only when the host's rules must be checked or put in place:
+ * when the ruleset generation changed since they were last verified (net.c), i.e. on the first
+ * bridge sandbox after a boot or after someone else changed the rules. Everything else on the
+ * bridge path (netlink, leases, the generation stamp) stays in process.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "net/nft.h"
+
+extern char **environ;
+
+struct sbx_nft {
+    char helper[PATH_MAX]; /* sbx-full next to our own binary */
+};
+
+int
+sbx_nft_new(struct sbx_nft **out, sbx_error **err)
+{
+    struct sbx_nft *nft = calloc(1, sizeof(*nft));
+    if (!nft)
+        return sbx_error_set(err, SBX_ENOMEM, ENOMEM, "nftables helper");
+    ssize_t n = readlink("/proc/self/exe", nft->helper, sizeof(nft->helper) - 16);
+    char *slash = n > 0 ? memrchr(nft->helper, '/', (size_t)n) : NULL;
+    if (!slash) {
+        free(nft);
+        return sbx_error_set(err, SBX_EGENERIC, errno, "find my own binary");
+    }
+    memcpy(slash + 1, "sbx-full", sizeof("sbx-full"));
+    *out = nft;
+    return 0;
+}
+
+void
+sbx_nft_free(struct sbx_nft *nft)
+{
+    free(nft);
+}
+
+/* Run the helper; its exit status, or -errno. Its stderr (the error message) goes to msg. */
+static int
+run_helper(struct sbx_nft *nft, const char *op, const char *bridge, const char *subnet, char *msg,
+           size_t msg_size)
+{
+    int pipefd[2];
+    msg[0] = '\0';
+    if (pipe2(pipefd, O_CLOEXEC) < 0)
+        return -errno;
+    posix_spawn_file_actions_t fa;
+    (void)posix_spawn_file_actions_init(&fa);
+    (void)posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    (void)posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
+    char *argv[] = {"sbx", "net", "nft", (char *)op, (char *)bridge, (char *)subnet, NULL};
+    pid_t pid = 0;
+    int r = posix_spawn(&pid, nft->helper, &fa, NULL, argv, environ);
+    (void)posix_spawn_file_actions_destroy(&fa);
+    (void)close(pipefd[1]);
+    size_t len = 0;
+    ssize_t n = 0;
+    while (r == 0 && len + 1 < msg_size &&
+           ((n = read(pipefd[0], msg + len, msg_size - 1 - len)) > 0 || (n < 0 && errno == EINTR)))
+        len += n > 0 ? (size_t)n : 0;
+    msg[len] = '\0';
+    msg[strcspn(msg, "\n")] = '\0';
+    (void)close(pipefd[0]);
+    if (r != 0)
+        return -r;
+    int st = 0;
+    while (waitpid(pid, &st, 0) < 0) {
+        if (errno != EINTR)
+            return -errno;
+    }
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static int
+run_or_fail(struct sbx_nft *nft, const char *op, const char *bridge, const char *subnet,
+            sbx_error **err)
+{
+    char msg[512];
+    int r = run_helper(nft, op, bridge, subnet, msg, sizeof(msg));
+    if (r < 0)
+        return sbx_error_set(err, SBX_EUNAVAIL, -r, "nftables: run `%s`", nft->helper);
+    if (r != 0)
+        return sbx_error_set(err, SBX_EGENERIC, 0, "%s", msg[0] ? msg : "nftables helper failed");
+    return 0;
+}
+
+int
+sbx_nft_check(struct sbx_nft *nft, const char *bridge, const char *subnet)
+{
+    char msg[512];
+    return run_helper(nft, "check", bridge, subnet, msg, sizeof(msg)) == 0;
+}
+
+int
+sbx_nft_setup(struct sbx_nft *nft, const char *bridge, const char *subnet, sbx_error **err)
+{
+    return run_or_fail(nft, "setup", bridge, subnet, err);
+}
+
+int
+sbx_nft_teardown(struct sbx_nft *nft, const char *bridge, sbx_error **err)
+{
+    return run_or_fail(nft, "teardown", bridge, "-", err);
+}
