@@ -1,6 +1,6 @@
 /*
  * netns.c - loopback bring-up in a fresh network namespace, and connect() into a sandbox's
- * network namespace from a short-lived thread.
+ * network namespace (common/netns.c does the thread).
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/netns.h"
 #include "runtime/internal.h"
 
 int
@@ -35,44 +36,6 @@ sbx_netns_lo_up(void)
     return 0;
 }
 
-struct connect_job {
-    int netns_fd;
-    uint16_t port;
-    int fd;
-    int err;
-    const char *what;
-};
-
-static void *
-connect_thread(void *arg)
-{
-    struct connect_job *j = arg;
-    /* setns(CLONE_NEWNET) affects only this thread; sockets keep the namespace they were
-     * created in, so the fd works after the thread is gone. */
-    j->what = "setns";
-    if (setns(j->netns_fd, CLONE_NEWNET) < 0) {
-        j->err = errno;
-        return NULL;
-    }
-    j->what = "socket";
-    sbx_autoclose int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) {
-        j->err = errno;
-        return NULL;
-    }
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(j->port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    j->what = "connect";
-    while (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        if (errno != EINTR) {
-            j->err = errno;
-            return NULL;
-        }
-    }
-    j->fd = sbx_steal_fd(&s);
-    return NULL;
-}
-
 int
 sbx_rt_connect(int *fd, struct sbx_rt_sandbox *sb, uint16_t port, sbx_error **err)
 {
@@ -82,15 +45,10 @@ sbx_rt_connect(int *fd, struct sbx_rt_sandbox *sb, uint16_t port, sbx_error **er
     if (ns < 0 || sbx_proc_start_time(sb->pid) != sb->start_time)
         return sbx_error_set(err, SBX_ECONFLICT, ns < 0 ? errno : ESRCH,
                              "sandbox `%s` is not running", sb->id);
-    struct connect_job j = {.netns_fd = ns, .port = port, .fd = -1};
-    pthread_t t;
-    int r = pthread_create(&t, NULL, connect_thread, &j);
-    if (r != 0)
-        return sbx_error_set(err, SBX_EGENERIC, r, "create connect thread");
-    (void)pthread_join(t, NULL);
-    if (j.fd < 0)
-        return sbx_error_set(err, j.err == ECONNREFUSED ? SBX_EUNAVAIL : SBX_EGENERIC, j.err,
-                             "connect to 127.0.0.1:%u in sandbox `%s`: %s", port, sb->id, j.what);
-    *fd = j.fd;
+    const char *what = NULL;
+    int r = sbx_netns_connect_fd(ns, port, fd, &what);
+    if (r < 0)
+        return sbx_error_set(err, r == -ECONNREFUSED ? SBX_EUNAVAIL : SBX_EGENERIC, -r,
+                             "connect to 127.0.0.1:%u in sandbox `%s`: %s", port, sb->id, what);
     return 0;
 }

@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "common/xalloc.h"
 
@@ -113,4 +114,14 @@ sbx_strv_free(char **v)
     for (size_t i = 0; v && v[i]; i++)
         free(v[i]);
     free(v);
+}
+
+char *
+sbx_launch_default_execd(const char *exe_dir)
+{
+    char *path = sbx_xasprintf("%s/sbx-execd-static", exe_dir);
+    if (access(path, X_OK) == 0)
+        return path;
+    free(path);
+    return sbx_xasprintf("%s/sbx-execd", exe_dir);
 }

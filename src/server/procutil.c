@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/netns.h"
 #include "common/util.h"
 
 int
@@ -195,44 +196,6 @@ sbx_net_connect_local(int port, int timeout_ms, int *fd_out, sbx_error **err)
     return sbx_net_connect_ip4("127.0.0.1", port, timeout_ms, fd_out, err);
 }
 
-struct netns_job {
-    int netns_fd;
-    int port;
-    int fd;
-    int err;
-    const char *what;
-};
-
-static void *
-netns_connect_thread(void *arg)
-{
-    struct netns_job *j = arg;
-    /* setns(CLONE_NEWNET) changes only this thread, which exits right after; a socket keeps
-     * the namespace it was made in, so the fd works from any thread afterwards. */
-    j->what = "setns";
-    if (setns(j->netns_fd, CLONE_NEWNET) < 0) {
-        j->err = errno;
-        return NULL;
-    }
-    j->what = "socket";
-    sbx_autoclose int s = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (s < 0) {
-        j->err = errno;
-        return NULL;
-    }
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)j->port)};
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    j->what = "connect";
-    while (connect(s, (struct sockaddr *)&sa, sizeof sa) < 0) {
-        if (errno != EINTR) {
-            j->err = errno;
-            return NULL;
-        }
-    }
-    j->fd = sbx_steal_fd(&s);
-    return NULL;
-}
-
 int
 sbx_netns_connect(pid_t pid, uint64_t start_time, int port, int *fd, sbx_error **err)
 {
@@ -244,16 +207,11 @@ sbx_netns_connect(pid_t pid, uint64_t start_time, int port, int *fd, sbx_error *
     if (ns < 0 || !sbx_proc_same(pid, start_time))
         return sbx_error_set(err, SBX_ECONFLICT, ns < 0 ? errno : ESRCH, "process %d is gone",
                              (int)pid);
-    struct netns_job j = {.netns_fd = ns, .port = port, .fd = -1};
-    pthread_t t;
-    int r = pthread_create(&t, NULL, netns_connect_thread, &j);
-    if (r != 0)
-        return sbx_error_set(err, SBX_EGENERIC, r, "create connect thread");
-    (void)pthread_join(t, NULL);
-    if (j.fd < 0)
-        return sbx_error_set(err, j.err == ECONNREFUSED ? SBX_EUNAVAIL : SBX_EIO, j.err,
+    const char *what = NULL;
+    int r = sbx_netns_connect_fd(ns, (uint16_t)port, fd, &what);
+    if (r < 0)
+        return sbx_error_set(err, r == -ECONNREFUSED ? SBX_EUNAVAIL : SBX_EIO, -r,
                              "connect to 127.0.0.1:%d in the network namespace of %d: %s", port,
-                             (int)pid, j.what);
-    *fd = j.fd;
+                             (int)pid, what);
     return 0;
 }

@@ -980,16 +980,6 @@ static const struct sbx_provider_ops daytona_ops = {
     .free = dt_free,
 };
 
-static char *
-default_execd(const char *exe_dir)
-{
-    char *path = sbx_xasprintf("%s/sbx-execd-static", exe_dir);
-    if (access(path, R_OK) == 0)
-        return path;
-    free(path);
-    return sbx_xasprintf("%s/sbx-execd", exe_dir);
-}
-
 /* Read the credentials by name from the secret store (the only place they come from). */
 static int
 load_secrets(struct daytona *d, const struct settings *st, const struct sbx_provider_env *env,
@@ -1033,7 +1023,7 @@ sbx_provider_daytona_new(const json_t *settings, const struct sbx_provider_env *
     d->api_url =
         sbx_xstrndup(st.api_url, strlen(st.api_url) - (st.api_url[strlen(st.api_url) - 1] == '/'));
     d->toolbox_url = sbx_xstrdup(st.toolbox_url);
-    d->execd = st.execd ? sbx_xstrdup(st.execd) : default_execd(env->exe_dir);
+    d->execd = st.execd ? sbx_xstrdup(st.execd) : sbx_launch_default_execd(env->exe_dir);
     d->remote_dir = sbx_xstrdup(st.remote_dir);
     d->ca_file = st.ca_file ? sbx_xstrdup(st.ca_file) : NULL;
     d->auto_stop = st.auto_stop;

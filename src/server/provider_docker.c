@@ -669,18 +669,6 @@ static const struct sbx_provider_ops docker_ops = {
 
 /* ---- settings ---- */
 
-/* The daemon binds the file into images of any libc: it must be static. A sanitizer build's
- * sbx-execd is dynamic, and that build also makes sbx-execd-static: prefer it. */
-static char *
-default_execd(const char *exe_dir)
-{
-    char *path = sbx_xasprintf("%s/sbx-execd-static", exe_dir);
-    if (access(path, X_OK) == 0)
-        return path;
-    free(path);
-    return sbx_xasprintf("%s/sbx-execd", exe_dir);
-}
-
 static int
 get_int(const json_t *settings, const char *key, json_int_t min, json_int_t def, json_int_t *out,
         sbx_error **err)
@@ -756,7 +744,7 @@ sbx_provider_docker_new(const json_t *settings, const struct sbx_provider_env *e
     const char *sock = json_string_value(json_object_get(settings, "socket"));
     const char *execd = json_string_value(json_object_get(settings, "execd"));
     d->api = sbx_docker_new(sock && *sock ? sock : "/var/run/docker.sock");
-    d->execd = execd ? sbx_xstrdup(execd) : default_execd(env->exe_dir);
+    d->execd = execd ? sbx_xstrdup(execd) : sbx_launch_default_execd(env->exe_dir);
     d->state_dir = sbx_xstrdup(env->state_dir);
     /* Nothing is asked of the daemon here: the server starts whether or not it runs, and each
      * request that needs it says so when it is down. */

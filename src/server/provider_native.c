@@ -582,18 +582,6 @@ static const struct sbx_provider_ops native_ops = {
     .free = native_free,
 };
 
-/* The daemon bound into every sandbox must be static (any image: no libc needed). A sanitizer
- * build's sbx-execd is dynamic, and that build also makes sbx-execd-static: prefer it. */
-static char *
-default_execd(const char *exe_dir)
-{
-    char *path = sbx_xasprintf("%s/sbx-execd-static", exe_dir);
-    if (access(path, X_OK) == 0)
-        return path;
-    free(path);
-    return sbx_xasprintf("%s/sbx-execd", exe_dir);
-}
-
 static int
 parse_network(const char *s, enum sbx_rt_netmode *out, sbx_error **err)
 {
@@ -685,7 +673,7 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
     sbx_autoerror sbx_error *gerr = NULL;
     if (sbx_rt_gc(&gs, d->rt, false, &gerr) < 0)
         sbx_warn("provider `native`: %s", sbx_error_msg(gerr));
-    d->execd = execd ? sbx_xstrdup(execd) : default_execd(env->exe_dir);
+    d->execd = execd ? sbx_xstrdup(execd) : sbx_launch_default_execd(env->exe_dir);
     d->logs_dir = sbx_xasprintf("%s/native-logs", env->state_dir);
     if (sbx_vols_open(&d->vols, env->state_dir, json_object_get(settings, "allowed_host_paths"),
                       err) < 0) {
