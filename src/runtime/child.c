@@ -25,9 +25,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "runtime/internal.h"
-
-extern char **environ;
 
 int
 sbx_sync_send(int fd, int type, int err, int status, const char *msg)
@@ -137,6 +136,64 @@ drop_privileges(struct sbx_child_args *a)
         sbx_child_fail(a->sync_fd, -r, "%s", what);
 }
 
+/* execve, and for ENOEXEC (no #! line) /bin/sh with the file as its script, like execvp. */
+static void
+exec_or_sh(const char *file, char *const *argv, char *const *envp)
+{
+    execve(file, argv, envp);
+    if (errno != ENOEXEC)
+        return;
+    char *sh_argv[256];
+    size_t n = 0;
+    sh_argv[n++] = (char *)"/bin/sh";
+    sh_argv[n++] = (char *)file;
+    for (size_t i = 1; argv[i] && n < SBX_ARRAY_SIZE(sh_argv) - 1; i++)
+        sh_argv[n++] = argv[i];
+    sh_argv[n] = NULL;
+    execve("/bin/sh", sh_argv, envp);
+    errno = ENOEXEC;
+}
+
+/* execvp with the sandbox's environment (a->env), without setting `environ`: the child may
+ * share its memory with the caller (shared spawn), whose environment is not ours to change.
+ * PATH from a->env (else "/bin:/usr/bin", glibc's default); EACCES is reported when a match was
+ * not executable and nothing else ran; a file without a #! line is run by /bin/sh, as execvp
+ * does. Returns only on failure, with errno set. */
+static void
+exec_in_path(struct sbx_child_args *a)
+{
+    char *const *argv = a->spec->argv;
+    char *const *envp = (char *const *)a->env;
+    const char *file = argv[0];
+    if (strchr(file, '/')) {
+        exec_or_sh(file, argv, envp);
+        return;
+    }
+    const char *path = "/bin:/usr/bin";
+    for (size_t i = 0; envp[i]; i++) {
+        if (strncmp(envp[i], "PATH=", 5) == 0)
+            path = envp[i] + 5;
+    }
+    bool denied = false;
+    char buf[4096];
+    for (const char *p = path;; p += strcspn(p, ":") + 1) {
+        size_t len = strcspn(p, ":");
+        int n = len ? snprintf(buf, sizeof buf, "%.*s/%s", (int)len, p, file)
+                    : snprintf(buf, sizeof buf, "%s", file); /* empty element: the cwd */
+        if (n > 0 && (size_t)n < sizeof buf) {
+            exec_or_sh(buf, argv, envp);
+            if (errno == EACCES)
+                denied = true;
+            else if (errno != ENOENT && errno != ENOTDIR && errno != ESTALE && errno != ENODEV &&
+                     errno != ETIMEDOUT)
+                return;
+        }
+        if (p[len] == '\0')
+            break;
+    }
+    errno = denied ? EACCES : ENOENT;
+}
+
 __attribute__((noreturn)) static void
 exec_command(struct sbx_child_args *a)
 {
@@ -155,8 +212,7 @@ exec_command(struct sbx_child_args *a)
         sbx_child_fail(a->sync_fd, errno, "pass fd 3");
     if (a->fd3 == 3 && fcntl(3, F_SETFD, 0) < 0)
         sbx_child_fail(a->sync_fd, errno, "pass fd 3");
-    environ = (char **)a->env; /* execvp searches the sandbox's PATH */
-    execvp(a->spec->argv[0], a->spec->argv);
+    exec_in_path(a);
     int e = errno;
     char msg[200];
     snprintf(msg, sizeof msg, "exec `%s`", a->spec->argv[0]);
@@ -238,6 +294,8 @@ sbx_child_main(struct sbx_child_args *a)
 {
     const struct sbx_rt_spec *spec = a->spec;
     (void)close(a->parent_fd);
+    if (a->hello)
+        (void)sbx_sync_send(a->sync_fd, SBX_SYNC_HELLO, 0, 0, NULL);
     /* stdio first (its fds may be anywhere), then nothing else of the caller's survives: the
      * init lives as long as the sandbox and would otherwise pin the caller's sockets, pipes and
      * files (a restarted server could not bind its port again). */

@@ -69,6 +69,7 @@ enum sbx_sync_type {
     SBX_SYNC_ERROR,     /* child: setup or exec failed; err/msg say why */
     SBX_SYNC_EXIT,      /* child (init): the command exited with wait status `status` */
     SBX_SYNC_MAPPED,    /* parent: uid/gid maps written */
+    SBX_SYNC_HELLO,     /* child (shared spawn): running; the parent may read its pid now */
 };
 
 struct sbx_sync_msg {
@@ -118,7 +119,8 @@ struct sbx_child_args {
     bool unshare_cgroupns; /* v1: after joining our cgroups */
     const struct sock_fprog *seccomp;
     const struct sbx_caps *caps;
-    int fd3; /* in the child: spec->fd3 copied above 3, or -1 */
+    int fd3;    /* in the child: spec->fd3 copied above 3, or -1 */
+    bool hello; /* shared spawn: send HELLO first (the parent's host side waits for it) */
 };
 
 /* runtime.c: unmount the records tmpfs when it is empty (gc --all). */
