@@ -277,6 +277,32 @@ run_init(struct sbx_child_args *a)
     init_loop(a, cmd, &all);
 }
 
+/* The cgroups the parent made while we set up (it sends GO only once they exist): join them
+ * (as sbx_cg_join_self, "0" to each `tasks`) through the cgroup root it opened for us before
+ * the clone, since the host's /sys/fs/cgroup is no longer in our root. */
+static void
+join_late(struct sbx_child_args *a)
+{
+    for (size_t i = 0; i < a->n_cg_rel; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/tasks", a->cg_rel[i]);
+        int fd = openat(a->cg_root_fd, p, O_WRONLY | O_CLOEXEC);
+        int r = fd < 0 ? -errno : sbx_cg_join_self(&fd, 1);
+        if (r < 0)
+            sbx_child_fail(a->sync_fd, -r, "join cgroup `%s`", a->cg_rel[i]);
+    }
+    if (a->cg_root_fd >= 0)
+        (void)close(a->cg_root_fd);
+}
+
+static void
+bring_lo_up(struct sbx_child_args *a)
+{
+    int r = sbx_netns_lo_up();
+    if (r < 0)
+        sbx_child_fail(a->sync_fd, -r, "bring up lo");
+}
+
 static void
 die_with_parent(struct sbx_child_args *a)
 {
@@ -322,13 +348,15 @@ sbx_child_main(struct sbx_child_args *a)
     }
     setup_stdio(a);
     /* Volume sources given as fds stay open until the root is built. */
-    int keep[SBX_MAX_MOUNTS + 3];
+    int keep[SBX_MAX_MOUNTS + 4];
     size_t n_keep = 0;
     keep[n_keep++] = a->sync_fd;
     if (a->fd3 >= 0)
         keep[n_keep++] = a->fd3;
     if (a->upper_loop_fd >= 0)
         keep[n_keep++] = a->upper_loop_fd;
+    if (a->cg_root_fd >= 0)
+        keep[n_keep++] = a->cg_root_fd;
     for (size_t i = 0; i < a->n_binds; i++) {
         if (a->binds[i].src_fd > 0)
             keep[n_keep++] = a->binds[i].src_fd;
@@ -348,11 +376,10 @@ sbx_child_main(struct sbx_child_args *a)
         if (sbx_raw_setresgid(0) < 0 || sbx_raw_setresuid(0) < 0)
             sbx_child_fail(a->sync_fd, errno, "become root in the user namespace");
     }
-    if (spec->net != SBX_RT_NET_HOST) {
-        int r = sbx_netns_lo_up();
-        if (r < 0)
-            sbx_child_fail(a->sync_fd, -r, "bring up lo");
-    }
+    /* With a bridge, not now: the parent's veth setup holds the global rtnl lock meanwhile, and
+     * our setup would wait for it (~0.5 ms); after GO the lock is free. */
+    if (spec->net == SBX_RT_NET_NONE)
+        bring_lo_up(a);
     if (sethostname(a->hostname, strlen(a->hostname)) < 0)
         sbx_child_fail(a->sync_fd, errno, "sethostname");
     (void)sbx_rootfs_setup(a);
@@ -366,6 +393,9 @@ sbx_child_main(struct sbx_child_args *a)
     wait_for(a, SBX_SYNC_GO);
     /* v1: we joined our cgroups at the start; the cgroup namespace is rooted there (so
      * /proc/self/cgroup shows "/" and hides the host's layout). */
+    if (spec->net == SBX_RT_NET_BRIDGE)
+        bring_lo_up(a);
+    join_late(a);
     if (a->unshare_cgroupns && unshare(CLONE_NEWCGROUP) < 0)
         sbx_child_fail(a->sync_fd, errno, "unshare cgroup namespace");
     drop_privileges(a);

@@ -111,6 +111,7 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
     sbx_caps_default(&rt->caps);
     (void)pthread_mutex_init(&rt->async_mu, NULL);
     (void)pthread_cond_init(&rt->async_cv, NULL);
+    sbx_rt_sock_init(rt);
     /* 0711: a sandbox in its own user namespace runs as an unprivileged host id and must be
      * able to traverse to its scratch dir; listing stays root-only. */
     int ret = sbx_mkdir_p(rt->run_dir, 0711, err);
@@ -148,6 +149,7 @@ sbx_rt_close(struct sbx_rt *rt)
     pthread_mutex_unlock(&rt->async_mu);
     (void)pthread_cond_destroy(&rt->async_cv);
     (void)pthread_mutex_destroy(&rt->async_mu);
+    sbx_rt_sock_stop(rt);
     sbx_seccomp_free(&rt->seccomp);
     free(rt->state_dir);
     free(rt->run_dir);
@@ -310,6 +312,50 @@ make_upper_dir(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_er
     return 0;
 }
 
+#define CG_ROOT "/sys/fs/cgroup"
+
+/* v1 cgroups (a mkdir and limit writes per controller, ~0.4 ms for a memory+pids+cpu+freezer
+ * sandbox) are made on a thread while the child is cloned and sets up; the child joins them
+ * after GO, which is sent only once they exist. So the child's own setup (sbx's code: mounts,
+ * no fork) is not accounted to the sandbox; everything from its exec on is. Not with a user
+ * namespace (the child could not open the host's cgroup files) nor on v2 (the clone goes
+ * straight into the cgroup, which must exist). */
+static bool
+late_cgroups(const struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec)
+{
+    if (sb->cg.ops->clone_into || spec->userns || !sbx_cg_any_dir(&sb->cg))
+        return false;
+    for (int r = 0; r < SBX_CG_NROLES; r++) {
+        if (sb->cg.dir[r] && !sbx_str_starts(sb->cg.dir[r], CG_ROOT "/"))
+            return false;
+    }
+    return true;
+}
+
+static void *
+cg_thread_main(void *arg)
+{
+    struct sbx_rt_sandbox *sb = arg;
+    sb->cg_ret = sb->cg.ops->create(&sb->cg, &sb->cg_lim, &sb->cg_err);
+    return NULL;
+}
+
+/* Wait for the cgroups of a late create (no-op otherwise); keeps ret if it already failed. */
+static int
+cg_wait(struct sbx_rt_sandbox *sb, int ret, sbx_error **err)
+{
+    if (!sb->cg_pending)
+        return ret;
+    (void)pthread_join(sb->cg_thread, NULL);
+    sb->cg_pending = false;
+    if (ret == 0 && sb->cg_ret < 0) {
+        sbx_error_move(err, &sb->cg_err);
+        ret = sb->cg_ret;
+    }
+    sbx_error_clear(&sb->cg_err);
+    return ret;
+}
+
 /* Record, then cgroups: everything the host keeps for this sandbox, in that order. */
 static int
 prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_error **err)
@@ -320,8 +366,7 @@ prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_erro
                    (spec->pids_max ? SBX_CG_ROLE(SBX_CG_PIDS) : 0) |
                    (spec->cpu_millis ? SBX_CG_ROLE(SBX_CG_CPU) | SBX_CG_ROLE(SBX_CG_CPUACCT) : 0) |
                    (spec->pausable ? SBX_CG_ROLE(SBX_CG_FREEZER) : 0);
-    int ret = sb->cg.ops->plan(&sb->cg, "/sys/fs/cgroup", rt->self_cgroup, rt->cgroup_parent,
-                               sb->id, err);
+    int ret = sb->cg.ops->plan(&sb->cg, CG_ROOT, rt->self_cgroup, rt->cgroup_parent, sb->id, err);
     if (ret == 0)
         ret = make_record_dir(sb, err);
     if (ret < 0)
@@ -330,10 +375,14 @@ prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_erro
     ret = make_upper_dir(sb, spec, err);
     if (ret < 0)
         return ret;
-    struct sbx_cg_limits lim = {.memory_bytes = spec->memory_bytes,
-                                .pids_max = spec->pids_max,
-                                .cpu_millis = spec->cpu_millis};
-    return sb->cg.ops->create(&sb->cg, &lim, err);
+    sb->cg_lim = (struct sbx_cg_limits){.memory_bytes = spec->memory_bytes,
+                                        .pids_max = spec->pids_max,
+                                        .cpu_millis = spec->cpu_millis};
+    if (late_cgroups(sb, spec) && pthread_create(&sb->cg_thread, NULL, cg_thread_main, sb) == 0) {
+        sb->cg_pending = true;
+        return 0;
+    }
+    return sb->cg.ops->create(&sb->cg, &sb->cg_lim, err);
 }
 
 /* True when the environment entries a and b set the same variable. */
@@ -597,6 +646,30 @@ close_volume_trees(struct sbx_child_args *a)
     }
 }
 
+/* How the child joins its v1 cgroups: made already (their `tasks` files opened for it), or
+ * being made (late_cgroups: the cgroup root opened, the paths below it). */
+static int
+child_cgroups(struct sbx_child_args *a, const struct sbx_rt_sandbox *sb, sbx_error **err)
+{
+    if (sb->cg.ops->clone_into || !sbx_cg_any_dir(&sb->cg))
+        return 0;
+    if (!sb->cg_pending) {
+        int n = sb->cg.ops->open_join(&sb->cg, a->cg_join_fds, SBX_CG_NROLES, err);
+        if (n < 0)
+            return n;
+        a->n_cg_join = (size_t)n;
+        return 0;
+    }
+    a->cg_root_fd = open(CG_ROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (a->cg_root_fd < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "open `%s`", CG_ROOT);
+    const char *dirs[SBX_CG_NROLES];
+    size_t n = sbx_cg_unique_dirs(&sb->cg, dirs, SBX_CG_NROLES);
+    for (size_t i = 0; i < n; i++)
+        a->cg_rel[a->n_cg_rel++] = dirs[i] + strlen(CG_ROOT "/");
+    return 0;
+}
+
 static int
 child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec,
            sbx_error **err)
@@ -639,12 +712,9 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
     a->unshare_cgroupns = !sb->cg.ops->clone_into && sbx_cg_any_dir(&sb->cg);
     a->seccomp = &sb->rt->seccomp;
     a->caps = &sb->rt->caps;
-    int ret = sb->cg.ops->clone_into || !sbx_cg_any_dir(&sb->cg)
-                  ? 0
-                  : sb->cg.ops->open_join(&sb->cg, a->cg_join_fds, SBX_CG_NROLES, err);
+    int ret = child_cgroups(a, sb, err);
     if (ret < 0)
         return ret;
-    a->n_cg_join = (size_t)ret;
     ret = clone_volume_trees(a, first_volume, spec, err);
     return ret < 0 ? ret : overlay_opts(a, spec, err);
 }
@@ -783,6 +853,12 @@ attach_host_side(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_
 {
     int ret = spec->userns ? map_ids(sb, spec, err) : 0;
     sb->start_time = sbx_proc_start_time(sb->pid);
+    /* Kept for sbx_rt_connect (the server connects into the sandbox for every request). */
+    if (spec->as_init && spec->net == SBX_RT_NET_NONE) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/ns/net", (int)sb->pid);
+        sb->netns_fd = open(path, O_RDONLY | O_CLOEXEC);
+    }
     if (ret == 0)
         ret = record(sb, err);
     if (ret == 0 && spec->net == SBX_RT_NET_BRIDGE) {
@@ -796,7 +872,7 @@ attach_host_side(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_
             ret =
                 sb->rt->net_ops.attach(sb->rt->net_ops.net, &sb->lease, sb->id, sb->netns_fd, err);
     }
-    return ret;
+    return cg_wait(sb, ret, err); /* GO follows: the cgroups must exist */
 }
 
 /* ---- shared spawn (the server: as_init + start) ----
@@ -1067,6 +1143,7 @@ sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_r
     sb->memory_limit = spec->memory_bytes;
     struct sbx_child_args *a = sbx_xcalloc(1, sizeof *a);
     a->upper_loop_fd = -1;
+    a->cg_root_fd = -1;
     ret = prepare_host(sb, spec, err);
     if (ret == 0)
         ret = child_args(a, sb, spec, err);
@@ -1083,6 +1160,8 @@ sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_r
     close_volume_trees(a);
     for (size_t i = 0; i < a->n_cg_join; i++) /* the child has its own copies */
         (void)close(a->cg_join_fds[i]);
+    if (a->cg_root_fd >= 0)
+        (void)close(a->cg_root_fd);
     if (a->upper_loop_fd >= 0) /* the child holds its own copy until it has mounted it */
         (void)close(a->upper_loop_fd);
     if (ret == 0 && shared == 0)
@@ -1102,6 +1181,7 @@ sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_r
     free((void *)a->lower_host);
     free((void *)a->env);
     free(a);
+    ret = cg_wait(sb, ret, err); /* before any destroy removes them */
     if (ret < 0)
         prefer_child_error(sb, err);
     if (ret < 0) {

@@ -604,6 +604,28 @@ test_shared_spawn(void)
     sbx_error_clear(&err);
     // NOLINTNEXTLINE(concurrency-mt-unsafe): single-threaded
     CHECK(environ == env_before && getenv("PATH") == path_before, "our environment changed");
+    /* its processes are in the sandbox's cgroups (v1: joined after GO, made meanwhile) */
+    char *cg_argv[] = {"sh", "-c", "sleep 5", NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, cg_argv, &vol);
+    spec.env = ok_env;
+    spec.as_init = spec.start = spec.pausable = true;
+    spec.memory_bytes = 64 << 20;
+    spec.pids_max = 64;
+    struct sbx_rt_sandbox *sb = NULL;
+    CHECK(sbx_rt_create(&sb, rt, &spec, &err) == 0, "create: %s", sbx_error_msg(err));
+    if (sb) {
+        sbx_autofree char *cg = sbx_xstrdup(sbx_rt_sandbox_cgroup(sb));
+        sbx_autofree char *tasks = sbx_xasprintf("%s/cgroup.procs", cg);
+        sbx_autofree char *procs = NULL;
+        (void)sbx_read_file(tasks, 4096, &procs, NULL, NULL);
+        char pid[32];
+        snprintf(pid, sizeof pid, "%d\n", (int)sbx_rt_sandbox_pid(sb));
+        CHECK(procs && strstr(procs, pid), "init not in `%s`: %s", tasks, procs ? procs : "?");
+        CHECK(sbx_rt_destroy(sb, &err) == 0, "destroy: %s", sbx_error_msg(err));
+        sbx_rt_sandbox_free(sb);
+    }
     bool intact = true;
     for (size_t i = 0; i < sizeof canary; i++)
         intact = intact && canary[i] == 0x5a;
