@@ -376,8 +376,7 @@ sbx_child_main(struct sbx_child_args *a)
         if (sbx_raw_setresgid(0) < 0 || sbx_raw_setresuid(0) < 0)
             sbx_child_fail(a->sync_fd, errno, "become root in the user namespace");
     }
-    /* With a bridge, not now: the parent's veth setup holds the global rtnl lock meanwhile, and
-     * our setup would wait for it (~0.5 ms); after GO the lock is free. */
+    /* With a bridge, the parent's net hook brings lo up with the rest (runtime.h). */
     if (spec->net == SBX_RT_NET_NONE)
         bring_lo_up(a);
     if (sethostname(a->hostname, strlen(a->hostname)) < 0)
@@ -393,8 +392,6 @@ sbx_child_main(struct sbx_child_args *a)
     wait_for(a, SBX_SYNC_GO);
     /* v1: we joined our cgroups at the start; the cgroup namespace is rooted there (so
      * /proc/self/cgroup shows "/" and hides the host's layout). */
-    if (spec->net == SBX_RT_NET_BRIDGE)
-        bring_lo_up(a);
     join_late(a);
     if (a->unshare_cgroupns && unshare(CLONE_NEWCGROUP) < 0)
         sbx_child_fail(a->sync_fd, errno, "unshare cgroup namespace");

@@ -853,25 +853,20 @@ attach_host_side(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_
 {
     int ret = spec->userns ? map_ids(sb, spec, err) : 0;
     sb->start_time = sbx_proc_start_time(sb->pid);
-    /* Kept for sbx_rt_connect (the server connects into the sandbox for every request). */
-    if (spec->as_init && spec->net == SBX_RT_NET_NONE) {
+    /* The bridge needs the namespace; the server connects into it for every request. */
+    bool bridge = spec->net == SBX_RT_NET_BRIDGE;
+    if (bridge || (spec->as_init && spec->net == SBX_RT_NET_NONE)) {
         char path[64];
         snprintf(path, sizeof path, "/proc/%d/ns/net", (int)sb->pid);
         sb->netns_fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (ret == 0 && bridge && sb->netns_fd < 0)
+            ret = sbx_error_set(err, SBX_EGENERIC, errno, "open `%s`", path);
     }
+    sb->has_lease = bridge; /* recorded (with the pid) before it exists */
     if (ret == 0)
         ret = record(sb, err);
-    if (ret == 0 && spec->net == SBX_RT_NET_BRIDGE) {
-        char path[64];
-        snprintf(path, sizeof path, "/proc/%d/ns/net", (int)sb->pid);
-        sb->netns_fd = open(path, O_RDONLY | O_CLOEXEC);
-        sb->has_lease = true; /* recorded before it exists */
-        ret = sb->netns_fd < 0 ? sbx_error_set(err, SBX_EGENERIC, errno, "open `%s`", path)
-                               : record(sb, err);
-        if (ret == 0)
-            ret =
-                sb->rt->net_ops.attach(sb->rt->net_ops.net, &sb->lease, sb->id, sb->netns_fd, err);
-    }
+    if (ret == 0 && bridge)
+        ret = sb->rt->net_ops.attach(sb->rt->net_ops.net, &sb->lease, sb->id, sb->netns_fd, err);
     return cg_wait(sb, ret, err); /* GO follows: the cgroups must exist */
 }
 

@@ -36,7 +36,10 @@ struct sbx_rt_lease {
     char gateway[64]; /* "10.88.0.1" */
 };
 
-/* Bridge networking hook: the lead plugs src/net in here. NULL ops => bridge is unavailable. */
+/* Bridge networking hook: the lead plugs src/net in here. NULL ops => bridge is unavailable.
+ * attach configures the sandbox's network namespace completely, `lo` included: with a bridge
+ * the child does not bring `lo` up itself (it would wait for the rtnl lock the veth setup
+ * holds meanwhile). */
 struct sbx_rt_net_ops {
     void *net;
     int (*attach)(void *net, struct sbx_rt_lease *out, const char *sandbox_id, int netns_fd,
