@@ -44,6 +44,8 @@ struct sbx_rt {
     bool sock_running, sock_stop;
 };
 
+#define SBX_RT_SPARE_SOCKS 2
+
 struct sbx_rt_sandbox {
     struct sbx_rt *rt;
     char id[64];
@@ -58,6 +60,9 @@ struct sbx_rt_sandbox {
     bool is_child; /* we cloned it (waitpid works); false when adopted */
     bool as_init;
     bool started, reaped, destroyed, frozen, has_lease;
+    /* Unconnected TCP sockets made in its network namespace for sbx_rt_connect (taken with
+     * an atomic exchange; -1: none). They pin the namespace: closed on destroy and free. */
+    int spare_socks[SBX_RT_SPARE_SOCKS];
     /* v1: the cgroups are being made on cg_thread meanwhile (sbx_rt_create only) */
     bool cg_pending;
     pthread_t cg_thread;
@@ -192,6 +197,11 @@ uint64_t sbx_proc_start_time(pid_t pid);
 /* netns.c */
 int sbx_netns_lo_up(void);
 void sbx_rt_sock_init(struct sbx_rt *rt);
+/* From a thread that makes no other socket afterwards (it is left in the sandbox's network
+ * namespace): fill sb->spare_socks, so the server's first requests connect at once. */
+void sbx_rt_make_spare_socks(struct sbx_rt_sandbox *sb);
+/* Close the spare sockets (they keep the sandbox's network namespace alive). */
+void sbx_rt_close_spare_socks(struct sbx_rt_sandbox *sb);
 /* Stop and join the socket thread (sbx_rt_close). */
 void sbx_rt_sock_stop(struct sbx_rt *rt);
 

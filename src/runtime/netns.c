@@ -142,6 +142,36 @@ sbx_rt_sock_stop(struct sbx_rt *rt)
     (void)pthread_mutex_destroy(&rt->sock_mu);
 }
 
+void
+sbx_rt_make_spare_socks(struct sbx_rt_sandbox *sb)
+{
+    if (sb->netns_fd < 0 || setns(sb->netns_fd, CLONE_NEWNET) < 0)
+        return;
+    for (int i = 0; i < SBX_RT_SPARE_SOCKS; i++)
+        sb->spare_socks[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+}
+
+void
+sbx_rt_close_spare_socks(struct sbx_rt_sandbox *sb)
+{
+    for (int i = 0; i < SBX_RT_SPARE_SOCKS; i++) {
+        int fd = __atomic_exchange_n(&sb->spare_socks[i], -1, __ATOMIC_ACQ_REL);
+        if (fd >= 0)
+            (void)close(fd);
+    }
+}
+
+static int
+take_spare(struct sbx_rt_sandbox *sb)
+{
+    for (int i = 0; i < SBX_RT_SPARE_SOCKS; i++) {
+        int fd = __atomic_exchange_n(&sb->spare_socks[i], -1, __ATOMIC_ACQ_REL);
+        if (fd >= 0)
+            return fd;
+    }
+    return -1;
+}
+
 /* Running, by its pidfd when we have one (no /proc read), else by pid and start time. */
 static bool
 still_running(const struct sbx_rt_sandbox *sb)
@@ -181,7 +211,9 @@ sbx_rt_connect(int *fd, struct sbx_rt_sandbox *sb, uint16_t port, sbx_error **er
         return sbx_error_set(err, SBX_ECONFLICT, ns < 0 ? errno : ESRCH,
                              "sandbox `%s` is not running", sb->id);
     const char *what = "socket";
-    sbx_autoclose int s = socket_in(sb->rt, ns, &what);
+    sbx_autoclose int s = take_spare(sb);
+    if (s < 0)
+        s = socket_in(sb->rt, ns, &what);
     if (s < 0)
         return sbx_error_set(err, SBX_EGENERIC, errno,
                              "connect to 127.0.0.1:%u in sandbox `%s`: %s", port, sb->id, what);

@@ -251,6 +251,8 @@ sandbox_new(struct sbx_rt *rt, const char *id)
     sb->pidfd = -1;
     sb->sync_fd = -1;
     sb->netns_fd = -1;
+    for (int i = 0; i < SBX_RT_SPARE_SOCKS; i++)
+        sb->spare_socks[i] = -1;
     sb->cg.ops = rt->cg_ops;
     sb->exit.status = -1;
     sb->exit.code = -1;
@@ -968,6 +970,8 @@ host_job_main(void *arg)
     j->go = j->ret == 0;
     if (j->ret < 0)
         (void)syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+    else
+        sbx_rt_make_spare_socks(sb); /* last: this thread is left in the sandbox's netns */
     return NULL;
 }
 
