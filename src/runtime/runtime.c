@@ -102,7 +102,9 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
     rt->state_dir = sbx_xstrdup(cfg && cfg->state_dir ? cfg->state_dir : "/var/lib/sbx");
     rt->run_dir = sbx_xasprintf("%s/run", rt->state_dir);
     rt->upper_dir = sbx_xasprintf("%s/upper", rt->state_dir);
-    rt->host_image = sbx_xasprintf("%s/images/host", rt->state_dir);
+    /* -2: the skeleton gained the daemon's mount point and state dir (an older one, which
+     * running sandboxes may still use as a lower layer, is left alone) */
+    rt->host_image = sbx_xasprintf("%s/images/host-2", rt->state_dir);
     rt->cgroup_parent = sbx_xstrdup(cfg && cfg->cgroup_parent ? cfg->cgroup_parent : "sbx");
     if (cfg && cfg->net_ops) {
         rt->net_ops = *cfg->net_ops;

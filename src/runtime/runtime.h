@@ -114,6 +114,11 @@ struct sbx_rt_spec {
 };
 
 #define SBX_RT_EXECD_PATH "/.sbx/bin/sbx-execd"
+/* A private (0700) directory for the daemon's state: the host image has it (and the mount
+ * point of SBX_RT_EXECD_PATH) in its skeleton, so a sandbox of it writes nothing to its layer
+ * before it is used (each file made in a disk layer is an ext4 inode, plus an overlay
+ * copy-up of its parents). */
+#define SBX_RT_EXECD_STATE "/.sbx/state"
 
 struct sbx_rt_exit {
     int status;            /* raw wait status of the command, -1 if unknown (adopted sandbox) */
