@@ -368,7 +368,9 @@ prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_erro
     /* Only the controllers this sandbox needs: each one is a mkdir, a write and an rmdir. */
     sb->cg.roles = (spec->memory_bytes ? SBX_CG_ROLE(SBX_CG_MEMORY) : 0) |
                    (spec->pids_max ? SBX_CG_ROLE(SBX_CG_PIDS) : 0) |
-                   (spec->cpu_millis ? SBX_CG_ROLE(SBX_CG_CPU) | SBX_CG_ROLE(SBX_CG_CPUACCT) : 0) |
+                   /* cpu only: nothing reads cpuacct, and on v1 hosts that mount it apart
+                    * it was one more cgroup to make, join and remove per sandbox */
+                   (spec->cpu_millis ? SBX_CG_ROLE(SBX_CG_CPU) : 0) |
                    (spec->pausable ? SBX_CG_ROLE(SBX_CG_FREEZER) : 0);
     int ret = sb->cg.ops->plan(&sb->cg, CG_ROOT, rt->self_cgroup, rt->cgroup_parent, sb->id, err);
     if (ret == 0)
