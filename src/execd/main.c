@@ -4,7 +4,6 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
-#include <spawn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,23 +344,39 @@ signal_ready(int ready_fd)
 }
 
 /* What a launcher shell would do (`ENTRYPOINT </dev/null & exec sbx-execd`), without the
- * shell: one exec less on the way to readiness. The entrypoint gets our environment, from
- * which the access token is already gone, and no fd of ours above stderr (all CLOEXEC). Its
- * exit is reaped like any other child's. */
+ * shell: one exec less on the way to readiness. Like the shell's `&`, the entrypoint is forked
+ * and not waited for: its exec (a dynamic binary's loading) runs while we report ready, and a
+ * failed exec is reported on our stderr by the child (exit 127), as the shell would. It gets
+ * our environment, from which the access token is already gone, no fd of ours above stderr
+ * (all CLOEXEC), no blocked signal and the default disposition of those we handle or ignore.
+ * Its exit is reaped like any other child's. */
 static void
 start_entrypoint(char **argv)
 {
     if (!argv || !argv[0])
         return;
-    posix_spawn_file_actions_t fa;
-    (void)posix_spawn_file_actions_init(&fa);
-    (void)posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-    pid_t pid = 0;
-    int r = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
-    (void)posix_spawn_file_actions_destroy(&fa);
-    if (r != 0)
-        sbx_warn("entrypoint `%s`: %s", argv[0],
-                 strerror(r)); // NOLINT(concurrency-mt-unsafe): single-threaded
+    pid_t pid = fork();
+    if (pid == 0) {
+        sigset_t none;
+        sigemptyset(&none);
+        (void)sigprocmask(SIG_SETMASK, &none, NULL);
+        static const int sigs[] = {SIGPIPE, SIGCHLD, SIGTERM, SIGINT, SIGHUP};
+        for (size_t i = 0; i < SBX_ARRAY_SIZE(sigs); i++)
+            (void)signal(sigs[i], SIG_DFL);
+        int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (in >= 0 && in != 0)
+            (void)dup2(in, 0);
+        execvp(argv[0], argv);
+        int e = errno;
+        char msg[256];
+        int n = snprintf(msg, sizeof msg, "sbx-execd: entrypoint `%s`: %s\n", argv[0],
+                         strerror(e)); // NOLINT(concurrency-mt-unsafe): single-threaded child
+        if (n > 0)
+            (void)!write(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
+        _exit(e == ENOENT ? 127 : 126);
+    }
+    if (pid < 0)
+        sbx_log_errno(SBX_LOG_WARN, "entrypoint `%s`: fork", argv[0]);
     else
         sbx_info("entrypoint `%s` started (pid %d)", argv[0], (int)pid);
 }

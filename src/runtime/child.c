@@ -25,9 +25,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "runtime/internal.h"
-
-extern char **environ;
 
 int
 sbx_sync_send(int fd, int type, int err, int status, const char *msg)
@@ -137,6 +136,64 @@ drop_privileges(struct sbx_child_args *a)
         sbx_child_fail(a->sync_fd, -r, "%s", what);
 }
 
+/* execve, and for ENOEXEC (no #! line) /bin/sh with the file as its script, like execvp. */
+static void
+exec_or_sh(const char *file, char *const *argv, char *const *envp)
+{
+    execve(file, argv, envp);
+    if (errno != ENOEXEC)
+        return;
+    char *sh_argv[256];
+    size_t n = 0;
+    sh_argv[n++] = (char *)"/bin/sh";
+    sh_argv[n++] = (char *)file;
+    for (size_t i = 1; argv[i] && n < SBX_ARRAY_SIZE(sh_argv) - 1; i++)
+        sh_argv[n++] = argv[i];
+    sh_argv[n] = NULL;
+    execve("/bin/sh", sh_argv, envp);
+    errno = ENOEXEC;
+}
+
+/* execvp with the sandbox's environment (a->env), without setting `environ`: the child may
+ * share its memory with the caller (shared spawn), whose environment is not ours to change.
+ * PATH from a->env (else "/bin:/usr/bin", glibc's default); EACCES is reported when a match was
+ * not executable and nothing else ran; a file without a #! line is run by /bin/sh, as execvp
+ * does. Returns only on failure, with errno set. */
+static void
+exec_in_path(struct sbx_child_args *a)
+{
+    char *const *argv = a->spec->argv;
+    char *const *envp = (char *const *)a->env;
+    const char *file = argv[0];
+    if (strchr(file, '/')) {
+        exec_or_sh(file, argv, envp);
+        return;
+    }
+    const char *path = "/bin:/usr/bin";
+    for (size_t i = 0; envp[i]; i++) {
+        if (strncmp(envp[i], "PATH=", 5) == 0)
+            path = envp[i] + 5;
+    }
+    bool denied = false;
+    char buf[4096];
+    for (const char *p = path;; p += strcspn(p, ":") + 1) {
+        size_t len = strcspn(p, ":");
+        int n = len ? snprintf(buf, sizeof buf, "%.*s/%s", (int)len, p, file)
+                    : snprintf(buf, sizeof buf, "%s", file); /* empty element: the cwd */
+        if (n > 0 && (size_t)n < sizeof buf) {
+            exec_or_sh(buf, argv, envp);
+            if (errno == EACCES)
+                denied = true;
+            else if (errno != ENOENT && errno != ENOTDIR && errno != ESTALE && errno != ENODEV &&
+                     errno != ETIMEDOUT)
+                return;
+        }
+        if (p[len] == '\0')
+            break;
+    }
+    errno = denied ? EACCES : ENOENT;
+}
+
 __attribute__((noreturn)) static void
 exec_command(struct sbx_child_args *a)
 {
@@ -155,8 +212,7 @@ exec_command(struct sbx_child_args *a)
         sbx_child_fail(a->sync_fd, errno, "pass fd 3");
     if (a->fd3 == 3 && fcntl(3, F_SETFD, 0) < 0)
         sbx_child_fail(a->sync_fd, errno, "pass fd 3");
-    environ = (char **)a->env; /* execvp searches the sandbox's PATH */
-    execvp(a->spec->argv[0], a->spec->argv);
+    exec_in_path(a);
     int e = errno;
     char msg[200];
     snprintf(msg, sizeof msg, "exec `%s`", a->spec->argv[0]);
@@ -221,6 +277,32 @@ run_init(struct sbx_child_args *a)
     init_loop(a, cmd, &all);
 }
 
+/* The cgroups the parent made while we set up (it sends GO only once they exist): join them
+ * (as sbx_cg_join_self, "0" to each `tasks`) through the cgroup root it opened for us before
+ * the clone, since the host's /sys/fs/cgroup is no longer in our root. */
+static void
+join_late(struct sbx_child_args *a)
+{
+    for (size_t i = 0; i < a->n_cg_rel; i++) {
+        char p[4096];
+        snprintf(p, sizeof p, "%s/tasks", a->cg_rel[i]);
+        int fd = openat(a->cg_root_fd, p, O_WRONLY | O_CLOEXEC);
+        int r = fd < 0 ? -errno : sbx_cg_join_self(&fd, 1);
+        if (r < 0)
+            sbx_child_fail(a->sync_fd, -r, "join cgroup `%s`", a->cg_rel[i]);
+    }
+    if (a->cg_root_fd >= 0)
+        (void)close(a->cg_root_fd);
+}
+
+static void
+bring_lo_up(struct sbx_child_args *a)
+{
+    int r = sbx_netns_lo_up();
+    if (r < 0)
+        sbx_child_fail(a->sync_fd, -r, "bring up lo");
+}
+
 static void
 die_with_parent(struct sbx_child_args *a)
 {
@@ -238,6 +320,8 @@ sbx_child_main(struct sbx_child_args *a)
 {
     const struct sbx_rt_spec *spec = a->spec;
     (void)close(a->parent_fd);
+    if (a->hello)
+        (void)sbx_sync_send(a->sync_fd, SBX_SYNC_HELLO, 0, 0, NULL);
     /* stdio first (its fds may be anywhere), then nothing else of the caller's survives: the
      * init lives as long as the sandbox and would otherwise pin the caller's sockets, pipes and
      * files (a restarted server could not bind its port again). */
@@ -264,13 +348,15 @@ sbx_child_main(struct sbx_child_args *a)
     }
     setup_stdio(a);
     /* Volume sources given as fds stay open until the root is built. */
-    int keep[SBX_MAX_MOUNTS + 3];
+    int keep[SBX_MAX_MOUNTS + 4];
     size_t n_keep = 0;
     keep[n_keep++] = a->sync_fd;
     if (a->fd3 >= 0)
         keep[n_keep++] = a->fd3;
     if (a->upper_loop_fd >= 0)
         keep[n_keep++] = a->upper_loop_fd;
+    if (a->cg_root_fd >= 0)
+        keep[n_keep++] = a->cg_root_fd;
     for (size_t i = 0; i < a->n_binds; i++) {
         if (a->binds[i].src_fd > 0)
             keep[n_keep++] = a->binds[i].src_fd;
@@ -290,11 +376,9 @@ sbx_child_main(struct sbx_child_args *a)
         if (sbx_raw_setresgid(0) < 0 || sbx_raw_setresuid(0) < 0)
             sbx_child_fail(a->sync_fd, errno, "become root in the user namespace");
     }
-    if (spec->net != SBX_RT_NET_HOST) {
-        int r = sbx_netns_lo_up();
-        if (r < 0)
-            sbx_child_fail(a->sync_fd, -r, "bring up lo");
-    }
+    /* With a bridge, the parent's net hook brings lo up with the rest (runtime.h). */
+    if (spec->net == SBX_RT_NET_NONE)
+        bring_lo_up(a);
     if (sethostname(a->hostname, strlen(a->hostname)) < 0)
         sbx_child_fail(a->sync_fd, errno, "sethostname");
     (void)sbx_rootfs_setup(a);
@@ -308,6 +392,7 @@ sbx_child_main(struct sbx_child_args *a)
     wait_for(a, SBX_SYNC_GO);
     /* v1: we joined our cgroups at the start; the cgroup namespace is rooted there (so
      * /proc/self/cgroup shows "/" and hides the host's layout). */
+    join_late(a);
     if (a->unshare_cgroupns && unshare(CLONE_NEWCGROUP) < 0)
         sbx_child_fail(a->sync_fd, errno, "unshare cgroup namespace");
     drop_privileges(a);

@@ -35,7 +35,16 @@ struct sbx_rt {
     pthread_cond_t async_cv;   /* n_async dropped */
     unsigned n_async;          /* sbx_rt_destroy_async threads still running */
     struct sbx_caps caps;      /* the default capability set (uid 0 inside) */
+    /* netns.c: the thread that makes sockets inside sandboxes' network namespaces */
+    pthread_mutex_t sock_mu;
+    pthread_cond_t sock_cv;   /* a request was queued, or stop */
+    pthread_cond_t sock_done; /* a request was served */
+    struct sbx_rt_sock_req *sock_head;
+    pthread_t sock_tid;
+    bool sock_running, sock_stop;
 };
+
+#define SBX_RT_SPARE_SOCKS 2
 
 struct sbx_rt_sandbox {
     struct sbx_rt *rt;
@@ -51,6 +60,15 @@ struct sbx_rt_sandbox {
     bool is_child; /* we cloned it (waitpid works); false when adopted */
     bool as_init;
     bool started, reaped, destroyed, frozen, has_lease;
+    /* Unconnected TCP sockets made in its network namespace for sbx_rt_connect (taken with
+     * an atomic exchange; -1: none). They pin the namespace: closed on destroy and free. */
+    int spare_socks[SBX_RT_SPARE_SOCKS];
+    /* v1: the cgroups are being made on cg_thread meanwhile (sbx_rt_create only) */
+    bool cg_pending;
+    pthread_t cg_thread;
+    int cg_ret;
+    sbx_error *cg_err;
+    struct sbx_cg_limits cg_lim;
     bool has_record;        /* the record dir is ours: destroy may remove it */
     bool start_unconfirmed; /* started with spec.start: READY not read yet */
     bool ready_seen;
@@ -69,6 +87,7 @@ enum sbx_sync_type {
     SBX_SYNC_ERROR,     /* child: setup or exec failed; err/msg say why */
     SBX_SYNC_EXIT,      /* child (init): the command exited with wait status `status` */
     SBX_SYNC_MAPPED,    /* parent: uid/gid maps written */
+    SBX_SYNC_HELLO,     /* child (shared spawn): running; the parent may read its pid now */
 };
 
 struct sbx_sync_msg {
@@ -115,10 +134,16 @@ struct sbx_child_args {
     const char *cwd;
     int cg_join_fds[SBX_CG_NROLES]; /* v1: `tasks` of each cgroup dir, for sbx_cg_join_self */
     size_t n_cg_join;
+    /* v1, cgroups made while the child sets up (see late_cgroups in runtime.c): after GO the
+     * child joins each <cg_root_fd>/<cg_rel[i]>/tasks; -1 / 0 otherwise */
+    int cg_root_fd;
+    const char *cg_rel[SBX_CG_NROLES];
+    size_t n_cg_rel;
     bool unshare_cgroupns; /* v1: after joining our cgroups */
     const struct sock_fprog *seccomp;
     const struct sbx_caps *caps;
-    int fd3; /* in the child: spec->fd3 copied above 3, or -1 */
+    int fd3;    /* in the child: spec->fd3 copied above 3, or -1 */
+    bool hello; /* shared spawn: send HELLO first (the parent's host side waits for it) */
 };
 
 /* runtime.c: unmount the records tmpfs when it is empty (gc --all). */
@@ -171,6 +196,14 @@ uint64_t sbx_proc_start_time(pid_t pid);
 
 /* netns.c */
 int sbx_netns_lo_up(void);
+void sbx_rt_sock_init(struct sbx_rt *rt);
+/* From a thread that makes no other socket afterwards (it is left in the sandbox's network
+ * namespace): fill sb->spare_socks, so the server's first requests connect at once. */
+void sbx_rt_make_spare_socks(struct sbx_rt_sandbox *sb);
+/* Close the spare sockets (they keep the sandbox's network namespace alive). */
+void sbx_rt_close_spare_socks(struct sbx_rt_sandbox *sb);
+/* Stop and join the socket thread (sbx_rt_close). */
+void sbx_rt_sock_stop(struct sbx_rt *rt);
 
 /* A sandbox id that is safe as a file name: [A-Za-z0-9_.-], 1-63 characters, no leading dot. */
 bool sbx_rt_valid_id(const char *id);

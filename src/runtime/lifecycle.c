@@ -236,6 +236,7 @@ sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err)
     if (sb->destroyed)
         return 0;
     kill_and_reap(sb);
+    sbx_rt_close_spare_socks(sb); /* they keep its network namespace alive */
     int ret = 0;
     ret = release_lease(sb, err);
     if (ret == 0 && sb->has_record)
@@ -506,6 +507,7 @@ sbx_rt_sandbox_free(struct sbx_rt_sandbox *sb)
         (void)close(sb->sync_fd);
     if (sb->netns_fd >= 0)
         (void)close(sb->netns_fd);
+    sbx_rt_close_spare_socks(sb);
     sbx_cg_release(&sb->cg);
     free(sb->upper);
     free(sb->dir);
@@ -520,6 +522,8 @@ from_record(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const char *id, sbx_
     sb->rt = rt;
     sb->dir = sbx_xasprintf("%s/%s", rt->run_dir, id);
     sb->pidfd = sb->sync_fd = sb->netns_fd = -1;
+    for (int i = 0; i < SBX_RT_SPARE_SOCKS; i++)
+        sb->spare_socks[i] = -1;
     sb->exit.status = sb->exit.code = sb->init_status = -1;
     struct sbx_state st;
     int ret = sbx_state_read(&st, sb->dir, err);

@@ -29,9 +29,14 @@
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#include <sanitizer/common_interface_defs.h>
+#endif
 
 #include "common/cleanup.h"
 #include "common/log.h"
@@ -97,7 +102,9 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
     rt->state_dir = sbx_xstrdup(cfg && cfg->state_dir ? cfg->state_dir : "/var/lib/sbx");
     rt->run_dir = sbx_xasprintf("%s/run", rt->state_dir);
     rt->upper_dir = sbx_xasprintf("%s/upper", rt->state_dir);
-    rt->host_image = sbx_xasprintf("%s/images/host", rt->state_dir);
+    /* -2: the skeleton gained the daemon's mount point and state dir (an older one, which
+     * running sandboxes may still use as a lower layer, is left alone) */
+    rt->host_image = sbx_xasprintf("%s/images/host-2", rt->state_dir);
     rt->cgroup_parent = sbx_xstrdup(cfg && cfg->cgroup_parent ? cfg->cgroup_parent : "sbx");
     if (cfg && cfg->net_ops) {
         rt->net_ops = *cfg->net_ops;
@@ -106,6 +113,7 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
     sbx_caps_default(&rt->caps);
     (void)pthread_mutex_init(&rt->async_mu, NULL);
     (void)pthread_cond_init(&rt->async_cv, NULL);
+    sbx_rt_sock_init(rt);
     /* 0711: a sandbox in its own user namespace runs as an unprivileged host id and must be
      * able to traverse to its scratch dir; listing stays root-only. */
     int ret = sbx_mkdir_p(rt->run_dir, 0711, err);
@@ -143,6 +151,7 @@ sbx_rt_close(struct sbx_rt *rt)
     pthread_mutex_unlock(&rt->async_mu);
     (void)pthread_cond_destroy(&rt->async_cv);
     (void)pthread_mutex_destroy(&rt->async_mu);
+    sbx_rt_sock_stop(rt);
     sbx_seccomp_free(&rt->seccomp);
     free(rt->state_dir);
     free(rt->run_dir);
@@ -244,6 +253,8 @@ sandbox_new(struct sbx_rt *rt, const char *id)
     sb->pidfd = -1;
     sb->sync_fd = -1;
     sb->netns_fd = -1;
+    for (int i = 0; i < SBX_RT_SPARE_SOCKS; i++)
+        sb->spare_socks[i] = -1;
     sb->cg.ops = rt->cg_ops;
     sb->exit.status = -1;
     sb->exit.code = -1;
@@ -305,6 +316,50 @@ make_upper_dir(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_er
     return 0;
 }
 
+#define CG_ROOT "/sys/fs/cgroup"
+
+/* v1 cgroups (a mkdir and limit writes per controller, ~0.4 ms for a memory+pids+cpu+freezer
+ * sandbox) are made on a thread while the child is cloned and sets up; the child joins them
+ * after GO, which is sent only once they exist. So the child's own setup (sbx's code: mounts,
+ * no fork) is not accounted to the sandbox; everything from its exec on is. Not with a user
+ * namespace (the child could not open the host's cgroup files) nor on v2 (the clone goes
+ * straight into the cgroup, which must exist). */
+static bool
+late_cgroups(const struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec)
+{
+    if (sb->cg.ops->clone_into || spec->userns || !sbx_cg_any_dir(&sb->cg))
+        return false;
+    for (int r = 0; r < SBX_CG_NROLES; r++) {
+        if (sb->cg.dir[r] && !sbx_str_starts(sb->cg.dir[r], CG_ROOT "/"))
+            return false;
+    }
+    return true;
+}
+
+static void *
+cg_thread_main(void *arg)
+{
+    struct sbx_rt_sandbox *sb = arg;
+    sb->cg_ret = sb->cg.ops->create(&sb->cg, &sb->cg_lim, &sb->cg_err);
+    return NULL;
+}
+
+/* Wait for the cgroups of a late create (no-op otherwise); keeps ret if it already failed. */
+static int
+cg_wait(struct sbx_rt_sandbox *sb, int ret, sbx_error **err)
+{
+    if (!sb->cg_pending)
+        return ret;
+    (void)pthread_join(sb->cg_thread, NULL);
+    sb->cg_pending = false;
+    if (ret == 0 && sb->cg_ret < 0) {
+        sbx_error_move(err, &sb->cg_err);
+        ret = sb->cg_ret;
+    }
+    sbx_error_clear(&sb->cg_err);
+    return ret;
+}
+
 /* Record, then cgroups: everything the host keeps for this sandbox, in that order. */
 static int
 prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_error **err)
@@ -313,10 +368,11 @@ prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_erro
     /* Only the controllers this sandbox needs: each one is a mkdir, a write and an rmdir. */
     sb->cg.roles = (spec->memory_bytes ? SBX_CG_ROLE(SBX_CG_MEMORY) : 0) |
                    (spec->pids_max ? SBX_CG_ROLE(SBX_CG_PIDS) : 0) |
-                   (spec->cpu_millis ? SBX_CG_ROLE(SBX_CG_CPU) | SBX_CG_ROLE(SBX_CG_CPUACCT) : 0) |
+                   /* cpu only: nothing reads cpuacct, and on v1 hosts that mount it apart
+                    * it was one more cgroup to make, join and remove per sandbox */
+                   (spec->cpu_millis ? SBX_CG_ROLE(SBX_CG_CPU) : 0) |
                    (spec->pausable ? SBX_CG_ROLE(SBX_CG_FREEZER) : 0);
-    int ret = sb->cg.ops->plan(&sb->cg, "/sys/fs/cgroup", rt->self_cgroup, rt->cgroup_parent,
-                               sb->id, err);
+    int ret = sb->cg.ops->plan(&sb->cg, CG_ROOT, rt->self_cgroup, rt->cgroup_parent, sb->id, err);
     if (ret == 0)
         ret = make_record_dir(sb, err);
     if (ret < 0)
@@ -325,10 +381,14 @@ prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_erro
     ret = make_upper_dir(sb, spec, err);
     if (ret < 0)
         return ret;
-    struct sbx_cg_limits lim = {.memory_bytes = spec->memory_bytes,
-                                .pids_max = spec->pids_max,
-                                .cpu_millis = spec->cpu_millis};
-    return sb->cg.ops->create(&sb->cg, &lim, err);
+    sb->cg_lim = (struct sbx_cg_limits){.memory_bytes = spec->memory_bytes,
+                                        .pids_max = spec->pids_max,
+                                        .cpu_millis = spec->cpu_millis};
+    if (late_cgroups(sb, spec) && pthread_create(&sb->cg_thread, NULL, cg_thread_main, sb) == 0) {
+        sb->cg_pending = true;
+        return 0;
+    }
+    return sb->cg.ops->create(&sb->cg, &sb->cg_lim, err);
 }
 
 /* True when the environment entries a and b set the same variable. */
@@ -592,6 +652,30 @@ close_volume_trees(struct sbx_child_args *a)
     }
 }
 
+/* How the child joins its v1 cgroups: made already (their `tasks` files opened for it), or
+ * being made (late_cgroups: the cgroup root opened, the paths below it). */
+static int
+child_cgroups(struct sbx_child_args *a, const struct sbx_rt_sandbox *sb, sbx_error **err)
+{
+    if (sb->cg.ops->clone_into || !sbx_cg_any_dir(&sb->cg))
+        return 0;
+    if (!sb->cg_pending) {
+        int n = sb->cg.ops->open_join(&sb->cg, a->cg_join_fds, SBX_CG_NROLES, err);
+        if (n < 0)
+            return n;
+        a->n_cg_join = (size_t)n;
+        return 0;
+    }
+    a->cg_root_fd = open(CG_ROOT, O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (a->cg_root_fd < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "open `%s`", CG_ROOT);
+    const char *dirs[SBX_CG_NROLES];
+    size_t n = sbx_cg_unique_dirs(&sb->cg, dirs, SBX_CG_NROLES);
+    for (size_t i = 0; i < n; i++)
+        a->cg_rel[a->n_cg_rel++] = dirs[i] + strlen(CG_ROOT "/");
+    return 0;
+}
+
 static int
 child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec,
            sbx_error **err)
@@ -634,12 +718,9 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
     a->unshare_cgroupns = !sb->cg.ops->clone_into && sbx_cg_any_dir(&sb->cg);
     a->seccomp = &sb->rt->seccomp;
     a->caps = &sb->rt->caps;
-    int ret = sb->cg.ops->clone_into || !sbx_cg_any_dir(&sb->cg)
-                  ? 0
-                  : sb->cg.ops->open_join(&sb->cg, a->cg_join_fds, SBX_CG_NROLES, err);
+    int ret = child_cgroups(a, sb, err);
     if (ret < 0)
         return ret;
-    a->n_cg_join = (size_t)ret;
     ret = clone_volume_trees(a, first_volume, spec, err);
     return ret < 0 ? ret : overlay_opts(a, spec, err);
 }
@@ -689,25 +770,57 @@ clone_flags(const struct sbx_rt_spec *spec, bool into_cgroup, bool no_cgroup)
     return f;
 }
 
-static int
-spawn(struct sbx_rt_sandbox *sb, struct sbx_child_args *a, sbx_error **err)
+/* What spawn_setup leaves to its caller (each -1 when unused). */
+struct spawn_fds {
+    int pidfd;     /* CLONE_PIDFD writes here */
+    int child_end; /* the child's end of the sync socket (the caller closes it) */
+    int cgfd;      /* v2: the cgroup for CLONE_INTO_CGROUP (the caller closes it) */
+};
+
+static void
+spawn_fds_close(struct spawn_fds *f)
 {
+    if (f->child_end >= 0)
+        (void)close(f->child_end);
+    if (f->cgfd >= 0)
+        (void)close(f->cgfd);
+    f->child_end = f->cgfd = -1;
+}
+
+/* The sync socket and the clone arguments shared by both ways of spawning. */
+static int
+spawn_setup(struct sbx_rt_sandbox *sb, struct sbx_child_args *a, struct clone_args *ca,
+            struct spawn_fds *f, sbx_error **err)
+{
+    *f = (struct spawn_fds){.pidfd = -1, .child_end = -1, .cgfd = -1};
     int sv[2];
     if (socketpair(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0, sv) < 0)
         return sbx_error_set(err, SBX_EGENERIC, errno, "socketpair");
-    sbx_autoclose int child_end = sv[1];
+    f->child_end = sv[1];
     sb->sync_fd = sv[0];
     a->sync_fd = sv[1];
     a->parent_fd = sv[0];
     bool into = sb->cg.ops->clone_into && sbx_cg_any_dir(&sb->cg);
-    sbx_autoclose int cgfd = into ? sb->cg.ops->clone_fd(&sb->cg) : -1;
-    if (into && cgfd < 0)
+    f->cgfd = into ? sb->cg.ops->clone_fd(&sb->cg) : -1;
+    if (into && f->cgfd < 0)
         return sbx_error_set(err, SBX_EGENERIC, errno, "open cgroup `%s`", sbx_cg_any_dir(&sb->cg));
-    int pidfd = -1;
-    struct clone_args ca = {.flags = clone_flags(a->spec, into, !sbx_cg_any_dir(&sb->cg)),
-                            .pidfd = (uint64_t)(uintptr_t)&pidfd,
-                            .exit_signal = SIGCHLD,
-                            .cgroup = (uint64_t)(cgfd >= 0 ? cgfd : 0)};
+    *ca = (struct clone_args){.flags = clone_flags(a->spec, into, !sbx_cg_any_dir(&sb->cg)),
+                              .pidfd = (uint64_t)(uintptr_t)&f->pidfd,
+                              .exit_signal = SIGCHLD,
+                              .cgroup = (uint64_t)(f->cgfd >= 0 ? f->cgfd : 0)};
+    return 0;
+}
+
+static int
+spawn(struct sbx_rt_sandbox *sb, struct sbx_child_args *a, sbx_error **err)
+{
+    struct clone_args ca = {0};
+    struct spawn_fds f;
+    int r = spawn_setup(sb, a, &ca, &f, err);
+    if (r < 0) {
+        spawn_fds_close(&f);
+        return r;
+    }
     /* The child starts with every signal blocked: as a pid namespace's init it would silently
      * drop any signal without a handler that arrives before its reaper loop runs. The command
      * gets an empty mask at exec. */
@@ -720,10 +833,11 @@ spawn(struct sbx_rt_sandbox *sb, struct sbx_child_args *a, sbx_error **err)
         sbx_child_main(a);
     int e = errno;
     (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+    spawn_fds_close(&f);
     if (pid < 0)
         return sbx_error_set(err, SBX_EGENERIC, e, "clone the sandbox");
     sb->pid = (pid_t)pid;
-    sb->pidfd = pidfd;
+    sb->pidfd = f.pidfd;
     sb->is_child = true;
     return 0;
 }
@@ -745,21 +859,254 @@ attach_host_side(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_
 {
     int ret = spec->userns ? map_ids(sb, spec, err) : 0;
     sb->start_time = sbx_proc_start_time(sb->pid);
-    if (ret == 0)
-        ret = record(sb, err);
-    if (ret == 0 && spec->net == SBX_RT_NET_BRIDGE) {
+    /* The bridge needs the namespace; the server connects into it for every request. */
+    bool bridge = spec->net == SBX_RT_NET_BRIDGE;
+    if (bridge || (spec->as_init && spec->net == SBX_RT_NET_NONE)) {
         char path[64];
         snprintf(path, sizeof path, "/proc/%d/ns/net", (int)sb->pid);
         sb->netns_fd = open(path, O_RDONLY | O_CLOEXEC);
-        sb->has_lease = true; /* recorded before it exists */
-        ret = sb->netns_fd < 0 ? sbx_error_set(err, SBX_EGENERIC, errno, "open `%s`", path)
-                               : record(sb, err);
-        if (ret == 0)
-            ret =
-                sb->rt->net_ops.attach(sb->rt->net_ops.net, &sb->lease, sb->id, sb->netns_fd, err);
+        if (ret == 0 && bridge && sb->netns_fd < 0)
+            ret = sbx_error_set(err, SBX_EGENERIC, errno, "open `%s`", path);
     }
-    return ret;
+    sb->has_lease = bridge; /* recorded (with the pid) before it exists */
+    if (ret == 0)
+        ret = record(sb, err);
+    if (ret == 0 && bridge)
+        ret = sb->rt->net_ops.attach(sb->rt->net_ops.net, &sb->lease, sb->id, sb->netns_fd, err);
+    return cg_wait(sb, ret, err); /* GO follows: the cgroups must exist */
 }
+
+/* ---- shared spawn (the server: as_init + start) ----
+ *
+ * A plain clone3 copies the caller's address space, and for a server (hundreds of mappings,
+ * a dozen threads) that copy, the copy-on-write faults it causes in the server afterwards and
+ * its teardown at the child's exec cost ~1 ms of CPU per sandbox. An as_init child only runs
+ * sbx's own setup code and then execs, so it is cloned the way posix_spawn clones:
+ * CLONE_VM | CLONE_VFORK, on a stack of its own. It shares the server's memory until its
+ * exec, which is safe because it allocates nothing, changes no global (its environment goes
+ * to execve, never to `environ`), works on its own copy of the child args and calls only
+ * async-signal-safe functions; the calling thread sleeps in clone3 until the exec (or the
+ * child's exit), so its stack and thread-local state (errno) are not in use. Other threads
+ * run on, as they do during posix_spawn. The host side (record, user maps, bridge) runs on a
+ * helper thread meanwhile, which sends GO. x86_64 only (the trampoline below); elsewhere,
+ * and for everything else, the plain clone. */
+
+#if defined(__x86_64__)
+#define SBX_SHARED_SPAWN 1
+
+/* clone3 with ca->stack set: the child calls fn(arg) on that stack and never returns. */
+static long
+clone3_on_stack(struct clone_args *ca, void (*fn)(void *), void *arg)
+{
+    register long nr __asm__("rax") = SYS_clone3;
+    register long r12 __asm__("r12") = (long)fn;
+    register long r13 __asm__("r13") = (long)arg;
+    __asm__ volatile("syscall\n\t"
+                     "test %%rax, %%rax\n\t"
+                     "jnz 1f\n\t"
+                     "xor %%ebp, %%ebp\n\t"
+                     "mov %%r13, %%rdi\n\t"
+                     "call *%%r12\n\t"
+                     "ud2\n"
+                     "1:"
+                     : "+r"(nr)
+                     : "D"(ca), "S"(sizeof *ca), "r"(r12), "r"(r13)
+                     : "rcx", "r11", "memory");
+    return nr;
+}
+#endif
+
+#ifdef SBX_SHARED_SPAWN
+
+#define SHARED_STACK ((size_t)256 * 1024)
+
+struct host_job {
+    struct sbx_rt_sandbox *sb;
+    const struct sbx_rt_spec *spec;
+    int pidfd; /* written by the kernel before the child runs */
+    pid_t pid; /* CLONE_PARENT_SETTID: likewise */
+    bool go;   /* GO was sent */
+    int ret;
+    sbx_error *err;
+};
+
+/* The child's start: its own copy of the args, and (ASan builds) where the caller's stack is. */
+struct shared_start {
+    struct sbx_child_args args;
+    const void *caller_stack;
+    size_t caller_stack_size;
+};
+
+__attribute__((noreturn)) static void
+shared_child(void *arg)
+{
+    struct shared_start *st = arg;
+#if defined(__SANITIZE_ADDRESS__)
+    /* ASan tracks one stack per thread, and we share the caller's thread state: tell it we
+     * are on our own stack now (the caller switches back after the clone). */
+    __sanitizer_finish_switch_fiber(NULL, &st->caller_stack, &st->caller_stack_size);
+#endif
+    sbx_child_main(&st->args);
+}
+
+/* The helper thread: once the child says it runs, its pid and pidfd are set; do the host
+ * side, then release it. On failure, kill it, which ends the caller's vfork wait. */
+static void *
+host_job_main(void *arg)
+{
+    struct host_job *j = arg;
+    struct sbx_rt_sandbox *sb = j->sb;
+    struct sbx_sync_msg m;
+    int r = sbx_sync_recv(sb->sync_fd, &m);
+    if (r != 1 || m.type != SBX_SYNC_HELLO) {
+        j->ret = r == 1 && m.type == SBX_SYNC_ERROR
+                     ? sbx_error_set(&j->err, SBX_EGENERIC, m.err, "set up sandbox: %s", m.msg)
+                     : sbx_error_set(&j->err, SBX_EGENERIC, r < 0 ? -r : 0,
+                                     "sandbox init died during setup");
+        return NULL;
+    }
+    sb->pid = j->pid;
+    sb->pidfd = j->pidfd;
+    sb->is_child = true;
+    j->ret = attach_host_side(sb, j->spec, &j->err);
+    if (j->ret == 0 && sbx_sync_send(sb->sync_fd, SBX_SYNC_GO, 0, 0, NULL) < 0)
+        j->ret = sbx_error_set(&j->err, SBX_EGENERIC, errno, "start sandbox `%s`", sb->id);
+    j->go = j->ret == 0;
+    if (j->ret < 0)
+        (void)syscall(SYS_pidfd_send_signal, sb->pidfd, SIGKILL, NULL, 0);
+    else
+        sbx_rt_make_spare_socks(sb); /* last: this thread is left in the sandbox's netns */
+    return NULL;
+}
+
+/* After the exec (the child's end closed) the socket holds READY and then EOF; an ERROR means
+ * the exec or a late setup step failed. */
+static int
+shared_result(struct sbx_rt_sandbox *sb, sbx_error **err)
+{
+    struct sbx_sync_msg m;
+    int r;
+    /* ECONNRESET: our copy of the child's end was closed with a GO unread (the child died
+     * first); what the child sent is still queued behind it. */
+    while ((r = sbx_sync_recv(sb->sync_fd, &m)) == -ECONNRESET ||
+           (r == 1 && m.type == SBX_SYNC_READY))
+        ;
+    if (r == 1 && m.type == SBX_SYNC_ERROR)
+        return sbx_error_set(err, SBX_EGENERIC, m.err, "start sandbox `%s`: %s", sb->id, m.msg);
+    if (r != 0)
+        return sbx_error_set(err, SBX_EGENERIC, r < 0 ? -r : 0,
+                             "start sandbox `%s`: unexpected message from its init", sb->id);
+    /* EOF: exec'd, unless it died without a word (then it is a zombie by now). */
+    siginfo_t si = {0};
+    if (waitid(P_PIDFD, (id_t)sb->pidfd, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid)
+        return sbx_error_set(err, SBX_EGENERIC, 0, "sandbox `%s`: init died during setup", sb->id);
+    (void)close(sb->sync_fd);
+    sb->sync_fd = -1;
+    sb->started = true;
+    return 0;
+}
+
+static void
+release_stack(void *stack)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    /* The child's instrumented frames poisoned this stack's shadow, and they never returned. */
+    __asan_unpoison_memory_region(stack, SHARED_STACK);
+#endif
+    (void)munmap(stack, SHARED_STACK);
+}
+
+/* Undo spawn_setup for the plain spawn that follows (it makes its own socket). */
+static int
+shared_abandon(struct sbx_rt_sandbox *sb, struct spawn_fds *f)
+{
+    spawn_fds_close(f);
+    (void)close(sb->sync_fd);
+    sb->sync_fd = -1;
+    return 0;
+}
+
+/* Clone the child on its own stack with the helper thread at work; returns the clone's result
+ * once the child has exec'd or exited (or the clone failed). */
+static long
+shared_clone(struct clone_args *ca, const struct sbx_child_args *a, struct host_job *j,
+             int *child_end)
+{
+    void *stack = mmap(NULL, SHARED_STACK, PROT_READ | PROT_WRITE,
+                       MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+    if (stack == MAP_FAILED)
+        return -ENOMEM;
+    /* The child's own args (it writes a few fields); the strings it points to are read-only. */
+    struct shared_start *mine = sbx_xcalloc(1, sizeof *mine);
+    memcpy(&mine->args, a, sizeof mine->args);
+    mine->args.hello = true;
+    ca->flags |= CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID;
+    ca->parent_tid = (uint64_t)(uintptr_t)&j->pid;
+    ca->pidfd = (uint64_t)(uintptr_t)&j->pidfd;
+    ca->stack = (uint64_t)(uintptr_t)stack;
+    ca->stack_size = SHARED_STACK;
+    pthread_t t;
+    long pid = -EAGAIN;
+    if (pthread_create(&t, NULL, host_job_main, j) == 0) {
+        sigset_t all;
+        sigset_t old;
+        sigfillset(&all);
+        (void)pthread_sigmask(SIG_SETMASK, &all, &old);
+#if defined(__SANITIZE_ADDRESS__)
+        __sanitizer_start_switch_fiber(NULL, stack, SHARED_STACK);
+#endif
+        pid = clone3_on_stack(ca, shared_child, mine);
+#if defined(__SANITIZE_ADDRESS__)
+        if (mine->caller_stack) { /* the child switched ASan to its stack: back to ours */
+            __sanitizer_start_switch_fiber(NULL, mine->caller_stack, mine->caller_stack_size);
+            __sanitizer_finish_switch_fiber(NULL, NULL, NULL);
+        }
+#endif
+        (void)pthread_sigmask(SIG_SETMASK, &old, NULL);
+        /* The child has its own copy of its end (exec'd or exited by now): with ours closed,
+         * a child that died before its HELLO reads as EOF in the helper. */
+        (void)close(*child_end);
+        *child_end = -1;
+        if (pid < 0) /* the helper waits for a HELLO that will never come */
+            (void)shutdown(j->sb->sync_fd, SHUT_RDWR);
+        (void)pthread_join(t, NULL);
+    }
+    free(mine);
+    release_stack(stack);
+    return pid;
+}
+
+/* 1: the sandbox runs (exec'd, like sbx_rt_start for as_init), 0: not done (no stack, thread
+ * or shared clone here; the caller spawns the plain way), < 0: failed. */
+static int
+spawn_shared(struct sbx_rt_sandbox *sb, struct sbx_child_args *a, const struct sbx_rt_spec *spec,
+             sbx_error **err)
+{
+    struct clone_args ca = {0};
+    struct host_job j = {.sb = sb, .spec = spec, .pidfd = -1};
+    struct spawn_fds f;
+    int r = spawn_setup(sb, a, &ca, &f, err);
+    if (r < 0) {
+        spawn_fds_close(&f);
+        return r;
+    }
+    long pid = shared_clone(&ca, a, &j, &f.child_end);
+    if (pid < 0) {
+        sbx_error_clear(&j.err);
+        return shared_abandon(sb, &f);
+    }
+    spawn_fds_close(&f);  /* the child's end too: the socket reads EOF after the exec */
+    sb->pid = (pid_t)pid; /* also when the helper never saw it (the child died first) */
+    sb->pidfd = j.pidfd;
+    sb->is_child = true;
+    if (j.ret < 0) {
+        sbx_error_move(err, &j.err);
+        return j.ret;
+    }
+    r = shared_result(sb, err);
+    return r < 0 ? r : 1;
+}
+#endif /* SBX_SHARED_SPAWN */
 
 /* A host-side step failed because the child had already died of a setup error (e.g. its netns
  * was gone by the time the parent looked): the child's own message is the useful one. */
@@ -799,21 +1146,34 @@ sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_r
     sb->memory_limit = spec->memory_bytes;
     struct sbx_child_args *a = sbx_xcalloc(1, sizeof *a);
     a->upper_loop_fd = -1;
+    a->cg_root_fd = -1;
     ret = prepare_host(sb, spec, err);
     if (ret == 0)
         ret = child_args(a, sb, spec, err);
-    if (ret == 0)
+    /* 1: spawned, attached and started the shared way; 0: the plain way follows. */
+    int shared = 0;
+#ifdef SBX_SHARED_SPAWN
+    if (ret == 0 && spec->as_init && spec->start)
+        shared = spawn_shared(sb, a, spec, err);
+    if (shared < 0)
+        ret = shared;
+#endif
+    if (ret == 0 && shared == 0)
         ret = spawn(sb, a, err);
     close_volume_trees(a);
     for (size_t i = 0; i < a->n_cg_join; i++) /* the child has its own copies */
         (void)close(a->cg_join_fds[i]);
+    if (a->cg_root_fd >= 0)
+        (void)close(a->cg_root_fd);
     if (a->upper_loop_fd >= 0) /* the child holds its own copy until it has mounted it */
         (void)close(a->upper_loop_fd);
-    if (ret == 0)
+    if (ret == 0 && shared == 0)
         ret = attach_host_side(sb, spec, err);
     /* spec->start: GO goes out now and the child never blocks on it; READY (or a setup
      * error) is read by sbx_rt_wait. Saves a round trip through the scheduler. */
-    if (ret == 0 && spec->start) {
+    if (shared == 1) {
+        /* attached and started already */
+    } else if (ret == 0 && spec->start) {
         sb->start_unconfirmed = !spec->as_init;
         ret = sbx_rt_start(sb, err);
     } else if (ret == 0)
@@ -824,6 +1184,7 @@ sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_r
     free((void *)a->lower_host);
     free((void *)a->env);
     free(a);
+    ret = cg_wait(sb, ret, err); /* before any destroy removes them */
     if (ret < 0)
         prefer_child_error(sb, err);
     if (ret < 0) {

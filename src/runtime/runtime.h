@@ -36,7 +36,10 @@ struct sbx_rt_lease {
     char gateway[64]; /* "10.88.0.1" */
 };
 
-/* Bridge networking hook: the lead plugs src/net in here. NULL ops => bridge is unavailable. */
+/* Bridge networking hook: the lead plugs src/net in here. NULL ops => bridge is unavailable.
+ * attach configures the sandbox's network namespace completely, `lo` included: with a bridge
+ * the child does not bring `lo` up itself (it would wait for the rtnl lock the veth setup
+ * holds meanwhile). */
 struct sbx_rt_net_ops {
     void *net;
     int (*attach)(void *net, struct sbx_rt_lease *out, const char *sandbox_id, int netns_fd,
@@ -111,6 +114,11 @@ struct sbx_rt_spec {
 };
 
 #define SBX_RT_EXECD_PATH "/.sbx/bin/sbx-execd"
+/* A private (0700) directory for the daemon's state: the host image has it (and the mount
+ * point of SBX_RT_EXECD_PATH) in its skeleton, so a sandbox of it writes nothing to its layer
+ * before it is used (each file made in a disk layer is an ext4 inode, plus an overlay
+ * copy-up of its parents). */
+#define SBX_RT_EXECD_STATE "/.sbx/state"
 
 struct sbx_rt_exit {
     int status;            /* raw wait status of the command, -1 if unknown (adopted sandbox) */

@@ -12,6 +12,7 @@
  */
 #include "server/manager.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -46,7 +47,9 @@ typedef int (*prov_op)(struct sbx_provider *p, struct sbx_record *sb, sbx_error 
 
 struct sbx_mgr {
     pthread_mutex_t mu;
-    pthread_cond_t cv; /* job queued, job done, stopping */
+    pthread_cond_t cv;      /* an operation ended (create done, entry idle), stopping */
+    pthread_cond_t jobs_cv; /* a create was queued, stopping: the workers wait here alone */
+    pthread_cond_t stop_cv; /* stopping: the reaper's 1 s ticks wait here alone */
     struct entry **items;
     size_t n, cap;
     struct sbx_mgr_opts opts;
@@ -230,7 +233,7 @@ worker_main(void *arg)
     pthread_mutex_lock(&m->mu);
     for (;;) {
         while (!m->jobs_head && !m->stopping)
-            pthread_cond_wait(&m->cv, &m->mu);
+            pthread_cond_wait(&m->jobs_cv, &m->mu);
         if (!m->jobs_head)
             break;
         struct entry *e = m->jobs_head;
@@ -274,7 +277,9 @@ enqueue_create(struct sbx_mgr *m, struct entry *e, sbx_error **err)
     else
         m->jobs_head = e;
     m->jobs_tail = e;
-    pthread_cond_broadcast(&m->cv);
+    /* One worker, not every waiter: a broadcast on cv woke all the workers, the reaper and
+     * every waiting request for each create. */
+    pthread_cond_signal(&m->jobs_cv);
     return 0;
 }
 
@@ -886,10 +891,13 @@ reaper_main(void *arg)
     unsigned tick = 0;
     pthread_mutex_lock(&m->mu);
     while (!m->stopping) {
+        /* A tick every second (stop_cv is signaled only when stopping; a spurious wake-up
+         * waits on for the rest of the second). */
         struct timespec ts;
         clock_gettime(CLOCK_REALTIME, &ts);
         ts.tv_sec += 1;
-        (void)pthread_cond_timedwait(&m->cv, &m->mu, &ts);
+        while (!m->stopping && pthread_cond_timedwait(&m->stop_cv, &m->mu, &ts) != ETIMEDOUT)
+            ;
         if (m->stopping)
             break;
         pthread_mutex_unlock(&m->mu);
@@ -1060,6 +1068,8 @@ sbx_mgr_new(const struct sbx_mgr_opts *opts, struct sbx_mgr **out, sbx_error **e
         m->opts.workers = 1;
     pthread_mutex_init(&m->mu, NULL);
     pthread_cond_init(&m->cv, NULL);
+    pthread_cond_init(&m->jobs_cv, NULL);
+    pthread_cond_init(&m->stop_cv, NULL);
     if (reconcile_all(m, err) < 0 || start_threads(m, err) < 0) {
         sbx_mgr_free(m);
         return -SBX_EGENERIC;
@@ -1076,6 +1086,8 @@ sbx_mgr_free(struct sbx_mgr *m)
     pthread_mutex_lock(&m->mu);
     m->stopping = true;
     pthread_cond_broadcast(&m->cv);
+    pthread_cond_broadcast(&m->jobs_cv);
+    pthread_cond_broadcast(&m->stop_cv);
     pthread_mutex_unlock(&m->mu);
     for (size_t i = 0; i < m->n_workers; i++)
         pthread_join(m->workers[i], NULL);
@@ -1089,6 +1101,8 @@ sbx_mgr_free(struct sbx_mgr *m)
     free(m->items);
     free(m->workers);
     pthread_cond_destroy(&m->cv);
+    pthread_cond_destroy(&m->jobs_cv);
+    pthread_cond_destroy(&m->stop_cv);
     pthread_mutex_destroy(&m->mu);
     free(m);
 }

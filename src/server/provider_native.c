@@ -46,7 +46,7 @@
 
 #define EXECD_PORT   44772
 #define DEFAULT_PIDS 4096
-#define EXECD_STATE  "/tmp/.sbx-execd"
+#define EXECD_STATE  SBX_RT_EXECD_STATE
 
 const char *const sbx_provider_native_keys[] = {
     "execd", "ping_timeout_ms", "cgroup_parent",      "network",

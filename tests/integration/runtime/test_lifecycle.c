@@ -32,6 +32,8 @@
         }                                                        \
     } while (0)
 static int failures;
+extern char **environ;
+
 static char tmp[256];
 static char probe_dir[300];
 static struct sbx_rt *rt;
@@ -548,6 +550,91 @@ test_kept_layer(const char *state)
           "gc --all removes a kept layer");
 }
 
+/* as_init + start: the server's way, where the child shares the caller's memory until its
+ * exec (shared spawn). It must run the command as PID 1 with the spec's environment (PATH
+ * searched in it, never in ours), leave the caller's environment and memory alone, and report
+ * an exec failure, a setup failure and a bridge-less run like the plain spawn does. */
+static int
+run_started(char **argv, char **env, const char *volume_src, int *code, sbx_error **err)
+{
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    if (volume_src)
+        vol.src = volume_src;
+    spec.env = env;
+    spec.as_init = true;
+    spec.start = true;
+    spec.pausable = true;
+    spec.memory_bytes = 64 << 20;
+    struct sbx_rt_sandbox *sb = NULL;
+    int r = sbx_rt_create(&sb, rt, &spec, err);
+    struct sbx_rt_exit ex = {.code = -1};
+    if (r == 0)
+        r = sbx_rt_wait(&ex, sb, NULL, err);
+    if (sb && sbx_rt_destroy(sb, r == 0 ? err : NULL) < 0)
+        r = -SBX_EGENERIC;
+    sbx_rt_sandbox_free(sb);
+    *code = ex.code;
+    return r;
+}
+
+static void
+test_shared_spawn(void)
+{
+    static char canary[4096];
+    memset(canary, 0x5a, sizeof canary);
+    char **env_before = environ;
+    const char *path_before = getenv("PATH"); // NOLINT(concurrency-mt-unsafe): single-threaded
+    sbx_autoerror sbx_error *err = NULL;
+    int code = -1;
+    char *ok_argv[] = {"sh", "-c", "test $$ -eq 1 && test \"$SBX_T\" = yes && exit 5", NULL};
+    char *ok_env[] = {"PATH=/usr/bin:/bin", "SBX_T=yes", NULL};
+    CHECK(run_started(ok_argv, ok_env, NULL, &code, &err) == 0 && code == 5,
+          "PID 1 with the spec's environment: %d %s", code, sbx_error_msg(err));
+    /* PATH is the spec's: `sh` is not found on a PATH without it, even though ours has it */
+    char *nopath_env[] = {"PATH=/nonexistent", NULL};
+    CHECK(run_started(ok_argv, nopath_env, NULL, &code, &err) < 0 &&
+              strstr(sbx_error_msg(err), "exec `sh`"),
+          "exec failure reported: %s", sbx_error_msg(err));
+    sbx_error_clear(&err);
+    /* a setup failure (a volume source that is not there) */
+    int sr = run_started(ok_argv, ok_env, "/nonexistent-sbx-volume", &code, &err);
+    CHECK(sr < 0, "setup failure reported: %d code %d %s", sr, code, sbx_error_msg(err));
+    sbx_error_clear(&err);
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): single-threaded
+    CHECK(environ == env_before && getenv("PATH") == path_before, "our environment changed");
+    /* its processes are in the sandbox's cgroups (v1: joined after GO, made meanwhile) */
+    char *cg_argv[] = {"sh", "-c", "sleep 5", NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, cg_argv, &vol);
+    spec.env = ok_env;
+    spec.as_init = spec.start = spec.pausable = true;
+    spec.memory_bytes = 64 << 20;
+    spec.pids_max = 64;
+    struct sbx_rt_sandbox *sb = NULL;
+    CHECK(sbx_rt_create(&sb, rt, &spec, &err) == 0, "create: %s", sbx_error_msg(err));
+    if (sb) {
+        sbx_autofree char *cg = sbx_xstrdup(sbx_rt_sandbox_cgroup(sb));
+        sbx_autofree char *tasks = sbx_xasprintf("%s/cgroup.procs", cg);
+        sbx_autofree char *procs = NULL;
+        (void)sbx_read_file(tasks, 4096, &procs, NULL, NULL);
+        char pid[32];
+        snprintf(pid, sizeof pid, "%d\n", (int)sbx_rt_sandbox_pid(sb));
+        CHECK(procs && strstr(procs, pid), "init not in `%s`: %s", tasks, procs ? procs : "?");
+        CHECK(sbx_rt_destroy(sb, &err) == 0, "destroy: %s", sbx_error_msg(err));
+        sbx_rt_sandbox_free(sb);
+    }
+    bool intact = true;
+    for (size_t i = 0; i < sizeof canary; i++)
+        intact = intact && canary[i] == 0x5a;
+    CHECK(intact, "our memory changed");
+    struct sbx_rt_gc_stats gs;
+    CHECK(sbx_rt_gc(&gs, rt, false, &err) == 0 && gs.kept == 0 && gs.removed == 0,
+          "records left: kept %u removed %u", gs.kept, gs.removed);
+}
+
 static int
 can_run(void)
 {
@@ -588,6 +675,7 @@ main(int argc, char **argv)
     test_pause_resume();
     test_exec_connect_adopt();
     test_as_init();
+    test_shared_spawn();
     test_deferred_destroy();
     test_detached_destroy();
     test_async_destroy();
