@@ -137,10 +137,21 @@ static const struct ccall call_pause = {"POST", "/pause", "pause", 0, NULL};
 static const struct ccall call_unpause = {"POST", "/unpause", "unpause", 0, NULL};
 static const struct ccall call_remove = {"DELETE", "?force=1&v=1", "remove", 0, gone_ok};
 
+/* Inspect is read-only, so a server error is retried a few times: podman answers 500 ("read
+ * /proc/<pid>/cgroup: no such process") when it inspects a container whose init is exiting at
+ * that moment; the next answer has the exited state. 404s and an unreachable daemon are final. */
 static int
 inspect(struct docker_data *d, const struct sbx_record *sb, json_t **info, sbx_error **err)
 {
-    return container_call(d, sb, &call_inspect, info, err);
+    for (int attempt = 1;; attempt++) {
+        sbx_autoerror sbx_error *e = NULL;
+        int r = container_call(d, sb, &call_inspect, info, &e);
+        if (r != -SBX_EIO || attempt == 5) {
+            sbx_error_move(err, &e);
+            return r;
+        }
+        (void)usleep(20 * 1000 * attempt);
+    }
 }
 
 static const char *
