@@ -3,6 +3,7 @@
  */
 #include "server/launch.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -37,11 +38,22 @@ sbx_launch_argv(const struct sbx_record *sb)
     return argv;
 }
 
-char **
-sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l)
+/* The variables the server sets for execd and its launcher: a request's env never sets them,
+ * so no environment holds two copies of a name (which one wins depends on the reader: getenv
+ * takes the first, a shell the last) and the token is always the server's. */
+static bool
+reserved_env(const char *key)
 {
-    size_t n = json_object_size(sb->env) + 7;
-    char **envp = sbx_xcalloc(n, sizeof(char *));
+    return strncmp(key, "SBX_EXECD", 9) == 0 || strcmp(key, "EXECD_ACCESS_TOKEN") == 0;
+}
+
+/* envp with room for `extra` more entries after PATH, HOME (unless l->home is NULL) and the
+ * request's env; *n is the number filled. */
+static char **
+env_base(const struct sbx_record *sb, const struct sbx_launch *l, size_t extra, size_t *n)
+{
+    size_t cap = json_object_size(sb->env) + 2 + extra + 1;
+    char **envp = sbx_xcalloc(cap, sizeof(char *));
     size_t i = 0;
     if (l->home) {
         envp[i++] =
@@ -51,9 +63,18 @@ sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l)
     const char *key = NULL;
     json_t *val = NULL;
     json_object_foreach (sb->env, key, val) {
-        if (json_is_string(val) && i < n - 5)
+        if (json_is_string(val) && !reserved_env(key))
             envp[i++] = sbx_xasprintf("%s=%s", key, json_string_value(val));
     }
+    *n = i;
+    return envp;
+}
+
+char **
+sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l)
+{
+    size_t i = 0;
+    char **envp = env_base(sb, l, 4, &i);
     envp[i++] = sbx_xasprintf("SBX_EXECD=%s", l->execd);
     envp[i++] = sbx_xasprintf("SBX_EXECD_LISTEN=%s:%d",
                               l->listen_host ? l->listen_host : "127.0.0.1", l->port);
@@ -89,21 +110,9 @@ sbx_launch_execd_argv(const struct sbx_record *sb, const struct sbx_launch *l)
 char **
 sbx_launch_execd_env(const struct sbx_record *sb, const struct sbx_launch *l)
 {
-    size_t n = json_object_size(sb->env) + 4;
-    char **envp = sbx_xcalloc(n, sizeof(char *));
     size_t i = 0;
-    if (l->home) {
-        envp[i++] =
-            sbx_xstrdup("PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin");
-        envp[i++] = sbx_xasprintf("HOME=%s", l->home);
-    }
-    const char *key = NULL;
-    json_t *val = NULL;
-    json_object_foreach (sb->env, key, val) {
-        /* The request cannot set the token: execd reads it from here (and unsets it). */
-        if (json_is_string(val) && i < n - 2 && strcmp(key, "EXECD_ACCESS_TOKEN") != 0)
-            envp[i++] = sbx_xasprintf("%s=%s", key, json_string_value(val));
-    }
+    /* execd reads the token from here and unsets it before anything else runs. */
+    char **envp = env_base(sb, l, 1, &i);
     envp[i++] = sbx_xasprintf("EXECD_ACCESS_TOKEN=%s", l->token);
     return envp;
 }

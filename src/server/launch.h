@@ -22,7 +22,8 @@ struct sbx_launch {
 /* argv for posix_spawn/the runtime: /bin/sh -c LAUNCHER sbx-launch ENTRYPOINT... (NULL-ended). */
 char **sbx_launch_argv(const struct sbx_record *sb);
 /* envp: PATH, HOME (unless l->home is NULL), the request's env, then the SBX_EXECD* values the
- * launcher consumes and unsets. The token reaches execd as EXECD_ACCESS_TOKEN (execd unsets it at
+ * launcher consumes and unsets (a request's own SBX_EXECD* / EXECD_ACCESS_TOKEN are dropped in
+ * both env builders). The token reaches execd as EXECD_ACCESS_TOKEN (execd unsets it at
  * once), never in argv where `ps` would show it. */
 char **sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l);
 /* Without the launcher shell, for a provider whose execd starts the entrypoint itself (execd

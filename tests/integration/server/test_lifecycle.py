@@ -20,7 +20,11 @@ def parse(ts):
 
 
 def create_and_inspect(s):
-    r = s.create(metadata={"project": "apollo", "team": "a"}, env={"GREETING": "hello"})
+    # The variables the server hands execd and its launcher cannot be set by a request (with
+    # two copies of a name in the environment, which one wins depends on the reader).
+    r = s.create(metadata={"project": "apollo", "team": "a"},
+                 env={"GREETING": "hello", "SBX_EXECD_TOKEN": "caller-chosen",
+                      "EXECD_ACCESS_TOKEN": "caller-chosen", "SBX_EXECD_LISTEN": "0.0.0.0:1"})
     check(r.status == 202, "create: %r" % r)
     sb = r.json()
     check(sb["status"]["state"] == "Running", "create answers Running: %r" % sb)
@@ -43,6 +47,11 @@ def check_router(s, sid):
     ping = s.request("GET", "/sandboxes/%s/proxy/44772/ping" % sid, headers=e["headers"],
                      key=False)
     check(ping.status == 200, "ping through the router with the endpoint's headers: %r" % ping)
+    out, _ = s.run(sid, "echo ${SBX_EXECD_TOKEN:-unset} ${EXECD_ACCESS_TOKEN:-unset}")
+    check(out == ["unset unset"], "no execd variable reaches commands: %r" % out)
+    m = s.request("GET", "/sandboxes/%s/proxy/44772/metrics" % sid, headers=e["headers"],
+                  key=False)
+    check(m.status == 200, "execd checks the server's token, not the request's: %r" % m)
     out, events = s.run(sid, "echo $GREETING; pwd; exit 3")
     check(out[0] == "hello", "sandbox env reaches commands: %r" % out)
     check(out[1].endswith("/sandboxes/%s/root" % sid), "cwd is the private dir: %r" % out)
