@@ -8,6 +8,9 @@ with `use_server_proxy=true` through the server). Python 3 stdlib only.
   api.py run --work W --url URL --api-key KEY --mode quick|full --image URI [--server-pid P]
   api.py execd --work W --url URL --mode quick|full [--pid P]   (a host sbx-execd: exec, files)
   api.py skip-all --work W --reason TEXT     (records every planned measurement as not measured)
+  api.py target --variant cold --work W --url URL ... | --reason TEXT   (the issue's speed target
+         against a second server the driver started, or recorded as not measured)
+  api.py delete-all --url URL --api-key KEY  (every sandbox of a server the driver started)
 Every verb takes --only SECTIONS (comma-separated: tti,exec,pause,files,api,density): the rest
 is neither run nor listed.
 """
@@ -38,6 +41,8 @@ PLAN = [
     ("tti", "tti.serial", "serial", "create -> first command result -> delete, one at a time"),
     ("tti", "tti.par10", "10 parallel", "10 clients at once, each create -> first result -> delete"),
     ("tti", "tti.par50", "50 parallel", "50 clients at once, each create -> first result -> delete"),
+    ("tti", "tti.target", "warm (server defaults)",
+     "issue target: API create -> first result -> delete p50 <= 2x `sbx run` p50, interleaved"),
     ("exec", "exec.proxy", "via server proxy", "POST /command `true` through /sandboxes/{id}/proxy/44772"),
     ("exec", "exec.direct", "execd direct", "POST /command `true` straight to execd's endpoint"),
     ("density", "density.idle", "idle sandboxes", "memory per idle sandbox and count at first failure"),
@@ -62,9 +67,11 @@ PEER_SKIPS = [
 
 CONFIG = {
     "full": {"serial": 30, "par10_rounds": 3, "par50_rounds": 1, "exec": 200, "exec_warm": 10,
-             "density_cap": 100, "pause": 30, "sizes": [1, 100, 1024], "wrk_secs": 10},
+             "density_cap": 100, "pause": 30, "sizes": [1, 100, 1024], "wrk_secs": 10,
+             "target_rounds": 10, "target_runs": 20},
     "quick": {"serial": 5, "par10_rounds": 1, "par50_rounds": 0, "exec": 30, "exec_warm": 3,
-              "density_cap": 10, "pause": 5, "sizes": [1, 100], "wrk_secs": 3},
+              "density_cap": 10, "pause": 5, "sizes": [1, 100], "wrk_secs": 3,
+              "target_rounds": 3, "target_runs": 5},
 }
 
 
@@ -295,6 +302,111 @@ def section_tti(lc, cfg, work):
         if errors:
             extra["first_error"] = errors[0]
         record(work, latency_record("tti", rid, variant, what, first, codes, extra))
+
+
+# ------------------------------------------------------------------ 2. the issue's speed target
+# "Create -> first command result (`true`) -> delete through the API p50 <= 2x the runtime's own
+# `sbx run` p50": both sides with the same image (host) and network mode, interleaved round by
+# round so that background load on a shared machine hits both alike.
+TARGET_LIMIT = 2.0
+TARGET = {"warm": ("tti.target", "warm (server defaults)"), "cold": ("tti.target.cold", "cold (netns_pool = 0)")}
+
+
+def loadavg():
+    with open("/proc/loadavg", encoding="utf-8") as f:
+        return f.read().split()[:3]
+
+
+def target_command(args):
+    """`sbx run` with the API creates' image (no --rootfs; `host` is its default) and network."""
+    cmd = [args.sbx, "run", "--network", args.net]
+    if args.image != "host":
+        cmd += ["--image", args.image]
+    return cmd + ["--", "/bin/true"]
+
+
+def target_what(args, cfg):
+    return (f"API: POST /v1/sandboxes (image {args.image}) -> endpoint -> execd /ping -> first `true` result "
+            f"-> DELETE, one at a time; runtime: `sbx run --network {args.net} -- /bin/true` (hyperfine -N, "
+            f"2 warm-up runs per round); {cfg['target_rounds']} rounds of {cfg['target_runs']} of each, "
+            f"`sbx run` first; target: API p50 (with the delete) <= {TARGET_LIMIT:g}x `sbx run` p50")
+
+
+def target_unrunnable(args):
+    """Why the target cannot be measured here (None when it can)."""
+    if not args.hyperfine or not os.access(args.hyperfine, os.X_OK):
+        return "hyperfine not installed"
+    if not args.sbx or not os.access(args.sbx, os.X_OK):
+        return f"no sbx binary ({args.sbx or 'none given'})"
+    probe = subprocess.run([args.sbx, "run", "--help"], capture_output=True, check=False)
+    if probe.returncode != 0:
+        return f"sbx run not built yet ({args.sbx} has no 'run' verb)"
+    return None
+
+
+def hyperfine_round(args, cmd, runs, out):
+    """One round of `sbx run`: (times, exit codes, error text or None)."""
+    res = subprocess.run([args.hyperfine, "-N", "-i", "--style", "none", "--runs", str(runs), "--warmup", "2",
+                          "--export-json", out, "--", " ".join(cmd)],
+                         capture_output=True, text=True, check=False)
+    if res.returncode != 0:
+        return [], [], (res.stderr or res.stdout).strip()[-300:] or f"hyperfine exited {res.returncode}"
+    return bench.load_hyperfine(out) + (None,)
+
+
+def tti_once(lc):
+    """tti_cycle timed: (to first result, with delete, error text or None)."""
+    t0 = time.monotonic()
+    try:
+        return tti_cycle(lc) + (None,)
+    except (ApiError, OSError, KeyError, ValueError, http.client.HTTPException) as e:
+        dt = time.monotonic() - t0
+        return dt, dt, str(e)[:300]
+
+
+def section_target(lc, cfg, work, args, key):
+    rid, variant = TARGET[key]
+    what = target_what(args, cfg)
+    why = target_unrunnable(args)
+    if why:
+        skip(work, "tti", rid, variant, what, why)
+        return
+    cmd = target_command(args)
+    hf_dir = tempfile.mkdtemp(prefix=f"{rid}-", dir=work)
+    run_t, run_c, run_err, first, total, codes, errors = [], [], [], [], [], [], []
+    load_before = loadavg()
+    for r in range(cfg["target_rounds"]):
+        t, c, err = hyperfine_round(args, cmd, cfg["target_runs"], os.path.join(hf_dir, f"round{r + 1}.json"))
+        run_t += t
+        run_c += c
+        if err:
+            run_err.append(f"round {r + 1}: {err}")
+        for _ in range(cfg["target_runs"]):
+            f, w, err = tti_once(lc)
+            first.append(f)
+            total.append(w)
+            codes.append(0 if err is None else 1)
+            if err:
+                errors.append(err)
+    load_after = loadavg()
+    api_s, run_s = stats.summarize(total, codes), stats.summarize(run_t, run_c)
+    ratio = stats.ratio(api_s.get("p50"), run_s.get("p50"))
+    extra = {"ratio_key": "tti.target", "label": variant, "network": args.net, "image": args.image,
+             "rounds": cfg["target_rounds"], "runs_per_round": cfg["target_runs"],
+             "loadavg_before": load_before, "loadavg_after": load_after,
+             "to_first_result": {"samples": first, "summary": stats.summarize(first, codes)},
+             "sbx_run": {"command": " ".join(cmd), "timer": "hyperfine -N -i, 2 warm-up runs per round (not kept)",
+                         "samples": run_t, "exit_codes": run_c, "summary": run_s, "errors": run_err},
+             "target": {"limit": TARGET_LIMIT, "api_p50": api_s.get("p50"), "sbx_run_p50": run_s.get("p50"),
+                        "ratio": ratio,
+                        "verdict": None if ratio is None else "met" if ratio <= TARGET_LIMIT else "missed"}}
+    if errors:
+        extra["first_error"] = errors[0]
+    rec = latency_record("tti", rid, variant, what, total, codes, extra)
+    if rec["status"] == "measured" and ratio is None:
+        rec["status"] = "failed"
+        rec["reason"] = "`sbx run` failed in every run: " + (run_err[0] if run_err else "non-zero exit")
+    record(work, rec)
 
 
 # ------------------------------------------------------------------ 3. exec round trip
@@ -793,13 +905,13 @@ def cmd_skip_all(args):
     return 0
 
 
-def run_section(name, fn, work, ids):
+def run_section(name, fn, work, ids, plan=None):
     """One failing section must not take the others down: record its error and go on."""
     try:
         fn()
     except (ApiError, OSError, KeyError, ValueError, http.client.HTTPException) as e:
         print(f"api.py: section {name} failed: {e}", file=sys.stderr)
-        for section, rid, variant, what in PLAN:
+        for section, rid, variant, what in plan or PLAN:
             if rid in ids:
                 record(work, {"section": section, "id": rid + ".error", "tool": "sbx", "variant": variant,
                                           "what": what, "kind": "none", "status": "failed",
@@ -860,6 +972,7 @@ def cmd_run(args):
     try:
         if wanted(args, "tti"):
             run_section("tti", lambda: section_tti(lc, cfg, w), w, {"tti.serial", "tti.par10", "tti.par50"})
+            run_section("tti", lambda: section_target(lc, cfg, w, args, "warm"), w, {"tti.target"})
         if wanted(args, "exec"):
             run_section("exec", lambda: section_exec(lc, cfg, w), w, {"exec.direct", "exec.proxy"})
         if wanted(args, "pause"):
@@ -876,6 +989,53 @@ def cmd_run(args):
     return 0
 
 
+def cmd_target(args):
+    """The target against a second server the driver started (--variant cold), or, with --reason,
+    that measurement recorded as not measured."""
+    cfg = CONFIG[args.mode]
+    rid, variant = TARGET[args.variant]
+    plan = [("tti", rid, variant, "issue target: API create -> first result -> delete p50 <= 2x `sbx run` p50")]
+    if args.reason:
+        skip(args.work, "tti", rid, variant, plan[0][3], args.reason)
+        return 0
+    lc = Lifecycle(args.url, args.api_key, args.image, args.provider or None)
+    try:
+        try:  # as in cmd_run: one create + delete first (and the provider's name)
+            lc.delete(lc.create())
+        except (ApiError, OSError, KeyError, ValueError, http.client.HTTPException) as e:
+            skip(args.work, "tti", rid, variant, plan[0][3], f"the server cannot create a sandbox: {str(e)[:300]}")
+            return 0
+        run_section("tti", lambda: section_target(lc, cfg, args.work, args, args.variant), args.work, {rid}, plan)
+    finally:
+        lc.cleanup()
+    return 0
+
+
+def cmd_delete_all(args):
+    """Delete every sandbox a server lists (a server the driver started for the bench alone)."""
+    api = Client(args.url.rstrip("/") + "/v1", {"OPEN-SANDBOX-API-KEY": args.api_key})
+    ids, page, more = [], 1, True
+    try:
+        while more:
+            listed = api.call("GET", f"/sandboxes?page={page}&pageSize=200")
+            ids += [sb["id"] for sb in listed.get("items", [])]
+            more, page = listed.get("pagination", {}).get("hasNextPage", False), page + 1
+    except (ApiError, OSError, KeyError, ValueError, AttributeError, http.client.HTTPException) as e:
+        print(f"api.py: could not list sandboxes: {e}", file=sys.stderr)
+    for sid in ids:
+        try:
+            api.call("DELETE", f"/sandboxes/{sid}", expect=(200, 202, 204, 404))
+        except (ApiError, OSError, http.client.HTTPException) as e:
+            print(f"api.py: could not delete sandbox {sid}: {e}", file=sys.stderr)
+    return 0
+
+
+def add_target_args(p):
+    p.add_argument("--sbx", default="", help="the sbx binary whose `sbx run` is the target's reference")
+    p.add_argument("--hyperfine", default=shutil.which("hyperfine") or "")
+    p.add_argument("--net", default="bridge", help="the native provider's network mode of the server")
+
+
 def main(argv):
     ap = argparse.ArgumentParser(prog="api.py")
     sub = ap.add_subparsers(dest="verb", required=True)
@@ -888,7 +1048,23 @@ def main(argv):
     p.add_argument("--server-pid", type=int, default=0)
     p.add_argument("--provider", default="", help="extensions.provider of every create (default: the server's)")
     p.add_argument("--only", default="", help="comma-separated sections to run (default: all)")
+    add_target_args(p)
     p.set_defaults(fn=cmd_run)
+    p = sub.add_parser("target")
+    p.add_argument("--variant", choices=sorted(TARGET), required=True)
+    p.add_argument("--work", required=True)
+    p.add_argument("--reason", default="", help="record it as not measured, with this reason")
+    p.add_argument("--url", default="")
+    p.add_argument("--api-key", default="")
+    p.add_argument("--mode", choices=sorted(CONFIG), default="full")
+    p.add_argument("--image", default="host")
+    p.add_argument("--provider", default="")
+    add_target_args(p)
+    p.set_defaults(fn=cmd_target)
+    p = sub.add_parser("delete-all")
+    p.add_argument("--url", required=True)
+    p.add_argument("--api-key", default="")
+    p.set_defaults(fn=cmd_delete_all)
     p = sub.add_parser("execd")
     p.add_argument("--work", required=True)
     p.add_argument("--url", required=True)

@@ -24,7 +24,9 @@ SECTIONS = [
         "`POST /command` (`true`) completes -> DELETE (204), serial and with N clients in "
         "parallel. 'create->first result' excludes the delete. Docker rows: the same steps through "
         "the Docker Engine API (create, start, exec `/bin/true`, remove), which is what OpenSandbox's "
-        "Docker runtime does underneath.",
+        "Docker runtime does underneath. 'Issue target' rows: the same cycle, delete included, taking "
+        "turns round by round with `sbx run -- /bin/true` of the same image and network mode; the "
+        "target is an API p50 of at most 2\u00d7 the `sbx run` p50.",
     ),
     (
         "exec",
@@ -106,8 +108,25 @@ def sbx_name(ref):
     return f"sbx ({ref['provider']} provider)" if ref.get("provider") else "sbx"
 
 
+def target_text(rec):
+    """'6.90 ms vs 3.70 ms = 1.86× — **met**' for an issue-target record, or why there is none."""
+    t = rec.get("target") or {}
+    if rec["status"] == "not_measured":
+        return f"not measured: {rec.get('reason', '')}"
+    if t.get("ratio") is None:
+        return f"FAILED: {rec.get('reason') or 'no p50 on one side'}"
+    return (f"{stats.fmt_ms(t['api_p50'])} ms vs {stats.fmt_ms(t['sbx_run_p50'])} ms = {t['ratio']:.2f}\u00d7 "
+            f"\u2014 **{t['verdict']}**")
+
+
 def ratio_cell(rec, records):
     s = rec.get("summary", {})
+    if rec.get("target"):
+        t = rec["target"]
+        if t.get("ratio") is None:
+            return "no ratio: `sbx run` not measured"
+        return (f"vs `sbx run` p50 {stats.fmt_ms(t['sbx_run_p50'])} ms: {t['ratio']:.2f}\u00d7 "
+                f"(target \u2264 {t['limit']:g}\u00d7: **{t['verdict']}**)")
     if rec["tool"] == "sbx" or not s.get("ok"):
         return ""
     ref = sbx_reference(records, rec["section"], ratio_key(rec))
@@ -168,6 +187,21 @@ def commands_list(recs):
         what = r.get("what", "")
         lines.append(f"- **{r['tool']}** ({r.get('variant', '')}): `{r.get('command', '')}` — {what}")
     return lines
+
+
+def target_detail(rec):
+    """The issue-target row's two sides in one line (the table row holds the API side)."""
+    run, first = rec["sbx_run"], rec["to_first_result"]["summary"]
+    rs = run["summary"]
+    side = (f"`sbx {run['command'].split(' ', 1)[-1]}`: p50 {stats.fmt_ms(rs.get('p50'))} ms, "
+            f"p90 {stats.fmt_ms(rs.get('p90'))} ms, {rs['runs']} runs ({rs['failures']} failed)")
+    if run.get("errors"):
+        side += f"; hyperfine failed in {len(run['errors'])} round(s): {run['errors'][0]}"
+    return (f"- **{rec.get('variant', '')}**, issue target: API create->first `true`->delete p50 "
+            f"{stats.fmt_ms(rec['target']['api_p50'])} ms (to the first result {stats.fmt_ms(first.get('p50'))} ms) "
+            f"vs {side}; {rec['rounds']} rounds of {rec['runs_per_round']} of each, network {rec['network']}, "
+            f"image {rec['image']}; load average (1, 5, 15 min) {' '.join(rec['loadavg_before'])} before, "
+            f"{' '.join(rec['loadavg_after'])} after: {target_text(rec)}")
 
 
 def throughput_table(recs):
@@ -253,6 +287,7 @@ def section_lines(key, title, desc, records, plots):
                     f"- **{r.get('variant', '')}**, until the DELETE returned too: p50 {stats.fmt_ms(wd['p50'])} ms, "
                     f"p90 {stats.fmt_ms(wd['p90'])} ms, p99 {stats.fmt_ms(wd['p99'])} ms"
                 )
+        lines += [target_detail(r) for r in lat if r.get("target")]
     tp = [r for r in measured if r.get("kind") == "throughput"]
     if tp:
         lines += [""] + throughput_table(tp)
@@ -373,11 +408,27 @@ def headline_lines(records):
     return lines + [""]
 
 
+def target_lines(records):
+    """The issue's speed target, one line per server variant (details in section 2)."""
+    recs = [r for r in records if r["section"] == "tti" and r["id"].startswith("tti.target")]
+    if not recs:
+        return []
+    lines = ["Issue target (API create\u2192first `true`\u2192delete p50 \u2264 2\u00d7 `sbx run` p50, same image and "
+             "network, interleaved; details in section 2):", ""]
+    for r in recs:
+        label = r.get("label") or r.get("variant", "")
+        where = f" (network {r['network']}, load average {r['loadavg_before'][0]} \u2192 {r['loadavg_after'][0]})" \
+            if r.get("target", {}).get("ratio") is not None else ""
+        lines.append(f"- {label}: {target_text(r)}{where}")
+    return lines + [""]
+
+
 def write_md(path, ctx):
     machine, records = ctx["machine"], ctx["records"]
     lines = [f"# sbx benchmark — {machine['time_utc'][:10]} on {machine['host']}", ""]
     lines += counts_lines(records)
     lines += headline_lines(records)
+    lines += target_lines(records)
     lines += machine_lines(machine, ctx["mode"], ctx["notes"], ctx.get("config", {}))
     for key, title, desc in SECTIONS:
         lines += section_lines(key, title, desc, records, ctx["plots"])
@@ -471,6 +522,8 @@ def make_plots(ctx):
         ]
         for k in sorted({ratio_key(r) for r in lat}):
             recs = [r for r in lat if ratio_key(r) == k]
+            # issue-target rows: their `sbx run` side in the same plot
+            recs += [{"tool": "sbx run", "variant": r.get("label", ""), **r["sbx_run"]} for r in recs if r.get("sbx_run")]
             slug = "-".join("".join(c if c.isalnum() else " " for c in k).split()) or "all"
             label = recs[0].get("variant", "") if len(recs) == 1 else k
             plot_cdf(ctx, key, recs, f"{key}-{slug}", f"{title}: {label} (empirical CDF)")
