@@ -345,7 +345,8 @@ signal_ready(int ready_fd)
 
 /* What a launcher shell would do (`ENTRYPOINT </dev/null & exec sbx-execd`), without the
  * shell: one exec less on the way to readiness. Like the shell's `&`, the entrypoint is forked
- * and not waited for: its exec (a dynamic binary's loading) runs while we report ready, and a
+ * and not waited for (and only after readiness is reported: its fork and exec, a dynamic
+ * binary's loading, run while the launcher answers its client), and a
  * failed exec is reported on our stderr by the child (exit 127), as the shell would. It gets
  * our environment, from which the access token is already gone, no fd of ours above stderr
  * (all CLOEXEC), no blocked signal and the default disposition of those we handle or ignore.
@@ -403,8 +404,9 @@ run(struct execd *ex, int ready_fd, char **entrypoint)
     }
     sbx_info("listening on %s:%u%s", ex->cfg.listen_host, ex->cfg.port,
              ex->cfg.token ? " (access token required)" : "");
-    start_entrypoint(entrypoint);
+    /* Ready first: the launcher answers its client while we fork the entrypoint. */
     signal_ready(ready_fd);
+    start_entrypoint(entrypoint);
     /* Whether plain commands may be exec'd directly (reads the shell): now, while the launcher
      * answers its client, rather than on the first command's path. */
     if (ex->fast_shell == EXECD_FAST_UNKNOWN)
