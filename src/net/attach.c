@@ -235,6 +235,16 @@ sbx_net_release(struct sbx_net *n, const char *sandbox_id, sbx_error **err)
 }
 
 int
+sbx_net_transfer(struct sbx_net *n, const char *from_id, const char *to_id, sbx_error **err)
+{
+    uint32_t addr = 0;
+    int r = sbx_ipam_find(&addr, &n->ipam, from_id, err);
+    if (r == 0)
+        r = sbx_ipam_transfer(&n->ipam, addr, from_id, to_id, err);
+    return r < 0 ? sbx_error_wrap(err, "hand the address of `%s` to `%s`", from_id, to_id) : 0;
+}
+
+int
 sbx_net_loopback_up(int netns_fd, sbx_error **err)
 {
     struct sbx_nl nl;

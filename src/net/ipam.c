@@ -248,6 +248,37 @@ sbx_ipam_release(const struct sbx_ipam *ipam, uint32_t addr, const char *id, sbx
     return 0;
 }
 
+int
+sbx_ipam_transfer(const struct sbx_ipam *ipam, uint32_t addr, const char *from, const char *to,
+                  sbx_error **err)
+{
+    char name[16];
+    char tmp[64];
+    int r = sbx_net_check_id(to, err);
+    if (r < 0)
+        return r;
+    sbx_net_addr_str(name, addr);
+    if (!lease_owned_by(ipam, addr, from))
+        return sbx_error_set(err, SBX_ENOTFOUND, 0, "address %s is not leased to `%s`", name, from);
+    /* The new owner's index first: a crash leaves at most an index entry find() ignores (its
+     * lease names someone else) or a lease whose old index entry prune_ids removes. The lease
+     * itself changes owner in one rename (a new symlink over the old one). */
+    r = write_index(ipam, addr, to, err);
+    if (r < 0)
+        return r;
+    snprintf(tmp, sizeof tmp, ".%s.%u", name, (unsigned)getpid());
+    (void)unlinkat(ipam->leases_fd, tmp, 0);
+    if (symlinkat(to, ipam->leases_fd, tmp) < 0 ||
+        renameat(ipam->leases_fd, tmp, ipam->leases_fd, name) < 0) {
+        int e = errno;
+        (void)unlinkat(ipam->leases_fd, tmp, 0);
+        (void)unlinkat(ipam->ids_fd, to, 0);
+        return sbx_error_set(err, SBX_EGENERIC, e, "hand address lease %s to `%s`", name, to);
+    }
+    (void)unlinkat(ipam->ids_fd, from, 0);
+    return 0;
+}
+
 /* A DIR stream of dirfd, or NULL with errno set. */
 static DIR *
 open_dir(int dirfd)

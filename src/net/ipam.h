@@ -41,6 +41,10 @@ int sbx_ipam_alloc(uint32_t *addr, const struct sbx_ipam *ipam, const char *id, 
 int sbx_ipam_find(uint32_t *addr, const struct sbx_ipam *ipam, const char *id, sbx_error **err);
 /* Release the lease of addr if it belongs to id, and id's index entry. Idempotent. */
 int sbx_ipam_release(const struct sbx_ipam *ipam, uint32_t addr, const char *id, sbx_error **err);
+/* Hand the lease of addr from `from` to `to` (one atomic rename of the lease). SBX_ENOTFOUND
+ * when addr is not leased to `from`. */
+int sbx_ipam_transfer(const struct sbx_ipam *ipam, uint32_t addr, const char *from, const char *to,
+                      sbx_error **err);
 /* Visit every lease; fn returns < 0 to stop (that value is returned). */
 int sbx_ipam_foreach(const struct sbx_ipam *ipam,
                      int (*fn)(uint32_t addr, const char *id, void *payload), void *payload,

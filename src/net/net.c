@@ -8,8 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <linux/magic.h>
 #include <sys/file.h>
+#include <sys/mount.h>
 #include <sys/random.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -40,6 +45,87 @@ check_bridge_name(const char *name, sbx_error **err)
     return 0;
 }
 
+static bool
+on_tmpfs(const char *path)
+{
+    struct statfs st;
+    return statfs(path, &st) == 0 && (unsigned long)st.f_type == TMPFS_MAGIC;
+}
+
+/* Some lease is held in a bridge's dir under top (or top cannot be read). */
+static bool
+holds_leases(const char *top)
+{
+    sbx_autoclosedir DIR *d = opendir(top);
+    struct dirent *e;
+    if (!d)
+        return errno != ENOENT;
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): this DIR stream is private to this call */
+    while ((e = readdir(d))) {
+        if (e->d_name[0] == '.')
+            continue;
+        sbx_autofree char *leases = NULL;
+        if (asprintf(&leases, "%s/%s/leases", top, e->d_name) < 0)
+            return true;
+        sbx_autoclosedir DIR *l = opendir(leases);
+        struct dirent *x;
+        /* NOLINTNEXTLINE(concurrency-mt-unsafe): likewise */
+        while (l && (x = readdir(l))) {
+            if (x->d_name[0] != '.')
+                return true;
+        }
+    }
+    return false;
+}
+
+/* Leases describe veths, which die at reboot, so they belong on a tmpfs; /run is one on most
+ * hosts. Where it is not, the default lease dir gets a tmpfs of its own (each lease is a
+ * symlink: on a disk file system every sandbox's create and delete would allocate and free
+ * inodes in the one block group of the lease dirs, which on an ext4 without a journal gets
+ * slower with every inode freed in the last minutes). Decided once per boot under a lock:
+ * never over leases on disk (the processes holding them keep using that dir, and a second
+ * pool would hand out their addresses again), which is remembered in `.on-disk` (the boot id)
+ * so that no later process of this boot mounts over a dir others use. */
+/* Not in PID 1's mount namespace (e.g. under `unshare -m`): a tmpfs mounted there would hide
+ * the leases from every other process. Where PID 1's namespace cannot be looked at (some
+ * sandboxes of our own host deny it), the caller is taken to share it. */
+static bool
+in_private_mount_ns(void)
+{
+    struct stat self;
+    struct stat init;
+    return stat("/proc/self/ns/mnt", &self) == 0 && stat("/proc/1/ns/mnt", &init) == 0 &&
+           (self.st_ino != init.st_ino || self.st_dev != init.st_dev);
+}
+
+static void
+ensure_lease_tmpfs(const char *top)
+{
+    if (on_tmpfs(top) || in_private_mount_ns() || sbx_mkdir_p(top, 0700, NULL) < 0)
+        return;
+    sbx_autofree char *lock = NULL;
+    sbx_autofree char *marker = NULL;
+    if (asprintf(&lock, "%s.lock", top) < 0 || asprintf(&marker, "%s/.on-disk", top) < 0)
+        return;
+    sbx_autoclose int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || flock(fd, LOCK_EX) < 0 || on_tmpfs(top))
+        return;
+    char boot[40] = "";
+    char seen[40] = "";
+    sbx_autoclose int b = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    sbx_autoclose int m = open(marker, O_RDONLY | O_CLOEXEC);
+    ssize_t nb = b >= 0 ? read(b, boot, sizeof boot - 1) : -1;
+    ssize_t nm = m >= 0 ? read(m, seen, sizeof seen - 1) : -1;
+    boot[nb > 0 ? nb : 0] = '\0';
+    seen[nm > 0 ? nm : 0] = '\0';
+    if (!boot[0] || strcmp(boot, seen) == 0)
+        return;
+    if (!holds_leases(top) &&
+        mount("sbx-net", top, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0700,size=16m") == 0)
+        return;
+    (void)sbx_write_file_atomic(marker, boot, strlen(boot), 0600, NULL);
+}
+
 static int
 init_handle(struct sbx_net *n, const struct sbx_net_config *cfg, sbx_error **err)
 {
@@ -49,6 +135,8 @@ init_handle(struct sbx_net *n, const struct sbx_net_config *cfg, sbx_error **err
     int r = check_bridge_name(bridge, err);
     if (r < 0)
         return r;
+    if (strcmp(dir, SBX_NET_DEFAULT_STATE_DIR) == 0)
+        ensure_lease_tmpfs(dir);
     (void)snprintf(n->bridge, sizeof(n->bridge), "%s", bridge);
     if (asprintf(&n->dir, "%s/%s", dir, bridge) < 0) {
         n->dir = NULL;

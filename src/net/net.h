@@ -75,6 +75,10 @@ int sbx_net_detach(struct sbx_net *n, const char *sandbox_id, sbx_error **err);
  * orphan. Idempotent. */
 int sbx_net_release(struct sbx_net *n, const char *sandbox_id, sbx_error **err);
 
+/* Hand the lease (address, veth) of from_id to to_id: a namespace attached ahead of time under
+ * a placeholder id becomes a sandbox's. SBX_ENOTFOUND: from_id holds no lease. */
+int sbx_net_transfer(struct sbx_net *n, const char *from_id, const char *to_id, sbx_error **err);
+
 /* Bring `lo` up in netns_fd (`--network none`). One netlink request. */
 int sbx_net_loopback_up(int netns_fd, sbx_error **err);
 

@@ -322,6 +322,13 @@ sbx_child_main(struct sbx_child_args *a)
     (void)close(a->parent_fd);
     if (a->hello)
         (void)sbx_sync_send(a->sync_fd, SBX_SYNC_HELLO, 0, 0, NULL);
+    /* A pooled network namespace (netpool.c) replaces the CLONE_NEWNET the clone left out:
+     * entered before anything (sysfs, the command) could see the host's. */
+    bool pooled_netns = a->netns_fd >= 0;
+    if (pooled_netns && setns(a->netns_fd, CLONE_NEWNET) < 0)
+        sbx_child_fail(a->sync_fd, errno, "enter the sandbox's network namespace");
+    if (pooled_netns)
+        (void)close(a->netns_fd);
     /* stdio first (its fds may be anywhere), then nothing else of the caller's survives: the
      * init lives as long as the sandbox and would otherwise pin the caller's sockets, pipes and
      * files (a restarted server could not bind its port again). */
@@ -376,8 +383,9 @@ sbx_child_main(struct sbx_child_args *a)
         if (sbx_raw_setresgid(0) < 0 || sbx_raw_setresuid(0) < 0)
             sbx_child_fail(a->sync_fd, errno, "become root in the user namespace");
     }
-    /* With a bridge, the parent's net hook brings lo up with the rest (runtime.h). */
-    if (spec->net == SBX_RT_NET_NONE)
+    /* With a bridge, the parent's net hook brings lo up with the rest (runtime.h); a pooled
+     * namespace has it up already. */
+    if (spec->net == SBX_RT_NET_NONE && !pooled_netns)
         bring_lo_up(a);
     if (sethostname(a->hostname, strlen(a->hostname)) < 0)
         sbx_child_fail(a->sync_fd, errno, "sethostname");

@@ -98,11 +98,15 @@ build(const char *tmp, sbx_error **err)
     sbx_autofree char *tmpdir = sbx_xasprintf("%s/tmp", tmp);
     sbx_autofree char *vartmp = sbx_xasprintf("%s/var/tmp", tmp);
     sbx_autofree char *mtab = sbx_xasprintf("%s/etc/mtab", tmp);
+    sbx_autofree char *hostname = sbx_xasprintf("%s/etc/hostname", tmp);
     sbx_autofree char *state = sbx_xasprintf("%s" SBX_RT_EXECD_STATE, tmp);
     sbx_autofree char *execd = sbx_xasprintf("%s" SBX_RT_EXECD_PATH, tmp);
     sbx_autoclose int mp = open(execd, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0755);
     if (chmod(tmpdir, 01777) < 0 || chmod(vartmp, 01777) < 0 ||
-        symlink("/proc/self/mounts", mtab) < 0 || mkdir(state, 0700) < 0 || mp < 0)
+        symlink("/proc/self/mounts", mtab) < 0 || mkdir(state, 0700) < 0 || mp < 0 ||
+        /* The sandbox's own (UTS namespace) hostname, read by the kernel: nothing to write
+         * into each sandbox's layer (a file there costs an inode and a copy-up of /etc). */
+        symlink("/proc/sys/kernel/hostname", hostname) < 0)
         return sbx_error_set(err, SBX_EGENERIC, errno, "finish `%s`", tmp);
     return 0;
 }

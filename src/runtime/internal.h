@@ -42,6 +42,7 @@ struct sbx_rt {
     struct sbx_rt_sock_req *sock_head;
     pthread_t sock_tid;
     bool sock_running, sock_stop;
+    struct sbx_rt_netpool *pool; /* netpool.c; NULL without sbx_rt_config.netns_pool */
 };
 
 #define SBX_RT_SPARE_SOCKS 2
@@ -55,9 +56,11 @@ struct sbx_rt_sandbox {
     pid_t owner;         /* creator's pid, from the record */
     uint64_t start_time; /* field 22 of /proc/<pid>/stat, guards against pid reuse */
     int pidfd;
-    int sync_fd;   /* parent end of the sync socket, -1 once closed */
-    int netns_fd;  /* opened when needed, -1 otherwise */
-    bool is_child; /* we cloned it (waitpid works); false when adopted */
+    int sync_fd;      /* parent end of the sync socket, -1 once closed */
+    int netns_fd;     /* opened when needed (or taken from the pool), -1 otherwise */
+    bool pooled;      /* netns_fd came from the pool (the child setns()es into it) */
+    char pool_id[64]; /* its lease's placeholder id until handed to `id` ("" then) */
+    bool is_child;    /* we cloned it (waitpid works); false when adopted */
     bool as_init;
     bool started, reaped, destroyed, frozen, has_lease;
     /* Unconnected TCP sockets made in its network namespace for sbx_rt_connect (taken with
@@ -125,6 +128,7 @@ struct sbx_child_args {
     char upper_dev[32];  /* its path, /dev/loopN */
     bool upper_reused;   /* disk mode: a kept layer (upper/ and work/ exist already) */
     char overlay_opts[8192];
+    size_t volatile_at; /* > 0: overlay_opts ends in ",volatile" from here (cut on EINVAL) */
     char tmpfs_opts[64];
     const char *hostname;
     struct sbx_child_bind binds[SBX_MAX_MOUNTS];
@@ -142,8 +146,9 @@ struct sbx_child_args {
     bool unshare_cgroupns; /* v1: after joining our cgroups */
     const struct sock_fprog *seccomp;
     const struct sbx_caps *caps;
-    int fd3;    /* in the child: spec->fd3 copied above 3, or -1 */
-    bool hello; /* shared spawn: send HELLO first (the parent's host side waits for it) */
+    int fd3;      /* in the child: spec->fd3 copied above 3, or -1 */
+    int netns_fd; /* a pooled network namespace to enter instead of a new one, or -1 */
+    bool hello;   /* shared spawn: send HELLO first (the parent's host side waits for it) */
 };
 
 /* runtime.c: unmount the records tmpfs when it is empty (gc --all). */
@@ -205,8 +210,27 @@ void sbx_rt_close_spare_socks(struct sbx_rt_sandbox *sb);
 /* Stop and join the socket thread (sbx_rt_close). */
 void sbx_rt_sock_stop(struct sbx_rt *rt);
 
+/* netpool.c: network namespaces made ahead of time */
+int sbx_rt_pool_start(struct sbx_rt *rt, unsigned size, enum sbx_rt_netmode net, sbx_error **err);
+/* Drop the pooled namespaces (and their leases) and stop the pool thread. */
+void sbx_rt_pool_stop(struct sbx_rt *rt);
+/* A create begins / ends: refills wait while any runs. */
+void sbx_rt_pool_begin(struct sbx_rt *rt);
+void sbx_rt_pool_end(struct sbx_rt *rt);
+/* Take a ready namespace for sb when spec fits one (sets netns_fd, pooled, pool_id, lease). */
+bool sbx_rt_pool_take(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec);
+/* Hand the taken lease to sb's id (after its record names the lease). */
+int sbx_rt_pool_claim(struct sbx_rt_sandbox *sb, sbx_error **err);
+/* A failed create: release a taken lease that was never handed over. */
+void sbx_rt_pool_unclaimed(struct sbx_rt_sandbox *sb);
+
 /* A sandbox id that is safe as a file name: [A-Za-z0-9_.-], 1-63 characters, no leading dot. */
 bool sbx_rt_valid_id(const char *id);
+/* Left in a layer's work dir by overlayfs while it is (or was, until a crash) mounted volatile. */
+#define SBX_RT_VOLATILE_MARK "work/work/incompat/volatile"
+/* Before a start on the kept layer dir `layer`: settle it if a stop was cut short in this boot;
+ * SBX_ECONFLICT when that happened before a reboot (its files may be incomplete). */
+int sbx_rt_upper_recover(const char *layer, sbx_error **err);
 /* The disk layer dir `upper` is kept (sbx_rt_upper_keep marked it). */
 bool sbx_rt_upper_is_kept(const char *upper);
 /* Close every fd above stdio except keep (a long-lived process must not pin the caller's

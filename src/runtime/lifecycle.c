@@ -323,8 +323,19 @@ sbx_rt_upper_kept(const char *state_dir, const char *id)
     return sbx_rt_upper_is_kept(layer);
 }
 
+/* This boot's id (36 characters and a newline), or "" when it cannot be read. */
+static void
+boot_id(char out[40])
+{
+    out[0] = '\0';
+    sbx_autoclose int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, out, 39);
+    out[n > 0 ? n : 0] = '\0';
+}
+
 /* Write the mark durably: a kept layer must survive a power loss right after the stop (gc at
- * boot would otherwise sweep it as an orphan). */
+ * boot would otherwise sweep it as an orphan). It holds the boot id: a layer whose volatile
+ * mount a crash interrupted can only be trusted within the same boot (sbx_rt_upper_recover). */
 static int
 mark_kept(const char *upper, sbx_error **err)
 {
@@ -332,8 +343,10 @@ mark_kept(const char *upper, sbx_error **err)
     if (dir < 0)
         return sbx_error_set(err, SBX_EGENERIC, errno, "open the writable layer `%s`", upper);
     sbx_autoclose int fd =
-        openat(dir, KEPT_MARK, O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    if (fd < 0 || fsync(fd) < 0 || fsync(dir) < 0)
+        openat(dir, KEPT_MARK, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
+    char id[40];
+    boot_id(id);
+    if (fd < 0 || sbx_write_all(fd, id, strlen(id)) < 0 || fsync(fd) < 0 || fsync(dir) < 0)
         return sbx_error_set(err, SBX_EGENERIC, errno, "mark `%s` kept", upper);
     return 0;
 }
@@ -348,6 +361,65 @@ sbx_rt_upper_keep(struct sbx_rt *rt, const char *id, sbx_error **err)
         return sbx_error_set(err, errno == ENOENT ? SBX_ENOTFOUND : SBX_EGENERIC, errno,
                              "sandbox `%s` has no writable layer on disk", id);
     return mark_kept(layer, err);
+}
+
+static int settle_layer(const char *layer, sbx_error **err);
+
+int
+sbx_rt_upper_settle(struct sbx_rt *rt, const char *id, sbx_error **err)
+{
+    if (!sbx_rt_valid_id(id))
+        return sbx_error_set(err, SBX_EINVAL, 0, "invalid sandbox id `%s`", id);
+    sbx_autofree char *layer = sbx_xasprintf("%s/%s", rt->upper_dir, id);
+    return settle_layer(layer, err);
+}
+
+int
+sbx_rt_upper_recover(const char *layer, sbx_error **err)
+{
+    sbx_autofree char *mark = sbx_xasprintf("%s/" SBX_RT_VOLATILE_MARK, layer);
+    if (access(mark, F_OK) < 0)
+        return 0;
+    /* Still marked: the stop was cut short between the sandbox's end and its settle. Within
+     * the same boot every write is still in the page cache, so settling now is as good as
+     * then; after a reboot the writes overlayfs never synced may be lost. */
+    char now[40];
+    char then[40] = "";
+    boot_id(now);
+    sbx_autofree char *kept = sbx_xasprintf("%s/" KEPT_MARK, layer);
+    sbx_autoclose int fd = open(kept, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, then, sizeof then - 1);
+    then[n > 0 ? n : 0] = '\0';
+    if (!now[0] || strcmp(now, then) != 0)
+        return sbx_error_set(err, SBX_ECONFLICT, 0,
+                             "its writable layer was mounted without syncs (volatile) when the "
+                             "host went down during its stop, so its files may be incomplete; "
+                             "delete the sandbox");
+    return settle_layer(layer, err);
+}
+
+static int
+settle_layer(const char *layer, sbx_error **err)
+{
+    sbx_autoclose int dir = open(layer, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dir < 0)
+        return sbx_error_set(err, errno == ENOENT ? SBX_ENOTFOUND : SBX_EGENERIC, errno,
+                             "open the writable layer `%s`", layer);
+    /* Its files first (the sandbox is gone: nothing writes to them any more), then the mark
+     * overlayfs left in the work dir, durably: once it is gone the layer counts as intact. */
+    if (syncfs(dir) < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "sync the writable layer `%s`", layer);
+    sbx_autofree char *work = sbx_xasprintf("%s/" SBX_RT_VOLATILE_MARK, layer);
+    if (access(work, F_OK) < 0)
+        return 0;
+    sbx_autofree char *incompat = sbx_xasprintf("%s/work/work/incompat", layer);
+    sbx_autofree char *workwork = sbx_xasprintf("%s/work/work", layer);
+    if (sbx_rm_rf(incompat, err) < 0)
+        return sbx_error_wrap(err, "settle the writable layer `%s`", layer);
+    sbx_autoclose int ww = open(workwork, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (ww < 0 || fsync(ww) < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "settle the writable layer `%s`", layer);
+    return 0;
 }
 
 int
@@ -742,4 +814,10 @@ const struct sbx_rt_lease *
 sbx_rt_sandbox_lease(const struct sbx_rt_sandbox *sb)
 {
     return sb->has_lease ? &sb->lease : NULL;
+}
+
+bool
+sbx_rt_sandbox_pooled(const struct sbx_rt_sandbox *sb)
+{
+    return sb->pooled;
 }

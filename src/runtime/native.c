@@ -101,12 +101,51 @@ bridge_detach(void *arg, const char *id, sbx_error **err)
     return sbx_net_release(n, id, err);
 }
 
+static int
+bridge_transfer(void *arg, const char *from_id, const char *to_id, sbx_error **err)
+{
+    struct sbx_native_bridge *b = arg;
+    bool opened = false;
+    struct sbx_net *n = bridge_net(b, false, &opened, err);
+    if (!n)
+        return sbx_error_wrap(err, "bridge network");
+    return sbx_net_transfer(n, from_id, to_id, err);
+}
+
+struct lease_visit {
+    int (*fn)(const char *sandbox_id, void *payload);
+    void *payload;
+};
+
+static int
+visit_lease(const struct sbx_net_lease *lease, const char *sandbox_id, void *payload)
+{
+    (void)lease;
+    struct lease_visit *v = payload;
+    return v->fn(sandbox_id, v->payload);
+}
+
+static int
+bridge_foreach_lease(void *arg, int (*fn)(const char *sandbox_id, void *payload), void *payload,
+                     sbx_error **err)
+{
+    struct sbx_native_bridge *b = arg;
+    bool opened = false;
+    struct sbx_net *n = bridge_net(b, false, &opened, err);
+    if (!n)
+        return sbx_error_wrap(err, "bridge network");
+    struct lease_visit v = {.fn = fn, .payload = payload};
+    return sbx_net_foreach_lease(n, visit_lease, &v, err);
+}
+
 void
 sbx_native_bridge_ops(struct sbx_rt_net_ops *ops, struct sbx_native_bridge *b)
 {
     ops->net = b;
     ops->attach = bridge_attach;
     ops->detach = bridge_detach;
+    ops->transfer = bridge_transfer;
+    ops->foreach_lease = bridge_foreach_lease;
 }
 
 static const char *

@@ -290,7 +290,12 @@ mount_root(struct sbx_child_args *a)
         mkdirs_in(a, a->scratch, sub, 3, false);
         snprintf(p, sizeof p, "%s/root", a->scratch);
     }
-    if (mount("overlay", p, "overlay", 0, a->overlay_opts) < 0)
+    int r = mount("overlay", p, "overlay", 0, a->overlay_opts);
+    if (r < 0 && errno == EINVAL && a->volatile_at > 0) { /* a kernel before 5.10 */
+        a->overlay_opts[a->volatile_at] = '\0';
+        r = mount("overlay", p, "overlay", 0, a->overlay_opts);
+    }
+    if (r < 0)
         FAIL(a, "mount overlay");
     int rootfd = open(p, O_PATH | O_DIRECTORY | O_CLOEXEC);
     if (rootfd < 0)
@@ -320,7 +325,8 @@ sbx_rootfs_setup(struct sbx_child_args *a)
     setup_dev(a, rootfd);
     setup_sys(a, rootfd);
     mask_dirs(a, rootfd);
-    write_hostname(rootfd, a->hostname);
+    if (a->spec->n_layers > 0) /* the host image's is a link to the kernel's (hostimg.c) */
+        write_hostname(rootfd, a->hostname);
     pivot(a, rootfd);
     return 0;
 }

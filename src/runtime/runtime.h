@@ -45,12 +45,23 @@ struct sbx_rt_net_ops {
     int (*attach)(void *net, struct sbx_rt_lease *out, const char *sandbox_id, int netns_fd,
                   sbx_error **err);
     int (*detach)(void *net, const char *sandbox_id, sbx_error **err);
+    /* Hand an attached namespace's lease from one id to another (the namespace pool). */
+    int (*transfer)(void *net, const char *from_id, const char *to_id, sbx_error **err);
+    /* Visit the ids holding leases (the pool's crash recovery); fn returns < 0 to stop. */
+    int (*foreach_lease)(void *net, int (*fn)(const char *sandbox_id, void *payload), void *payload,
+                         sbx_error **err);
 };
 
 struct sbx_rt_config {
     const char *state_dir;     /* NULL => "/var/lib/sbx"; records live in <state_dir>/run */
     const char *cgroup_parent; /* NULL => "sbx"; created below the caller's own cgroup */
     const struct sbx_rt_net_ops *net_ops; /* NULL => bridge mode answers SBX_EUNAVAIL */
+    /* Keep this many network namespaces of mode netns_pool_net ready (bridge: attached; none:
+     * `lo` up), made by a low-priority thread while no create runs; creates of that mode
+     * without a user namespace take one instead of making their own (docs/runtime.md "Network
+     * namespace pool"). 0 => none (one-shot callers). At most 64. */
+    unsigned netns_pool;
+    enum sbx_rt_netmode netns_pool_net;
 };
 
 struct sbx_rt_volume {
@@ -132,6 +143,8 @@ struct sbx_rt_sandbox;
 
 int sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **err);
 void sbx_rt_close(struct sbx_rt *rt);
+/* Network namespaces ready in the pool (sbx_rt_config.netns_pool) right now. */
+unsigned sbx_rt_pool_ready(struct sbx_rt *rt);
 
 /* Set up a sandbox whose command waits, fully isolated, for sbx_rt_start. */
 int sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_rt_spec *spec,
@@ -152,8 +165,13 @@ int sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err);
 /* Keep the writable layer on disk of sandbox id (the server's stop; SBX_ENOTFOUND when it has
  * none): destroy and gc leave a kept layer alone (gc --all removes it), a later sbx_rt_create
  * with the same id and reuse_upper runs on it, sbx_rt_upper_remove removes it. Written durably
- * before it returns; call it before sbx_rt_destroy. */
+ * before it returns; call it before sbx_rt_destroy, and sbx_rt_upper_settle after. */
 int sbx_rt_upper_keep(struct sbx_rt *rt, const char *id, sbx_error **err);
+/* After sbx_rt_destroy of a sandbox whose layer is kept: write the layer's files to disk and
+ * clear overlayfs's `volatile` mark, so that a later start can mount it (a fresh disk layer is
+ * mounted volatile: no sync on the sandbox's every fsync and teardown; see docs/runtime.md
+ * "Writable layer"). Until then a crash leaves a layer that a start refuses. */
+int sbx_rt_upper_settle(struct sbx_rt *rt, const char *id, sbx_error **err);
 /* True when a layer is kept for id in the runtime state dir state_dir (a stopped sandbox:
  * something that outlives its runtime record, e.g. a volume it uses, is still in use). */
 bool sbx_rt_upper_kept(const char *state_dir, const char *id);
@@ -222,5 +240,7 @@ const char *sbx_rt_sandbox_cgroup(const struct sbx_rt_sandbox *sb);
 int sbx_rt_sandbox_netns_fd(struct sbx_rt_sandbox *sb);
 /* The bridge lease, NULL unless attached to the bridge. */
 const struct sbx_rt_lease *sbx_rt_sandbox_lease(const struct sbx_rt_sandbox *sb);
+/* Its network namespace came ready from the pool (sbx_rt_config.netns_pool). */
+bool sbx_rt_sandbox_pooled(const struct sbx_rt_sandbox *sb);
 
 #endif

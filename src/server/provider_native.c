@@ -44,13 +44,16 @@
 #include "server/srvutil.h"
 #include "server/volumes.h"
 
-#define EXECD_PORT   44772
-#define DEFAULT_PIDS 4096
-#define EXECD_STATE  SBX_RT_EXECD_STATE
+#define EXECD_PORT 44772
+/* Network namespaces kept ready (docs/server.md "netns_pool"); the runtime's limit. */
+#define SBX_NATIVE_NETNS_POOL_DEFAULT 4
+#define SBX_NATIVE_NETNS_POOL_MAX     64
+#define DEFAULT_PIDS                  4096
+#define EXECD_STATE                   SBX_RT_EXECD_STATE
 
 const char *const sbx_provider_native_keys[] = {
-    "execd", "ping_timeout_ms", "cgroup_parent",      "network",
-    "upper", "upper_size",      "allowed_host_paths", NULL};
+    "execd",      "ping_timeout_ms",    "cgroup_parent", "network", "upper",
+    "upper_size", "allowed_host_paths", "netns_pool",    NULL};
 
 struct handle {
     char id[SBX_UUID_LEN + 1];
@@ -365,7 +368,8 @@ native_stop(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
                              "files; delete it instead",
                              sb->id);
     if (sbx_rt_upper_keep(d->rt, sb->id, err) < 0 ||
-        destroy_runtime(d, sb->id, json_is_true(json_object_get(sb->priv, "paused")), err) < 0)
+        destroy_runtime(d, sb->id, json_is_true(json_object_get(sb->priv, "paused")), err) < 0 ||
+        sbx_rt_upper_settle(d->rt, sb->id, err) < 0)
         return sbx_error_wrap(err, "stop `%s`", sb->id);
     mark_stopped(sb);
     return 0;
@@ -650,6 +654,12 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
     uint64_t upper_size = 0;
     if (parse_upper(settings, &upper, &upper_size, err) < 0)
         return -SBX_EINVAL;
+    json_t *pool = json_object_get(settings, "netns_pool");
+    if (pool && (!json_is_integer(pool) || json_integer_value(pool) < 0 ||
+                 json_integer_value(pool) > SBX_NATIVE_NETNS_POOL_MAX))
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "providers.native.netns_pool must be an integer from 0 to %d",
+                             SBX_NATIVE_NETNS_POOL_MAX);
     struct native_data *d = sbx_xcalloc(1, sizeof *d);
     d->net = net;
     d->upper = upper;
@@ -658,10 +668,12 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
     (void)sbx_native_bridge_new(&d->bridge, env->state_dir, NULL);
     sbx_native_bridge_ops(&d->net_ops, d->bridge);
     /* The bridge is set up on the host only when the first bridged sandbox is made. */
-    struct sbx_rt_config rc = {.state_dir = env->state_dir,
-                               .cgroup_parent =
-                                   json_string_value(json_object_get(settings, "cgroup_parent")),
-                               .net_ops = &d->net_ops};
+    struct sbx_rt_config rc = {
+        .state_dir = env->state_dir,
+        .cgroup_parent = json_string_value(json_object_get(settings, "cgroup_parent")),
+        .net_ops = &d->net_ops,
+        .netns_pool = pool ? (unsigned)json_integer_value(pool) : SBX_NATIVE_NETNS_POOL_DEFAULT,
+        .netns_pool_net = net};
     pthread_mutex_init(&d->mu, NULL);
     if (sbx_rt_open(&d->rt, &rc, err) < 0) {
         free_data(d);

@@ -417,6 +417,230 @@ test_bridge_hook(const char *state, const char *parent)
           f.detached, f.netns_ok);
 }
 
+/* ---- the network namespace pool ---- */
+
+struct pool_net {
+    int attached, pool_attached, transferred, detached, pool_detached;
+    bool ids_ok;         /* attach got placeholder ids, transfer handed them to the sandbox */
+    const char *sandbox; /* the id a transfer must hand to */
+    bool dead_reclaimed; /* the lease of a dead pool owner was released */
+    bool live_reclaimed; /* ... and one of a live owner (ours) was (wrongly) */
+    char live_id[64];
+};
+
+static int
+pool_attach(void *net, struct sbx_rt_lease *out, const char *id, int netns_fd, sbx_error **err)
+{
+    (void)netns_fd;
+    (void)err;
+    struct pool_net *f = net;
+    bool placeholder = strncmp(id, "pool.", 5) == 0;
+    /* the pool's own attaches, and a cold create's (under the sandbox's id) */
+    f->ids_ok = f->ids_ok && (placeholder || (f->sandbox && strcmp(id, f->sandbox) == 0));
+    f->pool_attached += placeholder;
+    snprintf(out->address, sizeof out->address, "10.99.1.%d/24", 2 + f->attached++);
+    return 0;
+}
+
+static int
+pool_transfer(void *net, const char *from, const char *to, sbx_error **err)
+{
+    (void)err;
+    struct pool_net *f = net;
+    f->ids_ok =
+        f->ids_ok && strncmp(from, "pool.", 5) == 0 && f->sandbox && strcmp(to, f->sandbox) == 0;
+    f->transferred++;
+    return 0;
+}
+
+static int
+pool_detach(void *net, const char *id, sbx_error **err)
+{
+    (void)err;
+    struct pool_net *f = net;
+    f->detached++;
+    f->pool_detached += strncmp(id, "pool.", 5) == 0;
+    f->dead_reclaimed = f->dead_reclaimed || strcmp(id, "pool.999999999.1.1") == 0;
+    f->live_reclaimed = f->live_reclaimed || strcmp(id, f->live_id) == 0;
+    return 0;
+}
+
+/* Leases left by a crashed server's pool (a pid that does not exist) and by a live one. */
+static int
+pool_foreach(void *net, int (*fn)(const char *id, void *payload), void *payload, sbx_error **err)
+{
+    (void)err;
+    struct pool_net *f = net;
+    int r = fn("pool.999999999.1.1", payload);
+    return r < 0 ? r : fn(f->live_id, payload);
+}
+
+static bool
+pool_fills(struct sbx_rt *r, unsigned n)
+{
+    for (int i = 0; i < 500; i++) {
+        if (sbx_rt_pool_ready(r) >= n)
+            return true;
+        msleep(10);
+    }
+    return false;
+}
+
+/* A started sandbox of the pooled runtime on network `net` running `script`; *pid its init. */
+static int
+pooled_start(struct sbx_rt *r, enum sbx_rt_netmode net, const char *id, char *script,
+             struct sbx_rt_sandbox **out, sbx_error **err)
+{
+    char *argv[] = {"/bin/sh", "-c", script, NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    spec.id = id;
+    spec.net = net;
+    int ret = sbx_rt_create(out, r, &spec, err);
+    return ret < 0 ? ret : sbx_rt_start(*out, err);
+}
+
+static ino_t
+netns_of(pid_t pid)
+{
+    char path[64];
+    struct stat st;
+    snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+    return stat(path, &st) == 0 ? st.st_ino : 0;
+}
+
+/* `lo` is up in the sandbox, and it holds only `lo` (and, bridged, eth0): a namespace of its
+ * own, never the host's nor another sandbox's. */
+#define POOL_NONE_SCRIPT                                                                      \
+    "test \"$(cat /sys/class/net/lo/flags)\" = 0x9 && test \"$(ls /sys/class/net)\" = lo && " \
+    "sleep 30"
+
+static void
+test_netns_pool_none(const char *state, const char *parent)
+{
+    struct sbx_rt_config cfg = {.state_dir = state,
+                                .cgroup_parent = parent,
+                                .netns_pool = 2,
+                                .netns_pool_net = SBX_RT_NET_NONE};
+    struct sbx_rt *pooled = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    CHECK(sbx_rt_open(&pooled, &cfg, &err) == 0, "open: %s", sbx_error_msg(err));
+    msleep(50);
+    CHECK(sbx_rt_pool_ready(pooled) == 0, "nothing is made before the first create");
+    struct sbx_rt_sandbox *a = NULL;
+    struct sbx_rt_sandbox *b = NULL;
+    struct sbx_rt_sandbox *c = NULL;
+    int r = pooled_start(pooled, SBX_RT_NET_NONE, "pool-none-a", POOL_NONE_SCRIPT, &a, &err);
+    bool cold = r == 0 && !sbx_rt_sandbox_pooled(a);
+    bool filled = r == 0 && pool_fills(pooled, 2);
+    if (r == 0)
+        r = pooled_start(pooled, SBX_RT_NET_NONE, "pool-none-b", POOL_NONE_SCRIPT, &b, &err);
+    if (r == 0)
+        r = pooled_start(pooled, SBX_RT_NET_NONE, "pool-none-c", POOL_NONE_SCRIPT, &c, &err);
+    ino_t host = netns_of(getpid());
+    ino_t na = a ? netns_of(sbx_rt_sandbox_pid(a)) : 0;
+    ino_t nb = b ? netns_of(sbx_rt_sandbox_pid(b)) : 0;
+    ino_t nc = c ? netns_of(sbx_rt_sandbox_pid(c)) : 0;
+    bool pooled_bc = b && c && sbx_rt_sandbox_pooled(b) && sbx_rt_sandbox_pooled(c);
+    struct sbx_rt_exit ex[3] = {{0}};
+    struct sbx_rt_sandbox *all[] = {a, b, c};
+    bool alive = true; /* each script passed its checks and sleeps */
+    for (int i = 0; i < 3; i++) {
+        if (!all[i])
+            continue;
+        alive = alive && sbx_rt_kill(all[i], SIGTERM, NULL) == 0;
+        (void)sbx_rt_wait(&ex[i], all[i], NULL, NULL);
+        alive = alive && ex[i].code == 128 + SIGTERM;
+        (void)sbx_rt_destroy(all[i], NULL);
+        sbx_rt_sandbox_free(all[i]);
+    }
+    sbx_rt_close(pooled);
+    CHECK(r == 0, "pooled sandboxes: %s", sbx_error_msg(err));
+    CHECK(cold && filled, "the first create is cold (%d) and fills the pool (%d)", cold, filled);
+    CHECK(pooled_bc, "the next creates take ready namespaces");
+    CHECK(alive, "in each: lo up, nothing else (exit codes %d %d %d)", ex[0].code, ex[1].code,
+          ex[2].code);
+    CHECK(host && na && nb && nc && na != host && nb != host && nc != host && na != nb &&
+              nb != nc && na != nc,
+          "one network namespace per sandbox, none the host's");
+}
+
+/* Field 22 of /proc/self/stat: our start time, as a pool's placeholder ids carry it. */
+static unsigned long long
+own_start_time(void)
+{
+    char buf[1024] = {0};
+    sbx_autoclose int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || read(fd, buf, sizeof buf - 1) <= 0)
+        return 0;
+    const char *p = strrchr(buf, ')');
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+static void
+test_netns_pool_bridge(const char *state, const char *parent)
+{
+    struct pool_net f = {.ids_ok = true};
+    /* a lease of a live pool owner (this process, as if it ran a second pool) */
+    snprintf(f.live_id, sizeof f.live_id, "pool.%d.%llu.7", (int)getpid(), own_start_time());
+    struct sbx_rt_net_ops ops = {.net = &f,
+                                 .attach = pool_attach,
+                                 .detach = pool_detach,
+                                 .transfer = pool_transfer,
+                                 .foreach_lease = pool_foreach};
+    struct sbx_rt_config cfg = {.state_dir = state,
+                                .cgroup_parent = parent,
+                                .net_ops = &ops,
+                                .netns_pool = 1,
+                                .netns_pool_net = SBX_RT_NET_BRIDGE};
+    struct sbx_rt *pooled = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    CHECK(sbx_rt_open(&pooled, &cfg, &err) == 0, "open: %s", sbx_error_msg(err));
+    struct sbx_rt_sandbox *a = NULL;
+    struct sbx_rt_sandbox *b = NULL;
+    f.sandbox = "pool-bridge-a";
+    int r = pooled_start(pooled, SBX_RT_NET_BRIDGE, f.sandbox, "sleep 30", &a, &err);
+    bool filled = r == 0 && pool_fills(pooled, 1);
+    f.sandbox = "pool-bridge-b";
+    if (r == 0)
+        r = pooled_start(pooled, SBX_RT_NET_BRIDGE, f.sandbox, "test -e /sys/class/net/lo", &b,
+                         &err);
+    bool pooled_b = b && sbx_rt_sandbox_pooled(b);
+    const struct sbx_rt_lease *l = b ? sbx_rt_sandbox_lease(b) : NULL;
+    bool lease_b = l && strncmp(l->address, "10.99.1.", 8) == 0;
+    struct sbx_rt_exit ex = {.code = -1};
+    if (b)
+        (void)sbx_rt_wait(&ex, b, NULL, NULL);
+    int detached_before = f.detached;
+    for (int i = 0; i < 2; i++) {
+        struct sbx_rt_sandbox *s = i ? b : a;
+        if (s) {
+            (void)sbx_rt_destroy(s, NULL);
+            sbx_rt_sandbox_free(s);
+        }
+    }
+    int sandbox_detaches = f.detached - detached_before;
+    bool refilled = pool_fills(pooled, 1);
+    sbx_rt_close(pooled);
+    CHECK(r == 0, "pooled bridge sandboxes: %s", sbx_error_msg(err));
+    CHECK(filled && pooled_b && lease_b, "the second create takes an attached namespace (%d %d %d)",
+          filled, pooled_b, lease_b);
+    CHECK(ex.code == 0, "its command ran (%d)", ex.code);
+    CHECK(f.transferred == 1 && f.ids_ok, "its lease was handed from a placeholder id to it");
+    CHECK(sandbox_detaches == 2, "each destroy releases its sandbox's lease (%d)",
+          sandbox_detaches);
+    CHECK(refilled && f.pool_detached >= 1 + 1, "close releases the ready ones' leases");
+    CHECK(f.dead_reclaimed && !f.live_reclaimed,
+          "a dead pool owner's lease is reclaimed, a live process's is not");
+    CHECK(f.pool_attached - f.transferred == f.pool_detached - 1,
+          "every placeholder lease is handed over or released (%d attached, %d handed, %d "
+          "released)",
+          f.pool_attached, f.transferred, f.pool_detached - 1);
+}
+
 /* Run `script` in a sandbox of id on the disk layer (reuse: the kept one); its exit code. */
 static int
 run_on_layer(const char *id, const char *script, bool reuse, sbx_error **err)
@@ -516,6 +740,34 @@ test_kept_layer(const char *state)
     sbx_error_clear(&err);
     CHECK(keep_one(id, &err) == 0, "keep: %s", sbx_error_msg(err));
     CHECK(access(mark, F_OK) == 0, "the kept layer outlives its sandbox");
+    /* A fresh layer is mounted volatile: overlayfs's mark stays until the stop settles it. */
+    sbx_autofree char *vmark = sbx_xasprintf("%s/work/work/incompat/volatile", layer);
+    CHECK(access(vmark, F_OK) == 0, "a fresh disk layer is mounted volatile");
+    CHECK(sbx_rt_upper_settle(rt, id, &err) == 0 && access(vmark, F_OK) < 0, "settle: %s",
+          sbx_error_msg(err));
+    CHECK(sbx_rt_upper_settle(rt, id, &err) == 0, "settle again: %s", sbx_error_msg(err));
+    CHECK(run_on_layer(id, "test \"$(cat /kept-file)\" = one", true, &err) == 0,
+          "a settled layer runs again: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_upper_remove(rt, id, &err) == 0, "remove: %s", sbx_error_msg(err));
+    /* A stop cut short by a crash: unsettled. In the same boot the next start settles it;
+     * after a reboot (another boot id in the mark) it refuses, naming why. */
+    CHECK(keep_one(id, &err) == 0 && access(vmark, F_OK) == 0, "keep unsettled: %s",
+          sbx_error_msg(err));
+    CHECK(run_on_layer(id, "test \"$(cat /kept-file)\" = one", true, &err) == 0 &&
+              access(vmark, F_OK) < 0,
+          "an unsettled layer of this boot is settled by its next start: %s", sbx_error_msg(err));
+    CHECK(sbx_rt_upper_remove(rt, id, &err) == 0, "remove: %s", sbx_error_msg(err));
+    CHECK(keep_one(id, &err) == 0, "keep for a reboot: %s", sbx_error_msg(err));
+    {
+        sbx_autoclose int fd = open(mark, O_WRONLY | O_TRUNC | O_CLOEXEC);
+        CHECK(fd >= 0 && write(fd, "another-boot\n", 13) == 13, "fake a reboot");
+    }
+    CHECK(run_on_layer(id, "true", true, &err) == -SBX_ECONFLICT &&
+              strstr(sbx_error_msg(err), "volatile") && access(vmark, F_OK) == 0,
+          "an unsettled layer of another boot is refused: %s", sbx_error_msg(err));
+    sbx_error_clear(&err);
+    CHECK(sbx_rt_upper_settle(rt, id, &err) == 0 && access(vmark, F_OK) < 0, "settle: %s",
+          sbx_error_msg(err));
     CHECK(sbx_rt_upper_kept(state, id), "sbx_rt_upper_kept");
     struct sbx_rt_gc_stats gs;
     CHECK(sbx_rt_gc(&gs, rt, false, &err) == 0 && access(mark, F_OK) == 0, "gc keeps it");
@@ -681,6 +933,8 @@ main(int argc, char **argv)
     test_async_destroy();
     test_adopt_after_creator_exit();
     test_bridge_hook(state, parent);
+    test_netns_pool_none(state, parent);
+    test_netns_pool_bridge(state, parent);
     test_kept_layer(state);
     struct sbx_rt_gc_stats gs;
     if (sbx_rt_gc(&gs, rt, true, &err) < 0 || gs.removed != 0) {

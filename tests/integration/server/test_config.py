@@ -35,6 +35,9 @@ NATIVE_BAD = [
     ('allowed_host_paths = "/srv";', "allowed_host_paths must be a list"),
     ('allowed_host_paths = ["relative/dir"];', "absolute path"),
     ('allowed_host_paths = ["/nonexistent-sbx-test-prefix"];', "nonexistent-sbx-test-prefix"),
+    ("netns_pool = -1;", "providers.native.netns_pool must be an integer from 0 to 64"),
+    ("netns_pool = 65;", "providers.native.netns_pool must be an integer from 0 to 64"),
+    ('netns_pool = "4";', "providers.native.netns_pool must be an integer from 0 to 64"),
 ]
 
 

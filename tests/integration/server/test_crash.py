@@ -179,6 +179,20 @@ def native_footprint(s, cg_parent, ids):
             "leases": leases, "veths": veths, "layers": layers, "records": records}
 
 
+def pool_leases(pid):
+    """Bridge leases held by the namespace pool of the server process pid."""
+    ldir = "/run/sbx/net/sbx0/leases"
+    out = []
+    for name in os.listdir(ldir) if os.path.isdir(ldir) else []:
+        try:
+            owner = os.readlink(os.path.join(ldir, name))
+        except OSError:
+            continue
+        if owner.startswith("pool.%d." % pid):
+            out.append(owner)
+    return out
+
+
 def native_mid_flight(new_server):
     cg = "sbx-crash-test-%d" % os.getpid()
     text = ('providers = { supported = ["native"]; default = "native";\n'
@@ -196,7 +210,18 @@ def native_mid_flight(new_server):
         print("native part skipped: the runtime cannot make sandboxes here: %r" % probe)
         return
     check(s.request("DELETE", "/v1/sandboxes/" + probe.json()["id"]).status == 204, "delete")
+    killed = s.proc.pid
+    # the server keeps network namespaces ready (netns_pool), each holding a bridge lease
+    # under a placeholder id that names the server's pid
+    wait_for(lambda: pool_leases(killed), "the namespace pool to fill")
     got, live, ids = burst_and_kill(s)
+    # its pool's namespaces died with it; the restarted server's pool releases their leases
+    # (its first create arms the pool)
+    extra = s.create()
+    check(extra.status == 202, "a create after the restart: %r" % extra)
+    wait_for(lambda: not pool_leases(killed), "the killed server's pool leases to be released")
+    check(s.request("DELETE", "/v1/sandboxes/" + extra.json()["id"]).status == 204, "delete")
+    s.wait_native_gone(extra.json()["id"])
     fp = native_footprint(s, cg, ids)
     per_sandbox = {k: len(v) for k, v in fp.items()}
     print("native footprint with %d live: %s" % (len(live), per_sandbox))

@@ -151,6 +151,12 @@ def native_kept_layer(s):
     check(s.request("POST", "/v1/sandboxes/%s/stop" % sid).status == 202, "stop")
     layer = os.path.join(s.state, "upper", sid)
     check(os.path.exists(os.path.join(layer, "kept")), "the stopped sandbox's layer is kept")
+    # it ran mounted volatile (no syncs); the stop synced it and cleared overlayfs's mark, with
+    # this boot's id in the kept mark (docs/runtime.md "The writable layer")
+    check(not os.path.exists(os.path.join(layer, "work/work/incompat/volatile")),
+          "the stop settled the layer")
+    with open(os.path.join(layer, "kept")) as f, open("/proc/sys/kernel/random/boot_id") as b:
+        check(f.read() == b.read(), "the kept mark names this boot")
     check(not os.path.exists(os.path.join(s.state, "run", sid)), "no runtime record while stopped")
     sbx_gc(s)
     check(os.path.isdir(os.path.join(layer, "upper")), "sbx gc leaves a kept layer alone")
