@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/vfs.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -300,4 +302,31 @@ bool
 sbx_str_starts(const char *s, const char *prefix)
 {
     return strncmp(s, prefix, strlen(prefix)) == 0;
+}
+
+bool
+sbx_on_tmpfs(const char *path)
+{
+    struct statfs st;
+    return statfs(path, &st) == 0 && (unsigned long)st.f_type == TMPFS_MAGIC;
+}
+
+int
+sbx_boot_id(char out[SBX_BOOT_ID_SIZE])
+{
+    out[0] = '\0';
+    sbx_autoclose int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : sbx_read_full(fd, out, SBX_BOOT_ID_SIZE - 1);
+    out[n > 0 ? n : 0] = '\0';
+    out[strcspn(out, "\n")] = '\0';
+    return out[0] ? 0 : -1;
+}
+
+bool
+sbx_file_is(const char *path, const char *text)
+{
+    sbx_autofree char *data = NULL;
+    size_t len = 0;
+    return sbx_read_file(path, strlen(text) + 1, &data, &len, NULL) == 0 && len == strlen(text) &&
+           memcmp(data, text, len) == 0;
 }

@@ -42,6 +42,14 @@ uint64_t sbx_now_ms(void);
 /* Wall clock in milliseconds since the epoch. */
 int64_t sbx_wall_ms(void);
 
+/* path is on a tmpfs. */
+bool sbx_on_tmpfs(const char *path);
+/* This boot's id (/proc/sys/kernel/random/boot_id, without the newline): 0, or -1 with out "". */
+#define SBX_BOOT_ID_SIZE 40
+int sbx_boot_id(char out[SBX_BOOT_ID_SIZE]);
+/* The file at path holds exactly text (false when it cannot be read). */
+bool sbx_file_is(const char *path, const char *text);
+
 /* True when s starts with prefix. */
 bool sbx_str_starts(const char *s, const char *prefix);
 

@@ -9,12 +9,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
-#include <linux/magic.h>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/random.h>
 #include <sys/stat.h>
-#include <sys/vfs.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -43,13 +41,6 @@ check_bridge_name(const char *name, sbx_error **err)
         return sbx_error_set(err, SBX_EINVAL, 0, "bad bridge name `%s` (1-15 of A-Za-z0-9_.-)",
                              name);
     return 0;
-}
-
-static bool
-on_tmpfs(const char *path)
-{
-    struct statfs st;
-    return statfs(path, &st) == 0 && (unsigned long)st.f_type == TMPFS_MAGIC;
 }
 
 /* Some lease is held in a bridge's dir under top (or top cannot be read). */
@@ -101,24 +92,17 @@ in_private_mount_ns(void)
 static void
 ensure_lease_tmpfs(const char *top)
 {
-    if (on_tmpfs(top) || in_private_mount_ns() || sbx_mkdir_p(top, 0700, NULL) < 0)
+    if (sbx_on_tmpfs(top) || in_private_mount_ns() || sbx_mkdir_p(top, 0700, NULL) < 0)
         return;
     sbx_autofree char *lock = NULL;
     sbx_autofree char *marker = NULL;
     if (asprintf(&lock, "%s.lock", top) < 0 || asprintf(&marker, "%s/.on-disk", top) < 0)
         return;
     sbx_autoclose int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0 || flock(fd, LOCK_EX) < 0 || on_tmpfs(top))
+    if (fd < 0 || flock(fd, LOCK_EX) < 0 || sbx_on_tmpfs(top))
         return;
-    char boot[40] = "";
-    char seen[40] = "";
-    sbx_autoclose int b = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    sbx_autoclose int m = open(marker, O_RDONLY | O_CLOEXEC);
-    ssize_t nb = b >= 0 ? read(b, boot, sizeof boot - 1) : -1;
-    ssize_t nm = m >= 0 ? read(m, seen, sizeof seen - 1) : -1;
-    boot[nb > 0 ? nb : 0] = '\0';
-    seen[nm > 0 ? nm : 0] = '\0';
-    if (!boot[0] || strcmp(boot, seen) == 0)
+    char boot[SBX_BOOT_ID_SIZE];
+    if (sbx_boot_id(boot) < 0 || sbx_file_is(marker, boot))
         return;
     if (!holds_leases(top) &&
         mount("sbx-net", top, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=0700,size=16m") == 0)
@@ -165,13 +149,10 @@ ip_forward_on(void)
 static int
 nft_stamp(char stamp[96])
 {
-    char boot[40] = "";
+    char boot[SBX_BOOT_ID_SIZE];
     uint32_t gen = 0;
-    sbx_autoclose int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    ssize_t len = fd >= 0 ? read(fd, boot, sizeof(boot) - 1) : -1;
-    if (len <= 0 || sbx_nl_nft_genid(&gen) < 0)
+    if (sbx_boot_id(boot) < 0 || sbx_nl_nft_genid(&gen) < 0)
         return -1;
-    boot[strcspn(boot, "\n")] = '\0';
     (void)snprintf(stamp, 96, "%s %u\n", boot, gen);
     return 0;
 }

@@ -323,16 +323,6 @@ sbx_rt_upper_kept(const char *state_dir, const char *id)
     return sbx_rt_upper_is_kept(layer);
 }
 
-/* This boot's id (36 characters and a newline), or "" when it cannot be read. */
-static void
-boot_id(char out[40])
-{
-    out[0] = '\0';
-    sbx_autoclose int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, out, 39);
-    out[n > 0 ? n : 0] = '\0';
-}
-
 /* Write the mark durably: a kept layer must survive a power loss right after the stop (gc at
  * boot would otherwise sweep it as an orphan). It holds the boot id: a layer whose volatile
  * mount a crash interrupted can only be trusted within the same boot (sbx_rt_upper_recover). */
@@ -344,8 +334,8 @@ mark_kept(const char *upper, sbx_error **err)
         return sbx_error_set(err, SBX_EGENERIC, errno, "open the writable layer `%s`", upper);
     sbx_autoclose int fd =
         openat(dir, KEPT_MARK, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-    char id[40];
-    boot_id(id);
+    char id[SBX_BOOT_ID_SIZE];
+    (void)sbx_boot_id(id);
     if (fd < 0 || sbx_write_all(fd, id, strlen(id)) < 0 || fsync(fd) < 0 || fsync(dir) < 0)
         return sbx_error_set(err, SBX_EGENERIC, errno, "mark `%s` kept", upper);
     return 0;
@@ -383,14 +373,9 @@ sbx_rt_upper_recover(const char *layer, sbx_error **err)
     /* Still marked: the stop was cut short between the sandbox's end and its settle. Within
      * the same boot every write is still in the page cache, so settling now is as good as
      * then; after a reboot the writes overlayfs never synced may be lost. */
-    char now[40];
-    char then[40] = "";
-    boot_id(now);
+    char now[SBX_BOOT_ID_SIZE];
     sbx_autofree char *kept = sbx_xasprintf("%s/" KEPT_MARK, layer);
-    sbx_autoclose int fd = open(kept, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-    ssize_t n = fd < 0 ? -1 : read(fd, then, sizeof then - 1);
-    then[n > 0 ? n : 0] = '\0';
-    if (!now[0] || strcmp(now, then) != 0)
+    if (sbx_boot_id(now) < 0 || !sbx_file_is(kept, now))
         return sbx_error_set(err, SBX_ECONFLICT, 0,
                              "its writable layer was mounted without syncs (volatile) when the "
                              "host went down during its stop, so its files may be incomplete; "

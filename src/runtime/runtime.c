@@ -18,7 +18,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <linux/magic.h>
 #include <linux/fs.h>
 #include <linux/loop.h>
 #include <spawn.h>
@@ -26,7 +25,6 @@
 #include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/random.h>
-#include <sys/vfs.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -49,13 +47,6 @@ static const char *const default_path =
     "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
 
 static bool
-on_tmpfs(const char *path)
-{
-    struct statfs st;
-    return statfs(path, &st) == 0 && (unsigned long)st.f_type == TMPFS_MAGIC;
-}
-
-static bool
 dir_is_empty(const char *path)
 {
     sbx_autoclosedir DIR *d = opendir(path);
@@ -75,13 +66,13 @@ dir_is_empty(const char *path)
 static void
 ensure_run_tmpfs(const struct sbx_rt *rt)
 {
-    if (on_tmpfs(rt->run_dir))
+    if (sbx_on_tmpfs(rt->run_dir))
         return;
     sbx_autofree char *lock = sbx_xasprintf("%s/run.lock", rt->state_dir);
     sbx_autoclose int fd = open(lock, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0 || flock(fd, LOCK_EX) < 0)
         return;
-    if (on_tmpfs(rt->run_dir) || !dir_is_empty(rt->run_dir))
+    if (sbx_on_tmpfs(rt->run_dir) || !dir_is_empty(rt->run_dir))
         return;
     if (mount("sbx-run", rt->run_dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
               "mode=0711,size=64m") < 0)
@@ -109,7 +100,7 @@ spread_layers(const char *upper_dir)
 void
 sbx_rt_release_run_tmpfs(const struct sbx_rt *rt)
 {
-    if (on_tmpfs(rt->run_dir) && !on_tmpfs(rt->state_dir) && dir_is_empty(rt->run_dir))
+    if (sbx_on_tmpfs(rt->run_dir) && !sbx_on_tmpfs(rt->state_dir) && dir_is_empty(rt->run_dir))
         (void)umount2(rt->run_dir, MNT_DETACH);
 }
 

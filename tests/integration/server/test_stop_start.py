@@ -156,7 +156,7 @@ def native_kept_layer(s):
     check(not os.path.exists(os.path.join(layer, "work/work/incompat/volatile")),
           "the stop settled the layer")
     with open(os.path.join(layer, "kept")) as f, open("/proc/sys/kernel/random/boot_id") as b:
-        check(f.read() == b.read(), "the kept mark names this boot")
+        check(f.read() == b.read().strip(), "the kept mark names this boot")
     check(not os.path.exists(os.path.join(s.state, "run", sid)), "no runtime record while stopped")
     sbx_gc(s)
     check(os.path.isdir(os.path.join(layer, "upper")), "sbx gc leaves a kept layer alone")
