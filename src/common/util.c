@@ -326,7 +326,9 @@ bool
 sbx_file_is(const char *path, const char *text)
 {
     sbx_autofree char *data = NULL;
+    sbx_autoerror sbx_error *ignored = NULL;
     size_t len = 0;
-    return sbx_read_file(path, strlen(text) + 1, &data, &len, NULL) == 0 && len == strlen(text) &&
-           memcmp(data, text, len) == 0;
+    if (sbx_read_file(path, strlen(text) + 1, &data, &len, &ignored) < 0 || !data)
+        return false;
+    return len == strlen(text) && memcmp(data, text, len) == 0;
 }

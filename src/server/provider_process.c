@@ -210,30 +210,6 @@ prepare_restart(struct sbx_record *sb, sbx_error **err)
     return 0;
 }
 
-static int
-proc_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
-{
-    struct proc_data *d = pdata(p);
-    if (access(d->execd, X_OK) < 0)
-        return sbx_error_set(err, SBX_EUNAVAIL, errno,
-                             "sbx-execd not found at `%s` (set providers.process.execd)", d->execd);
-    if (prepare_restart(sb, err) < 0)
-        return -SBX_EGENERIC;
-    sbx_warn("sandbox %s: process provider, NO ISOLATION: execd runs as a plain host process",
-             sb->id);
-    pid_t pid = 0;
-    if (spawn_launcher(sb, d->execd, &pid, err) < 0)
-        return -SBX_EGENERIC;
-    struct sbx_proc_info pi = {0};
-    (void)sbx_proc_info(pid, &pi, NULL);
-    (void)json_object_set_new(sb->priv, "pid", json_integer(pid));
-    (void)json_object_set_new(sb->priv, "start_time", json_integer((json_int_t)pi.start_time));
-    /* The pid file lets a delete after a crash find execd even if the store lost the pid. */
-    if (write_pidfile(sb, pid, pi.start_time, err) < 0)
-        return sbx_error_wrap(err, "sandbox `%s`", sb->id);
-    return wait_ready(d, sb, pid, pi.start_time, err);
-}
-
 /* The session of the recorded execd, or 0 when it is gone (or is another process now). */
 static pid_t
 live_sid(const struct sbx_record *sb)
@@ -279,6 +255,56 @@ kill_session(const struct sbx_record *sb, int grace_ms)
     }
     reap(sid);
     return 0;
+}
+
+/* Spawn execd once on the recorded port and wait until it answers. */
+static int
+launch(struct proc_data *d, struct sbx_record *sb, sbx_error **err)
+{
+    pid_t pid = 0;
+    if (spawn_launcher(sb, d->execd, &pid, err) < 0)
+        return -SBX_EGENERIC;
+    struct sbx_proc_info pi = {0};
+    (void)sbx_proc_info(pid, &pi, NULL);
+    (void)json_object_set_new(sb->priv, "pid", json_integer(pid));
+    (void)json_object_set_new(sb->priv, "start_time", json_integer((json_int_t)pi.start_time));
+    /* The pid file lets a delete after a crash find execd even if the store lost the pid. */
+    if (write_pidfile(sb, pid, pi.start_time, err) < 0)
+        return sbx_error_wrap(err, "sandbox `%s`", sb->id);
+    return wait_ready(d, sb, pid, pi.start_time, err);
+}
+
+static bool
+port_taken(const sbx_error *err)
+{
+    return err && sbx_error_code(err) == SBX_EUNAVAIL &&
+           strstr(sbx_error_msg(err), "Address already in use") != NULL;
+}
+
+static int
+proc_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
+{
+    struct proc_data *d = pdata(p);
+    if (access(d->execd, X_OK) < 0)
+        return sbx_error_set(err, SBX_EUNAVAIL, errno,
+                             "sbx-execd not found at `%s` (set providers.process.execd)", d->execd);
+    if (prepare_restart(sb, err) < 0)
+        return -SBX_EGENERIC;
+    sbx_warn("sandbox %s: process provider, NO ISOLATION: execd runs as a plain host process",
+             sb->id);
+    for (int attempt = 1;; attempt++) {
+        int r = launch(d, sb, err);
+        /* The port was free when the create picked it, but something (another sandbox's
+         * execd, a client's ephemeral port) may have bound it since: pick another. */
+        if (r == 0 || attempt == 3 || !port_taken(*err))
+            return r;
+        (void)kill_session(sb, 0);
+        sbx_error_clear(err);
+        int port = 0;
+        if (sbx_net_free_port(&port, err) < 0)
+            return sbx_error_wrap(err, "start sandbox `%s`", sb->id);
+        (void)json_object_set_new(sb->priv, "port", json_integer(port));
+    }
 }
 
 /* Stop is not delete: the session goes, the sandbox's directory stays for the next start. */
