@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "cli/run_stdio.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "common/xalloc.h"
@@ -389,9 +390,16 @@ run(struct run_opts *o, sbx_error **err)
     (void)sigprocmask(SIG_BLOCK, &fwd, NULL);
     struct sbx_rt_sandbox *sb = NULL;
     struct sbx_rt_exit ex = {.code = -1};
-    ret = sbx_rt_create(&sb, rt, &o->spec, err);
+    struct sbx_run_stdio io;
+    ret = sbx_run_stdio_setup(&io, o->spec.stdio);
+    if (ret < 0)
+        ret = sbx_error_set(err, SBX_EGENERIC, -ret, "pipe for the command's stdio");
+    if (ret == 0)
+        ret = sbx_rt_create(&sb, rt, &o->spec, err);
+    sbx_run_stdio_started(&io);
     if (ret == 0)
         ret = sbx_rt_wait(&ex, sb, &fwd, err);
+    sbx_run_stdio_finish(&io); /* all it wrote is in the caller's files before we exit */
     if (sb) {
         /* The teardown (the init's exit, cgroups, lease, record) finishes in a detached
          * process once the command's status is known: the caller waits for our exit only. */

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <linux/close_range.h>
+#include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <linux/sched.h>
 #include <sys/socket.h>
@@ -111,20 +112,41 @@ wait_for(struct sbx_child_args *a, int type)
 static void
 setup_stdio(struct sbx_child_args *a)
 {
-    const int *io = a->spec->stdio;
-    /* Move the fds above 2 first so dup2 cannot clobber one we still need. */
+    const int *io = a->stdio;
+    /* Move the fds above 2 first so dup2 cannot clobber one we still need. A slot without an
+     * fd gets a placeholder (an O_PATH fd of the caller's root, which no one uses: it is
+     * replaced by the sandbox's /dev/null in stdio_devnull before anything runs). */
     int tmp[3];
     for (int i = 0; i < 3; i++) {
-        int src = io[i] >= 0 ? io[i] : open("/dev/null", O_RDWR | O_CLOEXEC);
+        int src = io[i] >= 0 ? io[i] : open("/", O_PATH | O_CLOEXEC);
         tmp[i] = src < 0 ? -1 : fcntl(src, F_DUPFD_CLOEXEC, 3);
         if (tmp[i] < 0)
             sbx_child_fail(a->sync_fd, errno, "stdio %d", i);
+        if (io[i] < 0)
+            (void)close(src);
     }
     for (int i = 0; i < 3; i++) {
         if (dup2(tmp[i], i) < 0)
             sbx_child_fail(a->sync_fd, errno, "dup2 stdio %d", i);
         (void)close(tmp[i]);
     }
+}
+
+/* After pivot_root: the slots without an fd get the sandbox's own /dev/null, whose mount is
+ * read-only (rootfs.c), so no fd of the command leads to a host inode it could change. */
+static void
+stdio_devnull(struct sbx_child_args *a)
+{
+    if (a->stdio[0] >= 0 && a->stdio[1] >= 0 && a->stdio[2] >= 0)
+        return;
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0)
+        sbx_child_fail(a->sync_fd, errno, "open /dev/null");
+    for (int i = 0; i < 3; i++) {
+        if (a->stdio[i] < 0 && dup2(null, i) < 0)
+            sbx_child_fail(a->sync_fd, errno, "dup2 stdio %d", i);
+    }
+    (void)close(null);
 }
 
 static void
@@ -226,28 +248,62 @@ status_code(int st)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* Under the init's seccomp filter: raw syscalls only, exactly the ones it allows
+ * (seccomp_profile.c). libc's wrappers may be intercepted (a sanitizer runtime checks its
+ * alternate stack and thread id in them), which the filter would refuse. */
 __attribute__((noreturn)) static void
 init_loop(struct sbx_child_args *a, pid_t cmd, const sigset_t *all)
 {
+    /* First, the init's own filter: only what this loop calls (seccomp_profile.c). The
+     * process is non-dumpable too (no /proc/1/mem, environ or fd/ for the sandbox), so even
+     * code that got in could not widen the sandbox from here. Loaded here, not by the caller:
+     * nothing may run between the filter and the loop (a sanitizer's hook before a call to a
+     * noreturn function asks for the signal stack, which the filter refuses). */
+    if (syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, a->init_seccomp) < 0) {
+        struct sbx_sync_msg m = {.type = SBX_SYNC_ERROR, .err = errno};
+        memcpy(m.msg, "load the init's seccomp filter", sizeof "load the init's seccomp filter");
+        (void)syscall(SYS_kill, cmd, SIGKILL);
+        (void)syscall(SYS_sendto, a->sync_fd, &m, sizeof m, MSG_NOSIGNAL, NULL, 0);
+        (void)syscall(SYS_exit_group, 127);
+    }
     for (;;) {
         siginfo_t si;
-        int sig = sigwaitinfo(all, &si);
+        long sig = syscall(SYS_rt_sigtimedwait, all, &si, NULL, (size_t)(_NSIG / 8));
         if (sig < 0)
             continue;
         if (sig != SIGCHLD) {
-            (void)kill(cmd, sig); /* forward: the command decides what a signal means */
+            /* forward: the command decides what a signal means */
+            (void)syscall(SYS_kill, cmd, (int)sig);
             continue;
         }
-        int st;
-        pid_t p;
+        int st = 0;
+        long p;
         /* Reap everything: orphans of the command are re-parented to us. */
-        while ((p = waitpid(-1, &st, WNOHANG)) > 0) {
+        while ((p = syscall(SYS_wait4, -1, &st, WNOHANG, NULL)) > 0) {
             if (p != cmd)
                 continue;
-            (void)sbx_sync_send(a->sync_fd, SBX_SYNC_EXIT, 0, st, NULL);
+            struct sbx_sync_msg m = {.type = SBX_SYNC_EXIT, .status = st};
+            (void)syscall(SYS_sendto, a->sync_fd, &m, sizeof m, MSG_NOSIGNAL, NULL, 0);
             /* Our exit kills whatever is left in the pid namespace. */
-            _exit(status_code(st));
+            (void)syscall(SYS_exit_group, status_code(st));
         }
+    }
+}
+
+/* The init of a plain spawn is a copy of the caller's memory: the caller's argv and its whole
+ * environment (API keys an agent exported, ...) are in it, and /proc/1/cmdline shows argv to
+ * everyone. Wipe both; argv becomes "sbx-init". */
+static void
+scrub(struct sbx_child_args *a)
+{
+    static const char name[] = "sbx-init";
+    if (a->scrub_env[0])
+        memset((void *)a->scrub_env[0], 0, a->scrub_env[1] - a->scrub_env[0]);
+    if (a->scrub_arg[0]) {
+        size_t len = a->scrub_arg[1] - a->scrub_arg[0];
+        memset((void *)a->scrub_arg[0], 0, len);
+        if (len > sizeof name)
+            memcpy((void *)a->scrub_arg[0], name, sizeof name);
     }
 }
 
@@ -274,6 +330,9 @@ run_init(struct sbx_child_args *a)
     int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     for (int i = 0; devnull >= 0 && i < 3; i++)
         (void)dup2(devnull, i);
+    if (devnull > 2)
+        (void)close(devnull);
+    scrub(a);
     init_loop(a, cmd, &all);
 }
 
@@ -319,6 +378,11 @@ void
 sbx_child_main(struct sbx_child_args *a)
 {
     const struct sbx_rt_spec *spec = a->spec;
+    /* Non-dumpable from the first instruction: the sandbox's processes (same uid, no
+     * CAP_SYS_PTRACE) can then not open /proc/1/mem, environ, fd/ or ptrace us, whatever our
+     * memory holds (a copy of the caller's). An exec (as_init) resets it for the new program,
+     * which decides for itself (execd sets it again). */
+    (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     (void)close(a->parent_fd);
     if (a->hello)
         (void)sbx_sync_send(a->sync_fd, SBX_SYNC_HELLO, 0, 0, NULL);
@@ -390,6 +454,7 @@ sbx_child_main(struct sbx_child_args *a)
     if (sethostname(a->hostname, strlen(a->hostname)) < 0)
         sbx_child_fail(a->sync_fd, errno, "sethostname");
     (void)sbx_rootfs_setup(a);
+    stdio_devnull(a);
     if (a->upper_loop_fd >= 0)
         (void)close(a->upper_loop_fd); /* mounted now: the mount keeps the device */
     for (size_t i = 0; i < a->n_binds; i++) {

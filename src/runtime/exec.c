@@ -95,6 +95,11 @@ inner(struct sbx_rt_sandbox *sb, const struct sbx_rt_exec *ex, const struct exec
 __attribute__((noreturn)) static void
 middle(struct sbx_rt_sandbox *sb, const struct sbx_rt_exec *ex, const struct exec_plan *p)
 {
+    /* A copy of the caller's memory (a server's keys, its environment) about to enter the
+     * sandbox's namespaces, and the command forked from it until its exec: non-dumpable, so
+     * the sandbox's processes cannot read it through /proc/<pid>/mem or environ meanwhile
+     * (exec makes the command dumpable again, with nothing of ours left in it). */
+    (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     for (int i = 0; i < 3; i++) {
         if (ex->stdio[i] >= 0 && dup2(ex->stdio[i], i) < 0)
             die("stdio");

@@ -30,11 +30,12 @@ struct sbx_rt {
     const struct sbx_cg_ops *cg_ops;
     struct sbx_rt_net_ops net_ops;
     bool has_net_ops;
-    struct sock_fprog seccomp; /* the default profile, built once */
-    pthread_mutex_t async_mu;  /* guards n_async */
-    pthread_cond_t async_cv;   /* n_async dropped */
-    unsigned n_async;          /* sbx_rt_destroy_async threads still running */
-    struct sbx_caps caps;      /* the default capability set (uid 0 inside) */
+    struct sock_fprog seccomp;      /* the default profile, built once */
+    struct sock_fprog init_seccomp; /* the init's (sbx_seccomp_init_build) */
+    pthread_mutex_t async_mu;       /* guards n_async */
+    pthread_cond_t async_cv;        /* n_async dropped */
+    unsigned n_async;               /* sbx_rt_destroy_async threads still running */
+    struct sbx_caps caps;           /* the default capability set (uid 0 inside) */
     /* netns.c: the thread that makes sockets inside sandboxes' network namespaces */
     pthread_mutex_t sock_mu;
     pthread_cond_t sock_cv;   /* a request was queued, or stop */
@@ -130,6 +131,7 @@ struct sbx_child_args {
     char overlay_opts[8192];
     size_t volatile_at; /* > 0: overlay_opts ends in ",volatile" from here (cut on EINVAL) */
     char tmpfs_opts[64];
+    char shm_opts[64]; /* /dev/shm's tmpfs options */
     const char *hostname;
     struct sbx_child_bind binds[SBX_MAX_MOUNTS];
     size_t n_binds;
@@ -145,7 +147,17 @@ struct sbx_child_args {
     size_t n_cg_rel;
     bool unshare_cgroupns; /* v1: after joining our cgroups */
     const struct sock_fprog *seccomp;
+    const struct sock_fprog *init_seccomp; /* the init's own, once its command runs */
     const struct sbx_caps *caps;
+    /* The command's stdio as the child dups it (stdio.c): the caller's pipe or socket, or a
+     * device or read-only file reopened on a read-only mount; -1: the sandbox's /dev/null,
+     * opened after pivot_root so that no host inode is ever behind it. */
+    int stdio[3];
+    bool stdio_owned[3]; /* reopened by sbx_rt_safe_stdio: the parent closes its copy */
+    /* Plain spawn: where the caller's argv and environment strings are in the child's copy
+     * of its memory ([start, end) from /proc/self/stat); the init wipes them. 0: none. */
+    uintptr_t scrub_arg[2];
+    uintptr_t scrub_env[2];
     int fd3;      /* in the child: spec->fd3 copied above 3, or -1 */
     int netns_fd; /* a pooled network namespace to enter instead of a new one, or -1 */
     bool hello;   /* shared spawn: send HELLO first (the parent's host side waits for it) */
@@ -163,6 +175,10 @@ __attribute__((noreturn)) void sbx_child_fail(int fd, int e, const char *fmt, ..
 /* rootfs.c (runs in the child) */
 int sbx_rootfs_setup(struct sbx_child_args *a);
 
+/* stdio.c: fill a->stdio from spec->stdio (see there why), and close the reopened ones. */
+int sbx_rt_safe_stdio(struct sbx_child_args *a, const struct sbx_rt_spec *spec, sbx_error **err);
+void sbx_rt_safe_stdio_close(struct sbx_child_args *a);
+
 /* hostimg.c */
 /* Build the host image skeleton at dir once, owned by uid:gid (a user namespace's root). */
 int sbx_hostimg_ensure(const char *dir, uid_t uid, gid_t gid, sbx_error **err);
@@ -171,6 +187,8 @@ size_t sbx_hostimg_binds(struct sbx_child_bind *binds, size_t max);
 
 /* security.c */
 int sbx_seccomp_build(struct sock_fprog *out, sbx_error **err);
+/* The stricter filter of `sbx run`'s init once its command runs (seccomp_profile.c). */
+int sbx_seccomp_init_build(struct sock_fprog *out);
 void sbx_seccomp_free(struct sock_fprog *prog);
 void sbx_caps_default(struct sbx_caps *c);
 extern const int sbx_caps_keep[];

@@ -198,13 +198,22 @@ setup_dev(struct sbx_child_args *a, int rootfd)
         char src[32];
         snprintf(src, sizeof src, "/dev/%s", dev_nodes[i]);
         sbx_autoclose int t = openat(devfd, dev_nodes[i], O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-        if (t < 0 || attach_tree(AT_FDCWD, src, t, MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC) < 0)
+        /* Read-only binds: the node is the host's own inode, and sandbox root has CAP_FOWNER
+         * and CAP_CHOWN, so a writable bind would let `chmod 000 /dev/null` inside break the
+         * host. On a read-only mount every change of the inode (chmod, chown, utimes, xattrs)
+         * is EROFS, while reading and writing the device still work: a device node's I/O is
+         * the driver's, not the file system's. */
+        if (t < 0 || attach_tree(AT_FDCWD, src, t,
+                                 MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NOEXEC) < 0)
             FAIL(a, "bind %s", src);
     }
     /* A private devpts instance: the sandbox sees only its own ptys. */
     mount_at(a, rootfd, "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
              "newinstance,ptmxmode=0666,mode=0620");
-    mount_at(a, rootfd, "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, "mode=1777");
+    /* Sized at half the memory limit (shm_opts): its pages are charged to the sandbox, and
+     * a /dev/shm that can take the whole limit turns filling it into an OOM kill of whatever
+     * the kernel picks, execd included, with nothing left to free. */
+    mount_at(a, rootfd, "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, a->shm_opts);
     mount_at(a, rootfd, "dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
     dev_symlinks(a, devfd);
 }

@@ -142,6 +142,8 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
         ret = sbx_cg_detect(&rt->cg_ops, "/sys/fs/cgroup", err);
     if (ret == 0)
         ret = sbx_seccomp_build(&rt->seccomp, err);
+    if (ret == 0)
+        ret = sbx_seccomp_init_build(&rt->init_seccomp);
     if (ret == 0 && cfg)
         ret = sbx_rt_pool_start(rt, cfg->netns_pool, cfg->netns_pool_net, err);
     if (ret < 0) {
@@ -167,6 +169,7 @@ sbx_rt_close(struct sbx_rt *rt)
     (void)pthread_mutex_destroy(&rt->async_mu);
     sbx_rt_sock_stop(rt);
     sbx_seccomp_free(&rt->seccomp);
+    sbx_seccomp_free(&rt->init_seccomp);
     free(rt->state_dir);
     free(rt->run_dir);
     free(rt->upper_dir);
@@ -702,6 +705,34 @@ child_cgroups(struct sbx_child_args *a, const struct sbx_rt_sandbox *sb, sbx_err
     return 0;
 }
 
+/* Where this process's argv and environment strings are (fields 48-51 of /proc/self/stat):
+ * an init made by the plain clone is a copy of the caller's memory, and wipes them (child.c)
+ * so that /proc/1/cmdline and /proc/1/environ hold nothing of the caller's. */
+static void
+scrub_ranges(struct sbx_child_args *a)
+{
+    char buf[2048];
+    sbx_autoclose int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (n <= 0)
+        return;
+    buf[n] = '\0';
+    const char *p = strrchr(buf, ')'); /* the name may hold spaces and parentheses */
+    unsigned long long v[4];
+    /* After ")": field 3 (state) onwards; fields 48-51 are arg_start, arg_end, env_start,
+     * env_end. */
+    for (int field = 2; p && field < 48; field++)
+        p = strchr(p + 1, ' ');
+    if (!p || sscanf(p, " %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3]) != 4)
+        return;
+    if (v[0] < v[1] && v[2] < v[3]) {
+        a->scrub_arg[0] = (uintptr_t)v[0];
+        a->scrub_arg[1] = (uintptr_t)v[1];
+        a->scrub_env[0] = (uintptr_t)v[2];
+        a->scrub_env[1] = (uintptr_t)v[3];
+    }
+}
+
 static int
 child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec,
            sbx_error **err)
@@ -728,6 +759,12 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
                      : spec->memory_bytes ? spec->memory_bytes
                                           : 1ULL << 30;
     snprintf(a->tmpfs_opts, sizeof a->tmpfs_opts, "mode=755,size=%" PRIu64, tmpfs);
+    /* /dev/shm: half the memory limit (see rootfs.c), else tmpfs's default (half the RAM). */
+    if (spec->memory_bytes)
+        snprintf(a->shm_opts, sizeof a->shm_opts, "mode=1777,size=%" PRIu64,
+                 spec->memory_bytes / 2);
+    else
+        snprintf(a->shm_opts, sizeof a->shm_opts, "mode=1777");
     if (spec->n_layers == 0)
         a->n_binds = sbx_hostimg_binds(a->binds, SBX_MAX_MOUNTS);
     size_t first_volume = a->n_binds;
@@ -743,8 +780,13 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
      * namespace there. */
     a->unshare_cgroupns = !sb->cg.ops->clone_into && sbx_cg_any_dir(&sb->cg);
     a->seccomp = &sb->rt->seccomp;
+    a->init_seccomp = &sb->rt->init_seccomp;
     a->caps = &sb->rt->caps;
-    int ret = child_cgroups(a, sb, err);
+    if (!spec->as_init) /* an init that stays (not exec'd over) */
+        scrub_ranges(a);
+    int ret = sbx_rt_safe_stdio(a, spec, err);
+    if (ret == 0)
+        ret = child_cgroups(a, sb, err);
     if (ret < 0)
         return ret;
     ret = clone_volume_trees(a, first_volume, spec, err);
@@ -1178,6 +1220,7 @@ sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_r
     a->upper_loop_fd = -1;
     a->cg_root_fd = -1;
     a->netns_fd = -1;
+    a->stdio[0] = a->stdio[1] = a->stdio[2] = -1;
     sbx_rt_pool_begin(rt);
     ret = prepare_host(sb, spec, err);
     if (ret == 0 && sbx_rt_pool_take(sb, spec))
@@ -1195,6 +1238,7 @@ sbx_rt_create(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const struct sbx_r
     if (ret == 0 && shared == 0)
         ret = spawn(sb, a, err);
     close_volume_trees(a);
+    sbx_rt_safe_stdio_close(a);               /* the child has its own copies */
     for (size_t i = 0; i < a->n_cg_join; i++) /* the child has its own copies */
         (void)close(a->cg_join_fds[i]);
     if (a->cg_root_fd >= 0)

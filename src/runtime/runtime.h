@@ -113,7 +113,12 @@ struct sbx_rt_spec {
     enum sbx_rt_netmode net;
     bool userns; /* own user namespace with the maps below */
     struct sbx_rt_idmap uid_map, gid_map;
-    int stdio[3]; /* fds for the command's stdin/stdout/stderr; -1 => /dev/null */
+    /* fds for the command's stdin/stdout/stderr; -1 => the sandbox's /dev/null. Pipes and
+     * sockets are passed as they are, devices and read-only files are opened again on a
+     * read-only mount; a file (or named FIFO) open for writing is refused with SBX_EINVAL
+     * (the sandbox could chmod it through its fd): pass a pipe and copy, see
+     * sbx_rt_stdio_needs_pipe. */
+    int stdio[3];
     /* With has_fd3: passed to the command as its fd 3 (the init keeps no copy), e.g. the write
      * end of a pipe execd signals readiness on. Nothing else of the caller's gets in. */
     bool has_fd3;
@@ -123,6 +128,10 @@ struct sbx_rt_spec {
     bool pausable;        /* create a freezer cgroup (needed by sbx_rt_pause) */
     bool start;           /* create and start at once; setup errors come from sbx_rt_wait */
 };
+
+/* fd is one that spec.stdio refuses (a host file or named FIFO open for writing): the caller
+ * must hand the sandbox a pipe instead and copy. */
+bool sbx_rt_stdio_needs_pipe(int fd);
 
 #define SBX_RT_EXECD_PATH "/.sbx/bin/sbx-execd"
 /* A private (0700) directory for the daemon's state: the host image has it (and the mount

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <linux/sched.h>
 #include <seccomp.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -124,24 +125,67 @@ export_bpf(struct sock_fprog *out, scmp_filter_ctx ctx)
     return 0;
 }
 
-int
-sbx_seccomp_profile_compile(struct sock_fprog *out)
+static int
+compile(struct sock_fprog *out, uint32_t def, int (*rules)(scmp_filter_ctx))
 {
-    scmp_filter_ctx ctx = seccomp_init(SCMP_ACT_ALLOW);
+    scmp_filter_ctx ctx = seccomp_init(def);
     if (!ctx)
         return -ENOMEM;
     /* Other architectures (x32, i386 on x86_64) would be a way around the rules: kill. */
     int r = seccomp_attr_set(ctx, SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS);
+    if (r == 0)
+        r = rules(ctx);
+    if (r == 0)
+        r = export_bpf(out, ctx);
+    seccomp_release(ctx);
+    return r;
+}
+
+static int
+default_rules(scmp_filter_ctx ctx)
+{
+    int r = 0;
     for (size_t i = 0; r == 0 && i < sbx_seccomp_n_denied; i++) {
         int nr = seccomp_syscall_resolve_name(sbx_seccomp_denied[i].name);
         if (nr == __NR_SCMP_ERROR)
             continue; /* not on this architecture */
         r = seccomp_rule_add(ctx, SCMP_ACT_ERRNO(sbx_seccomp_denied[i].err), nr, 0);
     }
-    if (r == 0)
-        r = add_arg_rules(ctx);
-    if (r == 0)
-        r = export_bpf(out, ctx);
-    seccomp_release(ctx);
+    return r == 0 ? add_arg_rules(ctx) : r;
+}
+
+int
+sbx_seccomp_profile_compile(struct sock_fprog *out)
+{
+    return compile(out, SCMP_ACT_ALLOW, default_rules);
+}
+
+/* What the init of `sbx run` calls once its command is forked (child.c: init_loop): wait for
+ * signals, forward them, reap, report the status on the sync socket, exit. Every other
+ * syscall fails with EPERM, so code that got into the init (it lives as long as the sandbox,
+ * next to the attacker's processes) could neither widen the sandbox nor forge much beyond an
+ * exit status. EPERM rather than a kill: a sanitizer runtime's stray call must not take the
+ * sandbox down. */
+const char *const sbx_seccomp_init_allowed[] = {
+    "rt_sigtimedwait", "rt_sigreturn", "restart_syscall", "kill",
+    "wait4",           "sendto",       "exit_group",      "exit",
+};
+const size_t sbx_seccomp_n_init_allowed = SBX_ARRAY_SIZE(sbx_seccomp_init_allowed);
+
+static int
+init_rules(scmp_filter_ctx ctx)
+{
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < sbx_seccomp_n_init_allowed; i++) {
+        int nr = seccomp_syscall_resolve_name(sbx_seccomp_init_allowed[i]);
+        if (nr != __NR_SCMP_ERROR)
+            r = seccomp_rule_add(ctx, SCMP_ACT_ALLOW, nr, 0);
+    }
     return r;
+}
+
+int
+sbx_seccomp_init_compile(struct sock_fprog *out)
+{
+    return compile(out, SCMP_ACT_ERRNO(EPERM), init_rules);
 }

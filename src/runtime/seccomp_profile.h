@@ -19,5 +19,10 @@ extern const size_t sbx_seccomp_n_denied;
 
 /* Compile the profile; out->filter is malloc'ed. Returns 0 or -errno. */
 int sbx_seccomp_profile_compile(struct sock_fprog *out);
+/* The init's profile (`sbx run`'s PID 1 once its command runs): only these syscalls, every
+ * other one EPERM. Same contract. */
+extern const char *const sbx_seccomp_init_allowed[];
+extern const size_t sbx_seccomp_n_init_allowed;
+int sbx_seccomp_init_compile(struct sock_fprog *out);
 
 #endif

@@ -141,6 +141,14 @@ sbx_seccomp_build(struct sock_fprog *out, sbx_error **err)
     return 0;
 }
 
+int
+sbx_seccomp_init_build(struct sock_fprog *out)
+{
+    out->filter = (struct sock_filter *)sbx_seccomp_init_bpf; /* the kernel only reads it */
+    out->len = (unsigned short)SBX_ARRAY_SIZE(sbx_seccomp_init_bpf);
+    return 0;
+}
+
 void
 sbx_seccomp_free(struct sock_fprog *prog)
 {

@@ -6,6 +6,9 @@
  *   probe counter FILE            write an increasing counter to FILE every 5 ms, forever
  *   probe listen PORT             accept one connection on 127.0.0.1:PORT, write "hello\n"
  *   probe forkbomb N              fork up to N children, print how many succeeded
+ *   probe pid1                    PID 1 (the init or execd) is closed to us: memory, environ,
+ *                                 fds, ptrace; it runs filtered and with no_new_privs
+ *   probe hostinodes              the host's device nodes cannot be changed, only used
  *
  * Linked statically (no sanitizers) so it runs in any root filesystem.
  */
@@ -25,6 +28,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <sys/sysmacros.h>
 #include <time.h>
 #include <unistd.h>
@@ -150,6 +154,113 @@ escape_devices(void)
     TRY("mknod char device", mknod("/tmp/mem", S_IFCHR | 0600, makedev(1, 1)), EPERM, 0);
 }
 
+/* A successful call where one is expected: the control that shows a refusal above is not
+ * just a broken sandbox. */
+static void
+works(const char *name, long ret, int e)
+{
+    if (ret >= 0) {
+        printf("ok %s works\n", name);
+        return;
+    }
+    printf("FAIL %s: %s\n", name, strerrordesc_np(e));
+    failures++;
+}
+
+#define WORKS(name, call)         \
+    do {                          \
+        errno = 0;                \
+        long r_ = (long)(call);   \
+        works((name), r_, errno); \
+    } while (0)
+
+/* Every host device node the sandbox sees is the host's own inode: using it is fine, changing
+ * it (what `chmod 000 /dev/null` would do to the host) must fail. Each attempt sets what is
+ * there already (same mode, owner, times): refused with EROFS where the boundary holds, and
+ * harmless to the host where it does not (a regressed build must not break the test host). */
+static void
+escape_host_inodes(void)
+{
+    static const char *const nodes[] = {"/dev/null",   "/dev/zero",    "/dev/full",
+                                        "/dev/random", "/dev/urandom", "/dev/tty"};
+    for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
+        char name[96];
+        struct stat st;
+        if (stat(nodes[i], &st) < 0) {
+            printf("FAIL stat %s: %s\n", nodes[i], strerrordesc_np(errno));
+            failures++;
+            continue;
+        }
+        snprintf(name, sizeof name, "chmod %s", nodes[i]);
+        TRY(name, chmod(nodes[i], st.st_mode & 07777), EROFS, 0);
+        snprintf(name, sizeof name, "chown %s", nodes[i]);
+        TRY(name, chown(nodes[i], st.st_uid, st.st_gid), EROFS, 0);
+        snprintf(name, sizeof name, "utimes %s", nodes[i]);
+        struct timespec ts[2] = {st.st_atim, st.st_mtim};
+        TRY(name, utimensat(AT_FDCWD, nodes[i], ts, 0), EROFS, 0);
+        snprintf(name, sizeof name, "setxattr %s", nodes[i]);
+        TRY(name, setxattr(nodes[i], "user.sbx", "x", 1, 0), EROFS, EPERM);
+    }
+    struct stat st;
+    int fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    TRY("fchmod an open /dev/null", fstat(fd, &st) < 0 ? -1 : fchmod(fd, st.st_mode & 07777), EROFS,
+        0);
+    WORKS("write /dev/null", write(fd, "x", 1));
+    close(fd);
+    char b[8];
+    fd = open("/dev/zero", O_RDONLY | O_CLOEXEC);
+    WORKS("read /dev/zero", read(fd, b, sizeof b));
+    close(fd);
+}
+
+/* PID 1 (sbx run's init, or execd in a server's sandbox) holds what the sandbox must not
+ * have: the caller's memory, the access token, a status channel. */
+static void
+escape_pid1(void)
+{
+    TRY("open /proc/1/environ", open("/proc/1/environ", O_RDONLY | O_CLOEXEC), EACCES, 0);
+    TRY("open /proc/1/mem rw", open("/proc/1/mem", O_RDWR | O_CLOEXEC), EACCES, 0);
+    TRY("open /proc/1/mem ro", open("/proc/1/mem", O_RDONLY | O_CLOEXEC), EACCES, 0);
+    TRY("open /proc/1/fd/0", open("/proc/1/fd/0", O_RDONLY | O_CLOEXEC), EACCES, 0);
+    TRY("open /proc/1/fd/1", open("/proc/1/fd/1", O_WRONLY | O_CLOEXEC), EACCES, 0);
+    TRY("open /proc/1/fd/2", open("/proc/1/fd/2", O_WRONLY | O_CLOEXEC), EACCES, 0);
+    char buf[256];
+    TRY("readlink /proc/1/exe", readlink("/proc/1/exe", buf, sizeof buf), EACCES, 0);
+    TRY("ptrace attach 1", ptrace(PTRACE_ATTACH, 1, NULL, NULL), EPERM, 0);
+    TRY("pidfd_getfd of 1", syscall(SYS_pidfd_getfd, syscall(SYS_pidfd_open, 1, 0), 1, 0), EPERM,
+        0);
+    /* the same operations on ourselves work: the refusals above are about PID 1 */
+    int fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+    works("open /proc/self/mem rw", fd, errno);
+    close(fd);
+    fd = open("/proc/self/environ", O_RDONLY | O_CLOEXEC);
+    works("open /proc/self/environ", fd, errno);
+    close(fd);
+    FILE *f = fopen("/proc/1/status", "re");
+    int nnp = -1;
+    int secc = -1;
+    char line[256];
+    while (f && fgets(line, sizeof line, f)) {
+        (void)sscanf(line, "NoNewPrivs: %d", &nnp);
+        (void)sscanf(line, "Seccomp: %d", &secc);
+    }
+    if (f)
+        (void)fclose(f);
+    if (nnp == 1 && secc == 2) {
+        printf("ok PID 1 runs with no_new_privs and a seccomp filter\n");
+    } else {
+        printf("FAIL PID 1: NoNewPrivs %d Seccomp %d\n", nnp, secc);
+        failures++;
+    }
+}
+
+static int
+report_failures(void)
+{
+    printf("%d failures\n", failures);
+    return failures ? 1 : 0;
+}
+
 static int
 escape(pid_t hostpid, const char *marker)
 {
@@ -158,9 +269,10 @@ escape(pid_t hostpid, const char *marker)
     escape_procs(hostpid);
     escape_kernel();
     escape_devices();
+    escape_host_inodes();
+    escape_pid1();
     escape_chroot(marker);
-    printf("%d failures\n", failures);
-    return failures ? 1 : 0;
+    return report_failures();
 }
 
 static long
@@ -253,9 +365,19 @@ main(int argc, char **argv)
         return counter(argv[2]);
     if (argc == 3 && strcmp(argv[1], "forkbomb") == 0)
         return forkbomb((int)strtol(argv[2], NULL, 10));
+    if (argc == 2 && strcmp(argv[1], "pid1") == 0) {
+        (void)setvbuf(stdout, NULL, _IOLBF, 0);
+        escape_pid1();
+        return report_failures();
+    }
+    if (argc == 2 && strcmp(argv[1], "hostinodes") == 0) {
+        (void)setvbuf(stdout, NULL, _IOLBF, 0);
+        escape_host_inodes();
+        return report_failures();
+    }
     if (argc == 3 && strcmp(argv[1], "listen") == 0)
         return listen_once((int)strtol(argv[2], NULL, 10));
     fprintf(stderr, "usage: probe escape HOSTPID MARKER | spin MS | counter FILE | listen PORT | "
-                    "forkbomb N\n");
+                    "forkbomb N | pid1 | hostinodes\n");
     return 2;
 }

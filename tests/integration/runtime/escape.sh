@@ -17,6 +17,58 @@ echo "== as an unprivileged user"
 echo "== in a user namespace"
 "$SBX" run --userns -v "$TMP/probe:/probe:ro" -- /probe/probe escape $$ "$marker"
 
+echo "== the init holds nothing of the caller's (read from the host, as root)"
+SBX_TEST_SECRET="s3cr3t-$$" "$SBX" run -- sleep 20 </dev/null >/dev/null 2>&1 &
+runpid=$!
+initpid=""
+for _ in $(seq 200); do
+  rec=$(ls "$SBX_STATE_DIR"/run/*/state.json 2>/dev/null | head -1 || true)
+  [[ -n $rec ]] && initpid=$(grep -o '"pid": *[0-9]*' "$rec" | grep -o '[0-9]*$' || true)
+  [[ -n $initpid && $initpid != 0 && -r /proc/$initpid/cmdline ]] &&
+    [[ $(tr '\0' ' ' </proc/"$initpid"/cmdline) == sbx-init* ]] && break
+  sleep 0.05
+done
+[[ -n $initpid ]] || fail "no init pid in the record"
+cmdline=$(tr '\0' ' ' </proc/"$initpid"/cmdline)
+[[ $cmdline == sbx-init* ]] || fail "the init's cmdline shows the caller's: $cmdline"
+grep -aq "s3cr3t-$$" /proc/"$initpid"/environ && fail "the init's environ holds the caller's"
+grep -aq "s3cr3t-$$" /proc/"$initpid"/cmdline && fail "the init's cmdline holds the secret"
+grep -q '^NoNewPrivs:[[:space:]]*1' /proc/"$initpid"/status || fail "init without no_new_privs"
+grep -q '^Seccomp:[[:space:]]*2' /proc/"$initpid"/status || fail "init without a seccomp filter"
+# control: the caller itself does hold it (the check above can see a secret where there is one)
+grep -aq "s3cr3t-$$" /proc/"$runpid"/environ || fail "control: the caller's environ"
+kill "$runpid" 2>/dev/null || true
+wait "$runpid" 2>/dev/null || true
+echo "ok the init is sbx-init with an empty environment, filtered, no_new_privs"
+
+echo "== the caller's stdio: no host inode can be changed through it"
+mode_null=$(stat -c %a /dev/null)
+set +e
+# the mode it has already: refused where the boundary holds, harmless to the host where not
+"$SBX" run -- chmod "$mode_null" /proc/self/fd/0 </dev/null >"$TMP/o-null" 2>&1
+rc=$?
+set -e
+[[ $(stat -c %a /dev/null) == "$mode_null" ]] || { chmod "$mode_null" /dev/null; fail "host /dev/null changed"; }
+[[ $rc -ne 0 ]] && grep -q 'Read-only file system' "$TMP/o-null" ||
+  fail "chmod of a stdin /dev/null: rc $rc $(cat "$TMP/o-null")"
+echo before >"$TMP/out"
+chmod 644 "$TMP/out"
+"$SBX" run -- sh -c 'chmod 4755 /proc/self/fd/1 /proc/self/fd/2; echo out; echo err >&2' \
+  >>"$TMP/out" 2>&1 </dev/null
+[[ $(stat -c %a "$TMP/out") == 644 ]] || fail "a stdout file was chmod'ed: $(stat -c %a "$TMP/out")"
+[[ $(cat "$TMP/out") == $'before\nout\nerr' ]] || fail "stdout file content: $(cat "$TMP/out")"
+printf 'in1\nin2\n' >"$TMP/in"
+chmod 644 "$TMP/in"
+got=$("$SBX" run -- sh -c 'chmod 4755 /proc/self/fd/0 2>/dev/null; cat' <"$TMP/in")
+[[ $(stat -c %a "$TMP/in") == 644 ]] || fail "a stdin file was chmod'ed"
+[[ $got == $'in1\nin2' ]] || fail "stdin file content: $got"
+# a terminal: still a terminal inside, its inode out of reach
+script -qec "$SBX run -- sh -c 'test -t 0 && test -t 1 && echo IS-A-TTY; chmod 000 /proc/self/fd/0'" \
+  /dev/null >"$TMP/o-tty" 2>&1 </dev/null || true
+grep -q IS-A-TTY "$TMP/o-tty" || fail "a terminal stays a terminal: $(cat "$TMP/o-tty")"
+grep -q 'Read-only file system' "$TMP/o-tty" || fail "chmod of a terminal: $(cat "$TMP/o-tty")"
+echo "ok stdio: /dev/null, files and terminals reach the command, their inodes do not"
+
 echo "== a symlink inside a volume resolves inside the sandbox"
 mkdir -p "$TMP/vol"
 ln -s /etc/shadow "$TMP/vol/shadowlink"

@@ -5,6 +5,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <linux/sched.h>
 #include <sched.h>
 #include <seccomp.h>
@@ -16,6 +17,7 @@
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "common/util.h"
@@ -94,6 +96,11 @@ test_embedded_matches_profile(void **state)
     assert_memory_equal(fresh.filter, embedded.filter, fresh.len * sizeof(struct sock_filter));
     free(fresh.filter);
     sbx_seccomp_free(&embedded);
+    assert_int_equal(sbx_seccomp_init_compile(&fresh), 0);
+    assert_int_equal(sbx_seccomp_init_build(&embedded), 0);
+    assert_int_equal(fresh.len, embedded.len);
+    assert_memory_equal(fresh.filter, embedded.filter, fresh.len * sizeof(struct sock_filter));
+    free(fresh.filter);
 }
 
 /* Load the real filter in a child and check what it does. Bit i of the exit code = check i
@@ -140,6 +147,49 @@ test_filter_behaviour(void **state)
     assert_int_equal(WEXITSTATUS(st), 0);
 }
 
+/* The init's filter: what its loop needs works, anything else is EPERM. */
+static int
+init_filtered_child(const struct sock_fprog *prog)
+{
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 || sbx_seccomp_apply(prog) < 0)
+        return 0x80;
+    int bad = 0;
+    errno = 0;
+    bad |= (open("/dev/null", O_RDONLY | O_CLOEXEC) != -1 || errno != EPERM) << 0;
+    errno = 0;
+    bad |= (syscall(SYS_fork) != -1 || errno != EPERM) << 1;
+    errno = 0;
+    bad |= (syscall(SYS_write, 2, "", 0) != -1 || errno != EPERM) << 2;
+    errno = 0;
+    bad |= (syscall(SYS_mmap, NULL, 4096, 3, 0x22, -1, 0) != -1 || errno != EPERM) << 3;
+    bad |= (kill(getpid(), 0) != 0) << 4; /* forwarding signals */
+    errno = 0;
+    bad |= (waitpid(-1, NULL, WNOHANG) != -1 || errno != ECHILD) << 5; /* reaping */
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGUSR1);
+    struct timespec zero = {0};
+    errno = 0;
+    bad |= (sigtimedwait(&s, NULL, &zero) != -1 || errno != EAGAIN) << 6; /* the wait loop */
+    return bad;
+}
+
+static void
+test_init_filter_behaviour(void **state)
+{
+    (void)state;
+    struct sock_fprog prog = {0};
+    assert_int_equal(sbx_seccomp_init_build(&prog), 0);
+    pid_t p = fork();
+    assert_true(p >= 0);
+    if (p == 0)
+        syscall(SYS_exit_group, init_filtered_child(&prog));
+    int st = 0;
+    assert_int_equal(waitpid(p, &st, 0), p);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int
 main(void)
 {
@@ -148,6 +198,7 @@ main(void)
         cmocka_unit_test(test_caps_default),
         cmocka_unit_test(test_embedded_matches_profile),
         cmocka_unit_test(test_filter_behaviour),
+        cmocka_unit_test(test_init_filter_behaviour),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
