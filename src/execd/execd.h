@@ -29,7 +29,8 @@ struct event;
 #define EXECD_MAX_JSON_BODY      (16u << 20)
 #define EXECD_MAX_HEADERS        (64u << 10)
 #define EXECD_DEFAULT_MAX_UPLOAD (64ull << 30)
-#define EXECD_MAX_FINISHED       1024 /* finished command records kept for status queries */
+#define EXECD_MAX_FINISHED       1024         /* finished command records kept for status queries */
+#define EXECD_DEFAULT_LOG_RING   (256u << 10) /* logs.c: execd's log + the entrypoint's output */
 
 struct execd_config {
     char *listen_host; /* "0.0.0.0" */
@@ -39,6 +40,7 @@ struct execd_config {
     char *state_dir;     /* background logs, session state */
     char *envs_file;     /* EXECD_ENVS: KEY=VALUE lines merged into every command */
     char *python;        /* --python / EXECD_PYTHON: the kernel interpreter; NULL: search */
+    uint64_t log_ring;   /* --log-buffer: bytes of log kept in memory (logs.c) */
 };
 
 struct execd_cmd;
@@ -46,6 +48,7 @@ struct execd_session;
 struct execd_watch;
 struct execd_kernel;
 struct execd_ctx;
+struct execd_logs;
 
 struct execd {
     struct execd_config cfg;
@@ -61,6 +64,7 @@ struct execd {
     struct execd_watch *watches;
     struct execd_ctx *ctxs;       /* code contexts (code.c) */
     struct execd_kernel *kernels; /* kernel processes (kernel.c) */
+    struct execd_logs *logs;      /* logs.c */
     char *python_ok;              /* the interpreter that last started a kernel */
     char *kernel_dir;             /* short dir for kernel sockets when state_dir is deep */
     const char *shell;            /* /bin/bash, else /bin/sh */
@@ -155,6 +159,14 @@ void execd_code_context_delete(struct execd *ex, struct evhttp_request *req, con
  * context. */
 bool execd_code_interrupt(struct execd *ex, const char *id);
 void execd_code_free_all(struct execd *ex);
+
+/* ---- logs.c: our log and the entrypoint's output, in a bounded ring ---- */
+/* From now on every log line goes to the ring (and stderr). cap 0: the default. */
+int execd_logs_init(struct execd *ex, size_t cap);
+/* A pipe whose output goes to the ring: returns its write end (CLOEXEC), -1 on failure. */
+int execd_logs_output_pipe(struct execd *ex);
+void execd_logs_get(struct execd *ex, struct evhttp_request *req);
+void execd_logs_free(struct execd *ex);
 
 /* ---- metrics.c ---- */
 void execd_metrics_get(struct execd *ex, struct evhttp_request *req);

@@ -72,6 +72,7 @@ static const struct route routes[] = {
     R0(POST, "/directories", execd_dirs_create),
     R0(DELETE, "/directories", execd_dirs_remove),
     R0(GET, "/metrics", execd_metrics_get),
+    R0(GET, "/logs", execd_logs_get),
     R0(GET, "/metrics/watch", execd_metrics_watch),
     R0(POST, "/code", execd_code_run),
     R0(DELETE, "/code", execd_code_interrupt_req),

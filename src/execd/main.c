@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <getopt.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,7 @@
 #include "execd/execd.h"
 #include "execd/fastpath.h"
 #include "execd/kernel.h"
+#include "execd/spawn.h"
 
 extern char **environ;
 
@@ -40,8 +42,12 @@ static const char usage[] =
     "  --python PATH          interpreter for Python kernels (env EXECD_PYTHON; default:\n"
     "                         the first python3 on PATH, /usr/local/bin, /usr/bin with ipykernel)\n"
     "  --log-level LEVEL      error|warn|info|debug|trace (default info)\n"
-    "  --ready-fd FD          write one byte to FD (then close it) once listening\n"
-    "  -- ENTRYPOINT...       also start ENTRYPOINT (stdin /dev/null, our stdout/stderr)\n"
+    "  --ready-fd FD          write `R` to FD (then close it) once listening; `E` and the\n"
+    "                         reason when starting failed\n"
+    "  --log-buffer SIZE      bytes of log (ours and the entrypoint's output) kept in memory\n"
+    "                         for GET /logs (default 256k)\n"
+    "  -- ENTRYPOINT...       also start ENTRYPOINT (stdin /dev/null; its stdout/stderr go to\n"
+    "                         the log, see --log-buffer)\n"
     "  --version, --help\n";
 
 enum {
@@ -53,7 +59,8 @@ enum {
     OPT_ENVS,
     OPT_LOG,
     OPT_READY,
-    OPT_PYTHON
+    OPT_PYTHON,
+    OPT_LOG_BUFFER
 };
 
 static const struct option long_opts[] = {
@@ -66,6 +73,7 @@ static const struct option long_opts[] = {
     {"log-level", required_argument, NULL, OPT_LOG},
     {"ready-fd", required_argument, NULL, OPT_READY},
     {"python", required_argument, NULL, OPT_PYTHON},
+    {"log-buffer", required_argument, NULL, OPT_LOG_BUFFER},
     {"version", no_argument, NULL, 'V'},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -130,6 +138,11 @@ parse_opt(struct execd_config *cfg, int c, const char *arg)
         free(cfg->python);
         cfg->python = sbx_xstrdup(arg);
         return 0;
+    case OPT_LOG_BUFFER:
+        if (sbx_parse_size(arg, &cfg->log_ring, NULL) < 0 || cfg->log_ring < 4096 ||
+            cfg->log_ring > (64u << 20))
+            return -1;
+        return 0;
     default:
         return -1;
     }
@@ -141,9 +154,13 @@ static void
 config_from_env(struct execd_config *cfg)
 {
     /* NOLINTNEXTLINE(concurrency-mt-unsafe): single-threaded, before the loop starts */
-    const char *tok = getenv("EXECD_ACCESS_TOKEN");
+    char *tok = getenv("EXECD_ACCESS_TOKEN");
     if (tok && *tok && !cfg->token)
         cfg->token = sbx_xstrdup(tok);
+    /* unsetenv drops the pointer, not the bytes: the original string lives in the block the
+     * kernel serves as /proc/<pid>/environ. Wipe it there. */
+    if (tok)
+        explicit_bzero(tok, strlen(tok));
     /* NOLINTNEXTLINE(concurrency-mt-unsafe): single-threaded, before the loop starts */
     (void)unsetenv("EXECD_ACCESS_TOKEN");
     /* NOLINTNEXTLINE(concurrency-mt-unsafe): single-threaded, before the loop starts */
@@ -211,7 +228,7 @@ parse_args(struct execd_config *cfg, int *ready_fd, char ***entrypoint, int argc
 }
 
 static int
-make_state_dir(struct execd_config *cfg)
+make_state_dir(struct execd_config *cfg, sbx_error **err)
 {
     if (!cfg->state_dir) {
         /* NOLINTNEXTLINE(concurrency-mt-unsafe): single-threaded startup */
@@ -219,11 +236,8 @@ make_state_dir(struct execd_config *cfg)
         cfg->state_dir =
             sbx_xasprintf("%s/sbx-execd-%d", tmp && *tmp ? tmp : "/tmp", (int)getpid());
     }
-    sbx_autoerror sbx_error *err = NULL;
-    if (sbx_mkdir_p(cfg->state_dir, 0700, &err) < 0) {
-        sbx_error_log("state dir: %s", sbx_error_msg(err));
-        return -1;
-    }
+    if (sbx_mkdir_p(cfg->state_dir, 0700, err) < 0)
+        return sbx_error_wrap(err, "state dir");
     return 0;
 }
 
@@ -329,6 +343,7 @@ teardown(struct execd *ex)
     if (ex->base)
         event_base_free(ex->base);
     (void)sbx_rm_rf(ex->cfg.state_dir, NULL);
+    execd_logs_free(ex);
     config_dispose(&ex->cfg);
 }
 
@@ -343,6 +358,26 @@ signal_ready(int ready_fd)
     (void)close(ready_fd);
 }
 
+/* Starting failed: log why, and tell the launcher the reason on ready_fd ("E" + text), since
+ * our log is in our memory (logs.c), which is about to go. */
+__attribute__((format(printf, 2, 3))) static int
+start_failed(int ready_fd, const char *fmt, ...)
+{
+    char msg[512];
+    msg[0] = 'E';
+    va_list ap;
+    va_start(ap, fmt);
+    /* NOLINTNEXTLINE(clang-analyzer-valist.Uninitialized): false positive, va_start above */
+    (void)vsnprintf(msg + 1, sizeof msg - 1, fmt, ap);
+    va_end(ap);
+    sbx_error_log("%s", msg + 1);
+    if (ready_fd >= 0) {
+        (void)!write(ready_fd, msg, strlen(msg));
+        (void)close(ready_fd);
+    }
+    return 1;
+}
+
 /* What a launcher shell would do (`ENTRYPOINT </dev/null & exec sbx-execd`), without the
  * shell: one exec less on the way to readiness. Like the shell's `&`, the entrypoint is forked
  * and not waited for (and only after readiness is reported: its fork and exec, a dynamic
@@ -352,12 +387,15 @@ signal_ready(int ready_fd)
  * (all CLOEXEC), no blocked signal and the default disposition of those we handle or ignore.
  * Its exit is reaped like any other child's. */
 static void
-start_entrypoint(char **argv)
+start_entrypoint(struct execd *ex, char **argv)
 {
     if (!argv || !argv[0])
         return;
+    int out = execd_logs_output_pipe(ex);
     pid_t pid = fork();
     if (pid == 0) {
+        if (out >= 0 && (dup2(out, 1) < 0 || dup2(out, 2) < 0))
+            _exit(126);
         sigset_t none;
         sigemptyset(&none);
         (void)sigprocmask(SIG_SETMASK, &none, NULL);
@@ -376,10 +414,14 @@ start_entrypoint(char **argv)
             (void)!write(2, msg, (size_t)n < sizeof msg ? (size_t)n : sizeof msg - 1);
         _exit(e == ENOENT ? 127 : 126);
     }
-    if (pid < 0)
+    if (out >= 0)
+        (void)close(out);
+    if (pid < 0) {
         sbx_log_errno(SBX_LOG_WARN, "entrypoint `%s`: fork", argv[0]);
-    else
-        sbx_info("entrypoint `%s` started (pid %d)", argv[0], (int)pid);
+        return;
+    }
+    execd_oom_prefer(pid);
+    sbx_info("entrypoint `%s` started (pid %d)", argv[0], (int)pid);
 }
 
 static int
@@ -391,22 +433,18 @@ run(struct execd *ex, int ready_fd, char **entrypoint)
     if (!ex->pid1 && prctl(PR_SET_CHILD_SUBREAPER, 1) < 0)
         sbx_log_errno(SBX_LOG_WARN, "PR_SET_CHILD_SUBREAPER");
     ex->shell = find_shell();
-    if (make_state_dir(&ex->cfg) < 0)
-        return 1;
+    if (make_state_dir(&ex->cfg, &err) < 0)
+        return start_failed(ready_fd, "%s", sbx_error_msg(err));
     ex->base = event_base_new();
-    if (!ex->base || setup_signals(ex) < 0) {
-        sbx_error_log("event loop setup failed");
-        return 1;
-    }
-    if (execd_http_start(ex, &err) < 0) {
-        sbx_error_log("%s", sbx_error_msg(err));
-        return 1;
-    }
+    if (!ex->base || setup_signals(ex) < 0)
+        return start_failed(ready_fd, "event loop setup failed");
+    if (execd_http_start(ex, &err) < 0)
+        return start_failed(ready_fd, "%s", sbx_error_msg(err));
     sbx_info("listening on %s:%u%s", ex->cfg.listen_host, ex->cfg.port,
              ex->cfg.token ? " (access token required)" : "");
     /* Ready first: the launcher answers its client while we fork the entrypoint. */
     signal_ready(ready_fd);
-    start_entrypoint(entrypoint);
+    start_entrypoint(ex, entrypoint);
     /* Whether plain commands may be exec'd directly (reads the shell): now, while the launcher
      * answers its client, rather than on the first command's path. */
     if (ex->fast_shell == EXECD_FAST_UNKNOWN)
@@ -420,6 +458,11 @@ int
 main(int argc, char **argv)
 {
     struct execd ex = {0};
+    /* Non-dumpable: our memory holds the access token, and as the sandbox's PID 1 our fds
+     * and environment would otherwise be open to every process in it (/proc/1/mem, fd/,
+     * environ need ptrace access, which this denies to anyone without CAP_SYS_PTRACE).
+     * Children are dumpable again after their exec. */
+    (void)prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
     sbx_log_init("sbx-execd", SBX_LOG_INFO, SBX_LOG_TEXT);
     config_defaults(&ex.cfg);
     int ready_fd = -1;
@@ -430,6 +473,7 @@ main(int argc, char **argv)
         return r == 2 ? 0 : 2;
     }
     config_from_env(&ex.cfg);
+    execd_logs_init(&ex, (size_t)ex.cfg.log_ring);
     umask(022);
     /* Commands must not inherit it (closed once written, but a failed start exits first). */
     if (ready_fd >= 0 && fcntl(ready_fd, F_SETFD, FD_CLOEXEC) < 0)

@@ -256,12 +256,33 @@ spawn_fast(const struct execd_spawn *sp, pid_t *pid)
     return r;
 }
 
+/* The OOM killer picks the process with the highest badness (its memory, plus
+ * oom_score_adj/1000 of the limit). execd is the sandbox's PID 1: killed, the sandbox is lost
+ * (its API, every command's output); a command killed is one failed command. So every child
+ * gets +500, a head start the OOM killer respects, which (unlike lowering our own, which needs
+ * CAP_SYS_RESOURCE) any process may give another of its own uid: the sandbox's processes die
+ * first, execd survives and reports their deaths. It also makes them the host's first choice
+ * over its own services in a host-wide OOM. Best effort: a child gone already is fine. */
+void
+execd_oom_prefer(pid_t pid)
+{
+    char path[64];
+    (void)snprintf(path, sizeof path, "/proc/%d/oom_score_adj", (int)pid);
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return;
+    (void)!write(fd, "500", 3);
+    (void)close(fd);
+}
+
 pid_t
 execd_spawn(const struct execd_spawn *sp, sbx_error **err)
 {
     if (!sp->has_uid && !sp->die_with_parent) {
         pid_t pid = -1;
         int e = spawn_fast(sp, &pid);
+        if (e == 0)
+            execd_oom_prefer(pid);
         if (e == 0)
             return pid;
         const char *what = sp->cwd && e == ENOENT ? "working directory" : "command";
@@ -293,5 +314,6 @@ execd_spawn(const struct execd_spawn *sp, sbx_error **err)
         return sbx_error_set(err, child_errno == ENOENT ? SBX_ENOTFOUND : SBX_EGENERIC, child_errno,
                              "start %s", what);
     }
+    execd_oom_prefer(pid);
     return pid;
 }

@@ -38,4 +38,7 @@ void execd_spawn_set_user(struct execd_spawn *sp, uint32_t uid, bool has_gid, ui
  * a plain JSON error. */
 pid_t execd_spawn(const struct execd_spawn *sp, sbx_error **err);
 
+/* A child of ours is the OOM killer's choice before we are (spawn.c says why). */
+void execd_oom_prefer(pid_t pid);
+
 #endif

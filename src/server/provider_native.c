@@ -70,7 +70,6 @@ struct native_data {
     struct sbx_vols *vols;
     char *state_dir;
     char *execd;
-    char *logs_dir;
     int ping_timeout_ms;
     pthread_mutex_t mu; /* guards hs */
     struct handle *hs;
@@ -206,19 +205,13 @@ limits_into(const struct sbx_record *sb, struct sbx_rt_spec *spec, sbx_error **e
     return 0;
 }
 
-static int
-open_log(struct native_data *d, const char *id)
-{
-    sbx_autofree char *path = sbx_xasprintf("%s/%s.log", d->logs_dir, id);
-    return open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-}
-
-/* execd writes one byte to its --ready-fd (the write end of ready_rd's pipe, fd 3 in the
- * sandbox) once it listens: no polling of /ping. EOF without that byte means it never got
- * there (setup failed, execd exited). */
+/* execd writes `R` to its --ready-fd (the write end of ready_rd's pipe, fd 3 in the sandbox)
+ * once it listens: no polling of /ping. `E` and a reason: it could not start. EOF without
+ * either means it never got that far (the sandbox's setup failed, or execd died). */
 static int
 wait_ready(struct native_data *d, const struct sbx_record *sb, int ready_rd, sbx_error **err)
 {
+    (void)sb;
     uint64_t deadline = sbx_now_ms() + (uint64_t)d->ping_timeout_ms;
     for (;;) {
         uint64_t now = sbx_now_ms();
@@ -229,13 +222,21 @@ wait_ready(struct native_data *d, const struct sbx_record *sb, int ready_rd, sbx
         int n = poll(&p, 1, (int)(deadline - now));
         if (n < 0 && errno == EINTR)
             continue;
-        char c = 0;
-        if (n > 0 && read(ready_rd, &c, 1) == 1 && c == 'R')
+        if (n == 0)
+            continue;
+        /* Bounded: the sandbox controls what comes through this pipe. */
+        char msg[512];
+        ssize_t got = read(ready_rd, msg, sizeof msg - 1);
+        if (got > 0 && msg[0] == 'R')
             return 0;
-        if (n != 0)
-            return sbx_error_set(err, SBX_EUNAVAIL, 0,
-                                 "execd exited before it was ready (log: %s/%s.log)", d->logs_dir,
-                                 sb->id);
+        msg[got > 0 ? got : 0] = '\0';
+        for (char *c = msg; *c; c++) { /* printable ASCII only: it ends up in a JSON error */
+            if (*c < 0x20 || *c >= 0x7f)
+                *c = '?';
+        }
+        if (got > 1 && msg[0] == 'E')
+            return sbx_error_set(err, SBX_EUNAVAIL, 0, "execd could not start: %s", msg + 1);
+        return sbx_error_set(err, SBX_EUNAVAIL, 0, "execd exited before it was ready");
     }
 }
 
@@ -265,7 +266,6 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     sbx_autoclose int ready_rd = ready[0];
     char **argv = sbx_launch_execd_argv(sb, &l);
     char **envp = sbx_launch_execd_env(sb, &l);
-    sbx_autoclose int logfd = open_log(d, sb->id);
     /* A start after a stop runs on the layer the stop kept. */
     bool restart = is_stopped(sb);
     enum sbx_rt_upper upper = upper_of(d, sb);
@@ -281,7 +281,10 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
                                .as_init = true,
                                .pausable = true,
                                .start = true,
-                               .stdio = {-1, logfd, logfd},
+                               /* the sandbox's /dev/null: execd keeps its log and the
+                                * entrypoint's output in memory (GET /logs), never in a
+                                * host file the sandbox could reach through /proc/1/fd */
+                               .stdio = {-1, -1, -1},
                                .has_fd3 = true,
                                .fd3 = ready[1]};
     struct sbx_rt_sandbox *h = NULL;
@@ -446,8 +449,6 @@ native_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
         struct sbx_rt_gc_stats st = {0};
         (void)sbx_rt_gc(&st, d->rt, false, NULL);
     }
-    sbx_autofree char *log = sbx_xasprintf("%s/%s.log", d->logs_dir, sb->id);
-    (void)unlink(log);
     struct gone_job *j = sbx_xcalloc(1, sizeof *j);
     j->d = d;
     (void)snprintf(j->id, sizeof j->id, "%s", sb->id);
@@ -560,7 +561,6 @@ free_data(struct native_data *d)
     free(d->state_dir);
     pthread_mutex_destroy(&d->mu);
     free(d->execd);
-    free(d->logs_dir);
     free(d);
 }
 
@@ -686,17 +686,12 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
     if (sbx_rt_gc(&gs, d->rt, false, &gerr) < 0)
         sbx_warn("provider `native`: %s", sbx_error_msg(gerr));
     d->execd = execd ? sbx_xstrdup(execd) : sbx_launch_default_execd(env->exe_dir);
-    d->logs_dir = sbx_xasprintf("%s/native-logs", env->state_dir);
     if (sbx_vols_open(&d->vols, env->state_dir, json_object_get(settings, "allowed_host_paths"),
                       err) < 0) {
         free_data(d);
         return -SBX_EINVAL;
     }
     d->ping_timeout_ms = ping ? (int)json_integer_value(ping) : 10000;
-    if (sbx_mkdir_p(d->logs_dir, 0700, err) < 0) {
-        free_data(d);
-        return -SBX_EIO;
-    }
     if (access(d->execd, X_OK) < 0)
         sbx_warn("provider `native`: `%s` is not an executable; creates will fail until it is "
                  "(set providers.native.execd)",

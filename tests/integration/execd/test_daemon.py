@@ -208,6 +208,76 @@ def test_ready_fd(binary):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def test_ready_fd_failure(binary):
+    """A start that fails tells the launcher why on the ready fd ("E" + reason): its log is in
+    its memory, gone with it. Here the port is taken."""
+    r, w = os.pipe()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        tmp = tempfile.mkdtemp(prefix="execd-ready-%d-" % os.getpid())
+        proc = subprocess.Popen([binary, "--listen", "127.0.0.1:%d" % port, "--state-dir",
+                                 os.path.join(tmp, "state"), "--ready-fd", str(w)],
+                                pass_fds=(w,), stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, start_new_session=True)
+        os.close(w)
+        try:
+            check(proc.wait(10) != 0, "execd exits when it cannot listen")
+            got = os.read(r, 1024)
+            check(got.startswith(b"E") and b"127.0.0.1:%d" % port in got,
+                  "the reason on the ready fd: %r" % got)
+        finally:
+            os.close(r)
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def test_token_not_in_environ(binary):
+    """The token given in the environment is gone from /proc/<execd>/environ (unsetenv alone
+    leaves the bytes where the kernel reads them). (That execd is non-dumpable, so a sandbox's
+    processes cannot read it at all, is tested inside real sandboxes: server/isolation.)"""
+    env = dict(os.environ, EXECD_ACCESS_TOKEN="environ-secret-%d" % os.getpid())
+    ex = Execd(binary, external_ok=False, env=env)
+    try:
+        with open("/proc/%d/environ" % ex.pid, "rb") as f:
+            environ = f.read()
+        check(b"EXECD_ACCESS_TOKEN=" in environ, "control: the variable's name is still there")
+        check(env["EXECD_ACCESS_TOKEN"].encode() not in environ,
+              "the token is readable in /proc/<execd>/environ")
+        check(ex.stop() == 0, "exit code")
+    finally:
+        ex.close()
+
+
+def test_logs_ring(binary):
+    """The entrypoint's output and execd's log are kept in a bounded ring (GET /logs), the
+    oldest bytes dropped first; and every child of execd is the OOM killer's first choice."""
+    script = ('echo EP-START; head -c 600000 /dev/zero | tr "\\0" x; echo; echo EP-END >&2; '
+              'cat /proc/self/oom_score_adj; sleep 60')
+    ex = Execd(binary, args=["--log-buffer", "64k", "--", "/bin/sh", "-c", script],
+               external_ok=False)
+    try:
+        def logs():
+            st, hdrs, body = ex.request("GET", "/logs")
+            check(st == 200, "GET /logs: %d" % st)
+            return hdrs, body
+        wait_until(lambda: b"EP-END" in logs()[1] and b"\n500\n" in logs()[1], 10,
+                   "the entrypoint's output in /logs")
+        hdrs, body = logs()
+        check(len(body) <= 64 * 1024, "bounded: %d bytes" % len(body))
+        check(b"EP-START" not in body, "the oldest bytes went first")
+        dropped = hdrs.get("x-sbx-log-dropped", "0")
+        check(int(dropped) >= 600000 - 64 * 1024, "dropped bytes counted: %s" % dropped)
+        st, ev = ex.stream("/command", {"command": "cat /proc/self/oom_score_adj"})
+        check(st == 200 and [e["text"] for e in ev if e["type"] == "stdout"] == ["500"],
+              "a command's oom_score_adj: %r" % ev)
+        with open("/proc/%d/oom_score_adj" % ex.pid) as f:
+            check(f.read().strip() == "0", "execd's own stays 0")
+        check(ex.stop() == 0, "exit code")
+    finally:
+        ex.close()
+
+
 def test_entrypoint(binary):
     """`-- ENTRYPOINT`: started by execd with stdin /dev/null, without the access token in its
     environment, and reaped by it."""
@@ -241,6 +311,12 @@ def main():
             print("ok   test_ready_fd", flush=True)
             test_entrypoint(binary)
             print("ok   test_entrypoint", flush=True)
+            test_ready_fd_failure(binary)
+            print("ok   test_ready_fd_failure", flush=True)
+            test_token_not_in_environ(binary)
+            print("ok   test_token_not_in_environ", flush=True)
+            test_logs_ring(binary)
+            print("ok   test_logs_ring", flush=True)
         except Fail as e:
             print("FAIL: %s" % e)
             sys.exit(1)
