@@ -38,6 +38,8 @@ struct execd_logs {
 static void
 ring_put(struct execd_logs *l, const char *p, size_t n)
 {
+    if (l->cap == 0)
+        return;
     if (n >= l->cap) { /* only the last cap bytes can stay */
         l->dropped += l->len + (n - l->cap);
         p += n - l->cap;

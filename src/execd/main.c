@@ -396,6 +396,7 @@ start_entrypoint(struct execd *ex, char **argv)
     if (pid == 0) {
         if (out >= 0 && (dup2(out, 1) < 0 || dup2(out, 2) < 0))
             _exit(126);
+        execd_oom_self(true);
         sigset_t none;
         sigemptyset(&none);
         (void)sigprocmask(SIG_SETMASK, &none, NULL);
@@ -420,7 +421,6 @@ start_entrypoint(struct execd *ex, char **argv)
         sbx_log_errno(SBX_LOG_WARN, "entrypoint `%s`: fork", argv[0]);
         return;
     }
-    execd_oom_prefer(pid);
     sbx_info("entrypoint `%s` started (pid %d)", argv[0], (int)pid);
 }
 

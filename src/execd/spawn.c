@@ -203,6 +203,7 @@ static void __attribute__((noreturn)) child(const struct execd_spawn *sp, int er
     (void)sigprocmask(SIG_SETMASK, &none, NULL);
     (void)signal(SIGPIPE, SIG_DFL);
     (void)setpgid(0, 0);
+    execd_oom_self(true);
     int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (in < 0 || dup2(in, 0) < 0 || dup2(sp->fd_out, 1) < 0 || dup2(sp->fd_err, 2) < 0)
         goto fail;
@@ -259,19 +260,20 @@ spawn_fast(const struct execd_spawn *sp, pid_t *pid)
 /* The OOM killer picks the process with the highest badness (its memory, plus
  * oom_score_adj/1000 of the limit). execd is the sandbox's PID 1: killed, the sandbox is lost
  * (its API, every command's output); a command killed is one failed command. So every child
- * gets +500, a head start the OOM killer respects, which (unlike lowering our own, which needs
- * CAP_SYS_RESOURCE) any process may give another of its own uid: the sandbox's processes die
- * first, execd survives and reports their deaths. It also makes them the host's first choice
- * over its own services in a host-wide OOM. Best effort: a child gone already is fine. */
+ * starts with +500, a head start the OOM killer respects: the sandbox's processes die first,
+ * execd survives and reports their deaths. It also makes them a host-wide OOM's first choice
+ * over the host's own services. Any process may raise its own value and lower it again down to
+ * its floor (0 unless a privileged process set one), so no capability is needed. The value is
+ * in place when the child starts (it inherits ours), not written after it runs: a forked child
+ * writes its own; around posix_spawn we raise ours and put it back (a few microseconds in
+ * which execd would be the OOM killer's choice). Best effort. */
 void
-execd_oom_prefer(pid_t pid)
+execd_oom_self(bool child)
 {
-    char path[64];
-    (void)snprintf(path, sizeof path, "/proc/%d/oom_score_adj", (int)pid);
-    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    int fd = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
     if (fd < 0)
         return;
-    (void)!write(fd, "500", 3);
+    (void)!write(fd, child ? EXECD_CHILD_OOM_ADJ : "0", child ? sizeof EXECD_CHILD_OOM_ADJ - 1 : 1);
     (void)close(fd);
 }
 
@@ -280,9 +282,9 @@ execd_spawn(const struct execd_spawn *sp, sbx_error **err)
 {
     if (!sp->has_uid && !sp->die_with_parent) {
         pid_t pid = -1;
+        execd_oom_self(true);
         int e = spawn_fast(sp, &pid);
-        if (e == 0)
-            execd_oom_prefer(pid);
+        execd_oom_self(false);
         if (e == 0)
             return pid;
         const char *what = sp->cwd && e == ENOENT ? "working directory" : "command";
@@ -314,6 +316,5 @@ execd_spawn(const struct execd_spawn *sp, sbx_error **err)
         return sbx_error_set(err, child_errno == ENOENT ? SBX_ENOTFOUND : SBX_EGENERIC, child_errno,
                              "start %s", what);
     }
-    execd_oom_prefer(pid);
     return pid;
 }

@@ -38,7 +38,10 @@ void execd_spawn_set_user(struct execd_spawn *sp, uint32_t uid, bool has_gid, ui
  * a plain JSON error. */
 pid_t execd_spawn(const struct execd_spawn *sp, sbx_error **err);
 
-/* A child of ours is the OOM killer's choice before we are (spawn.c says why). */
-void execd_oom_prefer(pid_t pid);
+/* Our children are the OOM killer's choice before we are (spawn.c says why): child = true sets
+ * this process's oom_score_adj to EXECD_CHILD_OOM_ADJ (in a child, or around a spawn), false
+ * back to 0. */
+#define EXECD_CHILD_OOM_ADJ "500"
+void execd_oom_self(bool child);
 
 #endif
