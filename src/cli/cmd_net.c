@@ -65,22 +65,23 @@ parse_opts(int argc, char **argv, struct sbx_net_config *cfg)
     return 0;
 }
 
-/* `sbx net nft check|setup|teardown BRIDGE SUBNET`: internal, run by the lean `sbx` (see
- * src/net/nft_exec.c) in sbx-full, which links libnftables. check exits 0 when the rules are in
- * place, 1 when not. */
+/* `sbx net nft check|setup|teardown BRIDGE SUBNET [DNS]`: internal, run by the lean `sbx` (see
+ * src/net/nft_exec.c) in sbx-full, which links libnftables. DNS: the sandboxes' resolvers,
+ * space-separated. check exits 0 when the rules are in place, 1 when not. */
 static int
 net_nft(int argc, char **argv)
 {
-    if (argc != 5)
+    if (argc != 5 && argc != 6)
         return SBX_EXIT_USAGE;
+    const char *dns = argc == 6 ? argv[5] : "";
     const char *op = argv[2];
     sbx_autoerror sbx_error *err = NULL;
     struct sbx_nft *nft = NULL;
     int r = sbx_nft_new(&nft, &err);
     if (r == 0 && strcmp(op, "check") == 0)
-        r = sbx_nft_check(nft, argv[3], argv[4]) == 1 ? 0 : 1;
+        r = sbx_nft_check(nft, argv[3], argv[4], dns) == 1 ? 0 : 1;
     else if (r == 0 && strcmp(op, "setup") == 0)
-        r = sbx_nft_setup(nft, argv[3], argv[4], &err);
+        r = sbx_nft_setup(nft, argv[3], argv[4], dns, &err);
     else if (r == 0 && strcmp(op, "teardown") == 0)
         r = sbx_nft_teardown(nft, argv[3], &err);
     else if (r == 0)

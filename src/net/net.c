@@ -3,6 +3,7 @@
  */
 #include "net/net.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -132,6 +133,14 @@ init_handle(struct sbx_net *n, const struct sbx_net_config *cfg, sbx_error **err
     char net[16];
     sbx_net_addr_str(net, n->ipam.network);
     (void)snprintf(n->subnet, sizeof(n->subnet), "%s/%d", net, n->ipam.prefix);
+    if (cfg && cfg->dns) {
+        (void)snprintf(n->dns, sizeof(n->dns), "%s", cfg->dns);
+    } else {
+        /* No usable resolver is not an error here: sandboxes then get no DNS (attach says). */
+        sbx_autofree char *conf = NULL;
+        if (sbx_net_resolv_conf(&conf, NULL) == 0)
+            sbx_net_resolv_servers(n->dns, sizeof(n->dns), conf);
+    }
     return sbx_nft_new(&n->nft, err);
 }
 
@@ -147,13 +156,14 @@ ip_forward_on(void)
  * were last verified, nobody has touched any rule since (the boot id guards against a
  * generation that restarted from zero after a reboot). */
 static int
-nft_stamp(char stamp[96])
+nft_stamp(const struct sbx_net *n, char stamp[384])
 {
     char boot[SBX_BOOT_ID_SIZE];
     uint32_t gen = 0;
     if (sbx_boot_id(boot) < 0 || sbx_nl_nft_genid(&gen) < 0)
         return -1;
-    (void)snprintf(stamp, 96, "%s %u\n", boot, gen);
+    /* The resolvers are part of the rules (dns4): a changed resolv.conf means a check. */
+    (void)snprintf(stamp, 384, "%s %u %s\n", boot, gen, n->dns);
     return 0;
 }
 
@@ -180,18 +190,18 @@ save_stamp(struct sbx_net *n, const char *stamp)
 static int
 nft_ready(struct sbx_net *n)
 {
-    char stamp[96];
+    char stamp[384];
     sbx_autofree char *path = stamp_path(n);
     sbx_autofree char *saved = NULL;
-    if (nft_stamp(stamp) < 0)
-        return sbx_nft_check(n->nft, n->bridge, n->subnet) == 1;
+    if (nft_stamp(n, stamp) < 0)
+        return sbx_nft_check(n->nft, n->bridge, n->subnet, n->dns) == 1;
     if (strcmp(stamp, n->nft_stamp) == 0)
         return 1;
     if (path && sbx_read_file(path, 256, &saved, NULL, NULL) == 0 && strcmp(saved, stamp) == 0) {
         (void)snprintf(n->nft_stamp, sizeof(n->nft_stamp), "%s", stamp);
         return 1;
     }
-    if (sbx_nft_check(n->nft, n->bridge, n->subnet) != 1)
+    if (sbx_nft_check(n->nft, n->bridge, n->subnet, n->dns) != 1)
         return 0;
     save_stamp(n, stamp);
     return 1;
@@ -339,9 +349,9 @@ host_setup(struct sbx_net *n, sbx_error **err)
     if (r == 0)
         r = enable_forwarding(err);
     if (r == 0)
-        r = sbx_nft_setup(n->nft, n->bridge, n->subnet, err);
-    char stamp[96];
-    if (r == 0 && nft_stamp(stamp) == 0)
+        r = sbx_nft_setup(n->nft, n->bridge, n->subnet, n->dns, err);
+    char stamp[384];
+    if (r == 0 && nft_stamp(n, stamp) == 0)
         save_stamp(n, stamp);
     if (r == 0)
         warn_legacy_iptables(n);
@@ -378,7 +388,7 @@ sbx_net_ensure(struct sbx_net *n, sbx_error **err)
     if (host_ready(n))
         return 0;
     int r = host_setup(n, err);
-    return r < 0 ? sbx_error_wrap(err, "set up bridge network") : 0;
+    return r < 0 ? sbx_error_wrap(err, "set up bridge network") : 1;
 }
 
 int
@@ -417,4 +427,123 @@ sbx_net_teardown(struct sbx_net *n, sbx_error **err)
     if (r < 0 && r != -ENODEV)
         return nl_error(err, r, "delete bridge", n->bridge);
     return 0;
+}
+
+/* An IPv4 address or CIDR, canonical enough for nft ("a.b.c.d" or "a.b.c.d/n", host bits
+ * zero): bad entries are refused here with a message, not by nft with a parse error. */
+int
+sbx_net_check_cidr(const char *s, sbx_error **err)
+{
+    char addr[32];
+    int prefix = 32;
+    size_t len = strcspn(s, "/");
+    if (len == 0 || len >= sizeof(addr))
+        return sbx_error_set(err, SBX_EINVAL, 0, "`%s` is not an IPv4 address or CIDR", s);
+    memcpy(addr, s, len);
+    addr[len] = '\0';
+    struct in_addr in;
+    char *end = NULL;
+    if (s[len] == '/') {
+        long p = strtol(s + len + 1, &end, 10);
+        if (!end || *end || end == s + len + 1 || p < 0 || p > 32)
+            return sbx_error_set(err, SBX_EINVAL, 0, "`%s`: bad prefix length", s);
+        prefix = (int)p;
+    }
+    if (inet_pton(AF_INET, addr, &in) != 1)
+        return sbx_error_set(err, SBX_EINVAL, 0, "`%s` is not an IPv4 address or CIDR", s);
+    uint32_t a = ntohl(in.s_addr);
+    uint32_t mask = prefix ? ~0U << (32 - prefix) : 0;
+    if (a & ~mask)
+        return sbx_error_set(err, SBX_EINVAL, 0, "`%s`: host bits are set (want %u.%u.%u.%u/%d)", s,
+                             (a & mask) >> 24, ((a & mask) >> 16) & 255, ((a & mask) >> 8) & 255,
+                             (a & mask) & 255, prefix);
+    return 0;
+}
+
+int
+sbx_net_allow(struct sbx_net *n, const char *const *cidrs, size_t count, sbx_error **err)
+{
+    for (size_t i = 0; i < count; i++) {
+        if (sbx_net_check_cidr(cidrs[i], err) < 0)
+            return sbx_error_wrap(err, "network allow-list");
+    }
+    int r = sbx_nft_allow(n->nft, n->bridge, cidrs, count, err);
+    return r < 0 ? sbx_error_wrap(err, "network allow-list") : 0;
+}
+
+static bool
+valid_group_name(const char *s)
+{
+    size_t len = strlen(s);
+    return len > 0 && len < 64 && s[0] != '.' &&
+           strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-") == len;
+}
+
+/* <state dir>/groups/<name> holds the number; numbers are taken exclusively as
+ * <state dir>/groups/.n<number> (O_EXCL), so two processes naming two groups at once never
+ * share one: two groups with one number would be one group. Host-wide, not per bridge: the
+ * nftables set of groups is (nft.c: bridge_table). */
+int
+sbx_net_group_id(struct sbx_net *n, const char *name, uint32_t *group, sbx_error **err)
+{
+    if (!valid_group_name(name))
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "network group `%s`: want 1-63 of [A-Za-z0-9._-], no leading dot",
+                             name);
+    sbx_autofree char *dir = NULL;
+    sbx_autofree char *path = NULL;
+    sbx_autofree char *lockp = NULL;
+    const char *slash = strrchr(n->dir, '/');
+    if (asprintf(&dir, "%.*s/groups", slash ? (int)(slash - n->dir) : 1, slash ? n->dir : ".") <
+            0 ||
+        asprintf(&path, "%s/%s", dir, name) < 0 || asprintf(&lockp, "%s/.lock", dir) < 0)
+        return sbx_error_set(err, SBX_ENOMEM, ENOMEM, "group path");
+    if (sbx_mkdir_p(dir, 0700, err) < 0)
+        return sbx_error_wrap(err, "network group `%s`", name);
+    sbx_autoclose int lock = open(lockp, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (lock < 0 || flock(lock, LOCK_EX) < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "lock `%s`", lockp);
+    sbx_autofree char *text = NULL;
+    if (sbx_read_file(path, 32, &text, NULL, NULL) == 0) {
+        *group = (uint32_t)strtoul(text, NULL, 10);
+        return *group > 0 ? 0 : sbx_error_set(err, SBX_EIO, 0, "`%s` is corrupt", path);
+    }
+    for (uint32_t g = 1; g < 1000000; g++) {
+        sbx_autofree char *slot = NULL;
+        if (asprintf(&slot, "%s/.n%u", dir, g) < 0)
+            return sbx_error_set(err, SBX_ENOMEM, ENOMEM, "group path");
+        int fd = open(slot, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+        if (fd < 0 && errno == EEXIST)
+            continue;
+        if (fd < 0)
+            return sbx_error_set(err, SBX_EIO, errno, "create `%s`", slot);
+        (void)close(fd);
+        char num[16];
+        int len = snprintf(num, sizeof(num), "%u", g);
+        if (sbx_write_file_atomic(path, num, (size_t)len, 0600, err) < 0)
+            return sbx_error_wrap(err, "network group `%s`", name);
+        *group = g;
+        return 0;
+    }
+    return sbx_error_set(err, SBX_ELIMIT, 0, "no network group number left");
+}
+
+int
+sbx_net_set_group(struct sbx_net *n, const char *sandbox_id, uint32_t group, sbx_error **err)
+{
+    uint32_t addr = 0;
+    if (sbx_ipam_find(&addr, &n->ipam, sandbox_id, err) < 0)
+        return sbx_error_wrap(err, "network group of `%s`", sandbox_id);
+    /* The set first: ports are isolated until their group is in it, never the other way. */
+    if (group > 0 && sbx_nft_group(n->nft, n->bridge, group, err) < 0)
+        return sbx_error_wrap(err, "network group %u", group);
+    char ifname[16];
+    sbx_net_host_ifname(ifname, addr);
+    struct sbx_nl nl;
+    int r = sbx_nl_open(&nl, -1);
+    if (r < 0)
+        return sbx_error_set(err, SBX_EGENERIC, -r, "netlink socket");
+    r = sbx_nl_link_set_group(&nl, ifname, group);
+    sbx_nl_close(&nl);
+    return r < 0 ? nl_error(err, r, "set the network group of", ifname) : 0;
 }

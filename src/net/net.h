@@ -17,6 +17,9 @@
 #ifndef SBX_NET_NET_H
 #define SBX_NET_NET_H
 
+#include <stddef.h>
+#include <stdint.h>
+
 #include "common/error.h"
 
 #define SBX_NET_DEFAULT_BRIDGE    "sbx0"
@@ -28,6 +31,9 @@ struct sbx_net_config {
     const char *subnet; /* IPv4 CIDR, default SBX_NET_DEFAULT_SUBNET (/8 .. /30) */
     const char
         *state_dir; /* leases live in <state_dir>/<bridge>/; default SBX_NET_DEFAULT_STATE_DIR */
+    /* The sandboxes' resolvers (IPv4, space-separated), the only host or private addresses
+     * they reach by default (port 53). NULL: the nameservers of sbx_net_resolv_conf(). */
+    const char *dns;
 };
 
 struct sbx_net_lease {
@@ -49,7 +55,7 @@ int sbx_net_open(struct sbx_net **out, const struct sbx_net_config *cfg, sbx_err
 void sbx_net_close(struct sbx_net *n);
 /* Check the host setup again and repair it (e.g. dockerd started since and set the FORWARD
  * policy to drop). ~0.1 ms when nothing changed: a long-running caller may call it before each
- * attach. */
+ * attach. 0: nothing to do; 1: set up again (re-apply an allow-list). */
 int sbx_net_ensure(struct sbx_net *n, sbx_error **err);
 /* Open the lease state of cfg's network only, changing nothing on the host (for listing and
  * gc by tools). attach needs sbx_net_open. */
@@ -79,6 +85,21 @@ int sbx_net_release(struct sbx_net *n, const char *sandbox_id, sbx_error **err);
  * a placeholder id becomes a sandbox's. SBX_ENOTFOUND: from_id holds no lease. */
 int sbx_net_transfer(struct sbx_net *n, const char *from_id, const char *to_id, sbx_error **err);
 
+/* Isolation (docs/network.md "Isolation"): a sandbox reaches no address of this host but its
+ * resolvers (port 53), no private, link-local (metadata), loopback or reserved address, and no
+ * other sandbox. Replace the operator's allow-list: IPv4 addresses or CIDRs ("10.1.2.0/24")
+ * sandboxes may reach all the same (host-wide for the bridge: the last caller's list holds).
+ * SBX_EINVAL names a bad entry. */
+int sbx_net_allow(struct sbx_net *n, const char *const *cidrs, size_t count, sbx_error **err);
+/* An IPv4 address or CIDR with no host bits set ("10.1.2.0/24"), or SBX_EINVAL saying why. */
+int sbx_net_check_cidr(const char *s, sbx_error **err);
+/* The device group number of a named group ([A-Za-z0-9._-], 1-63), made on first use and kept
+ * in the state dir, so every process and restart maps a name to the same number. */
+int sbx_net_group_id(struct sbx_net *n, const char *name, uint32_t *group, sbx_error **err);
+/* Put sandbox_id's port in group (> 0): sandboxes of one group reach each other (and only
+ * each other) on the bridge. 0 isolates it again. SBX_ENOTFOUND: not attached. */
+int sbx_net_set_group(struct sbx_net *n, const char *sandbox_id, uint32_t group, sbx_error **err);
+
 /* Bring `lo` up in netns_fd (`--network none`). One netlink request. */
 int sbx_net_loopback_up(int netns_fd, sbx_error **err);
 
@@ -104,5 +125,8 @@ int sbx_net_foreach_lease(struct sbx_net *n,
  * are dropped; /run/systemd/resolve/resolv.conf supplies the upstream servers then), plus
  * search/options lines. *out is malloc'ed. SBX_ENOTFOUND: no usable nameserver. */
 int sbx_net_resolv_conf(char **out, sbx_error **err);
+/* The IPv4 nameservers of resolv.conf text (what sbx_net_resolv_conf made), space-separated,
+ * into out. */
+void sbx_net_resolv_servers(char *out, size_t n, const char *resolv_conf);
 
 #endif

@@ -17,7 +17,8 @@ struct sbx_net {
     char *dir;       /* <state_dir>/<bridge> */
     struct sbx_ipam ipam;
     struct sbx_nft *nft;
-    char nft_stamp[96]; /* "<boot id> <ruleset generation>" at which our rules were verified */
+    char dns[256];       /* the sandboxes' resolvers, space-separated (sbx_net_config.dns) */
+    char nft_stamp[384]; /* "<boot id> <ruleset generation> <dns>" when our rules were verified */
 };
 
 /* The keep-alive veth pair of a bridge: "<bridge>-kp" (a bridge port) and "<bridge>-kx". */

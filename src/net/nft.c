@@ -115,23 +115,40 @@ count_rules(struct sbx_nft *nft, const char *what, const char *comment, long lon
     return n;
 }
 
+/* The structure's version: a table written by an older sbx (v1: NAT and the inbound forward
+ * rules only) lacks the isolation rules, so its check fails and setup rewrites it. */
+#define RULES_VERSION "v2"
+/* Marks the switched packets of a sandbox group (bridge_table says why). */
+#define GROUP_MARK "0x53425801"
+/* The comment on the last rule of the host-wide bridge table. */
+#define BRIDGE_MARKER "sbx:bridges:" RULES_VERSION
+
 static void
-comments(char table_c[96], char fwd_c[32], const char *bridge, const char *subnet)
+comments(char table_c[160], char fwd_c[32], const char *bridge, const char *subnet, const char *dns)
 {
-    (void)snprintf(table_c, 96, "sbx:%s:%s", bridge, subnet);
+    (void)snprintf(table_c, 160, "sbx:%s:%s:%s dns=%s", bridge, subnet, RULES_VERSION,
+                   dns && *dns ? dns : "-");
     (void)snprintf(fwd_c, 32, "sbx:%s", bridge);
 }
 
 int
-sbx_nft_check(struct sbx_nft *nft, const char *bridge, const char *subnet)
+sbx_nft_check(struct sbx_nft *nft, const char *bridge, const char *subnet, const char *dns)
 {
-    char table[64];
-    char table_c[96];
+    char what[64];
+    char table_c[160];
     char fwd_c[32];
-    comments(table_c, fwd_c, bridge, subnet);
-    (void)snprintf(table, sizeof(table), "table ip sbx_%s", bridge);
+    comments(table_c, fwd_c, bridge, subnet, dns);
     (void)pthread_mutex_lock(&nft->lock);
-    int ok = count_rules(nft, table, table_c, NULL) == 1;
+    /* The marker rule closes each table's rules: present means the whole transaction that
+     * wrote it was applied (nftables transactions are atomic). */
+    static const char *const families[] = {"ip", "ip6"};
+    int ok = 1;
+    for (size_t i = 0; ok && i < sizeof families / sizeof families[0]; i++) {
+        (void)snprintf(what, sizeof(what), "table %s sbx_%s", families[i], bridge);
+        ok = count_rules(nft, what, table_c, NULL) == 1;
+    }
+    if (ok)
+        ok = count_rules(nft, "table bridge sbx", BRIDGE_MARKER, NULL) == 1;
     if (ok) {
         int n = count_rules(nft, "chain ip filter FORWARD", fwd_c, NULL);
         ok = n < 0 || n == 2;
@@ -140,32 +157,159 @@ sbx_nft_check(struct sbx_nft *nft, const char *bridge, const char *subnet)
     return ok;
 }
 
-static int
-setup_table(struct sbx_nft *nft, const char *bridge, const char *subnet, sbx_error **err)
+/* "a.b.c.d, e.f.g.h" from "a.b.c.d e.f.g.h" (the resolvers, space-separated). */
+static void
+element_list(char *out, size_t n, const char *dns)
 {
-    char cmd[1536];
-    char table_c[96];
+    size_t len = 0;
+    out[0] = '\0';
+    for (const char *p = dns; p && *p;) {
+        size_t w = strcspn(p, " ");
+        if (w > 0 && len + w + 3 < n) {
+            len += (size_t)snprintf(out + len, n - len, "%s%.*s", len ? ", " : "", (int)w, p);
+        }
+        p += w;
+        p += strspn(p, " ");
+    }
+}
+
+/* Addresses a sandbox must not reach unless the operator allows them (allow4): the private
+ * networks of RFC 1918 (this host's LAN, a VPC, other tenants' services), carrier-grade NAT,
+ * link-local (cloud metadata services live at 169.254.169.254), loopback, "this network",
+ * multicast and reserved. (The host's own public addresses are the input chain's.) */
+#define BLOCKED4                                                                         \
+    "0.0.0.0/8, 10.0.0.0/8, 100.64.0.0/10, 127.0.0.0/8, 169.254.0.0/16, 172.16.0.0/12, " \
+    "192.168.0.0/16, 224.0.0.0/3"
+
+/* The ip table: NAT; inbound only replies (and DNAT'ed traffic); from sandboxes to the host
+ * (input) only DNS to the sandboxes' resolvers; to other hosts anything but the blocked ranges;
+ * sandbox to sandbox routed through the gateway never. Sets: dns4 (rewritten here), allow4
+ * (the operator's, sbx_nft_allow) and blocked4. `add` for table, sets and chains and `flush`
+ * for chains keeps the elements of allow4 across a rewrite. TCP is refused with a reset and
+ * the rest with ICMP admin-prohibited, so a sandbox's denied connection fails at once instead
+ * of timing out. */
+static void
+ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const char *dns)
+{
+    char elems[512];
+    element_list(elems, sizeof elems, dns);
+    fprintf(f,
+            "add table ip sbx_%1$s\n"
+            "add set ip sbx_%1$s dns4 { type ipv4_addr; }\n"
+            "add set ip sbx_%1$s allow4 { type ipv4_addr; flags interval; auto-merge; }\n"
+            "add set ip sbx_%1$s blocked4 { type ipv4_addr; flags interval; }\n"
+            "flush set ip sbx_%1$s blocked4\n"
+            "add element ip sbx_%1$s blocked4 { " BLOCKED4 " }\n"
+            "flush set ip sbx_%1$s dns4\n",
+            b);
+    if (elems[0])
+        fprintf(f, "add element ip sbx_%s dns4 { %s }\n", b, elems);
+    fprintf(f,
+            "add chain ip sbx_%1$s postrouting { type nat hook postrouting priority srcnat; "
+            "policy accept; }\n"
+            "flush chain ip sbx_%1$s postrouting\n"
+            "add rule ip sbx_%1$s postrouting ip saddr %2$s oifname != \"%1$s\" masquerade\n"
+            "add chain ip sbx_%1$s forward { type filter hook forward priority filter; "
+            "policy accept; }\n"
+            "flush chain ip sbx_%1$s forward\n"
+            "add rule ip sbx_%1$s forward oifname \"%1$s\" iifname != \"%1$s\" "
+            "ct state established,related accept\n"
+            "add rule ip sbx_%1$s forward oifname \"%1$s\" iifname != \"%1$s\" "
+            "ct status dnat accept\n"
+            "add rule ip sbx_%1$s forward oifname \"%1$s\" iifname != \"%1$s\" drop\n"
+            "add rule ip sbx_%1$s forward iifname \"%1$s\" ct state established,related "
+            "accept\n"
+            "add rule ip sbx_%1$s forward iifname \"%1$s\" oifname \"%1$s\" "
+            "meta mark " GROUP_MARK " accept\n"
+            "add rule ip sbx_%1$s forward iifname \"%1$s\" oifname \"%1$s\" drop\n"
+            "add rule ip sbx_%1$s forward iifname \"%1$s\" ip daddr @dns4 "
+            "meta l4proto { tcp, udp } th dport 53 accept\n"
+            "add rule ip sbx_%1$s forward iifname \"%1$s\" ip daddr @allow4 accept\n"
+            "add rule ip sbx_%1$s forward iifname \"%1$s\" ip daddr @blocked4 "
+            "meta l4proto tcp reject with tcp reset\n"
+            "add rule ip sbx_%1$s forward iifname \"%1$s\" ip daddr @blocked4 "
+            "reject with icmp type admin-prohibited\n"
+            "add chain ip sbx_%1$s input { type filter hook input priority filter; "
+            "policy accept; }\n"
+            "flush chain ip sbx_%1$s input\n"
+            "add rule ip sbx_%1$s input iifname \"%1$s\" ct state established,related accept\n"
+            "add rule ip sbx_%1$s input iifname \"%1$s\" ip daddr @dns4 "
+            "meta l4proto { tcp, udp } th dport 53 accept\n"
+            "add rule ip sbx_%1$s input iifname \"%1$s\" ip daddr @allow4 accept\n"
+            "add rule ip sbx_%1$s input iifname \"%1$s\" meta l4proto tcp "
+            "reject with tcp reset\n"
+            "add rule ip sbx_%1$s input iifname \"%1$s\" reject with icmp type "
+            "admin-prohibited comment \"%3$s\"\n",
+            b, subnet, marker);
+}
+
+/* IPv6: sandboxes have none (their eth0's link-local address is all they get), so nothing of
+ * theirs may enter the host (services on `::`, reached through the bridge's link-local
+ * address) or be forwarded anywhere (fd00:ec2::254, the IPv6 metadata service, included). */
+static void
+ip6_table(FILE *f, const char *b, const char *marker)
+{
+    fprintf(f,
+            "add table ip6 sbx_%1$s\n"
+            "add chain ip6 sbx_%1$s input { type filter hook input priority filter; "
+            "policy accept; }\n"
+            "flush chain ip6 sbx_%1$s input\n"
+            "add rule ip6 sbx_%1$s input iifname \"%1$s\" drop\n"
+            "add chain ip6 sbx_%1$s forward { type filter hook forward priority filter; "
+            "policy accept; }\n"
+            "flush chain ip6 sbx_%1$s forward\n"
+            "add rule ip6 sbx_%1$s forward iifname \"%1$s\" drop\n"
+            "add rule ip6 sbx_%1$s forward oifname \"%1$s\" drop comment \"%2$s\"\n",
+            b, marker);
+}
+
+/* Sandbox to sandbox on a bridge is switched, not routed: the bridge family's forward hook
+ * sees it (with or without br_netfilter). Ports of sandboxes are `vsbx...`; one port to another
+ * is dropped (ARP included, so there is not even an answer) unless both ports carry the same
+ * non-zero device group, put in `groups` on purpose (sbx_nft_group). The gateway is the bridge
+ * itself (bridge input, not forward), so this never cuts a sandbox off the gateway. (Bridge
+ * reject needs a module not every kernel has: drop.)
+ * One table for every sbx bridge of the host (`bridge sbx`), not one per bridge: without the
+ * bridge-meta module a rule cannot say which bridge a packet crosses, so one bridge's drop
+ * rule would also drop another's groups. Group numbers are host-wide (sbx_net_group_id), so
+ * one set serves all bridges. Rewritten identically by every bridge's setup.
+ * With br_netfilter (dockerd loads it) the same switched IPv4 packet then also passes the ip
+ * family's forward hook, with the bridge as both its in and out device, where the ip table
+ * drops sandbox-to-sandbox traffic (the routed kind): the group's packets carry GROUP_MARK
+ * from here so that they pass there. A sandbox cannot forge the mark: the kernel clears an
+ * skb's mark when it leaves a network namespace. */
+static void
+bridge_table(FILE *f)
+{
+    fprintf(f, "add table bridge sbx\n"
+               "add set bridge sbx groups { type devgroup . devgroup; }\n"
+               "add chain bridge sbx forward { type filter hook forward priority filter; "
+               "policy accept; }\n"
+               "flush chain bridge sbx forward\n"
+               "add rule bridge sbx forward iifname \"vsbx*\" oifname \"vsbx*\" "
+               "meta iifgroup . meta oifgroup @groups meta mark set " GROUP_MARK " accept\n"
+               "add rule bridge sbx forward iifname \"vsbx*\" oifname \"vsbx*\" drop "
+               "comment \"" BRIDGE_MARKER "\"\n");
+}
+
+static int
+setup_table(struct sbx_nft *nft, const char *bridge, const char *subnet, const char *dns,
+            sbx_error **err)
+{
+    char table_c[160];
     char fwd_c[32];
-    comments(table_c, fwd_c, bridge, subnet);
-    /* add+delete+define is one transaction: idempotent and never half-applied. The forward
-     * chain keeps hosts outside from opening connections to sandboxes (only replies and DNAT'ed
-     * traffic get in); sandbox-to-sandbox traffic stays on the bridge. */
-    (void)snprintf(cmd, sizeof(cmd),
-                   "add table ip sbx_%1$s\n"
-                   "delete table ip sbx_%1$s\n"
-                   "table ip sbx_%1$s {\n"
-                   " chain postrouting {\n"
-                   "  type nat hook postrouting priority srcnat; policy accept;\n"
-                   "  ip saddr %2$s oifname != \"%1$s\" masquerade comment \"%3$s\"\n"
-                   " }\n"
-                   " chain forward {\n"
-                   "  type filter hook forward priority filter; policy accept;\n"
-                   "  oifname \"%1$s\" iifname != \"%1$s\" ct state established,related accept\n"
-                   "  oifname \"%1$s\" iifname != \"%1$s\" ct status dnat accept\n"
-                   "  oifname \"%1$s\" iifname != \"%1$s\" drop\n"
-                   " }\n"
-                   "}\n",
-                   bridge, subnet, table_c);
+    comments(table_c, fwd_c, bridge, subnet, dns);
+    sbx_autofree char *cmd = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&cmd, &len);
+    if (!f)
+        return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
+    /* One command buffer is one transaction: all of it or nothing. */
+    ip_table(f, bridge, subnet, table_c, dns);
+    ip6_table(f, bridge, table_c);
+    bridge_table(f);
+    if (fclose(f) != 0)
+        return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
     return run(nft, cmd, NULL, err);
 }
 
@@ -174,9 +318,9 @@ static int
 fix_filter_forward(struct sbx_nft *nft, const char *bridge, int insert, sbx_error **err)
 {
     char fwd_c[32];
-    char table_c[96];
+    char table_c[160];
     long long handles[MAX_HANDLES];
-    comments(table_c, fwd_c, bridge, "");
+    comments(table_c, fwd_c, bridge, "", NULL);
     int n = count_rules(nft, "chain ip filter FORWARD", fwd_c, handles);
     if (n < 0 || (insert && n == 2))
         return 0; /* no such chain (no iptables user), or already right */
@@ -199,10 +343,11 @@ fix_filter_forward(struct sbx_nft *nft, const char *bridge, int insert, sbx_erro
 }
 
 int
-sbx_nft_setup(struct sbx_nft *nft, const char *bridge, const char *subnet, sbx_error **err)
+sbx_nft_setup(struct sbx_nft *nft, const char *bridge, const char *subnet, const char *dns,
+              sbx_error **err)
 {
     (void)pthread_mutex_lock(&nft->lock);
-    int r = setup_table(nft, bridge, subnet, err);
+    int r = setup_table(nft, bridge, subnet, dns, err);
     if (r == 0)
         r = fix_filter_forward(nft, bridge, 1, err);
     (void)pthread_mutex_unlock(&nft->lock);
@@ -212,12 +357,49 @@ sbx_nft_setup(struct sbx_nft *nft, const char *bridge, const char *subnet, sbx_e
 int
 sbx_nft_teardown(struct sbx_nft *nft, const char *bridge, sbx_error **err)
 {
-    char cmd[128];
-    (void)snprintf(cmd, sizeof(cmd), "add table ip sbx_%1$s\ndelete table ip sbx_%1$s\n", bridge);
+    char cmd[256];
+    /* The host-wide `bridge sbx` table stays: other bridges may use it, and without ports of
+     * ours on a bridge its rules match nothing. */
+    (void)snprintf(cmd, sizeof(cmd),
+                   "add table ip sbx_%1$s\ndelete table ip sbx_%1$s\n"
+                   "add table ip6 sbx_%1$s\ndelete table ip6 sbx_%1$s\n",
+                   bridge);
     (void)pthread_mutex_lock(&nft->lock);
     int r = run(nft, cmd, NULL, err);
     if (r == 0)
         r = fix_filter_forward(nft, bridge, 0, err);
+    (void)pthread_mutex_unlock(&nft->lock);
+    return r;
+}
+
+int
+sbx_nft_allow(struct sbx_nft *nft, const char *bridge, const char *const *cidrs, size_t n,
+              sbx_error **err)
+{
+    sbx_autofree char *cmd = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&cmd, &len);
+    if (!f)
+        return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
+    fprintf(f, "flush set ip sbx_%s allow4\n", bridge);
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "add element ip sbx_%s allow4 { %s }\n", bridge, cidrs[i]);
+    if (fclose(f) != 0)
+        return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
+    (void)pthread_mutex_lock(&nft->lock);
+    int r = run(nft, cmd, NULL, err);
+    (void)pthread_mutex_unlock(&nft->lock);
+    return r;
+}
+
+int
+sbx_nft_group(struct sbx_nft *nft, const char *bridge, uint32_t group, sbx_error **err)
+{
+    char cmd[160];
+    (void)bridge;
+    (void)snprintf(cmd, sizeof(cmd), "add element bridge sbx groups { %u . %u }\n", group, group);
+    (void)pthread_mutex_lock(&nft->lock);
+    int r = run(nft, cmd, NULL, err);
     (void)pthread_mutex_unlock(&nft->lock);
     return r;
 }

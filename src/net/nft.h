@@ -1,8 +1,11 @@
 /*
  * nft.h - NAT and forwarding rules of a bridge network, through libnftables.
  *
- * Our table `ip sbx_<bridge>`: masquerade of the subnet leaving by any other interface, and
- * a forward chain that lets only replies (and DNAT'ed traffic) into the bridge from outside.
+ * Our tables `ip|ip6|bridge sbx_<bridge>`: masquerade of the subnet leaving by any other
+ * interface; only replies (and DNAT'ed traffic) into the bridge from outside; and the
+ * isolation of sandboxes: from a sandbox, nothing of the host but DNS to its resolvers, no
+ * private, link-local (metadata) or reserved address unless allowed, no other sandbox unless
+ * both are in one group, no IPv6 at all (docs/network.md "Isolation").
  * In nftables an accept in one base chain does not override a drop in another at the same hook,
  * so when an iptables-nft `ip filter FORWARD` chain exists (dockerd sets its policy to drop) two
  * accept rules for the bridge are inserted there too, written so that iptables-nft can still
@@ -11,6 +14,7 @@
 #ifndef SBX_NET_NFT_H
 #define SBX_NET_NFT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "common/error.h"
@@ -20,11 +24,20 @@ struct sbx_nft;
 int sbx_nft_new(struct sbx_nft **out, sbx_error **err);
 void sbx_nft_free(struct sbx_nft *nft);
 
-/* 1 when the rules of bridge/subnet are all in place, 0 when something is missing. */
-int sbx_nft_check(struct sbx_nft *nft, const char *bridge, const char *subnet);
-/* Put the rules in place (idempotent; one transaction for our table). */
-int sbx_nft_setup(struct sbx_nft *nft, const char *bridge, const char *subnet, sbx_error **err);
-/* Remove our table and our rules in `ip filter FORWARD` (for tests and `sbx net` cleanup). */
+/* 1 when the rules of bridge/subnet (with dns, the sandboxes' resolvers, space-separated) are
+ * all in place, 0 when something is missing or different. */
+int sbx_nft_check(struct sbx_nft *nft, const char *bridge, const char *subnet, const char *dns);
+/* Put the rules in place (idempotent; one transaction). Keeps the elements of the allow-list
+ * and of the groups set. */
+int sbx_nft_setup(struct sbx_nft *nft, const char *bridge, const char *subnet, const char *dns,
+                  sbx_error **err);
+/* Remove our tables and our rules in `ip filter FORWARD` (for tests and `sbx net` cleanup). */
 int sbx_nft_teardown(struct sbx_nft *nft, const char *bridge, sbx_error **err);
+/* Replace the allow-list: IPv4 addresses or CIDRs sandboxes may reach although they are in
+ * the blocked ranges or on this host (checked by the caller). */
+int sbx_nft_allow(struct sbx_nft *nft, const char *bridge, const char *const *cidrs, size_t n,
+                  sbx_error **err);
+/* Let the bridge ports of device group `group` (> 0) reach each other. */
+int sbx_nft_group(struct sbx_nft *nft, const char *bridge, uint32_t group, sbx_error **err);
 
 #endif

@@ -51,9 +51,13 @@ sbx_nft_free(struct sbx_nft *nft)
 }
 
 /* Run the helper; its exit status, or -errno. Its stderr (the error message) goes to msg. */
+/* The helper's operands: op, bridge, subnet, dns. */
+struct nft_args {
+    const char *op, *bridge, *subnet, *dns;
+};
+
 static int
-run_helper(struct sbx_nft *nft, const char *op, const char *bridge, const char *subnet, char *msg,
-           size_t msg_size)
+run_helper(struct sbx_nft *nft, const struct nft_args *a, char *msg, size_t msg_size)
 {
     int pipefd[2];
     msg[0] = '\0';
@@ -63,7 +67,9 @@ run_helper(struct sbx_nft *nft, const char *op, const char *bridge, const char *
     (void)posix_spawn_file_actions_init(&fa);
     (void)posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
     (void)posix_spawn_file_actions_adddup2(&fa, pipefd[1], 2);
-    char *argv[] = {"sbx", "net", "nft", (char *)op, (char *)bridge, (char *)subnet, NULL};
+    char *argv[] = {
+        "sbx",          "net", "nft", (char *)a->op, (char *)a->bridge, (char *)a->subnet,
+        (char *)a->dns, NULL};
     pid_t pid = 0;
     int r = posix_spawn(&pid, nft->helper, &fa, NULL, argv, environ);
     (void)posix_spawn_file_actions_destroy(&fa);
@@ -87,11 +93,10 @@ run_helper(struct sbx_nft *nft, const char *op, const char *bridge, const char *
 }
 
 static int
-run_or_fail(struct sbx_nft *nft, const char *op, const char *bridge, const char *subnet,
-            sbx_error **err)
+run_or_fail(struct sbx_nft *nft, const struct nft_args *a, sbx_error **err)
 {
     char msg[512];
-    int r = run_helper(nft, op, bridge, subnet, msg, sizeof(msg));
+    int r = run_helper(nft, a, msg, sizeof(msg));
     if (r < 0)
         return sbx_error_set(err, SBX_EUNAVAIL, -r, "nftables: run `%s`", nft->helper);
     if (r != 0)
@@ -100,20 +105,45 @@ run_or_fail(struct sbx_nft *nft, const char *op, const char *bridge, const char 
 }
 
 int
-sbx_nft_check(struct sbx_nft *nft, const char *bridge, const char *subnet)
+sbx_nft_check(struct sbx_nft *nft, const char *bridge, const char *subnet, const char *dns)
 {
     char msg[512];
-    return run_helper(nft, "check", bridge, subnet, msg, sizeof(msg)) == 0;
+    struct nft_args a = {"check", bridge, subnet, dns};
+    return run_helper(nft, &a, msg, sizeof(msg)) == 0;
 }
 
 int
-sbx_nft_setup(struct sbx_nft *nft, const char *bridge, const char *subnet, sbx_error **err)
+sbx_nft_setup(struct sbx_nft *nft, const char *bridge, const char *subnet, const char *dns,
+              sbx_error **err)
 {
-    return run_or_fail(nft, "setup", bridge, subnet, err);
+    struct nft_args a = {"setup", bridge, subnet, dns};
+    return run_or_fail(nft, &a, err);
 }
 
 int
 sbx_nft_teardown(struct sbx_nft *nft, const char *bridge, sbx_error **err)
 {
-    return run_or_fail(nft, "teardown", bridge, "-", err);
+    struct nft_args a = {"teardown", bridge, "-", ""};
+    return run_or_fail(nft, &a, err);
+}
+
+/* The lean `sbx` (sbx run) has no allow-list or groups: those belong to the server. */
+int
+sbx_nft_allow(struct sbx_nft *nft, const char *bridge, const char *const *cidrs, size_t n,
+              sbx_error **err)
+{
+    (void)nft;
+    (void)bridge;
+    (void)cidrs;
+    (void)n;
+    return sbx_error_set(err, SBX_EUNAVAIL, 0, "network allow-lists need sbx-full");
+}
+
+int
+sbx_nft_group(struct sbx_nft *nft, const char *bridge, uint32_t group, sbx_error **err)
+{
+    (void)nft;
+    (void)bridge;
+    (void)group;
+    return sbx_error_set(err, SBX_EUNAVAIL, 0, "network groups need sbx-full");
 }

@@ -47,6 +47,8 @@ int sbx_nl_bridge_create(struct sbx_nl *nl, const char *name, const unsigned cha
 /* ifindex of name, or -ENODEV. Also reports whether it is up and its kind ("bridge"...). */
 int sbx_nl_link_get(struct sbx_nl *nl, const char *name, int *index, int *up, char kind[16]);
 int sbx_nl_link_up(struct sbx_nl *nl, const char *name);
+/* Set the device group of name (nftables matches it as iifgroup/oifgroup). */
+int sbx_nl_link_set_group(struct sbx_nl *nl, const char *name, uint32_t group);
 /* ifindex and MTU of name. */
 int sbx_nl_link_mtu(struct sbx_nl *nl, const char *name, int *index, int *mtu);
 /* MTU of the device of the main table's IPv4 default route; -ENOENT when there is none. */

@@ -95,3 +95,19 @@ sbx_net_resolv_conf(char **out, sbx_error **err)
 {
     return sbx_net_resolv_conf_from(out, HOST_RESOLV, RESOLVED_RESOLV, err);
 }
+
+void
+sbx_net_resolv_servers(char *out, size_t n, const char *resolv_conf)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (const char *line = resolv_conf; line && *line;) {
+        char key[16];
+        char val[64];
+        if (sscanf(line, "%15s %63s", key, val) == 2 && strcmp(key, "nameserver") == 0 &&
+            usable_nameserver(val) && len + strlen(val) + 2 < n)
+            len += (size_t)snprintf(out + len, n - len, "%s%s", len ? " " : "", val);
+        const char *nl = strchr(line, '\n');
+        line = nl ? nl + 1 : NULL;
+    }
+}

@@ -16,6 +16,10 @@
 struct sbx_native_bridge {
     pthread_mutex_t lock;
     char *net_dir;
+    char *bridge; /* NULL: the default */
+    char *subnet; /* NULL: the default */
+    char **allow; /* the operator's allow-list, applied once the host is set up */
+    size_t n_allow;
     struct sbx_net *full;  /* after the first attach: host set up */
     struct sbx_net *state; /* lease state only (detach before any attach) */
 };
@@ -43,7 +47,31 @@ sbx_native_bridge_free(struct sbx_native_bridge *b)
     sbx_net_close(b->state);
     pthread_mutex_destroy(&b->lock);
     free(b->net_dir);
+    free(b->bridge);
+    free(b->subnet);
+    for (size_t i = 0; i < b->n_allow; i++)
+        free(b->allow[i]);
+    free(b->allow);
     free(b);
+}
+
+int
+sbx_native_bridge_configure(struct sbx_native_bridge *b, const char *bridge, const char *subnet,
+                            const char *const *allow, size_t n_allow, sbx_error **err)
+{
+    for (size_t i = 0; i < n_allow; i++) {
+        if (sbx_net_check_cidr(allow[i], err) < 0)
+            return sbx_error_wrap(err, "network allow-list");
+    }
+    free(b->bridge);
+    free(b->subnet);
+    b->bridge = bridge ? sbx_xstrdup(bridge) : NULL;
+    b->subnet = subnet ? sbx_xstrdup(subnet) : NULL;
+    b->allow = sbx_xcalloc(n_allow + 1, sizeof *b->allow);
+    for (size_t i = 0; i < n_allow; i++)
+        b->allow[i] = sbx_xstrdup(allow[i]);
+    b->n_allow = n_allow;
+    return 0;
 }
 
 /* The net handle to use; full=true sets up the host (bridge, NAT) if not done yet (*opened:
@@ -51,7 +79,7 @@ sbx_native_bridge_free(struct sbx_native_bridge *b)
 static struct sbx_net *
 bridge_net(struct sbx_native_bridge *b, bool full, bool *opened, sbx_error **err)
 {
-    struct sbx_net_config cfg = {.state_dir = b->net_dir};
+    struct sbx_net_config cfg = {.state_dir = b->net_dir, .bridge = b->bridge, .subnet = b->subnet};
     pthread_mutex_lock(&b->lock);
     int ret = 0;
     *opened = full && !b->full;
@@ -75,8 +103,12 @@ bridge_attach(void *arg, struct sbx_rt_lease *out, const char *id, int netns_fd,
     /* Cheap (~0.1 ms) re-check: dockerd may have changed the host's rules since the handle was
      * opened (opening it just now checked them: `sbx run` does not pay twice). */
     struct sbx_net_lease l = {0};
-    int ret = opened ? 0 : sbx_net_ensure(n, err);
-    if (ret == 0)
+    int ret = opened ? 1 : sbx_net_ensure(n, err);
+    /* The allow-list lives in the rules: set when they were (re)made. (A setup keeps a set's
+     * elements, so this is only the first attach, or one after someone removed our table.) */
+    if (ret == 1 && b->n_allow)
+        ret = sbx_net_allow(n, (const char *const *)b->allow, b->n_allow, err);
+    if (ret >= 0)
         ret = sbx_net_attach(&l, n, id, netns_fd, err);
     if (ret < 0)
         return ret;
@@ -112,6 +144,28 @@ bridge_transfer(void *arg, const char *from_id, const char *to_id, sbx_error **e
     return sbx_net_transfer(n, from_id, to_id, err);
 }
 
+static int
+bridge_set_group(void *arg, const char *id, uint32_t group, sbx_error **err)
+{
+    struct sbx_native_bridge *b = arg;
+    bool opened = false;
+    struct sbx_net *n = bridge_net(b, true, &opened, err);
+    if (!n)
+        return sbx_error_wrap(err, "bridge network");
+    return sbx_net_set_group(n, id, group, err);
+}
+
+int
+sbx_native_bridge_group(struct sbx_native_bridge *b, const char *name, uint32_t *group,
+                        sbx_error **err)
+{
+    bool opened = false;
+    struct sbx_net *n = bridge_net(b, false, &opened, err);
+    if (!n)
+        return sbx_error_wrap(err, "bridge network");
+    return sbx_net_group_id(n, name, group, err);
+}
+
 struct lease_visit {
     int (*fn)(const char *sandbox_id, void *payload);
     void *payload;
@@ -145,6 +199,7 @@ sbx_native_bridge_ops(struct sbx_rt_net_ops *ops, struct sbx_native_bridge *b)
     ops->attach = bridge_attach;
     ops->detach = bridge_detach;
     ops->transfer = bridge_transfer;
+    ops->set_group = bridge_set_group;
     ops->foreach_lease = bridge_foreach_lease;
 }
 

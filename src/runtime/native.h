@@ -19,6 +19,13 @@ struct sbx_native_bridge;
 int sbx_native_bridge_new(struct sbx_native_bridge **out, const char *state_dir,
                           sbx_error **err); /* state_dir: reserved (leases are host-wide) */
 void sbx_native_bridge_free(struct sbx_native_bridge *b);
+/* Another bridge or subnet than the defaults, and the operator's allow-list of addresses
+ * sandboxes may reach although isolation blocks them (net.h: sbx_net_allow). Before use. */
+int sbx_native_bridge_configure(struct sbx_native_bridge *b, const char *bridge, const char *subnet,
+                                const char *const *allow, size_t n_allow, sbx_error **err);
+/* The device group number of a named network group (net.h: sbx_net_group_id). */
+int sbx_native_bridge_group(struct sbx_native_bridge *b, const char *name, uint32_t *group,
+                            sbx_error **err);
 /* Fill ops so the runtime calls into b (b must outlive every runtime that uses ops). */
 void sbx_native_bridge_ops(struct sbx_rt_net_ops *ops, struct sbx_native_bridge *b);
 

@@ -945,6 +945,11 @@ attach_host_side(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_
         ret = sb->pooled ? sbx_rt_pool_claim(sb, err)
                          : sb->rt->net_ops.attach(sb->rt->net_ops.net, &sb->lease, sb->id,
                                                   sb->netns_fd, err);
+    /* Before GO: nothing in the sandbox runs while its port is in the wrong group. */
+    if (ret == 0 && bridge && spec->net_group)
+        ret = sb->rt->net_ops.set_group
+                  ? sb->rt->net_ops.set_group(sb->rt->net_ops.net, sb->id, spec->net_group, err)
+                  : sbx_error_set(err, SBX_EUNAVAIL, 0, "network groups are not available");
     return cg_wait(sb, ret, err); /* GO follows: the cgroups must exist */
 }
 

@@ -47,6 +47,9 @@ struct sbx_rt_net_ops {
     int (*detach)(void *net, const char *sandbox_id, sbx_error **err);
     /* Hand an attached namespace's lease from one id to another (the namespace pool). */
     int (*transfer)(void *net, const char *from_id, const char *to_id, sbx_error **err);
+    /* Put an attached sandbox's port in a network group (spec.net_group); may be NULL when no
+     * spec asks for one. */
+    int (*set_group)(void *net, const char *sandbox_id, uint32_t group, sbx_error **err);
     /* Visit the ids holding leases (the pool's crash recovery); fn returns < 0 to stop. */
     int (*foreach_lease)(void *net, int (*fn)(const char *sandbox_id, void *payload), void *payload,
                          sbx_error **err);
@@ -111,6 +114,9 @@ struct sbx_rt_spec {
      * (its files, a cap it had) instead of a fresh one; SBX_ENOTFOUND when none is kept. */
     bool reuse_upper;
     enum sbx_rt_netmode net;
+    /* bridge: the network group of its port, set before the sandbox runs (net_ops.set_group);
+     * 0 = isolated from every other sandbox (the default) */
+    uint32_t net_group;
     bool userns; /* own user namespace with the maps below */
     struct sbx_rt_idmap uid_map, gid_map;
     /* fds for the command's stdin/stdout/stderr; -1 => the sandbox's /dev/null. Pipes and

@@ -45,6 +45,8 @@
 #include "server/volumes.h"
 
 #define EXECD_PORT 44772
+/* The create extension that puts a sandbox in a network group (docs/network.md). */
+#define SBX_NETWORK_GROUP_EXT "sbx.network.group"
 /* Network namespaces kept ready (docs/server.md "netns_pool"); the runtime's limit. */
 #define SBX_NATIVE_NETNS_POOL_DEFAULT 4
 #define SBX_NATIVE_NETNS_POOL_MAX     64
@@ -52,8 +54,9 @@
 #define EXECD_STATE                   SBX_RT_EXECD_STATE
 
 const char *const sbx_provider_native_keys[] = {
-    "execd",      "ping_timeout_ms",    "cgroup_parent", "network", "upper",
-    "upper_size", "allowed_host_paths", "netns_pool",    NULL};
+    "execd",  "ping_timeout_ms", "cgroup_parent",      "network",
+    "upper",  "upper_size",      "allowed_host_paths", "netns_pool",
+    "bridge", "subnet",          "network_allow",      NULL};
 
 struct handle {
     char id[SBX_UUID_LEN + 1];
@@ -250,6 +253,28 @@ record_pid(struct sbx_record *sb, struct sbx_rt_sandbox *h)
     (void)json_object_set_new(sb->priv, "start_time", json_integer((json_int_t)pi.start_time));
 }
 
+/* extensions["sbx.network.group"]: sandboxes of one group reach each other on the bridge;
+ * every other sandbox is isolated from them (and they from it). */
+static int
+network_group(struct native_data *d, const struct sbx_record *sb, struct sbx_rt_spec *spec,
+              sbx_error **err)
+{
+    const json_t *v = json_object_get(sb->extensions, SBX_NETWORK_GROUP_EXT);
+    if (!v)
+        return 0;
+    if (!json_is_string(v))
+        return sbx_error_set(err, SBX_EINVAL, 0, "extensions.%s must be a string",
+                             SBX_NETWORK_GROUP_EXT);
+    if (d->net != SBX_RT_NET_BRIDGE)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "extensions.%s needs the bridge network (providers.native.network "
+                             "is \"none\")",
+                             SBX_NETWORK_GROUP_EXT);
+    if (sbx_native_bridge_group(d->bridge, json_string_value(v), &spec->net_group, err) < 0)
+        return sbx_error_wrap(err, "extensions.%s", SBX_NETWORK_GROUP_EXT);
+    return 0;
+}
+
 static int
 native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
@@ -296,6 +321,8 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     const char *digest = json_string_value(json_object_get(sb->priv, "image_digest"));
     const char *uri = digest ? digest : json_string_value(json_object_get(sb->image, "uri"));
     int r = limits_into(sb, &spec, err);
+    if (r >= 0)
+        r = network_group(d, sb, &spec, err);
     if (r >= 0)
         r = sbx_native_image_apply(&img, &spec, d->state_dir, uri, sb->id, err);
     if (r >= 0 && img.img)
@@ -627,7 +654,8 @@ parse_upper(const json_t *settings, enum sbx_rt_upper *mode, uint64_t *size, sbx
 static int
 check_string_settings(const json_t *settings, sbx_error **err)
 {
-    static const char *const keys[] = {"execd", "cgroup_parent", "network", "upper", "upper_size"};
+    static const char *const keys[] = {"execd",      "cgroup_parent", "network", "upper",
+                                       "upper_size", "bridge",        "subnet"};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
         json_t *v = json_object_get(settings, keys[i]);
         if (v && !json_is_string(v))
@@ -635,6 +663,29 @@ check_string_settings(const json_t *settings, sbx_error **err)
                                  keys[i]);
     }
     return 0;
+}
+
+/* `bridge`, `subnet` and the isolation allow-list `network_allow` (docs/network.md
+ * "Isolation": what a sandbox may reach). Checked now, applied on the first bridged sandbox. */
+static int
+configure_bridge(struct native_data *d, const json_t *settings, sbx_error **err)
+{
+    const json_t *allow = json_object_get(settings, "network_allow");
+    size_t n = json_array_size(allow);
+    const char **list = sbx_xcalloc(n + 1, sizeof *list);
+    int r = 0;
+    for (size_t i = 0; i < n && r == 0; i++) {
+        list[i] = json_string_value(json_array_get(allow, i));
+        if (!list[i])
+            r = sbx_error_set(err, SBX_EINVAL, 0,
+                              "providers.native.network_allow[%zu] must be a string", i);
+    }
+    if (r == 0)
+        r = sbx_native_bridge_configure(
+            d->bridge, json_string_value(json_object_get(settings, "bridge")),
+            json_string_value(json_object_get(settings, "subnet")), list, n, err);
+    free(list);
+    return r < 0 ? sbx_error_wrap(err, "providers.native") : 0;
 }
 
 int
@@ -660,12 +711,21 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
         return sbx_error_set(err, SBX_EINVAL, 0,
                              "providers.native.netns_pool must be an integer from 0 to %d",
                              SBX_NATIVE_NETNS_POOL_MAX);
+    const json_t *allow = json_object_get(settings, "network_allow");
+    if (allow && !json_is_array(allow))
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "providers.native.network_allow must be a list of IPv4 addresses "
+                             "or CIDRs");
     struct native_data *d = sbx_xcalloc(1, sizeof *d);
     d->net = net;
     d->upper = upper;
     d->upper_size = upper_size;
     d->state_dir = sbx_xstrdup(env->state_dir);
     (void)sbx_native_bridge_new(&d->bridge, env->state_dir, NULL);
+    if (configure_bridge(d, settings, err) < 0) {
+        free_data(d);
+        return -SBX_EINVAL;
+    }
     sbx_native_bridge_ops(&d->net_ops, d->bridge);
     /* The bridge is set up on the host only when the first bridged sandbox is made. */
     struct sbx_rt_config rc = {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `sbx run` with the real modules plugged in: an OCI image pulled from a real registry (its
 # entrypoint, cmd, env, workdir, user and whiteouts honoured; its layers pinned while it runs)
-# and bridge networking (an address from the pool, the host reachable through the gateway,
+# and bridge networking (an address from the pool, the host refusing it through the gateway,
 # the lease released afterwards).
 SBX=$1
 source "$(dirname "$0")/../image/lib.sh"   # root check, temp dir $T, registry helpers
@@ -72,9 +72,12 @@ python3 -m http.server "$port" --bind "$gw" --directory "$T" >/dev/null 2>&1 &
 PIDS+=($!)
 echo reached > "$T/hello.txt"
 for _ in $(seq 50); do curl -fs "http://$gw:$port/hello.txt" >/dev/null && break; sleep 0.1; done
-[[ $(run --network bridge -- /bin/sh -c "wget -q -O- http://$gw:$port/hello.txt") == reached ]] ||
-    die "the host is not reachable through the gateway"
-run --network none -- /bin/sh -c "wget -q -T 2 -O- http://$gw:$port/hello.txt" 2>/dev/null &&
-    die "--network none reached the host"
+# Isolation (issue 16): the host's services are out of reach. A refusal (TCP reset from the
+# host's rules) rather than a timeout also shows that the bridge carries the packets there.
+out=$(run --network bridge -- /bin/sh -c "wget -T 3 -t 1 -O- http://$gw:$port/hello.txt 2>&1; true")
+grep -q reached <<<"$out" && die "the host's service was reached through the gateway"
+grep -qi 'refused' <<<"$out" || die "not refused at once by the host: $out"
+out=$(run --network none -- /bin/sh -c "wget -q -T 2 -O- http://$gw:$port/hello.txt 2>&1; true")
+grep -q reached <<<"$out" && die "--network none reached the host"
 [[ $(count_leases) == "$before" ]] || die "finished runs left leases behind: $(count_leases) vs $before"
 echo "native: all checks passed"

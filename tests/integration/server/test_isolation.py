@@ -7,11 +7,18 @@
   sandbox's processes, and no host file is behind its stdout (a log file in the state dir was
   writable through /proc/1/fd/1 past every limit); its log and the entrypoint's output are a
   bounded ring served by GET /logs;
-- a full /dev/shm in a small sandbox: the command fails, execd (PID 1) and the sandbox live.
+- a full /dev/shm in a small sandbox: the command fails, execd (PID 1) and the sandbox live;
+- the network (issue 16), on a bridge of this test's own: a listener of the host's (on every
+  address) is out of reach but for the address the operator allowed, and sandboxes reach each
+  other only in one group. (Link-local/metadata, private ranges and the resolver exception are
+  tried in tests/integration/net, whose "outside" is a namespace of its own.)
 
 Each check has a control showing the operation itself works where it should."""
 import json
 import os
+import socket
+import subprocess
+import threading
 
 from harness import Skip, check, main
 
@@ -122,6 +129,113 @@ def shm_full(s):
     check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
 
 
+def host_address():
+    """An address of this host other than loopback and the sandbox bridges (its uplink)."""
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True,
+                         check=True).stdout
+    for line in out.splitlines():
+        dev, addr = line.split()[1], line.split()[3].split("/")[0]
+        if dev != "lo" and not dev.startswith("sbx"):
+            return addr
+    raise Skip("no non-loopback address on this host")
+
+
+class Listener:
+    """A TCP listener of the host's on 0.0.0.0, counting connections."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        self.sock.bind(("0.0.0.0", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.hits = 0
+        threading.Thread(target=self.serve, daemon=True).start()
+
+    def serve(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.hits += 1
+            c.sendall(b"host-secret\n")
+            c.close()
+
+
+def connect_cmd(addr, port):
+    """Shell that prints what addr:port answered, or the error, in at most 3 s."""
+    return ("timeout 3 bash -c 'exec 3<>/dev/tcp/%s/%d && head -c 64 <&3' 2>&1 || echo refused"
+            % (addr, port))
+
+
+def sandbox_addr(s, sid):
+    out, _, _ = inside(s, sid, "ip -4 -o addr show eth0 | awk '{print $4}'")
+    return out[0].split("/")[0]
+
+
+def network(new_server):
+    tag = os.getpid() % 200 + 20
+    bridge = "sbxiso%d" % tag
+    subnet = "10.231.%d.0/24" % tag
+    gateway = "10.231.%d.1" % tag
+    host = host_address()
+    config = ('providers = { supported = ["native"]; default = "native";\n'
+              '  native = { bridge = "%s"; subnet = "%s"; network_allow = ["%s"]; }; };\n'
+              % (bridge, subnet, host))
+    s = new_server(config_text=config, tag="isolation-net")
+    s.start()
+    lis = Listener()
+    try:
+        ids = {}
+        for name, ext in (("a", {}), ("b", {}), ("c", {"sbx.network.group": "pair"}),
+                          ("d", {"sbx.network.group": "pair"})):
+            # each serves its name on 7070 (its entrypoint, so it outlives any command)
+            serve = ("import socket\ns=socket.socket()\ns.bind(('0.0.0.0',7070))\ns.listen()\n"
+                     "while True:\n c,_=s.accept()\n c.sendall(b'from-%s')\n c.close()\n" % name)
+            r = s.create(extensions=ext, entrypoint=["python3", "-c", serve])
+            check(r.status == 202, "create %s: %r" % (name, r))
+            ids[name] = r.json()["id"]
+        addrs = {k: sandbox_addr(s, v) for k, v in ids.items()}
+        check(all(a.startswith("10.231.%d." % tag) for a in addrs.values()),
+              "on the test's bridge: %r" % addrs)
+        # the host: the gateway refuses at once; the allowed address answers (the control)
+        out, _, _ = inside(s, ids["a"], connect_cmd(gateway, lis.port))
+        check(out == ["refused"] or "host-secret" not in " ".join(out),
+              "the host's listener through the gateway: %r" % out)
+        check(lis.hits == 0, "the host's listener was reached through the gateway")
+        out, _, _ = inside(s, ids["a"], connect_cmd(host, lis.port))
+        check("host-secret" in " ".join(out), "the allowed host address answers: %r" % out)
+        # sandboxes: b is out of a's reach (each answers on its own address: the control);
+        # c and d (one group) talk
+        for name in ids:
+            out, _, _ = inside(s, ids[name], connect_cmd("127.0.0.1", 7070))
+            check("from-" + name in " ".join(out), "%s serves: %r" % (name, out))
+        out, _, _ = inside(s, ids["a"], connect_cmd(addrs["b"], 7070))
+        check("from-b" not in " ".join(out), "a reached b: %r" % out)
+        out, _, _ = inside(s, ids["c"], connect_cmd(addrs["d"], 7070))
+        check("from-d" in " ".join(out), "c and d share a group: %r" % out)
+        out, _, _ = inside(s, ids["a"], connect_cmd(addrs["d"], 7070))
+        check("from-d" not in " ".join(out), "a reached a group it is not in: %r" % out)
+        # the router still reaches every sandbox (provider.connect, not the bridge)
+        for sid in ids.values():
+            check(inside(s, sid, "echo up")[0] == ["up"], "router to %s" % sid)
+        r = s.create(extensions={"sbx.network.group": "../bad"})
+        check(r.status == 400 and "sbx.network.group" in r.json()["message"],
+              "a bad group name is a 400 naming the key: %r" % r)
+        for sid in ids.values():
+            check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+        check(s.stop() == 0, "clean stop")
+    finally:
+        lis.sock.close()
+        s.kill9()
+        s.gc_runtime()
+        subprocess.run([s.sbx, "net", "nft", "teardown", bridge, subnet], capture_output=True)
+        subprocess.run(["ip", "link", "del", bridge + "-kp"], capture_output=True)
+        subprocess.run(["ip", "link", "del", bridge], capture_output=True)
+        subprocess.run(["rm", "-rf", "/run/sbx/net/" + bridge], capture_output=True)
+
+
 def test(new_server):
     s = new_server(config_text=CONFIG, tag="isolation")
     try:
@@ -140,6 +254,7 @@ def test(new_server):
     logs(s)
     shm_full(s)
     check(s.stop() == 0, "clean stop")
+    network(new_server)
 
 
 if __name__ == "__main__":
