@@ -1,5 +1,9 @@
 /*
  * launch.c - argv/envp of the execd launcher shared by the providers.
+ *
+ * The launcher shell only moves the settings out of the environment and execs execd, which
+ * starts the entrypoint itself (`-- ENTRYPOINT`): so the entrypoint's output is in execd's log
+ * ring (GET /logs) on every provider, as on native.
  */
 #include "server/launch.h"
 
@@ -13,8 +17,8 @@
 static const char launcher[] =
     "t=$SBX_EXECD_TOKEN; e=$SBX_EXECD; l=$SBX_EXECD_LISTEN; sd=$SBX_EXECD_STATE;"
     " unset SBX_EXECD_TOKEN SBX_EXECD SBX_EXECD_LISTEN SBX_EXECD_STATE;"
-    " if [ $# -gt 0 ]; then \"$@\" </dev/null & fi;"
-    " EXECD_ACCESS_TOKEN=\"$t\" exec \"$e\" --listen \"$l\" --state-dir \"$sd\"";
+    " if [ $# -gt 0 ]; then set -- -- \"$@\"; fi;"
+    " EXECD_ACCESS_TOKEN=\"$t\" exec \"$e\" --listen \"$l\" --state-dir \"$sd\" \"$@\"";
 
 const char *
 sbx_launch_script(void)
