@@ -1,6 +1,8 @@
 /*
  * client_util.c - shared plumbing of the client verbs.
  */
+#include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +12,35 @@
 #include "cli/client_util.h"
 #include "common/xalloc.h"
 
+/* The first line of path ("-": stdin), trimmed, into conn->key_buf. */
+static int
+read_key(struct sbx_cli_conn *conn, const char *path)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "re");
+    if (!f) {
+        fprintf(stderr, "sbx: --api-key-file `%s`: %s\n", path,
+                strerror(errno)); // NOLINT(concurrency-mt-unsafe): no threads
+        return 0;
+    }
+    char *line = fgets(conn->key_buf, sizeof conn->key_buf, f);
+    if (f != stdin)
+        (void)fclose(f);
+    size_t n = line ? strcspn(line, "\r\n") : 0;
+    while (n > 0 && isspace((unsigned char)line[n - 1]))
+        n--;
+    size_t skip = 0;
+    while (skip < n && isspace((unsigned char)conn->key_buf[skip]))
+        skip++;
+    if (n <= skip) {
+        fprintf(stderr, "sbx: --api-key-file `%s` holds no key\n", path);
+        return 0;
+    }
+    memmove(conn->key_buf, conn->key_buf + skip, n - skip);
+    conn->key_buf[n - skip] = '\0';
+    conn->api_key = conn->key_buf;
+    return 1;
+}
+
 int
 sbx_cli_conn_opt(struct sbx_cli_conn *conn, int opt, const char *arg)
 {
@@ -17,9 +48,14 @@ sbx_cli_conn_opt(struct sbx_cli_conn *conn, int opt, const char *arg)
         conn->host = arg;
         return 1;
     }
+    if (opt == 'F')
+        return read_key(conn, arg);
     if (opt == 'K') {
-        conn->api_key = arg;
-        return 1;
+        /* Refused, not taken: the key would be readable by every user in `ps` for as long as
+         * the command runs. */
+        fprintf(stderr, "sbx: --api-key would show the key to every user (ps, /proc/PID/cmdline);"
+                        " use SBX_API_KEY or --api-key-file FILE (- reads stdin)\n");
+        return 0;
     }
     return 0;
 }

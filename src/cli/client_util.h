@@ -9,20 +9,23 @@
 
 #include "sbx/client.h"
 
-/* getopt_long entries every client verb accepts (--host, --api-key). */
-#define SBX_CLI_CLIENT_LONGOPTS                 \
-    {"host", required_argument, NULL, 'H'},     \
-    {                                           \
-        "api-key", required_argument, NULL, 'K' \
+/* getopt_long entries every client verb accepts (--host, --api-key-file; --api-key only to
+ * refuse it: a key on the command line is in `ps` and /proc/PID/cmdline for every user). */
+#define SBX_CLI_CLIENT_LONGOPTS                                                             \
+    {"host", required_argument, NULL, 'H'}, {"api-key-file", required_argument, NULL, 'F'}, \
+    {                                                                                       \
+        "api-key", required_argument, NULL, 'K'                                             \
     }
 
 #define SBX_CLI_CLIENT_HELP                                                                    \
     "  -H, --host URL       server to talk to (default: $SBX_HOST or http://127.0.0.1:8080)\n" \
-    "      --api-key KEY    API key (default: $SBX_API_KEY, else /var/lib/sbx/api-key)\n"
+    "      --api-key-file F API key from file F (- = stdin; default: $SBX_API_KEY, else\n"     \
+    "                       /var/lib/sbx/api-key)\n"
 
 struct sbx_cli_conn {
     const char *host;
     const char *api_key;
+    char key_buf[1024]; /* --api-key-file's key */
 };
 
 /* Handle --host/--api-key (opt 'H'/'K'); returns 1 when handled. */

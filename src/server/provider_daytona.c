@@ -660,10 +660,18 @@ launch_command(const struct daytona *d, const struct sbx_record *sb)
                          "D=%s; [ -f \"$D/execd.pid\" ] && kill \"$(cat \"$D/execd.pid\")\" "
                          "2>/dev/null; cd ~ 2>/dev/null; ",
                          dir);
+    /* The token is not in this command (Daytona keeps commands in its session logs and the
+     * remote process list shows them): upload_token put it in a 0600 file in the 0700 dir,
+     * read here into the environment (which execd wipes) and removed. No file, no start:
+     * execd must never run without its token. */
     (void)sbx_buf_printf(&b, NULL,
+                         "[ -s \"$D/execd.token\" ] || { echo 'sbx: no token file' "
+                         ">\"$D/execd.log\"; exit 1; }; "
+                         "SBX_EXECD_TOKEN=$(cat \"$D/execd.token\"); rm -f \"$D/execd.token\"; "
+                         "export SBX_EXECD_TOKEN; "
                          "SBX_EXECD=\"$D/sbx-execd\" SBX_EXECD_LISTEN=0.0.0.0:%d "
-                         "SBX_EXECD_TOKEN=%s SBX_EXECD_STATE=\"$D/state\" nohup /bin/sh -c ",
-                         EXECD_PORT, priv_str(sb, "token"));
+                         "SBX_EXECD_STATE=\"$D/state\" nohup /bin/sh -c ",
+                         EXECD_PORT);
     sh_quote(&b, sbx_launch_script());
     (void)sbx_buf_append_str(&b, " sbx-launch", NULL);
     size_t i = 0;
@@ -702,9 +710,34 @@ install_execd(struct daytona *d, const struct sbx_record *sb, sbx_error **err)
     return toolbox_run(d, sb, ch, err);
 }
 
+/* execd's token into <remote dir>/execd.token, through the toolbox's file upload: a body,
+ * which no command line, process list or session log shows (the dir is 0700; launch_command
+ * reads and removes the file). */
+static int
+upload_token(struct daytona *d, const struct sbx_record *sb, sbx_error **err)
+{
+    const char *token = priv_str(sb, "token");
+    sbx_autofree char *dst = sbx_xasprintf("%s/execd.token", d->remote_dir);
+    sbx_autofree char *esc = sbx_rest_escape(dst);
+    sbx_autofree char *what = sbx_xasprintf("/files/upload?path=%s", esc);
+    sbx_autofree char *url = toolbox_url(d, sb, what);
+    struct sbx_rest_resp resp;
+    int r = sbx_rest_upload_data(&d->rest, url, "file", "execd.token", token, strlen(token), &resp,
+                                 err);
+    if (r >= 0 && (resp.status < 200 || resp.status >= 300))
+        r = sbx_rest_fail(&d->rest, &resp, "upload execd's token", err);
+    sbx_rest_resp_dispose(&resp);
+    if (r < 0)
+        return sbx_error_wrap(err, "daytona toolbox");
+    sbx_autofree char *ch = sbx_xasprintf("chmod 600 %s", dst);
+    return toolbox_run(d, sb, ch, err);
+}
+
 static int
 launch_execd(struct daytona *d, const struct sbx_record *sb, sbx_error **err)
 {
+    if (upload_token(d, sb, err) < 0)
+        return -SBX_EIO;
     json_t *s = json_pack("{s:s}", "sessionId", SESSION_ID);
     /* A session left from before (the sandbox was not restarted) is fine: ignore its error. */
     sbx_autoerror sbx_error *ignored = NULL;

@@ -166,9 +166,17 @@ sbx_rest_call(const struct sbx_rest *c, const struct sbx_rest_req *req, struct s
     return r;
 }
 
-int
-sbx_rest_upload(const struct sbx_rest *c, const char *url, const char *field, const char *path,
-                struct sbx_rest_resp *out, sbx_error **err)
+/* The file part: `path`'s contents, or data[0..len) named `name` when path is NULL. */
+struct upload_src {
+    const char *path;
+    const char *name;
+    const void *data;
+    size_t len;
+};
+
+static int
+upload(const struct sbx_rest *c, const char *url, const char *field, const struct upload_src *src,
+       struct sbx_rest_resp *out, sbx_error **err)
 {
     memset(out, 0, sizeof *out);
     struct sbx_buf resp;
@@ -180,8 +188,11 @@ sbx_rest_upload(const struct sbx_rest *c, const char *url, const char *field, co
     curl_mimepart *part = curl_mime_addpart(mime);
     (void)curl_mime_name(part, field);
     int r = 0;
-    if (curl_mime_filedata(part, path) != CURLE_OK)
-        r = sbx_error_set(err, SBX_EIO, errno, "read `%s`", path);
+    if (src->path && curl_mime_filedata(part, src->path) != CURLE_OK)
+        r = sbx_error_set(err, SBX_EIO, errno, "read `%s`", src->path);
+    if (!src->path && (curl_mime_data(part, src->data, src->len) != CURLE_OK ||
+                       curl_mime_filename(part, src->name) != CURLE_OK))
+        r = sbx_error_set(err, SBX_ENOMEM, 0, "upload part");
     struct curl_slist *hdr = add_lines(NULL, c->headers);
     (void)curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
     (void)curl_easy_setopt(h, CURLOPT_MIMEPOST, mime);
@@ -195,6 +206,22 @@ sbx_rest_upload(const struct sbx_rest *c, const char *url, const char *field, co
     free_headers(hdr);
     sbx_buf_dispose(&resp);
     return r;
+}
+
+int
+sbx_rest_upload(const struct sbx_rest *c, const char *url, const char *field, const char *path,
+                struct sbx_rest_resp *out, sbx_error **err)
+{
+    struct upload_src src = {.path = path};
+    return upload(c, url, field, &src, out, err);
+}
+
+int
+sbx_rest_upload_data(const struct sbx_rest *c, const char *url, const char *field, const char *name,
+                     const void *data, size_t len, struct sbx_rest_resp *out, sbx_error **err)
+{
+    struct upload_src src = {.name = name, .data = data, .len = len};
+    return upload(c, url, field, &src, out, err);
 }
 
 void

@@ -71,6 +71,16 @@ rm -rf "$tmp"
 
 "$sbx" ls --host http://127.0.0.1:1 2>/dev/null; check "unreachable server is a failure" 1 $?
 SBX_API_KEY=wrong "$sbx" ls 2>/dev/null; check "a wrong key is refused" 1 $?
+# The key never on the command line (ps shows it to every user): --api-key is refused with
+# the ways that work, --api-key-file reads a file or stdin.
+out=$("$sbx" ls --api-key "$SBX_API_KEY" 2>&1); rc=$?
+check "--api-key is refused (usage)" 2 "$rc"
+[[ $out == *--api-key-file* && $out != *"$SBX_API_KEY"* ]]; check "it says what to use instead" 0 $?
+keyfile=$(mktemp); printf ' %s\n' "$SBX_API_KEY" >"$keyfile"
+SBX_API_KEY=wrong "$sbx" ls --api-key-file "$keyfile" >/dev/null; check "--api-key-file FILE" 0 $?
+printf '%s' "$SBX_API_KEY" | SBX_API_KEY=wrong "$sbx" ls --api-key-file - >/dev/null
+check "--api-key-file - (stdin)" 0 $?
+rm -f "$keyfile"
 
 echo "$passes passed, $fails failed"
 [[ $fails -eq 0 ]]

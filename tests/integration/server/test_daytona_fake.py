@@ -176,6 +176,17 @@ def through_router(s, fake, sid):
           "labels: %r" % created[-1]["labels"])
     check(os.access(os.path.join(fake.sandbox(rid)["root"], "remote", "sbx-execd"), os.X_OK),
           "sbx-execd was uploaded through the toolbox")
+    # execd's token reaches the remote side as an uploaded file's body, never in a command
+    # (Daytona logs commands; the remote process list shows them)
+    tokens = {x["headers"].get("x-execd-access-token") for x in prev} - {None, ""}
+    check(len(tokens) == 1, "the router sends execd's token: %r" % tokens)
+    token = tokens.pop()
+    commands = [x["body"] for x in fake.requests() if x["path"].startswith("/toolbox/")
+                and "/process/" in x["path"]]
+    check(commands and not any(token in c for c in commands),
+          "the token is in no toolbox command: %r" % [c for c in commands if token in c][:1])
+    check(not os.path.exists(os.path.join(fake.sandbox(rid)["root"], "remote", "execd.token")),
+          "the token file is gone once execd has it")
     return rid
 
 
