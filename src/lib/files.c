@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "lib/client_internal.h"
@@ -189,18 +190,45 @@ fetch_to_fd(sbx_client *c, const char *base, struct curl_slist *ep, const char *
     return ret;
 }
 
+/* The file a download goes to until it is complete: a fresh name next to local_path with a
+ * random part, created with O_EXCL | O_NOFOLLOW. A predictable name opened without them let a
+ * local user plant a symlink there and have whoever runs the download (often root) write the
+ * sandbox's bytes through it, anywhere. Here an existing name, symlink or not, is never
+ * opened: another random name is tried. Returns the fd (and *tmp, to free), or -1 with errno
+ * set (*tmp NULL when out of memory). */
+static int
+create_partial(const char *local_path, char **tmp)
+{
+    for (int tries = 0; tries < 16; tries++) {
+        unsigned char rnd[8];
+        if (getrandom(rnd, sizeof rnd, 0) != (ssize_t)sizeof rnd)
+            return -1;
+        free(*tmp);
+        *tmp = NULL;
+        if (asprintf(tmp, "%s.sbx-partial.%02x%02x%02x%02x%02x%02x%02x%02x", local_path, rnd[0],
+                     rnd[1], rnd[2], rnd[3], rnd[4], rnd[5], rnd[6], rnd[7]) < 0) {
+            *tmp = NULL;
+            return -1;
+        }
+        int fd = open(*tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+        if (fd >= 0 || errno != EEXIST)
+            return fd;
+    }
+    errno = EEXIST;
+    return -1;
+}
+
 int
 sbx_download(sbx_client *c, const char *id, const char *remote_path, const char *local_path)
 {
     if (!c || !remote_path || !local_path)
         return c ? client_fail(c, SBX_EINVAL, "invalid arguments") : -SBX_EINVAL;
     char *tmp = NULL;
-    if (asprintf(&tmp, "%s.sbx-partial.%d", local_path, (int)getpid()) < 0)
-        return client_fail(c, SBX_ENOMEM, "out of memory");
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    int fd = create_partial(local_path, &tmp);
     if (fd < 0) {
-        int ret = client_fail(c, SBX_EIO, "create %s: %s", tmp,
-                              strerror(errno)); // NOLINT(concurrency-mt-unsafe)
+        int ret = tmp ? client_fail(c, SBX_EIO, "create %s: %s", tmp,
+                                    strerror(errno)) // NOLINT(concurrency-mt-unsafe)
+                      : client_fail(c, SBX_ENOMEM, "out of memory");
         free(tmp);
         return ret;
     }

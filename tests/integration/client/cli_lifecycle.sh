@@ -34,6 +34,15 @@ check "the copy keeps its mode" 640 "$("$sbx" exec "$id" -- stat -c %a /tmp/copi
 check "round trip is identical" "$(sha256sum <"$tmp/in.bin")" "$(sha256sum <"$tmp/out.bin")"
 "$sbx" cp "$id:/no/such/file" "$tmp/none" 2>/dev/null; check "cp of a missing file fails" 1 $?
 check "a failed cp leaves no file" 0 "$(ls "$tmp" | grep -c none)"
+# A local user plants symlinks at every name a download's partial file could have had
+# (<dst>.sbx-partial.<pid>, the next 3000 pids): the download must not write through them.
+echo victim-untouched >"$tmp/victim"
+next=$(sh -c 'echo $$')
+for p in $(seq "$next" $((next + 3000))); do ln -s "$tmp/victim" "$tmp/dl.bin.sbx-partial.$p"; done
+"$sbx" cp "$id:/tmp/copied.bin" "$tmp/dl.bin"; check "cp out next to planted symlinks" 0 $?
+check "the symlinks' target is untouched" victim-untouched "$(cat "$tmp/victim")"
+check "the download landed" "$(sha256sum <"$tmp/in.bin")" "$(sha256sum <"$tmp/dl.bin")"
+check "no partial file left" 3001 "$(find "$tmp" -name 'dl.bin.sbx-partial.*' | wc -l)"
 rm -rf "$tmp"
 
 "$sbx" pause "$id"; check "pause" 0 $?
