@@ -158,6 +158,25 @@ message_for(struct a11y_ctx *c, const struct a11y_call *call)
     }
     case A11Y_K_ACTIONS:
         return call_new(dest, path, "org.a11y.atspi.Action", "GetActions");
+    case A11Y_K_ACTION_NAME: {
+        DBusMessage *m = call_new(dest, path, "org.a11y.atspi.Action", "GetName");
+        dbus_message_append_args(m, DBUS_TYPE_INT32, &call->arg, DBUS_TYPE_INVALID);
+        return m;
+    }
+    case A11Y_K_REGISTER: {
+        /* A listener for a rare event: at-spi2-atk publishes /org/a11y/atspi/cache only once
+         * some client listens to events (registryd drops it when this connection closes). */
+        DBusMessage *m = call_new(dest, "/org/a11y/atspi/registry", "org.a11y.atspi.Registry",
+                                  "RegisterEvent");
+        const char *event = "window:activate", *app = "";
+        DBusMessageIter it, a;
+        dbus_message_iter_init_append(m, &it);
+        dbus_message_iter_append_basic(&it, DBUS_TYPE_STRING, &event);
+        dbus_message_iter_open_container(&it, DBUS_TYPE_ARRAY, "s", &a);
+        dbus_message_iter_close_container(&it, &a);
+        dbus_message_iter_append_basic(&it, DBUS_TYPE_STRING, &app);
+        return m;
+    }
     default:
         return accessible_call(dest, path, call);
     }

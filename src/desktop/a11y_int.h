@@ -119,7 +119,9 @@ enum a11y_kind {
     A11Y_K_EXTENTS,    /* Component.GetExtents(screen) */
     A11Y_K_TEXT,       /* Text.GetText(0, -1) */
     A11Y_K_VALUE,      /* Properties.Get(Value, arg: 0 current, 1 min, 2 max, 3 step) */
-    A11Y_K_ACTIONS,    /* Action.GetActions */
+    A11Y_K_ACTIONS,    /* Action.GetActions: count, descriptions, key bindings */
+    A11Y_K_ACTION_NAME, /* Action.GetName(arg): GetActions has the localized name ("" in Chromium) */
+    A11Y_K_REGISTER,   /* Registry.RegisterEvent: makes atk-bridge applications serve their cache */
     A11Y_K_NCOLS,      /* Properties.Get(Table, NColumns) */
     A11Y_K_CALC_CELL,  /* Calc: GetChildAtIndex(arg) of a table */
     A11Y_K_CALC_STATE, /* Calc: GetState of a cell */

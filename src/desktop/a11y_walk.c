@@ -353,7 +353,7 @@ set_actions(struct a11y_ctx *c, uint32_t idx, DBusMessage *m)
          dbus_message_iter_next(&a)) {
         DBusMessageIter e;
         dbus_message_iter_recurse(&a, &e);
-        act[k].name = iter_str(c, &e);
+        act[k].name = "";
         dbus_message_iter_next(&e);
         act[k].desc = iter_str(c, &e);
         dbus_message_iter_next(&e);
@@ -362,6 +362,17 @@ set_actions(struct a11y_ctx *c, uint32_t idx, DBusMessage *m)
     }
     c->nodes[idx].actions = act;
     c->nodes[idx].nactions = k;
+    for (uint16_t i = 0; i < k; i++)
+        a11y_queue(c, A11Y_K_ACTION_NAME, idx, i);
+}
+
+static void
+set_action_name(struct a11y_ctx *c, const struct a11y_call *call, DBusMessage *m)
+{
+    DBusMessageIter it;
+    struct a11y_node *n = &c->nodes[call->node];
+    if (call->arg >= 0 && call->arg < n->nactions && first_arg(m, DBUS_TYPE_STRING, &it))
+        n->actions[call->arg].name = iter_str(c, &it);
 }
 
 static void
@@ -499,6 +510,11 @@ a11y_on_reply(struct a11y_ctx *c, const struct a11y_call *call, DBusMessage *m)
     case A11Y_K_ACTIONS:
         set_actions(c, call->node, m);
         break;
+    case A11Y_K_ACTION_NAME:
+        set_action_name(c, call, m);
+        break;
+    case A11Y_K_REGISTER:
+        break;
     case A11Y_K_EXTENTS:
         set_extents(n, m);
         break;
@@ -523,7 +539,7 @@ void
 a11y_on_error(struct a11y_ctx *c, const struct a11y_call *call, const char *name,
               const char *msg)
 {
-    (void)name;
+    (void)name; /* UnknownObject, UnknownMethod, Failed: the same for the walk */
     (void)msg;
     struct a11y_node *n = &c->nodes[call->node];
     switch (call->kind) {
@@ -610,9 +626,18 @@ a11y_shown(const struct a11y_ctx *c, uint32_t parent, uint32_t slot)
 int
 a11y_walk(struct a11y_ctx *c, sbx_error **err)
 {
+    int ret;
     uint32_t desk = a11y_node_get(c, 1, "/org/a11y/atspi/accessible/root");
+    if (!c->o.no_cache) {
+        /* registryd signals the applications before it answers, so they publish their cache
+         * before our GetItems reach them. */
+        a11y_queue(c, A11Y_K_REGISTER, desk, 0);
+        ret = a11y_pump(c, err);
+        if (ret < 0)
+            return ret;
+    }
     a11y_queue(c, A11Y_K_APPS, desk, 0);
-    int ret = a11y_pump(c, err);
+    ret = a11y_pump(c, err);
     if (ret < 0)
         return ret;
     if (!(c->nodes[desk].flags & A11Y_NF_KIDS))
