@@ -53,7 +53,7 @@ def _private_mounts():
 
 
 class Desktop:
-    def __init__(self, width=1280, height=800):
+    def __init__(self, dump=None, width=1280, height=800):
         self.size = (width, height)
         self.procs = []
         self.tmp = tempfile.mkdtemp(prefix="sbx-a11y-")
@@ -61,7 +61,7 @@ class Desktop:
                     "XDG_RUNTIME_DIR": self.tmp, "XDG_CONFIG_HOME": self.tmp + "/.config",
                     "XDG_CACHE_HOME": self.tmp + "/.cache", "LANG": "C.UTF-8"}
         self.bus = None
-        self.dump_bin = os.environ.get("SBX_A11Y_DUMP")
+        self.dump_bin = dump or os.environ.get("SBX_A11Y_DUMP")
 
     # -- lifecycle --
     def __enter__(self):
@@ -172,12 +172,15 @@ class Desktop:
     def xdotool(self, *args):
         subprocess.run(["xdotool"] + [str(a) for a in args], env=self.env, check=True)
 
-    def pyatspi(self, script, *args):
-        """Run a pyatspi script (Debian's python3) against this desktop; its stdout."""
+    def pyatspi(self, script, *args, stats=False):
+        """Run a pyatspi script (Debian's python3) against this desktop: its stdout (and the
+        JSON lines of its stderr with stats=True)."""
         r = subprocess.run([SYS_PYTHON, script] + list(args), env=self.env, capture_output=True,
                            text=True, timeout=120)
         if r.returncode != 0:
             raise RuntimeError(f"{script} failed: {r.stderr[-2000:]}")
+        if stats:
+            return r.stdout, [json.loads(x) for x in r.stderr.splitlines() if x.startswith("{")]
         return r.stdout
 
 

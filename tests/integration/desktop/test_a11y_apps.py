@@ -123,8 +123,7 @@ def check_truncation(d):
 
 def main():
     env.enter_private_namespace()
-    with env.Desktop() as d:
-        d.dump_bin = sys.argv[1]
+    with env.Desktop(dump=sys.argv[1]) as d:
         check_against_pyatspi(d)
         check_odd(d)
         check_hang_and_death(d)

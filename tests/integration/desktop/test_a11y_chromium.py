@@ -46,8 +46,7 @@ def xml_find(root, tag, name=None):
 def main():
     env.enter_private_namespace()
     dump = sys.argv[1]
-    with env.Desktop() as d:
-        d.dump_bin = dump
+    with env.Desktop(dump=sys.argv[1]) as d:
         page = os.path.join(d.tmp, "page.html")
         with open(page, "w") as f:
             f.write(PAGE)
