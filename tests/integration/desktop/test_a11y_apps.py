@@ -1,6 +1,6 @@
 """The accessibility tree of small AT-SPI applications made for the test (fake_app.py).
 
-    test_a11y_apps.py SBX_A11Y_DUMP
+    test_a11y_apps.py SBX_A11Y_DUMP [SBX_A11Y_DUMP_STATIC]
 
 - Applications with and without Cache.GetItems, and a LibreOffice-Calc-like sheet: the XML
   equals OSWorld's tree made with pyatspi (with and without --no-cache); the sheet's table holds
@@ -10,6 +10,7 @@
 - An application that hangs, or dies mid-walk, is skipped and named in the note; the rest of the
   tree is there, in bounded time. The whole-snapshot timeout fails cleanly. A small output limit
   cuts the tree at an element and keeps it well-formed.
+- The -static build of the same code (libdbus-1.a) is static and gives the same tree.
 """
 import json
 import os
@@ -51,6 +52,15 @@ def check_against_pyatspi(d):
         assert not diffs, f"{args}: differs from pyatspi:\n" + "\n".join(diffs[:20])
         print(f"equal to pyatspi {args}: {st[0]['nodes']} nodes, {st[0]['calls']} calls, "
               f"{st[0]['cached']} cached")
+    if len(sys.argv) > 2:  # the static build: the same tree
+        static = sys.argv[2]
+        kind = subprocess.run(["file", "-L", static], capture_output=True, text=True).stdout
+        assert "statically linked" in kind, kind
+        r = subprocess.run([static, d.bus], capture_output=True, text=True, env=d.env)
+        assert r.returncode == 0, r.stderr
+        diffs = treediff.diff(r.stdout, ref)
+        assert not diffs, "static build differs:\n" + "\n".join(diffs[:20])
+        print("static build: same tree")
     root = ET.fromstring(xml)
     table = next(e for e in root.iter("table"))
     cells = [c.get("name") for c in table]
