@@ -53,8 +53,7 @@ run(struct a11y_ctx *c, const char *address, struct sbx_buf *out, sbx_error **er
     if (ret < 0)
         return ret;
     t = sbx_now_ns();
-    ret = c->o.format == SBX_A11Y_JSON ? a11y_write_json(c, out, err)
-                                       : a11y_write_xml(c, out, err);
+    ret = c->o.format == SBX_A11Y_JSON ? a11y_write_json(c, out, err) : a11y_write_xml(c, out, err);
     st->ms_write = ms_since(t);
     return ret;
 }

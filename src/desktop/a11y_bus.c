@@ -24,7 +24,9 @@
 #define IF_PROPS "org.freedesktop.DBus.Properties"
 #define ROOT     "/org/a11y/atspi/accessible/root"
 
-enum { K_HELLO = 1000 };
+enum {
+    K_HELLO = 1000
+};
 
 int
 a11y_connect(struct a11y_ctx *c, const char *address, sbx_error **err)
@@ -32,8 +34,8 @@ a11y_connect(struct a11y_ctx *c, const char *address, sbx_error **err)
     /* Boundary: a unix socket only (the bus execd started in the sandbox's own /tmp); never a
      * tcp: address or autolaunch, so a bad address cannot make us talk to anything else. */
     if (!sbx_str_starts(address, "unix:"))
-        return sbx_error_set(err, SBX_EINVAL, 0, "accessibility bus address `%s` is not unix:",
-                             address);
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "accessibility bus address `%s` is not unix:", address);
     DBusError e;
     dbus_error_init(&e);
     c->conn = dbus_connection_open_private(address, &e);
@@ -105,8 +107,8 @@ static DBusMessage *
 accessible_call(const char *dest, const char *path, const struct a11y_call *call)
 {
     static const char *const method[] = {
-        [A11Y_K_ROLE] = "GetRole",        [A11Y_K_ROLE_NAME] = "GetRoleName",
-        [A11Y_K_STATE] = "GetState",      [A11Y_K_IFACES] = "GetInterfaces",
+        [A11Y_K_ROLE] = "GetRole",         [A11Y_K_ROLE_NAME] = "GetRoleName",
+        [A11Y_K_STATE] = "GetState",       [A11Y_K_IFACES] = "GetInterfaces",
         [A11Y_K_CHILDREN] = "GetChildren", [A11Y_K_ATTRS] = "GetAttributes",
         [A11Y_K_CALC_STATE] = "GetState",
     };
@@ -151,7 +153,8 @@ message_for(struct a11y_ctx *c, const struct a11y_call *call)
     }
     case A11Y_K_TEXT: {
         DBusMessage *m = call_new(dest, path, "org.a11y.atspi.Text", "GetText");
-        int32_t from = 0, to = -1; /* -1: to the end, as getText(0, characterCount) */
+        int32_t from = 0;
+        int32_t to = -1; /* to the end, as getText(0, characterCount) */
         dbus_message_append_args(m, DBUS_TYPE_INT32, &from, DBUS_TYPE_INT32, &to,
                                  DBUS_TYPE_INVALID);
         return m;
@@ -166,10 +169,12 @@ message_for(struct a11y_ctx *c, const struct a11y_call *call)
     case A11Y_K_REGISTER: {
         /* A listener for a rare event: at-spi2-atk publishes /org/a11y/atspi/cache only once
          * some client listens to events (registryd drops it when this connection closes). */
-        DBusMessage *m = call_new(dest, "/org/a11y/atspi/registry", "org.a11y.atspi.Registry",
-                                  "RegisterEvent");
-        const char *event = "window:activate", *app = "";
-        DBusMessageIter it, a;
+        DBusMessage *m =
+            call_new(dest, "/org/a11y/atspi/registry", "org.a11y.atspi.Registry", "RegisterEvent");
+        const char *event = "window:activate";
+        const char *app = "";
+        DBusMessageIter it;
+        DBusMessageIter a;
         dbus_message_iter_init_append(m, &it);
         dbus_message_iter_append_basic(&it, DBUS_TYPE_STRING, &event);
         dbus_message_iter_open_container(&it, DBUS_TYPE_ARRAY, "s", &a);
@@ -240,7 +245,10 @@ a11y_kill_bus(struct a11y_ctx *c, uint32_t bus, const char *why)
         }
     }
     if (bus >= 2) {
-        a11y_note(c, "application `%s` (%s) skipped: %s", b->app, b->name, why);
+        const char *app = c->nodes[a11y_node_get(c, bus, ROOT)].name; /* "" if never answered */
+        char note[SBX_A11Y_NOTE_MAX];
+        snprintf(note, sizeof(note), "application `%s` (%s) skipped: %s", app, b->name, why);
+        a11y_note(c, note);
         if (c->st)
             c->st->apps_skipped++;
     }
@@ -329,8 +337,7 @@ a11y_pump(struct a11y_ctx *c, sbx_error **err)
             dbus_message_unref(m);
         }
         if (c->buses[0].dead || (c->nbuses > 1 && c->buses[1].dead))
-            return sbx_error_set(err, SBX_EUNAVAIL, 0,
-                                 "accessibility bus: the %s does not answer",
+            return sbx_error_set(err, SBX_EUNAVAIL, 0, "accessibility bus: the %s does not answer",
                                  c->buses[0].dead ? "bus daemon" : "registry (at-spi2-registryd)");
         send_some(c);
         if (c->inflight == 0 && c->qlen == 0)

@@ -105,7 +105,7 @@ showing(struct a11y_ctx *c, uint32_t table, int64_t index)
     const struct a11y_node *n = &c->nodes[cell->node];
     if (!(n->flags & A11Y_NF_CELL_STATE))
         return -1;
-    return (n->states >> A11Y_STATE_SHOWING) & 1;
+    return (n->states & (1ULL << A11Y_STATE_SHOWING)) ? 1 : 0;
 }
 
 static void
@@ -127,7 +127,8 @@ ask_block(struct a11y_ctx *c, uint32_t table, int64_t row, int64_t col, int64_t 
 
 struct scan {
     uint32_t *kids;
-    uint32_t nkids, cap;
+    uint32_t nkids;
+    uint32_t cap;
 };
 
 static void
@@ -205,7 +206,8 @@ a11y_calc_step(struct a11y_ctx *c, uint32_t table)
 static void
 on_ncols(struct a11y_ctx *c, uint32_t table, DBusMessage *m)
 {
-    DBusMessageIter it, v;
+    DBusMessageIter it;
+    DBusMessageIter v;
     struct a11y_calc *t = calc_of(c, table);
     t->cols = DEFAULT_COLS;
     if (!m || !dbus_message_iter_init(m, &it) ||
@@ -225,8 +227,10 @@ on_cell(struct a11y_ctx *c, const struct a11y_call *call, DBusMessage *m)
     struct cell *cell = cell_find(c->nodes[call->node].calc, call->arg, false);
     if (!cell)
         return;
-    DBusMessageIter it, s;
-    const char *bus = NULL, *path = NULL;
+    DBusMessageIter it;
+    DBusMessageIter s;
+    const char *bus = NULL;
+    const char *path = NULL;
     if (m && dbus_message_iter_init(m, &it) &&
         dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_STRUCT) {
         dbus_message_iter_recurse(&it, &s);
@@ -249,7 +253,8 @@ static void
 on_cell_state(struct a11y_ctx *c, const struct a11y_call *call, DBusMessage *m)
 {
     struct a11y_node *n = &c->nodes[call->node];
-    DBusMessageIter it, a;
+    DBusMessageIter it;
+    DBusMessageIter a;
     n->states = 0;
     if (m && dbus_message_iter_init(m, &it) &&
         dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_ARRAY) {

@@ -16,8 +16,8 @@
 
 #include "desktop/a11y.h"
 
-#define A11Y_NONE UINT32_MAX
-#define A11Y_FLIGHT_BITS 12 /* at most 4096 calls in flight; the serial's low bits index them */
+#define A11Y_NONE         UINT32_MAX
+#define A11Y_FLIGHT_BITS  12 /* at most 4096 calls in flight; the serial's low bits index them */
 #define A11Y_FLIGHT_SLOTS (1u << A11Y_FLIGHT_BITS)
 
 /* AT-SPI roles and states that the walk itself looks at (the full tables: a11y_names.c). */
@@ -44,11 +44,11 @@ enum a11y_node_flag {
     A11Y_NF_BASIC_ASKED = 1u << 1, /* the calls for them are queued or answered */
     A11Y_NF_KIDS = 1u << 2,        /* children list final */
     A11Y_NF_KIDS_ASKED = 1u << 3,
-    A11Y_NF_GONE = 1u << 4, /* the object vanished (an error answered for it): left out */
-    A11Y_NF_DETAILS = 1u << 5,    /* detail calls queued */
-    A11Y_NF_EXTENTS = 1u << 6,    /* ext[] valid */
-    A11Y_NF_CACHED = 1u << 7,     /* came from Cache.GetItems */
-    A11Y_NF_CALC_DONE = 1u << 8,  /* a Calc table's showing cells are known */
+    A11Y_NF_GONE = 1u << 4,      /* the object vanished (an error answered for it): left out */
+    A11Y_NF_DETAILS = 1u << 5,   /* detail calls queued */
+    A11Y_NF_EXTENTS = 1u << 6,   /* ext[] valid */
+    A11Y_NF_CACHED = 1u << 7,    /* came from Cache.GetItems */
+    A11Y_NF_CALC_DONE = 1u << 8, /* a Calc table's showing cells are known */
     A11Y_NF_CELL_STATE = 1u << 9 /* a Calc cell's states are known */
 };
 
@@ -76,11 +76,11 @@ struct a11y_node {
     uint32_t seen;        /* walk pass that last reached it (duplicates and cycles are cut) */
     uint32_t tree_parent; /* who reached it in that pass, and as which child */
     uint32_t tree_slot;
-    uint16_t wait_basic; /* basic calls unanswered */
-    uint16_t wait_kids;  /* GetChildAtIndex calls unanswered */
-    int32_t ext[4];    /* x, y, width, height (screen) */
-    double val[4];     /* current, min, max, step */
-    uint8_t val_mask;  /* which val[] are set */
+    uint16_t wait_basic;    /* basic calls unanswered */
+    uint16_t wait_kids;     /* GetChildAtIndex calls unanswered */
+    int32_t ext[4];         /* x, y, width, height (screen) */
+    double val[4];          /* current, min, max, step */
+    uint8_t val_mask;       /* which val[] are set */
     struct a11y_calc *calc; /* a Calc table's scan (a11y_calc.c) */
     uint16_t nattrs, nactions;
     struct a11y_kv *attrs;
@@ -89,7 +89,6 @@ struct a11y_node {
 
 struct a11y_bus {
     const char *name; /* unique bus name of the application (or the registry) */
-    const char *app;  /* the application's name, for notes */
     uint32_t inflight;
     uint64_t last_ns; /* last answer, or when the first call of a quiet spell went out */
     bool dead;
@@ -104,23 +103,24 @@ struct a11y_call {
 };
 
 enum a11y_kind {
-    A11Y_K_APPS,       /* registry: the desktop's children */
-    A11Y_K_CACHE,      /* Cache.GetItems */
-    A11Y_K_NAME,       /* Properties.Get(Accessible, Name) (GetAll crashes atk-bridge apps) */
-    A11Y_K_DESC,       /* Properties.Get(Accessible, Description) */
-    A11Y_K_COUNT,      /* Properties.Get(Accessible, ChildCount) */
-    A11Y_K_ROLE,       /* GetRole */
-    A11Y_K_ROLE_NAME,  /* GetRoleName (roles without a table entry) */
-    A11Y_K_STATE,      /* GetState */
-    A11Y_K_IFACES,     /* GetInterfaces */
-    A11Y_K_CHILDREN,   /* GetChildren */
-    A11Y_K_CHILD_AT,   /* GetChildAtIndex(arg) */
-    A11Y_K_ATTRS,      /* GetAttributes */
-    A11Y_K_EXTENTS,    /* Component.GetExtents(screen) */
-    A11Y_K_TEXT,       /* Text.GetText(0, -1) */
-    A11Y_K_VALUE,      /* Properties.Get(Value, arg: 0 current, 1 min, 2 max, 3 step) */
-    A11Y_K_ACTIONS,    /* Action.GetActions: count, descriptions, key bindings */
-    A11Y_K_ACTION_NAME, /* Action.GetName(arg): GetActions has the localized name ("" in Chromium) */
+    A11Y_K_APPS,        /* registry: the desktop's children */
+    A11Y_K_CACHE,       /* Cache.GetItems */
+    A11Y_K_NAME,        /* Properties.Get(Accessible, Name) (GetAll crashes atk-bridge apps) */
+    A11Y_K_DESC,        /* Properties.Get(Accessible, Description) */
+    A11Y_K_COUNT,       /* Properties.Get(Accessible, ChildCount) */
+    A11Y_K_ROLE,        /* GetRole */
+    A11Y_K_ROLE_NAME,   /* GetRoleName (roles without a table entry) */
+    A11Y_K_STATE,       /* GetState */
+    A11Y_K_IFACES,      /* GetInterfaces */
+    A11Y_K_CHILDREN,    /* GetChildren */
+    A11Y_K_CHILD_AT,    /* GetChildAtIndex(arg) */
+    A11Y_K_ATTRS,       /* GetAttributes */
+    A11Y_K_EXTENTS,     /* Component.GetExtents(screen) */
+    A11Y_K_TEXT,        /* Text.GetText(0, -1) */
+    A11Y_K_VALUE,       /* Properties.Get(Value, arg: 0 current, 1 min, 2 max, 3 step) */
+    A11Y_K_ACTIONS,     /* Action.GetActions: count, descriptions, key bindings */
+    A11Y_K_ACTION_NAME, /* Action.GetName(arg): GetActions has the localized name ("" in Chromium)
+                         */
     A11Y_K_REGISTER,   /* Registry.RegisterEvent: makes atk-bridge applications serve their cache */
     A11Y_K_NCOLS,      /* Properties.Get(Table, NColumns) */
     A11Y_K_CALC_CELL,  /* Calc: GetChildAtIndex(arg) of a table */
@@ -169,7 +169,7 @@ void a11y_store_free(struct a11y_ctx *c);
 uint32_t a11y_bus_index(struct a11y_ctx *c, const char *name);
 /* The node for (bus, path), made when new; A11Y_NONE for AT-SPI's null object. */
 uint32_t a11y_node_get(struct a11y_ctx *c, uint32_t bus, const char *path);
-void a11y_note(struct a11y_ctx *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void a11y_note(struct a11y_ctx *c, const char *text);
 
 /* a11y_bus.c */
 int a11y_connect(struct a11y_ctx *c, const char *address, sbx_error **err);
@@ -196,7 +196,7 @@ void a11y_calc_on_cell(struct a11y_ctx *c, const struct a11y_call *call, DBusMes
 void a11y_calc_free(struct a11y_ctx *c);
 
 /* a11y_names.c */
-const char *a11y_role_tag(uint32_t role); /* "push-button"; NULL when not in the table */
+const char *a11y_role_tag(uint32_t role);  /* "push-button"; NULL when not in the table */
 const char *a11y_state_name(unsigned bit); /* "enabled", "multi_line"; NULL past the table */
 uint32_t a11y_iface_bit(const char *name);
 /* Python's str(float): "0.0", "100.0", "1e-05", "inf". buf >= 32 bytes. */

@@ -188,8 +188,7 @@ fits(struct jw *w, size_t close_len)
     return true;
 }
 
-static void
-children(struct jw *w, uint32_t idx);
+static void children(struct jw *w, uint32_t idx);
 
 static void
 node(struct jw *w, uint32_t idx, bool first)

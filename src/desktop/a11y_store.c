@@ -2,7 +2,6 @@
  * a11y_store.c - the node table of one snapshot: an arena for strings and small arrays, nodes
  * keyed by (bus, object path) in an open-addressing hash, the buses seen.
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,7 +9,7 @@
 #include "common/xalloc.h"
 #include "desktop/a11y_int.h"
 
-#define ARENA_CHUNK (256u * 1024u)
+#define ARENA_CHUNK ((size_t)256 * 1024)
 
 struct a11y_arena_chunk {
     struct a11y_arena_chunk *next;
@@ -81,7 +80,6 @@ a11y_bus_index(struct a11y_ctx *c, const char *name)
     struct a11y_bus *b = &c->buses[c->nbuses];
     memset(b, 0, sizeof(*b));
     b->name = a11y_strdup(c, name, strlen(name));
-    b->app = b->name;
     return (uint32_t)c->nbuses++;
 }
 
@@ -147,15 +145,9 @@ a11y_node_get(struct a11y_ctx *c, uint32_t bus, const char *path)
 }
 
 void
-a11y_note(struct a11y_ctx *c, const char *fmt, ...)
+a11y_note(struct a11y_ctx *c, const char *text)
 {
     size_t len = strlen(c->note);
-    if (len + 8 >= sizeof(c->note))
-        return;
-    if (len)
-        len += (size_t)snprintf(c->note + len, sizeof(c->note) - len, "; ");
-    va_list ap;
-    va_start(ap, fmt);
-    (void)vsnprintf(c->note + len, sizeof(c->note) - len, fmt, ap);
-    va_end(ap);
+    if (len + 8 < sizeof(c->note))
+        (void)snprintf(c->note + len, sizeof(c->note) - len, "%s%s", len ? "; " : "", text);
 }

@@ -40,7 +40,8 @@ iter_ref(struct a11y_ctx *c, DBusMessageIter *it)
         return A11Y_NONE;
     DBusMessageIter s;
     dbus_message_iter_recurse(it, &s);
-    const char *bus = NULL, *path = NULL;
+    const char *bus = NULL;
+    const char *path = NULL;
     if (dbus_message_iter_get_arg_type(&s) != DBUS_TYPE_STRING)
         return A11Y_NONE;
     dbus_message_iter_get_basic(&s, &bus);
@@ -104,7 +105,8 @@ cache_item(struct a11y_ctx *c, DBusMessageIter *item, bool old_format)
     dbus_message_iter_next(&f);
     uint32_t parent = iter_ref(c, &f);
     dbus_message_iter_next(&f);
-    int32_t index = -1, count = -1;
+    int32_t index = -1;
+    int32_t count = -1;
     if (old_format) {
         dbus_message_iter_next(&f); /* a(so) children: placed by their own parent and index */
     } else {
@@ -148,7 +150,8 @@ on_cache(struct a11y_ctx *c, DBusMessage *m)
     const char *sig = dbus_message_get_signature(m);
     bool cur = strcmp(sig, "a((so)(so)(so)iiassusau)") == 0;
     bool old = strcmp(sig, "a((so)(so)(so)a(so)assusau)") == 0;
-    DBusMessageIter it, a;
+    DBusMessageIter it;
+    DBusMessageIter a;
     if ((!cur && !old) || !first_arg(m, DBUS_TYPE_ARRAY, &it))
         return; /* an unknown layout: the walk asks everything itself */
     dbus_message_iter_recurse(&it, &a);
@@ -173,8 +176,8 @@ place_cached(struct a11y_ctx *c)
             (p->flags & (A11Y_NF_KIDS | A11Y_NF_KIDS_ASKED)))
             continue;
         if (!p->kids) {
-            p->nkids = (uint32_t)(p->child_count < c->o.max_width ? p->child_count
-                                                                  : c->o.max_width);
+            p->nkids =
+                (uint32_t)(p->child_count < c->o.max_width ? p->child_count : c->o.max_width);
             p->kids = a11y_alloc(c, p->nkids * sizeof(*p->kids));
             memset(p->kids, 0xff, p->nkids * sizeof(*p->kids));
         }
@@ -282,8 +285,10 @@ on_prop(struct a11y_ctx *c, const struct a11y_call *call, DBusMessage *m)
 static void
 set_kids(struct a11y_ctx *c, uint32_t idx, DBusMessage *m)
 {
-    DBusMessageIter it, a;
-    uint32_t cap = (uint32_t)c->o.max_width, k = 0;
+    DBusMessageIter it;
+    DBusMessageIter a;
+    uint32_t cap = (uint32_t)c->o.max_width;
+    uint32_t k = 0;
     uint32_t *kids = a11y_alloc(c, cap * sizeof(*kids));
     if (first_arg(m, DBUS_TYPE_ARRAY, &it)) {
         dbus_message_iter_recurse(&it, &a);
@@ -313,7 +318,8 @@ set_role(struct a11y_ctx *c, uint32_t idx, DBusMessage *m)
 static void
 set_attrs(struct a11y_ctx *c, uint32_t idx, DBusMessage *m)
 {
-    DBusMessageIter it, a;
+    DBusMessageIter it;
+    DBusMessageIter a;
     if (!first_arg(m, DBUS_TYPE_ARRAY, &it))
         return;
     int count = dbus_message_iter_get_element_count(&it);
@@ -339,7 +345,8 @@ set_attrs(struct a11y_ctx *c, uint32_t idx, DBusMessage *m)
 static void
 set_actions(struct a11y_ctx *c, uint32_t idx, DBusMessage *m)
 {
-    DBusMessageIter it, a;
+    DBusMessageIter it;
+    DBusMessageIter a;
     if (!first_arg(m, DBUS_TYPE_ARRAY, &it))
         return;
     int count = dbus_message_iter_get_element_count(&it);
@@ -378,7 +385,8 @@ set_action_name(struct a11y_ctx *c, const struct a11y_call *call, DBusMessage *m
 static void
 set_extents(struct a11y_node *n, DBusMessage *m)
 {
-    DBusMessageIter it, s;
+    DBusMessageIter it;
+    DBusMessageIter s;
     if (!first_arg(m, DBUS_TYPE_STRUCT, &it))
         return;
     dbus_message_iter_recurse(&it, &s);
@@ -399,7 +407,8 @@ set_text(struct a11y_ctx *c, struct a11y_node *n, DBusMessage *m)
     if (!first_arg(m, DBUS_TYPE_STRING, &it))
         return;
     dbus_message_iter_get_basic(&it, &s);
-    size_t len = strlen(s), o = 0;
+    size_t len = strlen(s);
+    size_t o = 0;
     if (len == 0)
         return;
     char *t = a11y_alloc(c, len + 1);
@@ -536,8 +545,7 @@ a11y_on_reply(struct a11y_ctx *c, const struct a11y_call *call, DBusMessage *m)
 }
 
 void
-a11y_on_error(struct a11y_ctx *c, const struct a11y_call *call, const char *name,
-              const char *msg)
+a11y_on_error(struct a11y_ctx *c, const struct a11y_call *call, const char *name, const char *msg)
 {
     (void)name; /* UnknownObject, UnknownMethod, Failed: the same for the walk */
     (void)msg;

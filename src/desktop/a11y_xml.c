@@ -15,7 +15,7 @@
 
 #include "desktop/a11y_int.h"
 
-#define NS "https://accessibility.ubuntu.example.org/ns/"
+#define NS           "https://accessibility.ubuntu.example.org/ns/"
 #define TAIL_RESERVE 4096 /* the root's closing tag and the notes */
 
 static const char root_open[] =
@@ -231,7 +231,7 @@ comment(struct sbx_buf *b, const char *text)
 {
     (void)sbx_buf_append_str(b, "<!-- sbx: ", NULL);
     sbx_autobuf struct sbx_buf t;
-    sbx_buf_init(&t, SBX_A11Y_NOTE_MAX * 8);
+    sbx_buf_init(&t, (size_t)SBX_A11Y_NOTE_MAX * 8);
     esc(&t, text, false);
     for (char *p = t.data; p && *p; p++)
         if (p[0] == '-' && p[1] == '-')

@@ -51,13 +51,19 @@ int
 main(int argc, char **argv)
 {
     static const struct option longopts[] = {
-        {"json", no_argument, NULL, 'j'},          {"no-cache", no_argument, NULL, 'n'},
-        {"window", required_argument, NULL, 'w'},  {"repeat", required_argument, NULL, 'r'},
-        {"stall", required_argument, NULL, 's'},   {"timeout", required_argument, NULL, 't'},
-        {"max-bytes", required_argument, NULL, 'b'}, {NULL, 0, NULL, 0},
+        {"json", no_argument, NULL, 'j'},
+        {"no-cache", no_argument, NULL, 'n'},
+        {"window", required_argument, NULL, 'w'},
+        {"repeat", required_argument, NULL, 'r'},
+        {"stall", required_argument, NULL, 's'},
+        {"timeout", required_argument, NULL, 't'},
+        {"max-bytes", required_argument, NULL, 'b'},
+        {NULL, 0, NULL, 0},
     };
     struct sbx_a11y_opts o = {0};
-    long repeat = 1, max_bytes = 256L << 20, v;
+    long repeat = 1;
+    long max_bytes = 256L << 20;
+    long v = 0;
     const char *file = NULL;
     int opt;
     while ((opt = getopt_long(argc, argv, "o:", longopts, NULL)) != -1) {
