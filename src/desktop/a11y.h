@@ -44,6 +44,7 @@ struct sbx_a11y_opts {
     int max_width;    /* OSWorld's MAX_WIDTH: 1024 children per node */
     int window;       /* D-Bus calls in flight at once; 256 (at most 4096) */
     bool no_cache;    /* walk with GetChildren even where Cache.GetItems answers (tests, bench) */
+    bool no_direct;   /* every call through the bus daemon, none on direct connections */
 };
 
 #define SBX_A11Y_NOTE_MAX 512

@@ -12,9 +12,12 @@
  * same loop (dbus_bus_register would block up to 25 s on a frozen bus), and an application
  * that leaves calls unanswered for stall_ms is dropped (its late answers are ignored).
  */
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 
 #include "common/util.h"
 #include "common/xalloc.h"
@@ -56,6 +59,13 @@ a11y_connect(struct a11y_ctx *c, const char *address, sbx_error **err)
 void
 a11y_disconnect(struct a11y_ctx *c)
 {
+    for (size_t i = 0; i < c->nbuses; i++) {
+        if (c->buses[i].p2p) {
+            dbus_connection_close(c->buses[i].p2p);
+            dbus_connection_unref(c->buses[i].p2p);
+            c->buses[i].p2p = NULL;
+        }
+    }
     if (c->conn) {
         dbus_connection_close(c->conn);
         dbus_connection_unref(c->conn);
@@ -161,6 +171,14 @@ message_for(struct a11y_ctx *c, const struct a11y_call *call)
     }
     case A11Y_K_ACTIONS:
         return call_new(dest, path, "org.a11y.atspi.Action", "GetActions");
+    case A11Y_K_P2P_ADDR:
+        return call_new(dest, path, "org.a11y.atspi.Application", "GetApplicationBusAddress");
+    case A11Y_K_PID: {
+        DBusMessage *m = call_new("org.freedesktop.DBus", "/org/freedesktop/DBus",
+                                  "org.freedesktop.DBus", "GetConnectionUnixProcessID");
+        dbus_message_append_args(m, DBUS_TYPE_STRING, &dest, DBUS_TYPE_INVALID);
+        return m;
+    }
     case A11Y_K_ACTION_NAME: {
         DBusMessage *m = call_new(dest, path, "org.a11y.atspi.Action", "GetName");
         dbus_message_append_args(m, DBUS_TYPE_INT32, &call->arg, DBUS_TYPE_INVALID);
@@ -206,7 +224,9 @@ send_one(struct a11y_ctx *c, struct a11y_call call)
     call.serial = (c->seq << A11Y_FLIGHT_BITS) | slot;
     DBusMessage *m = message_for(c, &call);
     dbus_message_set_serial(m, call.serial);
-    if (!dbus_connection_send(c->conn, m, NULL))
+    DBusConnection *conn =
+        c->buses[call.bus].p2p && call.kind != A11Y_K_PID ? c->buses[call.bus].p2p : c->conn;
+    if (!dbus_connection_send(conn, m, NULL))
         abort(); /* libdbus fails only when out of memory */
     dbus_message_unref(m);
     c->flight[slot] = call;
@@ -237,6 +257,11 @@ a11y_kill_bus(struct a11y_ctx *c, uint32_t bus, const char *why)
     if (b->dead)
         return;
     b->dead = true;
+    if (b->p2p) {
+        dbus_connection_close(b->p2p);
+        dbus_connection_unref(b->p2p);
+        b->p2p = NULL;
+    }
     for (uint32_t s = 0; s < A11Y_FLIGHT_SLOTS && b->inflight; s++) {
         if (c->flight[s].serial && c->flight[s].bus == bus) {
             c->flight[s].serial = 0;
@@ -326,16 +351,72 @@ wait_ms(const struct a11y_ctx *c, sbx_error **err)
     return left < 50 ? (int)left : 50; /* wake up now and then to look for stalled apps */
 }
 
+static void
+drain(struct a11y_ctx *c, DBusConnection *conn)
+{
+    DBusMessage *m;
+    while ((m = dbus_connection_pop_message(conn))) {
+        dispatch(c, m);
+        dbus_message_unref(m);
+    }
+}
+
+static void
+drain_all(struct a11y_ctx *c)
+{
+    drain(c, c->conn);
+    for (uint32_t i = 0; i < c->nbuses; i++)
+        if (c->buses[i].p2p)
+            drain(c, c->buses[i].p2p); /* dispatch may drop it (kill_bus) */
+}
+
+static short
+events_of(DBusConnection *conn)
+{
+    return (short)(POLLIN | (dbus_connection_has_messages_to_send(conn) ? POLLOUT : 0));
+}
+
+/* Wait up to ms for any connection, then let libdbus read and write what it can. */
+static int
+poll_all(struct a11y_ctx *c, int ms, sbx_error **err)
+{
+    size_t n = 0;
+    struct pollfd *pf = calloc(c->nbuses + 1, sizeof(*pf));
+    uint32_t *who = calloc(c->nbuses + 1, sizeof(*who));
+    if (!pf || !who)
+        abort();
+    for (uint32_t i = 0; i <= c->nbuses; i++) {
+        DBusConnection *conn = i == c->nbuses ? c->conn : c->buses[i].p2p;
+        int fd = -1;
+        if (!conn || !dbus_connection_get_unix_fd(conn, &fd))
+            continue;
+        pf[n] = (struct pollfd){.fd = fd, .events = events_of(conn)};
+        who[n++] = i;
+    }
+    int ret = 0;
+    if (poll(pf, (nfds_t)n, ms) < 0 && errno != EINTR)
+        ret = sbx_error_set(err, SBX_EIO, errno, "poll the accessibility bus");
+    for (size_t k = 0; ret == 0 && k < n; k++) {
+        if (!pf[k].revents)
+            continue;
+        if (who[k] == c->nbuses) {
+            if (!dbus_connection_read_write(c->conn, 0))
+                ret = sbx_error_set(err, SBX_EIO, 0, "accessibility bus closed the connection");
+        } else if (c->buses[who[k]].p2p && !dbus_connection_read_write(c->buses[who[k]].p2p, 0)) {
+            a11y_kill_bus(c, who[k], "its direct connection closed");
+        }
+    }
+    free(pf);
+    free(who);
+    return ret;
+}
+
 int
 a11y_pump(struct a11y_ctx *c, sbx_error **err)
 {
     for (;;) {
         send_some(c);
-        DBusMessage *m;
-        while ((m = dbus_connection_pop_message(c->conn))) {
-            dispatch(c, m);
-            dbus_message_unref(m);
-        }
+        drain_all(c);
         if (c->buses[0].dead || (c->nbuses > 1 && c->buses[1].dead))
             return sbx_error_set(err, SBX_EUNAVAIL, 0, "accessibility bus: the %s does not answer",
                                  c->buses[0].dead ? "bus daemon" : "registry (at-spi2-registryd)");
@@ -345,8 +426,39 @@ a11y_pump(struct a11y_ctx *c, sbx_error **err)
         int ms = wait_ms(c, err);
         if (ms < 0)
             return ms;
-        if (!dbus_connection_read_write(c->conn, ms))
-            return sbx_error_set(err, SBX_EIO, 0, "accessibility bus closed the connection");
+        int ret = poll_all(c, ms, err);
+        if (ret < 0)
+            return ret;
         check_stalls(c);
     }
+}
+
+/* Boundary: the address comes from the application, which is inside this sandbox like us.
+ * Only a unix socket is accepted, and only if the process at its other end is the one the bus
+ * daemon says owns the application's name: nothing else can be reached through it. */
+void
+a11y_open_p2p(struct a11y_ctx *c, uint32_t bus)
+{
+    struct a11y_bus *b = &c->buses[bus];
+    if (c->o.no_direct || !b->p2p_addr || !b->pid || b->dead ||
+        !sbx_str_starts(b->p2p_addr, "unix:") || strchr(b->p2p_addr, ';'))
+        return;
+    DBusError e;
+    dbus_error_init(&e);
+    DBusConnection *conn = dbus_connection_open_private(b->p2p_addr, &e);
+    dbus_error_free(&e);
+    if (!conn)
+        return;
+    dbus_connection_set_exit_on_disconnect(conn, FALSE);
+    int fd = -1;
+    struct ucred cred = {0};
+    socklen_t len = sizeof(cred);
+    if (!dbus_connection_get_socket(conn, &fd) ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid <= 0 ||
+        (uint32_t)cred.pid != b->pid) {
+        dbus_connection_close(conn);
+        dbus_connection_unref(conn);
+        return;
+    }
+    b->p2p = conn;
 }

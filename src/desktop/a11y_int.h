@@ -92,6 +92,9 @@ struct a11y_bus {
     uint32_t inflight;
     uint64_t last_ns; /* last answer, or when the first call of a quiet spell went out */
     bool dead;
+    DBusConnection *p2p; /* a direct connection to the application, when it offers one */
+    const char *p2p_addr;
+    uint32_t pid; /* the application's pid, as the bus daemon knows it */
 };
 
 struct a11y_call {
@@ -122,6 +125,8 @@ enum a11y_kind {
     A11Y_K_ACTION_NAME, /* Action.GetName(arg): GetActions has the localized name ("" in Chromium)
                          */
     A11Y_K_REGISTER,   /* Registry.RegisterEvent: makes atk-bridge applications serve their cache */
+    A11Y_K_P2P_ADDR,   /* Application.GetApplicationBusAddress */
+    A11Y_K_PID,        /* bus daemon: GetConnectionUnixProcessID(the application's name) */
     A11Y_K_NCOLS,      /* Properties.Get(Table, NColumns) */
     A11Y_K_CALC_CELL,  /* Calc: GetChildAtIndex(arg) of a table */
     A11Y_K_CALC_STATE, /* Calc: GetState of a cell */
@@ -180,6 +185,9 @@ void a11y_queue(struct a11y_ctx *c, enum a11y_kind kind, uint32_t node, int32_t 
  * itself goes away. */
 int a11y_pump(struct a11y_ctx *c, sbx_error **err);
 void a11y_kill_bus(struct a11y_ctx *c, uint32_t bus, const char *why);
+/* Open the direct connection the application offered (p2p_addr), if its peer is the pid the bus
+ * daemon named; otherwise its calls keep going through the bus. */
+void a11y_open_p2p(struct a11y_ctx *c, uint32_t bus);
 
 /* a11y_walk.c */
 void a11y_on_reply(struct a11y_ctx *c, const struct a11y_call *call, DBusMessage *m);

@@ -438,19 +438,46 @@ static void
 on_apps(struct a11y_ctx *c, uint32_t desk, DBusMessage *m)
 {
     set_kids(c, desk, m);
-    struct a11y_node *d = &c->nodes[desk];
-    for (uint32_t k = 0; k < d->nkids; k++) {
+    for (uint32_t k = 0; k < c->nodes[desk].nkids; k++) {
         uint32_t app = c->nodes[desk].kids[k];
         if (app == A11Y_NONE)
             continue;
+        if (!c->o.no_direct) {
+            a11y_queue(c, A11Y_K_P2P_ADDR, app, 0);
+            a11y_queue(c, A11Y_K_PID, app, 0);
+        }
+        if (c->st)
+            c->st->apps++;
+    }
+}
+
+/* Per application: its cache, its root's basics and children (on the direct connection when
+ * one was opened). */
+static void
+ask_apps(struct a11y_ctx *c, uint32_t desk)
+{
+    for (uint32_t k = 0; k < c->nodes[desk].nkids; k++) {
+        uint32_t app = c->nodes[desk].kids[k];
+        if (app == A11Y_NONE)
+            continue;
+        a11y_open_p2p(c, c->nodes[app].bus);
         if (!c->o.no_cache)
             a11y_queue(c, A11Y_K_CACHE, app, 0);
         ask_basic(c, app);
         c->nodes[app].flags |= A11Y_NF_KIDS_ASKED;
         a11y_queue(c, A11Y_K_CHILDREN, app, 0);
-        if (c->st)
-            c->st->apps++;
     }
+}
+
+static void
+on_p2p(struct a11y_ctx *c, const struct a11y_call *call, DBusMessage *m)
+{
+    DBusMessageIter it;
+    struct a11y_bus *b = &c->buses[c->nodes[call->node].bus];
+    if (call->kind == A11Y_K_P2P_ADDR && first_arg(m, DBUS_TYPE_STRING, &it))
+        b->p2p_addr = iter_str(c, &it);
+    else if (call->kind == A11Y_K_PID && first_arg(m, DBUS_TYPE_UINT32, &it))
+        dbus_message_iter_get_basic(&it, &b->pid);
 }
 
 static void
@@ -523,6 +550,10 @@ a11y_on_reply(struct a11y_ctx *c, const struct a11y_call *call, DBusMessage *m)
         set_action_name(c, call, m);
         break;
     case A11Y_K_REGISTER:
+        break;
+    case A11Y_K_P2P_ADDR:
+    case A11Y_K_PID:
+        on_p2p(c, call, m);
         break;
     case A11Y_K_EXTENTS:
         set_extents(n, m);
@@ -650,6 +681,10 @@ a11y_walk(struct a11y_ctx *c, sbx_error **err)
         return ret;
     if (!(c->nodes[desk].flags & A11Y_NF_KIDS))
         return sbx_error_set(err, SBX_EIO, 0, "accessibility registry: no desktop children");
+    ask_apps(c, desk);
+    ret = a11y_pump(c, err);
+    if (ret < 0)
+        return ret;
     place_cached(c);
     for (;;) {
         c->pass++;

@@ -1,7 +1,8 @@
 /*
  * sbx-a11y-dump - print a desktop's accessibility tree and what it took (tests and bench only).
  *
- *   sbx-a11y-dump [--json] [--no-cache] [--window N] [--repeat N] [--stall MS] [--timeout MS]
+ *   sbx-a11y-dump [--json] [--no-cache] [--no-direct] [--window N] [--repeat N] [--stall MS]
+ * [--timeout MS]
  *                 [--max-bytes N] [-o FILE] BUS_ADDRESS
  *
  * The tree goes to stdout (or FILE); one line of stats per snapshot to stderr, as JSON:
@@ -19,8 +20,9 @@
 static int
 usage(void)
 {
-    fprintf(stderr, "usage: sbx-a11y-dump [--json] [--no-cache] [--window N] [--repeat N] "
-                    "[--stall MS] [--timeout MS] [--max-bytes N] [-o FILE] BUS_ADDRESS\n");
+    fprintf(stderr,
+            "usage: sbx-a11y-dump [--json] [--no-cache] [--no-direct] [--window N] [--repeat N] "
+            "[--stall MS] [--timeout MS] [--max-bytes N] [-o FILE] BUS_ADDRESS\n");
     return 2;
 }
 
@@ -53,6 +55,7 @@ main(int argc, char **argv)
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},
         {"no-cache", no_argument, NULL, 'n'},
+        {"no-direct", no_argument, NULL, 'd'},
         {"window", required_argument, NULL, 'w'},
         {"repeat", required_argument, NULL, 'r'},
         {"stall", required_argument, NULL, 's'},
@@ -71,6 +74,8 @@ main(int argc, char **argv)
             o.format = SBX_A11Y_JSON;
         } else if (opt == 'n') {
             o.no_cache = true;
+        } else if (opt == 'd') {
+            o.no_direct = true;
         } else if (opt == 'o') {
             file = optarg;
         } else if (strchr("wrstb", opt) && parse_int(optarg, &v) == 0) {
