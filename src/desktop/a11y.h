@@ -45,6 +45,8 @@ struct sbx_a11y_opts {
     int window;       /* D-Bus calls in flight at once; 256 (at most 4096) */
     bool no_cache;    /* walk with GetChildren even where Cache.GetItems answers (tests, bench) */
     bool no_direct;   /* every call through the bus daemon, none on direct connections */
+    bool no_actions;  /* leave out act:* (3 of ~5 calls per Chromium object; what OSWorld's
+                         agents read of the tree does not include them) */
 };
 
 #define SBX_A11Y_NOTE_MAX 512

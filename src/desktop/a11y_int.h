@@ -25,6 +25,7 @@
 #define A11Y_ROLE_TABLE                55
 #define A11Y_ROLE_DOCUMENT_SPREADSHEET 92
 #define A11Y_STATE_SHOWING             25
+#define A11Y_STATE_MANAGES_DESCENDANTS 31
 #define A11Y_STATE_VISIBLE             30
 #define A11Y_STATE_COUNT               44 /* pyatspi names 0..43 */
 
@@ -44,12 +45,13 @@ enum a11y_node_flag {
     A11Y_NF_BASIC_ASKED = 1u << 1, /* the calls for them are queued or answered */
     A11Y_NF_KIDS = 1u << 2,        /* children list final */
     A11Y_NF_KIDS_ASKED = 1u << 3,
-    A11Y_NF_GONE = 1u << 4,      /* the object vanished (an error answered for it): left out */
-    A11Y_NF_DETAILS = 1u << 5,   /* detail calls queued */
-    A11Y_NF_EXTENTS = 1u << 6,   /* ext[] valid */
-    A11Y_NF_CACHED = 1u << 7,    /* came from Cache.GetItems */
-    A11Y_NF_CALC_DONE = 1u << 8, /* a Calc table's showing cells are known */
-    A11Y_NF_CELL_STATE = 1u << 9 /* a Calc cell's states are known */
+    A11Y_NF_GONE = 1u << 4,        /* the object vanished (an error answered for it): left out */
+    A11Y_NF_DETAILS = 1u << 5,     /* detail calls queued */
+    A11Y_NF_EXTENTS = 1u << 6,     /* ext[] valid */
+    A11Y_NF_CACHED = 1u << 7,      /* came from Cache.GetItems */
+    A11Y_NF_CALC_DONE = 1u << 8,   /* a Calc table's showing cells are known */
+    A11Y_NF_CELL_STATE = 1u << 9,  /* a Calc cell's states are known */
+    A11Y_NF_COUNT_ASKED = 1u << 10 /* ChildCount asked (objects that manage descendants) */
 };
 
 struct a11y_kv {

@@ -198,30 +198,44 @@ place_cached(struct a11y_ctx *c)
 
 /* ---- asking ---- */
 
+/* Name, role, states, interfaces (and the description for JSON): the child count only where
+ * it decides how children are asked (ask_kids). */
 static void
 ask_basic(struct a11y_ctx *c, uint32_t idx)
 {
     struct a11y_node *n = &c->nodes[idx];
     n->flags |= A11Y_NF_BASIC_ASKED;
-    n->wait_basic = 6;
+    n->wait_basic = 4;
     a11y_queue(c, A11Y_K_NAME, idx, 0);
-    a11y_queue(c, A11Y_K_DESC, idx, 0);
-    a11y_queue(c, A11Y_K_COUNT, idx, 0);
     a11y_queue(c, A11Y_K_ROLE, idx, 0);
     a11y_queue(c, A11Y_K_STATE, idx, 0);
     a11y_queue(c, A11Y_K_IFACES, idx, 0);
+    if (c->o.format == SBX_A11Y_JSON) {
+        n->wait_basic++;
+        a11y_queue(c, A11Y_K_DESC, idx, 0);
+    }
 }
 
+/* GetChildren, except for an object that manages its descendants (a table of a million cells):
+ * its child count first, then, past max_width, the first max_width by index, as OSWorld's
+ * `for child in node` (childCount and getChildAtIndex) does. */
 static void
 ask_kids(struct a11y_ctx *c, uint32_t idx)
 {
     struct a11y_node *n = &c->nodes[idx];
+    bool managed = n->states & (1ULL << A11Y_STATE_MANAGES_DESCENDANTS);
+    if (managed && n->child_count < 0) {
+        if (!(n->flags & A11Y_NF_COUNT_ASKED)) {
+            n->flags |= A11Y_NF_COUNT_ASKED;
+            a11y_queue(c, A11Y_K_COUNT, idx, 0);
+        }
+        return; /* the next pass decides */
+    }
     n->flags |= A11Y_NF_KIDS_ASKED;
-    if (n->child_count <= c->o.max_width) {
+    if (!managed || n->child_count <= c->o.max_width) {
         a11y_queue(c, A11Y_K_CHILDREN, idx, 0);
         return;
     }
-    /* Huge (a table that manages its descendants): the first max_width only, by index. */
     n->nkids = (uint32_t)c->o.max_width;
     n->kids = a11y_alloc(c, n->nkids * sizeof(*n->kids));
     memset(n->kids, 0xff, n->nkids * sizeof(*n->kids));
@@ -243,7 +257,7 @@ ask_details(struct a11y_ctx *c, uint32_t idx)
         a11y_queue(c, A11Y_K_TEXT, idx, 0);
     for (int32_t i = 0; i < 4 && (n->ifaces & A11Y_IF_VALUE); i++)
         a11y_queue(c, A11Y_K_VALUE, idx, i);
-    if (n->ifaces & A11Y_IF_ACTION)
+    if ((n->ifaces & A11Y_IF_ACTION) && !c->o.no_actions)
         a11y_queue(c, A11Y_K_ACTIONS, idx, 0);
 }
 
@@ -500,10 +514,14 @@ on_basic_reply(struct a11y_ctx *c, const struct a11y_call *call, DBusMessage *m)
     switch (call->kind) {
     case A11Y_K_NAME:
     case A11Y_K_DESC:
-    case A11Y_K_COUNT:
         on_prop(c, call, m);
         n = &c->nodes[call->node];
         break;
+    case A11Y_K_COUNT:
+        on_prop(c, call, m);
+        if (c->nodes[call->node].child_count < 0)
+            c->nodes[call->node].child_count = 0;
+        return;
     case A11Y_K_ROLE:
         set_role(c, call->node, m);
         n = &c->nodes[call->node];
@@ -582,8 +600,10 @@ a11y_on_error(struct a11y_ctx *c, const struct a11y_call *call, const char *name
     (void)msg;
     struct a11y_node *n = &c->nodes[call->node];
     switch (call->kind) {
-    case A11Y_K_NAME:
     case A11Y_K_COUNT:
+        n->child_count = 0;
+        break;
+    case A11Y_K_NAME:
     case A11Y_K_ROLE:
     case A11Y_K_STATE:
         n->flags |= A11Y_NF_GONE; /* the object went away between its listing and now */

@@ -1,7 +1,8 @@
 /*
  * sbx-a11y-dump - print a desktop's accessibility tree and what it took (tests and bench only).
  *
- *   sbx-a11y-dump [--json] [--no-cache] [--no-direct] [--window N] [--repeat N] [--stall MS]
+ *   sbx-a11y-dump [--json] [--no-cache] [--no-direct] [--no-actions] [--window N] [--repeat N]
+ * [--stall MS]
  * [--timeout MS]
  *                 [--max-bytes N] [-o FILE] BUS_ADDRESS
  *
@@ -21,7 +22,8 @@ static int
 usage(void)
 {
     fprintf(stderr,
-            "usage: sbx-a11y-dump [--json] [--no-cache] [--no-direct] [--window N] [--repeat N] "
+            "usage: sbx-a11y-dump [--json] [--no-cache] [--no-direct] [--no-actions] [--window N] "
+            "[--repeat N] "
             "[--stall MS] [--timeout MS] [--max-bytes N] [-o FILE] BUS_ADDRESS\n");
     return 2;
 }
@@ -56,6 +58,7 @@ main(int argc, char **argv)
         {"json", no_argument, NULL, 'j'},
         {"no-cache", no_argument, NULL, 'n'},
         {"no-direct", no_argument, NULL, 'd'},
+        {"no-actions", no_argument, NULL, 'a'},
         {"window", required_argument, NULL, 'w'},
         {"repeat", required_argument, NULL, 'r'},
         {"stall", required_argument, NULL, 's'},
@@ -74,6 +77,8 @@ main(int argc, char **argv)
             o.format = SBX_A11Y_JSON;
         } else if (opt == 'n') {
             o.no_cache = true;
+        } else if (opt == 'a') {
+            o.no_actions = true;
         } else if (opt == 'd') {
             o.no_direct = true;
         } else if (opt == 'o') {

@@ -7,7 +7,8 @@ It joins the accessibility bus, embeds itself in the registry (as at-spi2-atk do
 answers the calls a tree dump makes. Trees: a small window with a button, an entry and a slider
 (--odd adds names with control characters, a role without a table entry, an attribute key that
 is not an XML name, duplicate action names); --calc a LibreOffice-like sheet whose table has
-1024 columns x 1048576 rows of cells, rows 0-9 x columns 2-5 showing. --cache serves
+1024 columns x 1048576 rows of cells, rows 0-9 x columns 2-5 showing (--grid: the same table
+in a text document, so walkers take its first 1024 children by index). --cache serves
 Cache.GetItems; without it, walkers must use GetChildren. --hang-after N stops answering after N
 calls (the main loop sleeps); --die-on M exits when M is called. Prints "ready" when embedded.
 """
@@ -81,10 +82,10 @@ class Cell(Node):
         self.index = idx
 
 
-def calc_tree(name):
+def calc_tree(name, doc_role=92):
     table = Node("table", 55, "Sheet Sheet1", ("Component", "Table"), ext=(0, 40, 1280, 700),
                  st=(ENABLED, SENSITIVE, SHOWING, VISIBLE, 31))
-    doc = Node("doc", 92, "Sheet1", ("Component",), kids=[table], ext=(0, 40, 1280, 700))
+    doc = Node("doc", doc_role, "Sheet1", ("Component",), kids=[table], ext=(0, 40, 1280, 700))
     frame = Node("frame", 23, "Untitled 1 - LibreOffice Calc", ("Component",), kids=[doc])
     return Node("root", 75, name, ("Application",), kids=[frame])
 
@@ -214,6 +215,7 @@ def main():
     ap.add_argument("bus")
     ap.add_argument("--name", default="fake")
     ap.add_argument("--calc", action="store_true")
+    ap.add_argument("--grid", action="store_true")  # the same table in a text document
     ap.add_argument("--cache", action="store_true")
     ap.add_argument("--odd", action="store_true")
     ap.add_argument("--hang-after", type=int)
@@ -221,7 +223,10 @@ def main():
     args = ap.parse_args()
     DBusGMainLoop(set_as_default=True)
     bus = dbus.bus.BusConnection(args.bus)
-    root = calc_tree(args.name) if args.calc else small_tree(args.name, args.odd)
+    if args.calc or args.grid:
+        root = calc_tree(args.name, 92 if args.calc else 94)
+    else:
+        root = small_tree(args.name, args.odd)
     app = App(bus, root, args)
     reg = bus.get_object("org.a11y.atspi.Registry", P + "root")
     reg.Embed(app.ref(root), dbus_interface="org.a11y.atspi.Socket")

@@ -2,7 +2,8 @@
 
     test_a11y_apps.py SBX_A11Y_DUMP [SBX_A11Y_DUMP_STATIC]
 
-- Applications with and without Cache.GetItems, and a LibreOffice-Calc-like sheet: the XML
+- Applications with and without Cache.GetItems, a LibreOffice-Calc-like sheet, and the same
+  table of a billion cells outside a spreadsheet (its first 1024 children, by index): the XML
   equals OSWorld's tree made with pyatspi (with and without --no-cache); the sheet's table holds
   exactly its showing cells, in OSWorld's order.
 - Hostile strings (control characters, names that are not XML names, duplicate action names,
@@ -44,7 +45,7 @@ def stop(p):
 
 def check_against_pyatspi(d):
     apps = [fake(d, "--name", "plain"), fake(d, "--name", "cached", "--cache"),
-            fake(d, "--name", "sheet", "--calc")]
+            fake(d, "--name", "sheet", "--calc"), fake(d, "--name", "grid", "--grid")]
     ref = d.pyatspi(os.path.join(HERE, "osworld_tree.py"))
     for args in ((), ("--no-cache",)):
         xml, st = d.dump(*args)
@@ -62,7 +63,9 @@ def check_against_pyatspi(d):
         assert not diffs, "static build differs:\n" + "\n".join(diffs[:20])
         print("static build: same tree")
     root = ET.fromstring(xml)
-    table = next(e for e in root.iter("table"))
+    grid = root.find("application[@name='grid']")
+    assert len(list(next(grid.iter("table")))) == 1024  # MAX_WIDTH, by index
+    table = next(root.find("application[@name='sheet']").iter("table"))
     cells = [c.get("name") for c in table]
     want = [f"{chr(65 + col)}{row + 1}" for row in range(10) for col in range(2, 6)]
     assert cells == want, cells
