@@ -34,6 +34,8 @@ pkgs=(
   # xprop, compare with pyatspi (OSWorld's way) and fake AT-SPI apps (python3-dbus, GLib)
   libdbus-1-dev dbus-bin tigervnc-standalone-server at-spi2-core chromium xdotool x11-utils
   python3-pyatspi python3-dbus python3-gi util-linux
+  # ... and libatspi in C making the same calls, for the speed comparison
+  libatspi2.0-dev
 )
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(hyperfine wrk bubblewrap crun gnuplot-nox busybox-static python3 util-linux)

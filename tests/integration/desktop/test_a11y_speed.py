@@ -1,15 +1,17 @@
 """The accessibility tree of a ~3.7k-node Chromium page: sbx next to pyatspi (OSWorld's way).
 
-    test_a11y_speed.py SBX_A11Y_DUMP [--runs N] [--json FILE]
+    test_a11y_speed.py SBX_A11Y_DUMP [SBX_ATSPI_TREE] [--runs N] [--json FILE]
 
 Both read the same page in the same desktop, interleaved; the trees must be equal and sbx
-faster. Prints the times (median of the runs), the ratio, and where sbx's time went; --json
+faster. With SBX_ATSPI_TREE (atspi_tree.c) libatspi in C making the same calls is timed too.
+Prints the times (median of the runs), the ratio, and where sbx's time went; --json
 writes them for the bench. The speed target (<= 150 ms) is judged by the bench on a release
 build, not here (this runs under ASan in `make test`).
 """
 import json
 import os
 import statistics
+import subprocess
 import sys
 import time
 
@@ -39,6 +41,7 @@ def main():
     env.enter_private_namespace()
     runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 3
     out_json = sys.argv[sys.argv.index("--json") + 1] if "--json" in sys.argv else None
+    atspi = sys.argv[2] if len(sys.argv) > 2 and not sys.argv[2].startswith("--") else None
     with env.Desktop(dump=sys.argv[1]) as d:
         path = os.path.join(d.tmp, "big.html")
         with open(path, "w") as f:
@@ -56,6 +59,12 @@ def main():
             stats.append(st[0])
             modes["sbx --no-direct"].append(d.dump("--no-direct")[1][0]["ms"])
             modes["sbx --no-actions"].append(d.dump("--no-actions")[1][0]["ms"])
+            if atspi:
+                r = subprocess.run([atspi], env=d.env, capture_output=True, text=True,
+                                   timeout=120)
+                line = [x for x in r.stderr.splitlines() if x.startswith("{")]
+                assert r.returncode == 0 and line, r.stderr[-2000:]
+                modes.setdefault("libatspi (C)", []).append(json.loads(line[-1])["ms"])
             ref, rst = d.pyatspi(os.path.join(HERE, "osworld_tree.py"), stats=True)
             theirs.append(rst[0]["ms"])  # the walk itself, not Python's start
         diffs = treediff.diff(xml, ref)
@@ -70,6 +79,7 @@ def main():
         mid = sorted(stats, key=lambda s: s["ms"])[len(stats) // 2]
         res = {"nodes": nodes, "pyatspi_ms": b,
                "modes": {k: statistics.median(v) for k, v in modes.items()},
+               "samples": dict(modes, pyatspi=theirs),
                "sbx": {k: mid[k] for k in ("connect", "tree", "details", "write", "calls",
                                              "cached", "bytes")}}
         print(f"{nodes} nodes, medians of {runs}: pyatspi (OSWorld's way) {b:.1f} ms")
