@@ -33,7 +33,7 @@ def page(groups=12, per_group=32):
                        f'</a> inside.</p><button>Button {k}</button><input type="checkbox" '
                        f'id="c{k}"><label for="c{k}">check {k}</label></div>')
         out.append("</section>")
-    out.append("<p id='end'>End of page</p></body></html>")
+    out.append("<p id='end'>End of page</p><script>document.title='Loaded'</script></body></html>")
     return "".join(out)
 
 
@@ -47,7 +47,14 @@ def main():
         with open(path, "w") as f:
             f.write(page())
         d.chromium(path)
-        time.sleep(8)  # loaded before the first snapshot (see the cache check below)
+        # The first snapshot must come after the page is loaded (see the cache check below):
+        # the window's title says so, read from X, not over the accessibility bus.
+        deadline = time.time() + 60
+        while subprocess.run(["xdotool", "search", "--name", "^Loaded"], env=d.env,
+                             capture_output=True).returncode != 0:
+            assert time.time() < deadline, "the page did not load"
+            time.sleep(0.2)
+        time.sleep(1)
         d.wait_for(lambda j: env.find(j, lambda n: n.get("text") == "End of page") is not None,
                    timeout=60, what="the end of the page")
         modes = {"sbx": [], "sbx --no-direct": [], "sbx --no-actions": []}
