@@ -73,6 +73,9 @@ sbx_a11y_snapshot(const char *bus_address, const struct sbx_a11y_opts *o, struct
     uint64_t t0 = sbx_now_ns();
     c->deadline_ns = t0 + (uint64_t)c->o.timeout_ms * 1000000ULL;
     size_t len0 = out->len;
+    c->str_budget = out->max > SIZE_MAX / 4 ? SIZE_MAX / 2 : out->max * 2;
+    if (c->str_budget < ((size_t)16 << 20))
+        c->str_budget = (size_t)16 << 20;
     int ret = run(c, bus_address ? bus_address : "", out, err);
     c->st->ms_total = ms_since(t0);
     snprintf(c->st->note, sizeof(c->st->note), "%s", c->note);

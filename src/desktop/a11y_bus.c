@@ -31,6 +31,10 @@ enum {
     K_HELLO = 1000
 };
 
+/* One answer at most (a cache of ~100k objects); libdbus refuses larger messages and drops the
+ * connection, which for an application means it is skipped. */
+#define MAX_MESSAGE (64L * 1024 * 1024)
+
 int
 a11y_connect(struct a11y_ctx *c, const char *address, sbx_error **err)
 {
@@ -49,6 +53,7 @@ a11y_connect(struct a11y_ctx *c, const char *address, sbx_error **err)
         return ret;
     }
     dbus_connection_set_exit_on_disconnect(c->conn, FALSE);
+    dbus_connection_set_max_message_size(c->conn, MAX_MESSAGE);
     /* Bus 0: the daemon (Hello), bus 1: the registry (the desktop's children). */
     (void)a11y_bus_index(c, "org.freedesktop.DBus");
     (void)a11y_bus_index(c, "org.a11y.atspi.Registry");
@@ -450,6 +455,7 @@ a11y_open_p2p(struct a11y_ctx *c, uint32_t bus)
     if (!conn)
         return;
     dbus_connection_set_exit_on_disconnect(conn, FALSE);
+    dbus_connection_set_max_message_size(conn, MAX_MESSAGE);
     int fd = -1;
     struct ucred cred = {0};
     socklen_t len = sizeof(cred);

@@ -239,7 +239,9 @@ on_cell(struct a11y_ctx *c, const struct a11y_call *call, DBusMessage *m)
             dbus_message_iter_get_basic(&s, &path);
     }
     uint32_t table = call->node;
-    uint32_t kid = bus && path ? a11y_node_get(c, a11y_bus_index(c, bus), path) : A11Y_NONE;
+    uint32_t kid = bus && path && dbus_validate_bus_name(bus, NULL)
+                       ? a11y_node_get(c, a11y_bus_index(c, bus), path)
+                       : A11Y_NONE;
     cell = cell_find(c->nodes[table].calc, call->arg, false); /* the node table may have moved */
     if (kid == A11Y_NONE) {
         cell->absent = 1;

@@ -145,6 +145,8 @@ struct a11y_ctx {
     char note[SBX_A11Y_NOTE_MAX];
 
     struct a11y_arena_chunk *arena;
+    size_t str_bytes, str_budget; /* strings kept from answers, and their bound (0: none) */
+    bool strings_cut;
 
     struct a11y_node *nodes;
     size_t nnodes, capnodes;
@@ -171,7 +173,9 @@ struct a11y_ctx {
 
 /* a11y_store.c */
 void *a11y_alloc(struct a11y_ctx *c, size_t n);
+/* Strings from answers, within the snapshot's budget ("" past it). */
 const char *a11y_strdup(struct a11y_ctx *c, const char *s, size_t n);
+bool a11y_budget(struct a11y_ctx *c, size_t n);
 void a11y_store_free(struct a11y_ctx *c);
 uint32_t a11y_bus_index(struct a11y_ctx *c, const char *name);
 /* The node for (bus, path), made when new; A11Y_NONE for AT-SPI's null object. */

@@ -35,8 +35,8 @@ a11y_alloc(struct a11y_ctx *c, size_t n)
     return p;
 }
 
-const char *
-a11y_strdup(struct a11y_ctx *c, const char *s, size_t n)
+static const char *
+copy(struct a11y_ctx *c, const char *s, size_t n)
 {
     if (n == 0)
         return "";
@@ -44,6 +44,27 @@ a11y_strdup(struct a11y_ctx *c, const char *s, size_t n)
     memcpy(p, s, n);
     p[n] = '\0';
     return p;
+}
+
+bool
+a11y_budget(struct a11y_ctx *c, size_t n)
+{
+    /* Applications choose their strings' sizes: past the budget (twice the output's maximum,
+     * 16 MiB at least) their contents are dropped, and the note says so. */
+    if (c->str_budget && n > c->str_budget - c->str_bytes) {
+        if (!c->strings_cut)
+            a11y_note(c, "strings dropped past the memory budget");
+        c->strings_cut = true;
+        return false;
+    }
+    c->str_bytes += n;
+    return true;
+}
+
+const char *
+a11y_strdup(struct a11y_ctx *c, const char *s, size_t n)
+{
+    return a11y_budget(c, n) ? copy(c, s, n) : "";
 }
 
 void
@@ -79,7 +100,7 @@ a11y_bus_index(struct a11y_ctx *c, const char *name)
     }
     struct a11y_bus *b = &c->buses[c->nbuses];
     memset(b, 0, sizeof(*b));
-    b->name = a11y_strdup(c, name, strlen(name));
+    b->name = copy(c, name, strlen(name)); /* names and paths are never dropped */
     return (uint32_t)c->nbuses++;
 }
 
@@ -118,7 +139,7 @@ node_new(struct a11y_ctx *c, uint32_t bus, const char *path)
     struct a11y_node *n = &c->nodes[c->nnodes];
     memset(n, 0, sizeof(*n));
     n->bus = bus;
-    n->path = a11y_strdup(c, path, strlen(path));
+    n->path = copy(c, path, strlen(path));
     n->name = n->desc = "";
     n->parent = A11Y_NONE;
     n->index_in_parent = -1;

@@ -48,7 +48,9 @@ iter_ref(struct a11y_ctx *c, DBusMessageIter *it)
     if (!dbus_message_iter_next(&s) || dbus_message_iter_get_arg_type(&s) != DBUS_TYPE_OBJECT_PATH)
         return A11Y_NONE;
     dbus_message_iter_get_basic(&s, &path);
-    if (!bus[0])
+    /* Boundary: the name is an application's string, used as a destination: a bad one would
+     * make libdbus refuse to build the call (and abort us). */
+    if (!bus[0] || !dbus_validate_bus_name(bus, NULL))
         return A11Y_NONE;
     return a11y_node_get(c, a11y_bus_index(c, bus), path);
 }
@@ -156,7 +158,9 @@ on_cache(struct a11y_ctx *c, DBusMessage *m)
         return; /* an unknown layout: the walk asks everything itself */
     dbus_message_iter_recurse(&it, &a);
     size_t before = c->nnodes;
-    for (; dbus_message_iter_get_arg_type(&a) == DBUS_TYPE_STRUCT; dbus_message_iter_next(&a))
+    /* An application's cache is as large as it says: nodes past max_nodes are not kept. */
+    for (; dbus_message_iter_get_arg_type(&a) == DBUS_TYPE_STRUCT && c->nnodes < c->o.max_nodes;
+         dbus_message_iter_next(&a))
         cache_item(c, &a, old);
     if (c->st)
         c->st->cached += c->nnodes - before;
@@ -423,7 +427,7 @@ set_text(struct a11y_ctx *c, struct a11y_node *n, DBusMessage *m)
     dbus_message_iter_get_basic(&it, &s);
     size_t len = strlen(s);
     size_t o = 0;
-    if (len == 0)
+    if (len == 0 || !a11y_budget(c, len))
         return;
     char *t = a11y_alloc(c, len + 1);
     for (size_t i = 0; i < len; i++) {

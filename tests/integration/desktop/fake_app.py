@@ -6,7 +6,7 @@
 It joins the accessibility bus, embeds itself in the registry (as at-spi2-atk does) and
 answers the calls a tree dump makes. Trees: a small window with a button, an entry and a slider
 (--odd adds names with control characters, a role without a table entry, an attribute key that
-is not an XML name, duplicate action names); --calc a LibreOffice-like sheet whose table has
+is not an XML name, duplicate action names, a child reference with an invalid bus name); --calc a LibreOffice-like sheet whose table has
 1024 columns x 1048576 rows of cells, rows 0-9 x columns 2-5 showing (--grid: the same table
 in a text document, so walkers take its first 1024 children by index). --cache serves
 Cache.GetItems; without it, walkers must use GetChildren. --hang-after N stops answering after N
@@ -184,7 +184,10 @@ class App(dbus.service.FallbackObject):
     def method(self, m, n, iface, member, args):
         r = self.reply
         if member == "GetChildren":
-            return r(m, "a(so)", [[self.ref(k) for k in n.kids]])
+            kids = [self.ref(k) for k in n.kids]
+            if self.args.odd and n.oid == "frame":  # a reference no bus could route
+                kids.append(("not a bus name!", dbus.ObjectPath("/x")))
+            return r(m, "a(so)", [kids])
         if member == "GetChildAtIndex":
             if n.oid == "table":
                 return r(m, "(so)", [self.ref(Cell(args[0]))])

@@ -53,6 +53,11 @@ def check_against_pyatspi(d):
         assert not diffs, f"{args}: differs from pyatspi:\n" + "\n".join(diffs[:20])
         print(f"equal to pyatspi {args}: {st[0]['nodes']} nodes, {st[0]['calls']} calls, "
               f"{st[0]['cached']} cached")
+    # --no-actions: the same tree without act:* (and fewer calls).
+    lean, lst = d.dump("--no-actions")
+    assert "act:" not in lean and lst[0]["calls"] < st[0]["calls"], lst
+    diffs = treediff.diff(lean, ref, ignore=_act_keys(ref))
+    assert not diffs, "--no-actions differs beyond act:*:\n" + "\n".join(diffs[:20])
     if len(sys.argv) > 2:  # the static build: the same tree
         static = sys.argv[2]
         kind = subprocess.run(["file", "-L", static], capture_output=True, text=True).stdout
@@ -71,6 +76,10 @@ def check_against_pyatspi(d):
     assert cells == want, cells
     for p in apps:
         stop(p)
+
+
+def _act_keys(xml):
+    return {k for el in ET.fromstring(xml).iter() for k in el.attrib if k.startswith(ACT)}
 
 
 def check_odd(d):
