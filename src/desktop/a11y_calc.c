@@ -228,20 +228,10 @@ on_cell(struct a11y_ctx *c, const struct a11y_call *call, DBusMessage *m)
     if (!cell)
         return;
     DBusMessageIter it;
-    DBusMessageIter s;
-    const char *bus = NULL;
-    const char *path = NULL;
-    if (m && dbus_message_iter_init(m, &it) &&
-        dbus_message_iter_get_arg_type(&it) == DBUS_TYPE_STRUCT) {
-        dbus_message_iter_recurse(&it, &s);
-        dbus_message_iter_get_basic(&s, &bus);
-        if (dbus_message_iter_next(&s))
-            dbus_message_iter_get_basic(&s, &path);
-    }
     uint32_t table = call->node;
-    uint32_t kid = bus && path && dbus_validate_bus_name(bus, NULL)
-                       ? a11y_node_get(c, a11y_bus_index(c, bus), path)
-                       : A11Y_NONE;
+    uint32_t kid = A11Y_NONE;
+    if (m && dbus_message_iter_init(m, &it))
+        kid = a11y_iter_ref(c, &it); /* checks the types and the bus name */
     cell = cell_find(c->nodes[table].calc, call->arg, false); /* the node table may have moved */
     if (kid == A11Y_NONE) {
         cell->absent = 1;

@@ -200,6 +200,8 @@ void a11y_on_reply(struct a11y_ctx *c, const struct a11y_call *call, DBusMessage
 void a11y_on_error(struct a11y_ctx *c, const struct a11y_call *call, const char *name,
                    const char *msg);
 int a11y_walk(struct a11y_ctx *c, sbx_error **err);
+/* An object reference (so) read from an answer: its node, or A11Y_NONE (null or malformed). */
+uint32_t a11y_iter_ref(struct a11y_ctx *c, DBusMessageIter *it);
 int a11y_details(struct a11y_ctx *c, sbx_error **err);
 /* Whether the writers show this child of a walked node (reached in the last pass, not gone). */
 bool a11y_shown(const struct a11y_ctx *c, uint32_t parent, uint32_t slot);

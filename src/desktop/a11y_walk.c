@@ -33,8 +33,8 @@ iter_str(struct a11y_ctx *c, DBusMessageIter *it)
 }
 
 /* (so) -> node index, A11Y_NONE for the null object or a malformed reference. */
-static uint32_t
-iter_ref(struct a11y_ctx *c, DBusMessageIter *it)
+uint32_t
+a11y_iter_ref(struct a11y_ctx *c, DBusMessageIter *it)
 {
     if (dbus_message_iter_get_arg_type(it) != DBUS_TYPE_STRUCT)
         return A11Y_NONE;
@@ -102,10 +102,10 @@ cache_item(struct a11y_ctx *c, DBusMessageIter *item, bool old_format)
 {
     DBusMessageIter f;
     dbus_message_iter_recurse(item, &f);
-    uint32_t idx = iter_ref(c, &f);
+    uint32_t idx = a11y_iter_ref(c, &f);
     dbus_message_iter_next(&f); /* application */
     dbus_message_iter_next(&f);
-    uint32_t parent = iter_ref(c, &f);
+    uint32_t parent = a11y_iter_ref(c, &f);
     dbus_message_iter_next(&f);
     int32_t index = -1;
     int32_t count = -1;
@@ -312,7 +312,7 @@ set_kids(struct a11y_ctx *c, uint32_t idx, DBusMessage *m)
         dbus_message_iter_recurse(&it, &a);
         for (; k < cap && dbus_message_iter_get_arg_type(&a) == DBUS_TYPE_STRUCT;
              dbus_message_iter_next(&a))
-            kids[k++] = iter_ref(c, &a); /* may grow c->nodes: index, never hold a pointer */
+            kids[k++] = a11y_iter_ref(c, &a); /* may grow c->nodes: index, never hold a pointer */
     }
     struct a11y_node *n = &c->nodes[idx];
     n->kids = kids;
@@ -502,7 +502,7 @@ static void
 on_child_at(struct a11y_ctx *c, const struct a11y_call *call, DBusMessage *m)
 {
     DBusMessageIter it;
-    uint32_t kid = first_arg(m, DBUS_TYPE_STRUCT, &it) ? iter_ref(c, &it) : A11Y_NONE;
+    uint32_t kid = first_arg(m, DBUS_TYPE_STRUCT, &it) ? a11y_iter_ref(c, &it) : A11Y_NONE;
     struct a11y_node *n = &c->nodes[call->node];
     if (call->arg >= 0 && (uint32_t)call->arg < n->nkids)
         n->kids[call->arg] = kid;
