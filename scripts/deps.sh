@@ -29,6 +29,13 @@ pkgs=(
   # docker provider tests: a private dockerd and a private podman service (runc: podman's
   # runtime there, crun refuses hybrid cgroups)
   docker.io podman runc
+  # desktop accessibility tree: libdbus (libdbus-1.a for the static link); its tests run Xvnc,
+  # the a11y bus + at-spi2-registryd and Chromium, click with xdotool, set AT_SPI_BUS with
+  # xprop, compare with pyatspi (OSWorld's way) and fake AT-SPI apps (python3-dbus, GLib)
+  libdbus-1-dev dbus-bin tigervnc-standalone-server at-spi2-core chromium xdotool x11-utils
+  python3-pyatspi python3-dbus python3-gi util-linux
+  # ... and libatspi in C making the same calls, for the speed comparison
+  libatspi2.0-dev
 )
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(hyperfine wrk bubblewrap crun gnuplot-nox busybox-static python3 util-linux)

@@ -38,8 +38,10 @@ struct execd_logs {
 static void
 ring_put(struct execd_logs *l, const char *p, size_t n)
 {
-    if (l->cap == 0)
+    if (l->cap == 0) { /* no ring: everything is dropped (and nothing divides by 0) */
+        l->dropped += n;
         return;
+    }
     if (n >= l->cap) { /* only the last cap bytes can stay */
         l->dropped += l->len + (n - l->cap);
         p += n - l->cap;
