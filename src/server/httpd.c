@@ -98,6 +98,8 @@ send_json(struct sbx_req *r, int status, json_t *body)
              : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (text)
         (void)MHD_add_response_header(resp, "Content-Type", "application/json");
+    if (r->close)
+        (void)MHD_add_response_header(resp, "Connection", "close");
     sbx_http_common_headers(r, resp);
     enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)status, resp);
     MHD_destroy_response(resp);
@@ -202,10 +204,59 @@ check_body_size(struct sbx_req *r)
     return MHD_YES;
 }
 
+struct framing {
+    unsigned n_cl, n_te;
+    bool te_other; /* a transfer coding other than `chunked` */
+};
+
+static enum MHD_Result
+count_framing(void *cls, enum MHD_ValueKind kind, const char *k, const char *v)
+{
+    (void)kind;
+    struct framing *f = cls;
+    if (strcasecmp(k, "Content-Length") == 0)
+        f->n_cl++;
+    if (strcasecmp(k, "Transfer-Encoding") == 0) {
+        f->n_te++;
+        f->te_other = f->te_other || !v || strcasecmp(v, "chunked") != 0;
+    }
+    return MHD_YES;
+}
+
+/* A request whose body framing two parsers could read differently is refused (RFC 9112 §6.3
+ * allows it; the router forwards bodies to sandboxes, whose HTTP servers are anyone's): both
+ * Content-Length and Transfer-Encoding, Content-Length twice, Transfer-Encoding twice or with
+ * a coding other than `chunked` (which libmicrohttpd would otherwise accept). */
+static enum MHD_Result
+check_framing(struct sbx_req *r, bool *ok)
+{
+    struct framing f = {0};
+    (void)MHD_get_connection_values(r->conn, MHD_HEADER_KIND, count_framing, &f);
+    *ok = false;
+    /* Where this request's body ends is in doubt, so where the next request begins is too:
+     * the connection closes after the answer. */
+    r->close = true;
+    if (f.n_cl && f.n_te)
+        return sbx_http_send_error(r, 400, "GENERAL::BAD_REQUEST",
+                                   "both Content-Length and Transfer-Encoding (RFC 9112 6.3)");
+    if (f.n_cl > 1)
+        return sbx_http_send_error(r, 400, "GENERAL::BAD_REQUEST", "more than one Content-Length");
+    if (f.n_te > 1 || f.te_other)
+        return sbx_http_send_error(r, 400, "GENERAL::BAD_REQUEST",
+                                   "Transfer-Encoding must be exactly `chunked`");
+    r->close = false;
+    *ok = true;
+    return MHD_YES;
+}
+
 static enum MHD_Result
 first_call(struct sbx_req *r)
 {
     set_request_id(r);
+    bool framing_ok = false;
+    enum MHD_Result fr = check_framing(r, &framing_ok);
+    if (!framing_ok)
+        return fr;
     sbx_route_match(r->method, r->path, &r->route);
     r->sensitive = r->route.id == SBX_ROUTE_SECRET_SET;
     if (r->route.id == SBX_ROUTE_PREFLIGHT)

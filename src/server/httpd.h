@@ -47,6 +47,7 @@ struct sbx_req {
     bool too_big;
     bool done;      /* a response was queued */
     bool sensitive; /* the body holds a secret: wiped when the request ends */
+    bool close;     /* answer with Connection: close (the rest of the stream is not trusted) */
     struct sbx_proxy *proxy;
 };
 

@@ -27,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -349,36 +350,135 @@ read_head(struct sbx_proxy *p, char **end)
 static bool
 skip_response_header(const char *k)
 {
-    static const char *const drop[] = {
-        "Connection", "Keep-Alive", "Transfer-Encoding",  "Content-Length", "Trailer",
-        "TE",         "Upgrade",    "Proxy-Authenticate", "Date",           "X-Request-ID"};
+    /* Framing and hop-by-hop headers are the router's own. The rest would act on the API's
+     * origin (the router answers on the server's origin, where API keys and the console
+     * live), so a sandbox does not get to set them: cookies, site data wiping, HSTS, pinning,
+     * alternative services, service worker scope, and CORS (the API sets its own). */
+    static const char *const drop[] = {"Connection",
+                                       "Keep-Alive",
+                                       "Transfer-Encoding",
+                                       "Content-Length",
+                                       "Trailer",
+                                       "TE",
+                                       "Upgrade",
+                                       "Proxy-Authenticate",
+                                       "Date",
+                                       "X-Request-ID",
+                                       "Set-Cookie",
+                                       "Set-Cookie2",
+                                       "Clear-Site-Data",
+                                       "Strict-Transport-Security",
+                                       "Public-Key-Pins",
+                                       "Public-Key-Pins-Report-Only",
+                                       "Alt-Svc",
+                                       "Service-Worker-Allowed",
+                                       "X-Content-Type-Options"};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(drop); i++) {
         if (strcasecmp(k, drop[i]) == 0)
             return true;
     }
-    return false;
+    return strncasecmp(k, "Access-Control-", 15) == 0;
 }
 
-/* Walk the header lines of the head (status line excluded); note framing headers. */
-static void
-parse_headers(struct sbx_proxy *p, char *lines, struct MHD_Response *resp)
+#define MAX_UP_HEADERS 128
+
+/* The upstream's header lines, checked. */
+struct up_head {
+    char *name[MAX_UP_HEADERS];
+    char *value[MAX_UP_HEADERS];
+    size_t n;
+    const char *why; /* set when the head is refused */
+};
+
+static bool
+tchar(unsigned char c)
 {
-    char *save = NULL;
-    for (char *line = strtok_r(lines, "\r\n", &save); line; line = strtok_r(NULL, "\r\n", &save)) {
+    return c > 0x20 && c < 0x7f && !strchr("\"(),/:;<=>?@[\\]{}", c);
+}
+
+static bool
+content_length_ok(const char *v, int64_t *out)
+{
+    if (!*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 18)
+        return false;
+    return sbx_parse_i64(v, out, NULL) == 0;
+}
+
+/* The upstream is the sandbox, i.e. hostile: its head is parsed strictly (RFC 9112), and a
+ * head two parsers could read differently is refused (502) rather than guessed at. Lines end
+ * in CRLF, and nothing else ends or splits one: a bare CR or LF, a NUL or another control in
+ * a line, obs-fold, a name that is not a token, a Content-Length that is not digits or
+ * disagrees with another, one next to Transfer-Encoding, or a transfer coding other than
+ * chunked. Parsed in place (NUL-terminating names and values). */
+static int
+check_head(char *lines, struct up_head *h, struct sbx_proxy *p)
+{
+    int64_t cl = -1;
+    bool te = false;
+    h->n = 0;
+    for (char *line = lines; *line;) {
+        char *eol = strstr(line, "\r\n");
+        if (!eol)
+            return h->why = "a header line does not end in CRLF", -1;
+        *eol = '\0';
+        char *next = eol + 2;
+        for (char *c = line; *c; c++) {
+            if ((unsigned char)*c < 0x20 && *c != '\t')
+                return h->why = "a control character (bare CR or LF?) in a header line", -1;
+            if (*c == 0x7f)
+                return h->why = "a DEL in a header line", -1;
+        }
+        if (*line == ' ' || *line == '\t')
+            return h->why = "obsolete line folding", -1;
         char *colon = strchr(line, ':');
-        if (!colon)
-            continue;
+        if (!colon || colon == line)
+            return h->why = "a header line without a name", -1;
         *colon = '\0';
+        for (char *c = line; *c; c++) {
+            if (!tchar((unsigned char)*c))
+                return h->why = "a header name that is not a token", -1;
+        }
         char *v = colon + 1;
-        while (*v == ' ' || *v == '\t')
-            v++;
-        if (strcasecmp(line, "Transfer-Encoding") == 0 && strcasestr(v, "chunked"))
-            p->resp_chunked = true;
-        if (strcasecmp(line, "Content-Length") == 0 && !p->resp_chunked)
-            (void)sbx_parse_i64(v, &p->remaining, NULL);
-        if (resp && !skip_response_header(line))
-            (void)MHD_add_response_header(resp, line, v);
+        v += strspn(v, " \t");
+        size_t vl = strlen(v);
+        while (vl > 0 && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
+            v[--vl] = '\0';
+        if (strcasecmp(line, "Content-Length") == 0) {
+            int64_t n = -1;
+            if (!content_length_ok(v, &n) || (cl >= 0 && n != cl))
+                return h->why = "a bad or conflicting Content-Length", -1;
+            cl = n;
+        }
+        if (strcasecmp(line, "Transfer-Encoding") == 0) {
+            if (strcasecmp(v, "chunked") != 0 || te)
+                return h->why = "a transfer coding other than one `chunked`", -1;
+            te = true;
+        }
+        if (h->n == MAX_UP_HEADERS)
+            return h->why = "too many header lines", -1;
+        h->name[h->n] = line;
+        h->value[h->n++] = v;
+        line = next;
     }
+    if (te && cl >= 0)
+        return h->why = "both Content-Length and Transfer-Encoding", -1;
+    p->resp_chunked = te;
+    p->remaining = cl;
+    return 0;
+}
+
+static void
+add_headers(const struct up_head *h, struct MHD_Response *resp)
+{
+    for (size_t i = 0; i < h->n; i++) {
+        if (!skip_response_header(h->name[i]))
+            (void)MHD_add_response_header(resp, h->name[i], h->value[i]);
+    }
+    /* Whatever a sandbox serves through the router runs in an opaque origin (a browser
+     * treats the document as sandboxed: no access to the API's origin, its storage or its
+     * cookies), and is never sniffed into something else. */
+    (void)MHD_add_response_header(resp, "Content-Security-Policy", "sandbox");
+    (void)MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
 }
 
 /* Chunked decoding of the upstream body into out. */
@@ -404,12 +504,18 @@ dechunk_step(struct sbx_proxy *p, char *out, size_t max)
 {
     char *line = NULL;
     switch (p->cst) {
-    case CH_SIZE:
+    case CH_SIZE: {
         if (dechunk_line(p, &line) < 0)
+            return -1;
+        /* 1-15 hex digits, then nothing or `;extensions`: strtoull's leniency (signs,
+         * spaces, "0x") is how two parsers come to disagree on where a body ends. */
+        size_t digits = strspn(line, "0123456789abcdefABCDEF");
+        if (digits == 0 || digits > 15 || (line[digits] && line[digits] != ';'))
             return -1;
         p->chunk_left = strtoull(line, NULL, 16);
         p->cst = p->chunk_left ? CH_DATA : CH_TRAILER;
         return 0;
+    }
     case CH_DATA: {
         if (p->off == p->len && fill(p) <= 0)
             return -1;
@@ -424,7 +530,7 @@ dechunk_step(struct sbx_proxy *p, char *out, size_t max)
         return (ssize_t)n;
     }
     case CH_CRLF:
-        if (dechunk_line(p, &line) < 0)
+        if (dechunk_line(p, &line) < 0 || *line) /* exactly CRLF after the data */
             return -1;
         p->cst = CH_SIZE;
         return 0;
@@ -623,15 +729,25 @@ no_body(struct sbx_req *r, int status)
 static enum MHD_Result
 answer(struct sbx_req *r, struct sbx_proxy *p, int status, char *header_lines)
 {
+    struct up_head h = {0};
+    if (check_head(header_lines, &h, p) < 0) {
+        char msg[160];
+        (void)snprintf(msg, sizeof msg, "the sandbox sent a malformed response head: %s", h.why);
+        return sbx_http_send_error(r, 502, "SANDBOX::PROXY_ERROR", msg);
+    }
     struct MHD_Response *resp = NULL;
-    if (status == 101 && p->upgrade) {
+    if (status == 101) {
+        /* Only an upgrade the client asked for: a 101 it did not ask for would hand the
+         * client's connection to the sandbox in a protocol the client never agreed to. */
+        if (!p->upgrade)
+            return sbx_http_send_error(r, 502, "SANDBOX::PROXY_ERROR",
+                                       "the sandbox switched protocols although the request "
+                                       "asked for no upgrade");
         resp = MHD_create_response_for_upgrade(on_upgraded, p);
-        parse_headers(p, header_lines, resp);
+        add_headers(&h, resp);
         (void)MHD_add_response_header(resp, "Upgrade", sbx_req_header(r, "Upgrade"));
         return queue(r, resp, 101);
     }
-    sbx_autofree char *scan = sbx_xstrdup(header_lines);
-    parse_headers(p, scan, NULL); /* framing first: it decides the response kind */
     if (no_body(r, status)) {
         resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     } else {
@@ -639,7 +755,7 @@ answer(struct sbx_req *r, struct sbx_proxy *p, int status, char *header_lines)
             !p->resp_chunked && p->remaining >= 0 ? (uint64_t)p->remaining : MHD_SIZE_UNKNOWN;
         resp = MHD_create_response_from_callback(size, IO_BUF, body_reader, p, NULL);
     }
-    parse_headers(p, header_lines, resp);
+    add_headers(&h, resp);
     return queue(r, resp, status);
 }
 
@@ -653,7 +769,12 @@ read_final_head(struct sbx_proxy *p, char **end, int *status)
             return -1;
         **end = '\0';
         p->off = (size_t)(*end - p->buf) + 4;
-        if (sscanf(p->buf, "HTTP/1.%*d %3d", status) != 1 || *status < 100 || *status > 599)
+        /* "HTTP/1.x NNN": exactly, before anything else is read from the head */
+        if (strncmp(p->buf, "HTTP/1.", 7) != 0 || !strchr("01", p->buf[7]) || p->buf[8] != ' ' ||
+            strspn(p->buf + 9, "0123456789") != 3 || (p->buf[12] != ' ' && p->buf[12] != '\r'))
+            return -1;
+        *status = (p->buf[9] - '0') * 100 + (p->buf[10] - '0') * 10 + (p->buf[11] - '0');
+        if (*status < 100 || *status > 599)
             return -1;
         if (*status >= 200 || *status == 101)
             return 0;
@@ -680,7 +801,10 @@ sbx_proxy_end(struct sbx_req *r)
                                    p->failed ? "the sandbox closed the connection before the "
                                                "request was sent, without an answer"
                                              : "the sandbox sent no valid response");
-    char *lines = strstr(p->buf, "\r\n");
-    /* the header copy in MHD owns its strings, so parsing in place is fine */
-    return answer(r, p, status, lines ? lines + 2 : end);
+    /* The head is NUL-terminated at its blank line: put back the CRLF that ends the last
+     * header line, so that every line check_head sees ends in CRLF. (MHD copies what it is
+     * given, so parsing in place is fine.) */
+    memcpy(end, "\r\n", 3);
+    char *lines = strstr(p->buf, "\r\n") + 2; /* after the status line: there is one */
+    return answer(r, p, status, lines);
 }

@@ -1,6 +1,7 @@
 """An HTTP app the router test starts *inside* a sandbox (through execd): SSE with gaps,
 echo of body/headers/query, a large body, a body ended by EOF, a refusal sent before the
-request body is read (then a close), and a WebSocket echo."""
+request body is read (then a close), a WebSocket echo, and raw response heads a hostile
+sandbox could send (/raw/<name>: the router must refuse or sanitise them)."""
 import base64
 import hashlib
 import http.server
@@ -20,7 +21,29 @@ class H(http.server.BaseHTTPRequestHandler):
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
         self.wfile.flush()
 
+    RAW = {
+        "bare-cr": b"HTTP/1.1 200 OK\r\nX-A: 1\rX-Injected: evil\r\nContent-Length: 2\r\n\r\nok",
+        "fold": b"HTTP/1.1 200 OK\r\nX-A: 1\r\n folded\r\nContent-Length: 2\r\n\r\nok",
+        "cl-te": b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 b"2\r\nok\r\n0\r\n\r\n",
+        "dup-cl": b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nok!",
+        "bad-name": b"HTTP/1.1 200 OK\r\nX A: 1\r\nContent-Length: 2\r\n\r\nok",
+        "nul": b"HTTP/1.1 200 OK\r\nX-A: a\x00b\r\nContent-Length: 2\r\n\r\nok",
+        "gzip-te": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\nok",
+        "bad-status": b"HTTP/1.1 2000 OK\r\nContent-Length: 2\r\n\r\nok",
+        "101": b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: evil\r\nConnection: Upgrade\r\n\r\n",
+        "cookie": b"HTTP/1.1 200 OK\r\nSet-Cookie: sid=stolen; Path=/\r\n"
+                  b"Access-Control-Allow-Credentials: true\r\nClear-Site-Data: \"*\"\r\n"
+                  b"Content-Type: text/html\r\nX-Kept: yes\r\nContent-Length: 5\r\n\r\nhello",
+        "bad-chunk": b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n+2\r\nok\r\n0\r\n\r\n",
+    }
+
     def do_GET(self):
+        if self.path.startswith("/raw/"):
+            self.wfile.write(self.RAW[self.path[5:]])
+            self.wfile.flush()
+            self.close_connection = True
+            return
         if self.path.startswith("/sse"):
             self.send_response(200)
             self.send_header("Content-Type", "text/event-stream")

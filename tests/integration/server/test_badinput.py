@@ -127,6 +127,47 @@ def raw_garbage(s):
     check(s.request("GET", "/health", key=False).status == 200, "alive after garbage")
 
 
+def raw_answer(s, data):
+    """Send raw bytes; return everything the server sends before it closes (3 s at most)."""
+    with socket.create_connection(("127.0.0.1", s.port), timeout=3) as c:
+        c.sendall(data)
+        out = b""
+        try:
+            while True:
+                got = c.recv(65536)
+                if not got:
+                    break
+                out += got
+        except OSError:
+            pass
+    return out
+
+
+def ambiguous_framing(s):
+    """RFC 9112 6.3: a body whose end two parsers could place differently is refused with
+    400 {code, message}, and the connection closes, so nothing after it can be read as a
+    request of its own (request smuggling towards the router's sandboxes)."""
+    key = s.key.encode()
+    smuggled = b"GET /v1/sandboxes HTTP/1.1\r\nHost: x\r\nOPEN-SANDBOX-API-KEY: " + key + \
+        b"\r\n\r\n"
+    heads = {
+        "CL+TE": b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+        "CL twice": b"Content-Length: 2\r\nContent-Length: 30\r\n\r\n{}",
+        "TE not chunked": b"Transfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+        "TE twice": b"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    }
+    for name, rest in heads.items():
+        out = raw_answer(s, b"POST /v1/sandboxes HTTP/1.1\r\nHost: x\r\nOPEN-SANDBOX-API-KEY: " +
+                         key + b"\r\n" + rest + smuggled)
+        check(out.startswith(b"HTTP/1.1 400"), "%s: 400, got %r" % (name, out[:60]))
+        check(b"GENERAL::BAD_REQUEST" in out, "%s: {code, message}: %r" % (name, out[-200:]))
+        check(out.count(b"HTTP/1.1 ") == 1, "%s: nothing after it is answered: %r" % (name, out))
+    # control: the same requests framed one way each are served
+    out = raw_answer(s, b"GET /health HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n"
+                        b"Connection: close\r\n\r\n")
+    check(out.startswith(b"HTTP/1.1 200"), "one Content-Length is fine: %r" % out[:60])
+
+
 def test(new_server):
     s = new_server()
     s.start()
@@ -138,6 +179,7 @@ def test(new_server):
     unknown = send(s, "POST", "/v1/sandboxes", body(provider="docker"), {}).json()
     check("process" in unknown["message"], "unknown provider names the supported ones")
     raw_garbage(s)
+    ambiguous_framing(s)
     check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
     rc = s.stop()
     if rc != 0:

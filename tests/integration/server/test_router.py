@@ -177,6 +177,37 @@ def check_websocket(s, sid, port):
             check(data == b"echo:" + msg.encode(), "ws echo: %r" % data)
 
 
+def check_hostile_heads(s, sid, port):
+    """The upstream is the sandbox: heads two parsers could read differently are refused
+    (502 {code, message}), a 101 nobody asked for too; what would act on the API's origin is
+    dropped, and every proxied answer runs sandboxed (CSP) and unsniffed."""
+    base = "/sandboxes/%s/proxy/%d/raw/" % (sid, port)
+    for name in ("bare-cr", "fold", "cl-te", "dup-cl", "bad-name", "nul", "gzip-te",
+                 "bad-status", "101"):
+        r = s.request("GET", base + name)
+        check(r.status == 502 and r.json()["code"] == "SANDBOX::PROXY_ERROR",
+              "%s is refused: %r" % (name, r))
+        check(r.header("X-Injected") is None, "%s: no injected header" % name)
+    r = s.request("GET", base + "cookie")
+    check(r.status == 200 and r.body == b"hello", "a plain answer passes: %r" % r)
+    check(r.header("Set-Cookie") is None, "Set-Cookie is dropped")
+    check(r.header("Clear-Site-Data") is None, "Clear-Site-Data is dropped")
+    check(r.header("Access-Control-Allow-Credentials") is None, "CORS from the sandbox dropped")
+    check(r.header("X-Kept") == "yes", "other headers pass")
+    check(r.header("Content-Security-Policy") == "sandbox", "CSP sandbox on proxied answers")
+    check(r.header("X-Content-Type-Options") == "nosniff", "nosniff on proxied answers")
+    # a bad chunk size after the head: the body is cut off, never guessed at
+    c = http.client.HTTPConnection("127.0.0.1", s.port, timeout=30)
+    c.request("GET", base + "bad-chunk", headers={"OPEN-SANDBOX-API-KEY": s.key})
+    resp = c.getresponse()
+    try:
+        body = resp.read()
+        check(False, "a bad chunk size reached the client as a body: %r" % body)
+    except http.client.IncompleteRead:
+        pass
+    c.close()
+
+
 def test(new_server):
     s = new_server()
     s.start()
@@ -189,6 +220,7 @@ def test(new_server):
     check_expect(s, sid, port)
     check_early_errors(s, sid, port)
     check_websocket(s, sid, port)
+    check_hostile_heads(s, sid, port)
     ws = open_websocket(s, sid, port)  # still open when the server stops
     check(s.stop() == 0, "clean stop with an open WebSocket")
     ws.close()
