@@ -42,6 +42,8 @@ sbx_server_config_defaults(struct sbx_server_config *cfg)
     cfg->max_body_bytes = 1 << 20;
     cfg->create_workers = 8;
     cfg->max_connections = 4096;
+    cfg->max_connections_per_client = 512;
+    cfg->request_head_timeout_s = 10;
     cfg->wait_usable_s = 120;
 }
 
@@ -137,6 +139,8 @@ parse_limits(struct sbx_server_config *cfg, const config_setting_t *g, sbx_error
                                        "max_body_bytes",
                                        "create_workers",
                                        "max_connections",
+                                       "max_connections_per_client",
+                                       "request_head_timeout_seconds",
                                        "wait_usable_seconds",
                                        NULL};
     if (check_keys(g, "limits", keys, err) < 0 ||
@@ -145,7 +149,9 @@ parse_limits(struct sbx_server_config *cfg, const config_setting_t *g, sbx_error
         get_int(g, "max_sandboxes", 1, &cfg->max_sandboxes, err) < 0 ||
         get_int(g, "max_body_bytes", 1024, &cfg->max_body_bytes, err) < 0 ||
         get_int(g, "create_workers", 1, &cfg->create_workers, err) < 0 ||
-        get_int(g, "max_connections", 16, &cfg->max_connections, err) < 0)
+        get_int(g, "max_connections", 16, &cfg->max_connections, err) < 0 ||
+        get_int(g, "max_connections_per_client", 1, &cfg->max_connections_per_client, err) < 0 ||
+        get_int(g, "request_head_timeout_seconds", 1, &cfg->request_head_timeout_s, err) < 0)
         return -SBX_EINVAL;
     return 0;
 }

@@ -21,6 +21,7 @@
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "server/apierr.h"
+#include "server/connguard.h"
 #include "server/srvutil.h"
 
 /* An idle keep-alive connection (or a client that stops sending mid-request) is closed after
@@ -168,12 +169,16 @@ check_auth(struct sbx_req *r, bool *ok)
     if (!key && authz && strncasecmp(authz, "Bearer ", 7) == 0)
         key = authz + 7;
     *ok = false;
+    /* A 401 ends its connection: every connection that outlives its first request has shown
+     * the key (connguard.c counts on it). */
+    r->close = true;
     if (!key || !*key)
         return sbx_http_send_error(r, 401, "MISSING_API_KEY",
                                    "Authentication credentials are missing: send the "
                                    "OPEN-SANDBOX-API-KEY header");
     if (!sbx_srv_secret_equal(key, r->srv->api_key))
         return sbx_http_send_error(r, 401, "INVALID_API_KEY", "Invalid API key");
+    r->close = false;
     *ok = true;
     return MHD_YES;
 }
@@ -295,6 +300,7 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
     struct sbx_req *r = *con_cls;
     if (!r->started) {
         r->started = true;
+        sbx_connguard_head_done(r->srv->guard, conn);
         r->conn = conn;
         r->method = method;
         r->path = url;
@@ -415,6 +421,9 @@ sbx_http_start(struct sbx_srv *srv, sbx_error **err)
     bool v6 = false;
     if (parse_listen(srv->cfg->listen, &ss, &v6, err) < 0)
         return -SBX_EINVAL;
+    if (sbx_connguard_start(&srv->guard, (uint64_t)srv->cfg->request_head_timeout_s * 1000, err) <
+        0)
+        return -SBX_EGENERIC;
     pthread_mutex_init(&srv->splice_mu, NULL);
     pthread_cond_init(&srv->splice_cv, NULL);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
@@ -423,11 +432,16 @@ sbx_http_start(struct sbx_srv *srv, sbx_error **err)
         flags, 0, NULL, NULL, on_request, srv, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, srv, MHD_OPTION_URI_LOG_CALLBACK, on_uri, srv,
         MHD_OPTION_UNESCAPE_CALLBACK, no_unescape, srv, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)srv->cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-        (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_END);
-    if (!srv->daemon)
+        (unsigned)srv->cfg->max_connections, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+        (unsigned)srv->cfg->max_connections_per_client, MHD_OPTION_NOTIFY_CONNECTION,
+        sbx_connguard_notify, srv->guard, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S,
+        MHD_OPTION_EXTERNAL_LOGGER, mhd_log, srv, MHD_OPTION_END);
+    if (!srv->daemon) {
+        sbx_connguard_stop(srv->guard);
+        srv->guard = NULL;
         return sbx_error_set(err, SBX_EUNAVAIL, 0, "cannot listen on %s (in use?)",
                              srv->cfg->listen);
+    }
     return 0;
 }
 
@@ -440,6 +454,8 @@ sbx_http_stop(struct sbx_srv *srv)
     sbx_proxy_close_upgraded(srv);
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
+    sbx_connguard_stop(srv->guard);
+    srv->guard = NULL;
     pthread_cond_destroy(&srv->splice_cv);
     pthread_mutex_destroy(&srv->splice_mu);
 }

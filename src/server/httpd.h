@@ -30,6 +30,7 @@ struct sbx_srv {
     pthread_cond_t splice_cv;
     struct sbx_splice *splices;
     size_t n_splices;
+    struct sbx_connguard *guard; /* connguard.c: head deadlines */
 };
 
 struct sbx_proxy;
