@@ -21,14 +21,16 @@
 /* Top-level OS dirs; on Debian 12 all but /usr are symlinks into /usr. */
 static const char *const os_dirs[] = {"/usr",   "/bin",   "/sbin",  "/lib",
                                       "/lib32", "/lib64", "/libx32"};
-/* Read-only binds of /etc subtrees that the OS dirs point into (alternatives symlinks, CA
- * certificates). They hold no secrets. */
-static const char *const etc_binds[] = {"/etc/alternatives", "/etc/ssl"};
+/* Read-only binds of /etc subtrees that the OS dirs point into: the alternatives symlinks and
+ * the CA certificates. Public by nature; nothing else of /etc/ssl (private/ holds the host's
+ * TLS keys) and no other /etc subtree is bound. */
+static const char *const etc_binds[] = {"/etc/alternatives", "/etc/ssl/certs"};
 /* Copied once into the skeleton (the upper layer makes them writable per sandbox). */
 static const char *const etc_files[] = {
     "etc/passwd",     "etc/group",     "etc/hosts",       "etc/nsswitch.conf", "etc/ld.so.cache",
     "etc/ld.so.conf", "etc/host.conf", "etc/resolv.conf", "etc/localtime",     "etc/os-release",
     "etc/gai.conf",   "etc/protocols", "etc/services",    "etc/networks",      "etc/debian_version",
+    "etc/ssl/openssl.cnf",
 };
 static const char *const empty_dirs[] = {
     "proc",     "dev",
@@ -39,7 +41,8 @@ static const char *const empty_dirs[] = {
     "opt",      "srv",
     "etc",      ".sbx",
     ".sbx/bin", "etc/alternatives",
-    "etc/ssl",  "etc/ld.so.conf.d",
+    "etc/ssl",  "etc/ssl/certs",
+    "etc/ld.so.conf.d",
 };
 
 static int

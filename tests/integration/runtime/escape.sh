@@ -69,6 +69,22 @@ grep -q IS-A-TTY "$TMP/o-tty" || fail "a terminal stays a terminal: $(cat "$TMP/
 grep -q 'Read-only file system' "$TMP/o-tty" || fail "chmod of a terminal: $(cat "$TMP/o-tty")"
 echo "ok stdio: /dev/null, files and terminals reach the command, their inodes do not"
 
+echo "== the host image exposes no secrets of /etc"
+keymark=/etc/ssl/private/sbx-escape-test-$$.key
+if [[ -d /etc/ssl/private ]]; then
+  echo "marker-private-key" >"$keymark"
+  trap 'rm -f "$keymark"; cleanup' EXIT
+fi
+out=$("$SBX" run -- sh -c 'cat /etc/ssl/private/*.key 2>&1; ls /etc/ssl; ls /etc/shadow /etc/ssh 2>&1;
+  test -r /etc/ssl/certs/ca-certificates.crt && echo CA-READABLE; true')
+rm -f "$keymark"
+grep -q marker-private-key <<<"$out" && fail "a host TLS key is readable in the host image"
+grep -qx private <<<"$out" && fail "/etc/ssl/private is in the host image: $out"
+grep -q CA-READABLE <<<"$out" || fail "the CA bundle is missing: $out"
+grep -q "cannot access '/etc/shadow'" <<<"$out" && grep -q "cannot access '/etc/ssh'" <<<"$out" ||
+  fail "/etc/shadow or /etc/ssh in the host image: $out"
+echo "ok no /etc/ssl/private, no shadow, no ssh keys; CA certificates readable"
+
 echo "== a symlink inside a volume resolves inside the sandbox"
 mkdir -p "$TMP/vol"
 ln -s /etc/shadow "$TMP/vol/shadowlink"

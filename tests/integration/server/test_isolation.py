@@ -67,6 +67,24 @@ def host_devices(s, sid):
     check(len(refused) == 5, "every change refused with EROFS: %r" % err)
 
 
+def host_image_secrets(s, sid):
+    """The host image binds /etc/ssl/certs only: a key in the host's /etc/ssl/private (a
+    marker the test puts there) is not in the sandbox, the CA bundle is."""
+    marker = "/etc/ssl/private/sbx-isolation-test-%d.key" % os.getpid()
+    made = os.path.isdir("/etc/ssl/private")
+    if made:
+        with open(marker, "w") as f:
+            f.write("marker-private-key\n")
+    try:
+        out, err, _ = inside(s, sid, "cat /etc/ssl/private/*.key; ls /etc/ssl; "
+                                     "test -r /etc/ssl/certs/ca-certificates.crt && echo CA-OK")
+    finally:
+        if made:
+            os.unlink(marker)
+    check("marker-private-key" not in out, "a host TLS key is readable: %r" % out)
+    check("private" not in out and "CA-OK" in out, "/etc/ssl holds only certs: %r" % out)
+
+
 def pid1_closed(s, sid):
     out, err, _ = inside(s, sid, "cat /proc/1/environ; cat /proc/1/mem; readlink -v /proc/1/fd/1; "
                                  "head -c 1048576 /dev/zero >> /proc/1/fd/1; "
@@ -249,6 +267,7 @@ def test(new_server):
         raise Skip("the runtime cannot make sandboxes on this host: %r" % r)
     sid = r.json()["id"]
     host_devices(s, sid)
+    host_image_secrets(s, sid)
     pid1_closed(s, sid)
     check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
     logs(s)
