@@ -332,6 +332,8 @@ opts_init(struct run_opts *o)
     o->spec.stdio[1] = 1;
     o->spec.stdio[2] = 2;
     o->spec.die_with_parent = true;
+    /* A fork bomb must not reach the host's pid_max: 1024 unless --pids says otherwise. */
+    o->spec.pids_max = 1024;
     o->spec.start = true; /* no separate start step: one scheduler round trip less */
     o->spec.env = o->env;
     /* A one-shot command's writable layer dies with it: RAM keeps the start path free of

@@ -115,7 +115,7 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "  --image I          image to run (default: host, a read-only view of this host)\n"
         "  --rootfs DIR       use DIR (read-only) as the root filesystem instead of an image\n"
         "  --memory SIZE      memory limit (e.g. 256m, 1g)\n"
-        "  --pids N           maximum number of processes\n"
+        "  --pids N           maximum number of processes (default 1024; 0: no limit)\n"
         "  --cpus N           CPU quota in CPUs (e.g. 0.5, 1.5)\n"
         "  --network MODE     none (default, loopback only) | bridge | host\n"
         "  -e, --env K=V      set an environment variable (repeatable)\n"

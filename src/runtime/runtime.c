@@ -104,6 +104,31 @@ sbx_rt_release_run_tmpfs(const struct sbx_rt *rt)
         (void)umount2(rt->run_dir, MNT_DETACH);
 }
 
+#define CG_ROOT "/sys/fs/cgroup"
+
+/* The limits of the parent cgroup every sandbox's cgroup is made in (<own>/<cgroup_parent>):
+ * memory and pids are hierarchical (v1 with use_hierarchy, the default for years; v2 always),
+ * so its limits cap the sum of all sandboxes. Planned as a sandbox cgroup whose id is the
+ * parent's last component. */
+static int
+aggregate_limits(struct sbx_rt *rt, const struct sbx_rt_config *cfg, sbx_error **err)
+{
+    sbx_autofree char *parent = sbx_xstrdup(rt->cgroup_parent);
+    char *slash = strrchr(parent, '/');
+    const char *id = slash ? slash + 1 : parent;
+    if (slash)
+        *slash = '\0';
+    struct sbx_cg cg = {.ops = rt->cg_ops,
+                        .roles = SBX_CG_ROLE(SBX_CG_MEMORY) | SBX_CG_ROLE(SBX_CG_PIDS)};
+    struct sbx_cg_limits lim = {.memory_bytes = cfg->total_memory_bytes,
+                                .pids_max = cfg->total_pids};
+    int ret = rt->cg_ops->plan(&cg, CG_ROOT, rt->self_cgroup, slash ? parent : "", id, err);
+    if (ret == 0)
+        ret = rt->cg_ops->create(&cg, &lim, err);
+    sbx_cg_release(&cg);
+    return ret < 0 ? sbx_error_wrap(err, "aggregate limits on cgroup `%s`", rt->cgroup_parent) : 0;
+}
+
 int
 sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **err)
 {
@@ -144,6 +169,8 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
         ret = sbx_seccomp_build(&rt->seccomp, err);
     if (ret == 0)
         ret = sbx_seccomp_init_build(&rt->init_seccomp);
+    if (ret == 0 && cfg && (cfg->total_memory_bytes || cfg->total_pids))
+        ret = aggregate_limits(rt, cfg, err);
     if (ret == 0 && cfg)
         ret = sbx_rt_pool_start(rt, cfg->netns_pool, cfg->netns_pool_net, err);
     if (ret < 0) {
@@ -334,8 +361,6 @@ make_upper_dir(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_er
         return sbx_error_set(err, SBX_EGENERIC, errno, "chown `%s`", sb->upper);
     return 0;
 }
-
-#define CG_ROOT "/sys/fs/cgroup"
 
 /* v1 cgroups (a mkdir and limit writes per controller, ~0.4 ms for a memory+pids+cpu+freezer
  * sandbox) are made on a thread while the child is cloned and sets up; the child joins them

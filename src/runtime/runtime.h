@@ -65,6 +65,11 @@ struct sbx_rt_config {
      * namespace pool"). 0 => none (one-shot callers). At most 64. */
     unsigned netns_pool;
     enum sbx_rt_netmode netns_pool_net;
+    /* Aggregate limits of all the runtime's sandboxes together, set on the common parent
+     * cgroup (`cgroup_parent`): the kernel then enforces the sum, whatever each sandbox's own
+     * limit (an OOM or a refused fork inside the sandboxes, never the host's). 0 => none. */
+    uint64_t total_memory_bytes;
+    uint64_t total_pids;
 };
 
 struct sbx_rt_volume {

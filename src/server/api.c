@@ -427,6 +427,22 @@ copy_or(const json_t *body, const char *key, json_t *fallback)
     return json_deep_copy(v);
 }
 
+/* resourceLimits.memory when the create gives none (limits.sandbox_memory): no sandbox is
+ * without a memory limit unless the operator says so ("0"). */
+static void
+default_limits(struct sbx_record *sb, const struct sbx_server_config *cfg)
+{
+    uint64_t bytes = 0;
+    if (!cfg->sandbox_memory || sbx_parse_size(cfg->sandbox_memory, &bytes, NULL) < 0 ||
+        bytes == 0 || json_object_get(sb->limits, "memory"))
+        return;
+    if (!json_is_object(sb->limits)) {
+        json_decref(sb->limits);
+        sb->limits = json_object();
+    }
+    (void)json_object_set_new(sb->limits, "memory", json_string(cfg->sandbox_memory));
+}
+
 static struct sbx_record *
 build_record(const json_t *body, const char *prov, int64_t timeout_s)
 {
@@ -496,6 +512,7 @@ do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
         check_create(r, prov, body, out) < 0)
         return;
     struct sbx_record *sb = build_record(body, prov, timeout_s);
+    default_limits(sb, r->srv->cfg);
     struct sbx_record *done = NULL;
     sbx_autoerror sbx_error *err = NULL;
     if (sbx_mgr_create(r->srv->mgr, sb, &done, &err) < 0) {

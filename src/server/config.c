@@ -42,6 +42,9 @@ sbx_server_config_defaults(struct sbx_server_config *cfg)
     cfg->max_body_bytes = 1 << 20;
     cfg->create_workers = 8;
     cfg->max_connections = 4096;
+    /* A sandbox without a memory limit could take the host's: every create gets one. 2 GiB is
+     * what the OpenSandbox SDKs ask for by default. */
+    cfg->sandbox_memory = sbx_xstrdup("2Gi");
     cfg->max_connections_per_client = 512;
     cfg->request_head_timeout_s = 10;
     cfg->wait_usable_s = 120;
@@ -58,6 +61,7 @@ sbx_server_config_dispose(struct sbx_server_config *cfg)
     free(cfg->providers);
     free(cfg->default_provider);
     free(cfg->secrets_key_file);
+    free(cfg->sandbox_memory);
     json_decref(cfg->provider_settings);
     memset(cfg, 0, sizeof *cfg);
 }
@@ -141,6 +145,7 @@ parse_limits(struct sbx_server_config *cfg, const config_setting_t *g, sbx_error
                                        "max_connections",
                                        "max_connections_per_client",
                                        "request_head_timeout_seconds",
+                                       "sandbox_memory",
                                        "wait_usable_seconds",
                                        NULL};
     if (check_keys(g, "limits", keys, err) < 0 ||
@@ -151,8 +156,13 @@ parse_limits(struct sbx_server_config *cfg, const config_setting_t *g, sbx_error
         get_int(g, "create_workers", 1, &cfg->create_workers, err) < 0 ||
         get_int(g, "max_connections", 16, &cfg->max_connections, err) < 0 ||
         get_int(g, "max_connections_per_client", 1, &cfg->max_connections_per_client, err) < 0 ||
-        get_int(g, "request_head_timeout_seconds", 1, &cfg->request_head_timeout_s, err) < 0)
+        get_int(g, "request_head_timeout_seconds", 1, &cfg->request_head_timeout_s, err) < 0 ||
+        get_str(g, "sandbox_memory", "limits", &cfg->sandbox_memory, err) < 0)
         return -SBX_EINVAL;
+    uint64_t bytes = 0;
+    if (cfg->sandbox_memory && sbx_parse_size(cfg->sandbox_memory, &bytes, NULL) < 0)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "limits.sandbox_memory must be a size such as \"2Gi\" (\"0\": none)");
     return 0;
 }
 

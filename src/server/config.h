@@ -23,6 +23,7 @@ struct sbx_server_config {
     int64_t max_body_bytes;
     int64_t create_workers;
     int64_t max_connections;
+    char *sandbox_memory; /* resourceLimits.memory when a create gives none; NULL: none */
     int64_t max_connections_per_client; /* per source address */
     int64_t request_head_timeout_s;     /* a connection's first request head, from accept */
     int64_t wait_usable_s;  /* find-or-create: how long to wait for a transient sandbox */

@@ -30,6 +30,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <inttypes.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -50,13 +52,18 @@
 /* Network namespaces kept ready (docs/server.md "netns_pool"); the runtime's limit. */
 #define SBX_NATIVE_NETNS_POOL_DEFAULT 4
 #define SBX_NATIVE_NETNS_POOL_MAX     64
-#define DEFAULT_PIDS                  4096
-#define EXECD_STATE                   SBX_RT_EXECD_STATE
+/* Defaults that protect the host (docs/server.md, native: "Limits that protect the host"). */
+#define DEFAULT_PIDS          "1024" /* per sandbox: a fork bomb stays small */
+#define DEFAULT_TOTAL_MEMORY  "90%"  /* of the host's RAM, all sandboxes together */
+#define DEFAULT_TOTAL_PIDS    "50%"  /* of the host's pid_max (and threads-max) */
+#define DEFAULT_MIN_FREE_DISK "5%"   /* of the state dir's file system: below, creates fail */
+#define EXECD_STATE           SBX_RT_EXECD_STATE
 
 const char *const sbx_provider_native_keys[] = {
-    "execd",  "ping_timeout_ms", "cgroup_parent",      "network",
-    "upper",  "upper_size",      "allowed_host_paths", "netns_pool",
-    "bridge", "subnet",          "network_allow",      NULL};
+    "execd",        "ping_timeout_ms", "cgroup_parent",      "network",
+    "upper",        "upper_size",      "allowed_host_paths", "netns_pool",
+    "bridge",       "subnet",          "network_allow",      "pids",
+    "total_memory", "total_pids",      "min_free_disk",      NULL};
 
 struct handle {
     char id[SBX_UUID_LEN + 1];
@@ -69,7 +76,10 @@ struct native_data {
     struct sbx_rt_net_ops net_ops;
     enum sbx_rt_netmode net;
     enum sbx_rt_upper upper;
-    uint64_t upper_size; /* the layer's size (tmpfs) or cap (disk); 0 = the runtime's default */
+    uint64_t upper_size;    /* the layer's size (tmpfs) or cap (disk); 0 = the runtime's default */
+    uint64_t pids;          /* per sandbox */
+    uint64_t min_free_disk; /* bytes free on the state dir's file system below which creates
+                               are refused; 0 = no check */
     struct sbx_vols *vols;
     char *state_dir;
     char *execd;
@@ -195,7 +205,8 @@ parse_cpu(const char *s, uint64_t *millis)
 }
 
 static int
-limits_into(const struct sbx_record *sb, struct sbx_rt_spec *spec, sbx_error **err)
+limits_into(const struct sbx_record *sb, struct sbx_rt_spec *spec, uint64_t pids_default,
+            sbx_error **err)
 {
     const char *mem = json_string_value(json_object_get(sb->limits, "memory"));
     const char *cpu = json_string_value(json_object_get(sb->limits, "cpu"));
@@ -204,7 +215,7 @@ limits_into(const struct sbx_record *sb, struct sbx_rt_spec *spec, sbx_error **e
     if (cpu && parse_cpu(cpu, &spec->cpu_millis) < 0)
         return sbx_error_set(err, SBX_EINVAL, 0, "resourceLimits.cpu `%s` is not a CPU quantity",
                              cpu);
-    spec->pids_max = DEFAULT_PIDS;
+    spec->pids_max = pids_default;
     return 0;
 }
 
@@ -251,6 +262,26 @@ record_pid(struct sbx_record *sb, struct sbx_rt_sandbox *h)
     (void)sbx_proc_info(pid, &pi, NULL);
     (void)json_object_set_new(sb->priv, "pid", json_integer(pid));
     (void)json_object_set_new(sb->priv, "start_time", json_integer((json_int_t)pi.start_time));
+}
+
+/* A sandbox writes its layer to the state dir's file system; a nearly full one would fill up
+ * under the sandboxes already running, and with the store and records on it, the server's
+ * own writes would fail. So a create (or start) is refused while less than min_free_disk is
+ * free: the host keeps room, and the error says why. */
+static int
+disk_room(const struct native_data *d, sbx_error **err)
+{
+    struct statvfs vs;
+    if (!d->min_free_disk || statvfs(d->state_dir, &vs) < 0)
+        return 0;
+    uint64_t avail = (uint64_t)vs.f_bavail * vs.f_frsize;
+    if (avail >= d->min_free_disk)
+        return 0;
+    return sbx_error_set(err, SBX_ELIMIT, 0,
+                         "the state dir's file system (%s) has %" PRIu64 " MiB free, less than "
+                         "providers.native.min_free_disk (%" PRIu64 " MiB): free space or lower "
+                         "the setting",
+                         d->state_dir, avail >> 20, d->min_free_disk >> 20);
 }
 
 /* extensions["sbx.network.group"]: sandboxes of one group reach each other on the bridge;
@@ -320,7 +351,9 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
      * changes on top of that image. */
     const char *digest = json_string_value(json_object_get(sb->priv, "image_digest"));
     const char *uri = digest ? digest : json_string_value(json_object_get(sb->image, "uri"));
-    int r = limits_into(sb, &spec, err);
+    int r = disk_room(d, err);
+    if (r >= 0)
+        r = limits_into(sb, &spec, d->pids, err);
     if (r >= 0)
         r = network_group(d, sb, &spec, err);
     if (r >= 0)
@@ -665,6 +698,75 @@ check_string_settings(const json_t *settings, sbx_error **err)
     return 0;
 }
 
+/* The host's RAM, and the most processes it can have (pid_max, threads-max). */
+static uint64_t
+host_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES);
+    long size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (uint64_t)pages * (uint64_t)size : 0;
+}
+
+static uint64_t
+host_pids(void)
+{
+    uint64_t best = 0;
+    static const char *const files[] = {"/proc/sys/kernel/pid_max", "/proc/sys/kernel/threads-max"};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(files); i++) {
+        sbx_autofree char *text = NULL;
+        uint64_t v = 0;
+        if (sbx_read_file(files[i], 64, &text, NULL, NULL) == 0 &&
+            sbx_parse_u64(text, &v, NULL) == 0 && v > 0 && (!best || v < best))
+            best = v;
+    }
+    return best;
+}
+
+/* A setting that is a count or size (integer, or "512Mi"), or a percentage of total ("90%");
+ * absent: dflt. "0" turns the limit off. */
+static int
+parse_amount(const json_t *settings, const char *key, const char *dflt, uint64_t total, bool size,
+             uint64_t *out, sbx_error **err)
+{
+    const json_t *v = json_object_get(settings, key);
+    if (json_is_integer(v) && json_integer_value(v) >= 0) {
+        *out = (uint64_t)json_integer_value(v);
+        return 0;
+    }
+    const char *s = v ? json_string_value(v) : dflt;
+    size_t n = s ? strlen(s) : 0;
+    uint64_t pct = 0;
+    if (n > 1 && s[n - 1] == '%') {
+        sbx_autofree char *num = sbx_xstrndup(s, n - 1);
+        if (sbx_parse_u64(num, &pct, NULL) == 0 && pct <= 100) {
+            *out = total / 100 * pct;
+            return 0;
+        }
+    } else if (s && (size ? sbx_parse_size(s, out, NULL) : sbx_parse_u64(s, out, NULL)) == 0) {
+        return 0;
+    }
+    return sbx_error_set(err, SBX_EINVAL, 0,
+                         "providers.native.%s must be %s or a percentage such as \"50%%\"", key,
+                         size ? "a size such as \"8Gi\"" : "a number");
+}
+
+static int
+parse_limits(struct native_data *d, const json_t *settings, struct sbx_rt_config *rc,
+             sbx_error **err)
+{
+    struct statvfs vs;
+    uint64_t disk = statvfs(d->state_dir, &vs) == 0 ? (uint64_t)vs.f_blocks * vs.f_frsize : 0;
+    if (parse_amount(settings, "pids", DEFAULT_PIDS, 0, false, &d->pids, err) < 0 ||
+        parse_amount(settings, "total_memory", DEFAULT_TOTAL_MEMORY, host_memory(), true,
+                     &rc->total_memory_bytes, err) < 0 ||
+        parse_amount(settings, "total_pids", DEFAULT_TOTAL_PIDS, host_pids(), false,
+                     &rc->total_pids, err) < 0 ||
+        parse_amount(settings, "min_free_disk", DEFAULT_MIN_FREE_DISK, disk, true,
+                     &d->min_free_disk, err) < 0)
+        return -SBX_EINVAL;
+    return 0;
+}
+
 /* `bridge`, `subnet` and the isolation allow-list `network_allow` (docs/network.md
  * "Isolation": what a sandbox may reach). Checked now, applied on the first bridged sandbox. */
 static int
@@ -734,6 +836,10 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
         .net_ops = &d->net_ops,
         .netns_pool = pool ? (unsigned)json_integer_value(pool) : SBX_NATIVE_NETNS_POOL_DEFAULT,
         .netns_pool_net = net};
+    if (parse_limits(d, settings, &rc, err) < 0) {
+        free_data(d);
+        return -SBX_EINVAL;
+    }
     pthread_mutex_init(&d->mu, NULL);
     if (sbx_rt_open(&d->rt, &rc, err) < 0) {
         free_data(d);

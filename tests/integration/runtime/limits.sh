@@ -30,6 +30,15 @@ procs=$(grep -o 'forked=[0-9]*' <<<"$out" | cut -d= -f2 || true)
 grep -q 'errno=Resource temporarily unavailable' <<<"$out" || fail "no EAGAIN from fork"
 echo "ok pids limit held at $procs"
 
+echo "== fork bomb with the default pids limit (1024)"
+set +e
+out=$("$SBX" run -v "$TMP/probe:/probe:ro" -- /probe/probe forkbomb 3000 2>&1)
+set -e
+procs=$(grep -o 'forked=[0-9]*' <<<"$out" | cut -d= -f2 || true)
+[[ -n $procs ]] && (( procs <= 1022 && procs > 900 )) ||
+  fail "default pids limit: $procs children ($out)"
+echo "ok default pids limit held at $procs"
+
 echo "== cpu quota (0.2 CPU vs none)"
 ratio() { "$SBX" run "$@" -v "$TMP/probe:/probe:ro" -- /probe/probe spin 1000 | awk '{printf "%d", $1 * 1000 / $2}'; }
 free=$(ratio)

@@ -1,0 +1,162 @@
+#!/usr/bin/env python3
+"""Limits that protect the host (issue 18), on real native sandboxes:
+
+- defaults: a create without resourceLimits gets limits.sandbox_memory (2Gi); every sandbox
+  gets providers.native.pids (1024) processes at most;
+- aggregate: providers.native.total_pids / total_memory cap all sandboxes together (the common
+  parent cgroup), whatever each one's own limit allows;
+- disk: a create is refused while the state dir's file system has less than min_free_disk
+  free, with a message saying so."""
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+
+from harness import Skip, check, main
+
+# Fork up to N children that sleep, print how many the kernel allowed. The program goes
+# through bash -c: newlines are written as \n inside a Python string that exec() decodes.
+SPAWN = ("python3 -c \"exec('import os,time\\nn=0\\nwhile n < %d:\\n try:\\n  pid=os.fork()\\n"
+         " except OSError:\\n  break\\n if pid==0:\\n  time.sleep(8)\\n  os._exit(0)\\n"
+         " n+=1\\nprint(n)')\"")
+
+
+def inside(s, sid, cmd, timeout=120):
+    out, events = s.run(sid, cmd, timeout=timeout)
+    return out, events[-1]
+
+
+def cg_read(s, sid, names):
+    """A value of the sandbox's memory cgroup, read from the host (its runtime record names
+    the dir): the first of names that exists."""
+    with open(os.path.join(s.state, "run", sid, "state.json")) as f:
+        d = (json.load(f).get("cgroups") or {}).get("memory")
+    for name in names:
+        try:
+            with open(os.path.join(d, name)) as f:
+                return int(f.read().split()[0])
+        except (OSError, TypeError, ValueError, IndexError):
+            continue
+    return None
+
+
+def memory_limit(s, sid):
+    return cg_read(s, sid, ("memory.limit_in_bytes", "memory.max"))
+
+
+def cg_cleanup(parent):
+    subprocess.run("find /sys/fs/cgroup -mindepth 1 -maxdepth 8 -depth -type d -name '%s' "
+                   "-exec rmdir {} + 2>/dev/null" % parent, shell=True)
+
+
+def defaults(new_server):
+    parent = "sbx-test-limits-d-%d" % os.getpid()
+    s = new_server(config_text='providers = { supported = ["native"]; default = "native";\n'
+                               '  native = { cgroup_parent = "%s"; }; };\n' % parent, tag="lim-d")
+    s.start()
+    try:
+        r = s.request("POST", "/v1/sandboxes", {"image": {"uri": "host"},
+                                                 "entrypoint": ["sleep", "600"], "timeout": 600})
+        if r.status != 202:
+            raise Skip("the runtime cannot make sandboxes here: %r" % r)
+        sid = r.json()["id"]
+        check(memory_limit(s, sid) == 2 << 30, "a create without limits gets 2 GiB: %r"
+              % memory_limit(s, sid))
+        out, _ = inside(s, sid, SPAWN % 2000)
+        check(out and 900 <= int(out[0]) < 1024, "at most 1024 processes by default: %r" % out)
+        check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+        check(s.stop() == 0, "clean stop")
+    finally:
+        s.kill9()
+        s.gc_runtime()
+        cg_cleanup(parent)
+
+
+def aggregate(new_server):
+    parent = "sbx-test-limits-a-%d" % os.getpid()
+    s = new_server(config_text='providers = { supported = ["native"]; default = "native";\n'
+                               '  native = { cgroup_parent = "%s"; pids = 80; total_pids = 100;\n'
+                               '             total_memory = "300Mi"; netns_pool = 0; }; };\n'
+                   % parent, tag="lim-a")
+    s.start()
+    try:
+        ids = []
+        for _ in range(3):
+            r = s.create(resourceLimits={"cpu": "1", "memory": "256Mi"})
+            check(r.status == 202, "create: %r" % r)
+            ids.append(r.json()["id"])
+        got = []
+        for sid in ids:
+            out, _ = inside(s, sid, SPAWN % 70)
+            got.append(int(out[0]) if out else -1)
+        check(got[0] == 70, "the first sandbox gets its 70 (its own cap is 80): %r" % got)
+        check(sum(got) <= 100 and got[1] < 70, "all together stay under 100: %r" % got)
+        for sid in ids:
+            inside(s, sid, "pkill -f 'time.sleep' ; true")
+        # memory: 200 MiB fit each sandbox's own 256 MiB, but not twice the 300 MiB total
+        # b'x' * n writes every page (a zeroed bytearray would only map them, charging nothing)
+        hold = "python3 -c \"b=b'x'*(200<<20); import time; print('held'); time.sleep(20)\""
+        r = s.request("POST", "/sandboxes/%s/proxy/44772/command" % ids[0],
+                      {"command": hold, "background": True})
+        check(r.status == 200, "first hog started: %r" % r)
+        for _ in range(200):  # until the first hog holds its 200 MiB
+            if (cg_read(s, ids[0], ("memory.usage_in_bytes", "memory.current")) or 0) > 190 << 20:
+                break
+            time.sleep(0.05)
+        out, last = inside(s, ids[1], "python3 -c \"b=b'x'*(200<<20); print('held')\"")
+        second = out == ["held"] and last["type"] == "execution_complete"
+        # b'[x]': the pattern matches the hog's command line, not this shell's own
+        first, _ = inside(s, ids[0], "pgrep -f \"b'[x]'\" >/dev/null && echo running || true")
+        # The kernel enforces the total with an OOM kill in the sandboxes' hierarchy: the
+        # second hog fails, or the first one (then the larger) was killed to make room.
+        check(not (second and first == ["running"]),
+              "both 200 MiB hogs live under a 300 MiB total: %r %r" % (out, first))
+        check(inside(s, ids[1], "echo alive")[0] == ["alive"], "and the sandbox lives on")
+        check(s.stop() == 0, "clean stop")
+    finally:
+        s.kill9()
+        s.gc_runtime()
+        cg_cleanup(parent)
+
+
+def disk(new_server):
+    mnt = tempfile.mkdtemp(prefix="sbx-limits-disk-")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=96m", "sbx-test", mnt]).returncode:
+        raise Skip("cannot mount a tmpfs")
+    parent = "sbx-test-limits-k-%d" % os.getpid()
+    state = os.path.join(mnt, "state")
+    s = new_server(config_text='providers = { supported = ["native"]; default = "native";\n'
+                               '  native = { cgroup_parent = "%s"; min_free_disk = "40Mi";\n'
+                               '             netns_pool = 0; }; };\n' % parent,
+                   tag="lim-k", state=state)
+    try:
+        s.start()
+        filler = os.path.join(mnt, "filler")
+        with open(filler, "wb") as f:
+            f.write(b"\0" * (70 << 20))
+        r = s.create()
+        check(r.status == 429 and "min_free_disk" in r.json()["message"],
+              "a create on a nearly full state dir is refused, saying why: %r" % r)
+        os.unlink(filler)
+        r = s.create()
+        check(r.status == 202, "with room again it works: %r" % r)
+        check(s.request("DELETE", "/v1/sandboxes/" + r.json()["id"]).status == 204, "delete")
+        check(s.stop() == 0, "clean stop")
+    finally:
+        s.kill9()
+        s.gc_runtime()
+        subprocess.run(["umount", "-l", mnt])
+        shutil.rmtree(mnt, ignore_errors=True)
+        cg_cleanup(parent)
+
+
+def test(new_server):
+    defaults(new_server)
+    aggregate(new_server)
+    disk(new_server)
+
+
+if __name__ == "__main__":
+    main(test)
