@@ -101,6 +101,22 @@ read_file(struct sbx_provider *p, const struct sbx_record *sb, const char *path)
     return body ? sbx_xstrdup(body + 4) : NULL;
 }
 
+/* The entrypoint starts after execd is ready (execd forks it once it answers), so what it writes
+ * shows up a moment later: read until PATH holds `want` or 5 s pass, and return the last read. */
+static char *
+read_until(struct sbx_provider *p, const struct sbx_record *sb, const char *path, const char *want)
+{
+    char *got = NULL;
+    for (int i = 0; i < 100; i++) {
+        free(got);
+        got = read_file(p, sb, path);
+        if (got && strcmp(got, want) == 0)
+            break;
+        (void)usleep(50 * 1000);
+    }
+    return got;
+}
+
 static enum sbx_state_class
 cls(struct sbx_provider *p, const struct sbx_record *sb, char *reason, size_t n)
 {
@@ -128,7 +144,7 @@ stop_start(struct sbx_provider *p, struct sbx_record *sb)
     OP(p->ops->create(p, sb, err));
     OP(p->ops->start(p, sb, err));
     CHECK(cls(p, sb, why, sizeof why) == SBX_CLASS_USABLE, "running: %s", why);
-    sbx_autofree char *first = read_file(p, sb, "/keep");
+    sbx_autofree char *first = read_until(p, sb, "/keep", "first\n");
     CHECK(first && strcmp(first, "first\n") == 0, "entrypoint ran once: %s", first);
 
     OP(p->ops->stop(p, sb, err));
@@ -146,7 +162,7 @@ stop_start(struct sbx_provider *p, struct sbx_record *sb)
 
     OP(p->ops->start(p, sb, err));
     CHECK(cls(p, sb, why, sizeof why) == SBX_CLASS_USABLE, "started again: %s", why);
-    sbx_autofree char *both = read_file(p, sb, "/keep");
+    sbx_autofree char *both = read_until(p, sb, "/keep", "first\nagain\n");
     CHECK(both && strcmp(both, "first\nagain\n") == 0, "the filesystem was kept: %s", both);
     printf("ok stop/start keeps the filesystem\n");
 
@@ -154,7 +170,7 @@ stop_start(struct sbx_provider *p, struct sbx_record *sb)
     OP(p->ops->stop(p, sb, err));
     OP(p->ops->resume(p, sb, err));
     CHECK(cls(p, sb, why, sizeof why) == SBX_CLASS_USABLE, "resume of a stopped one: %s", why);
-    sbx_autofree char *third = read_file(p, sb, "/keep");
+    sbx_autofree char *third = read_until(p, sb, "/keep", "first\nagain\nagain\n");
     CHECK(third && strcmp(third, "first\nagain\nagain\n") == 0, "resume ran it again: %s", third);
     printf("ok resume of a stopped container starts it\n");
 }

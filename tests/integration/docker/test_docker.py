@@ -28,6 +28,9 @@ from harness import Fail, Skip, check, main, wait_for  # noqa: E402
 PASSWORD = "s3cret-Pass-%d" % os.getpid()
 
 
+# Waits up to 5 s for the entrypoint's /tmp/ep: execd forks the entrypoint after it is ready.
+WAIT_EP = "for i in $(seq 50); do [ -s /tmp/ep ] && break; sleep 0.1; done; "
+
 def config(e, extra=""):
     return ('providers = { supported = ["docker", "process"]; default = "docker";\n'
             '  docker = { socket = "%s"; network = "none"; cgroup_parent = "%s";\n'
@@ -74,7 +77,8 @@ def lifecycle(s, e, image):
     check(not info["HostConfig"].get("PortBindings"), "no port published")
 
     # execd is PID 1, the entrypoint ran, the token is nowhere in the commands' environment
-    out = inside(s, sid, "tr '\\0' ' ' < /proc/1/cmdline; echo; hostname; cat /tmp/ep; "
+    # (the entrypoint starts once execd is ready, so its file may be a moment late)
+    out = inside(s, sid, WAIT_EP + "tr '\\0' ' ' < /proc/1/cmdline; echo; hostname; cat /tmp/ep; "
                          "env | grep -c TOKEN; grep NoNewPrivs /proc/self/status")
     check(out[0].startswith("/.sbx/bin/sbx-execd --listen 127.0.0.1:44772"), "PID 1: %r" % out)
     check(out[1] == sid and out[2] == "started", "hostname and entrypoint: %r" % out)
@@ -170,7 +174,7 @@ def stop_start(s, e):
     check(r.status == 409, "resume is not start: %r" % r)
     check(s.request("POST", "/v1/sandboxes/%s/start" % sid).status == 202, "start")
     check(state(s, sid) == "Running", "Running after start")
-    check(inside(s, sid, "cat /kept-marker; cat /tmp/ep") == ["kept", "started"],
+    check(inside(s, sid, WAIT_EP + "cat /kept-marker; cat /tmp/ep") == ["kept", "started"],
           "the files survived and the entrypoint ran again")
     r = s.request("POST", "/v1/sandboxes/%s/start" % sid)
     check(r.status == 409 and r.json()["code"] == "SANDBOX::SANDBOX_NOT_STOPPED",
