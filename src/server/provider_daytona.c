@@ -722,8 +722,8 @@ upload_token(struct daytona *d, const struct sbx_record *sb, sbx_error **err)
     sbx_autofree char *what = sbx_xasprintf("/files/upload?path=%s", esc);
     sbx_autofree char *url = toolbox_url(d, sb, what);
     struct sbx_rest_resp resp;
-    int r = sbx_rest_upload_data(&d->rest, url, "file", "execd.token", token, strlen(token), &resp,
-                                 err);
+    struct sbx_rest_part part = {.name = "execd.token", .data = token, .len = strlen(token)};
+    int r = sbx_rest_upload_data(&d->rest, url, "file", &part, &resp, err);
     if (r >= 0 && (resp.status < 200 || resp.status >= 300))
         r = sbx_rest_fail(&d->rest, &resp, "upload execd's token", err);
     sbx_rest_resp_dispose(&resp);

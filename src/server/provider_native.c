@@ -724,30 +724,38 @@ host_pids(void)
 
 /* A setting that is a count or size (integer, or "512Mi"), or a percentage of total ("90%");
  * absent: dflt. "0" turns the limit off. */
+struct amount {
+    const char *key;
+    const char *dflt;
+    uint64_t total; /* what a percentage is of */
+    bool size;      /* "8Gi" allowed, else a plain number */
+    uint64_t *out;
+};
+
 static int
-parse_amount(const json_t *settings, const char *key, const char *dflt, uint64_t total, bool size,
-             uint64_t *out, sbx_error **err)
+parse_amount(const json_t *settings, const struct amount *a, sbx_error **err)
 {
-    const json_t *v = json_object_get(settings, key);
+    const json_t *v = json_object_get(settings, a->key);
     if (json_is_integer(v) && json_integer_value(v) >= 0) {
-        *out = (uint64_t)json_integer_value(v);
+        *a->out = (uint64_t)json_integer_value(v);
         return 0;
     }
-    const char *s = v ? json_string_value(v) : dflt;
+    const char *s = v ? json_string_value(v) : a->dflt;
     size_t n = s ? strlen(s) : 0;
     uint64_t pct = 0;
     if (n > 1 && s[n - 1] == '%') {
         sbx_autofree char *num = sbx_xstrndup(s, n - 1);
         if (sbx_parse_u64(num, &pct, NULL) == 0 && pct <= 100) {
-            *out = total / 100 * pct;
+            *a->out = a->total / 100 * pct;
             return 0;
         }
-    } else if (s && (size ? sbx_parse_size(s, out, NULL) : sbx_parse_u64(s, out, NULL)) == 0) {
+    } else if (s &&
+               (a->size ? sbx_parse_size(s, a->out, NULL) : sbx_parse_u64(s, a->out, NULL)) == 0) {
         return 0;
     }
     return sbx_error_set(err, SBX_EINVAL, 0,
-                         "providers.native.%s must be %s or a percentage such as \"50%%\"", key,
-                         size ? "a size such as \"8Gi\"" : "a number");
+                         "providers.native.%s must be %s or a percentage such as \"50%%\"",
+                         a->key, a->size ? "a size such as \"8Gi\"" : "a number");
 }
 
 static int
@@ -756,14 +764,16 @@ parse_limits(struct native_data *d, const json_t *settings, struct sbx_rt_config
 {
     struct statvfs vs;
     uint64_t disk = statvfs(d->state_dir, &vs) == 0 ? (uint64_t)vs.f_blocks * vs.f_frsize : 0;
-    if (parse_amount(settings, "pids", DEFAULT_PIDS, 0, false, &d->pids, err) < 0 ||
-        parse_amount(settings, "total_memory", DEFAULT_TOTAL_MEMORY, host_memory(), true,
-                     &rc->total_memory_bytes, err) < 0 ||
-        parse_amount(settings, "total_pids", DEFAULT_TOTAL_PIDS, host_pids(), false,
-                     &rc->total_pids, err) < 0 ||
-        parse_amount(settings, "min_free_disk", DEFAULT_MIN_FREE_DISK, disk, true,
-                     &d->min_free_disk, err) < 0)
-        return -SBX_EINVAL;
+    const struct amount amounts[] = {
+        {"pids", DEFAULT_PIDS, 0, false, &d->pids},
+        {"total_memory", DEFAULT_TOTAL_MEMORY, host_memory(), true, &rc->total_memory_bytes},
+        {"total_pids", DEFAULT_TOTAL_PIDS, host_pids(), false, &rc->total_pids},
+        {"min_free_disk", DEFAULT_MIN_FREE_DISK, disk, true, &d->min_free_disk},
+    };
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(amounts); i++) {
+        if (parse_amount(settings, &amounts[i], err) < 0)
+            return -SBX_EINVAL;
+    }
     return 0;
 }
 

@@ -217,10 +217,10 @@ sbx_rest_upload(const struct sbx_rest *c, const char *url, const char *field, co
 }
 
 int
-sbx_rest_upload_data(const struct sbx_rest *c, const char *url, const char *field, const char *name,
-                     const void *data, size_t len, struct sbx_rest_resp *out, sbx_error **err)
+sbx_rest_upload_data(const struct sbx_rest *c, const char *url, const char *field,
+                     const struct sbx_rest_part *part, struct sbx_rest_resp *out, sbx_error **err)
 {
-    struct upload_src src = {.name = name, .data = data, .len = len};
+    struct upload_src src = {.name = part->name, .data = part->data, .len = part->len};
     return upload(c, url, field, &src, out, err);
 }
 

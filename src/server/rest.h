@@ -41,10 +41,14 @@ int sbx_rest_call(const struct sbx_rest *c, const struct sbx_rest_req *req,
 /* POST url as multipart/form-data with one file part `field` read from `path`. */
 int sbx_rest_upload(const struct sbx_rest *c, const char *url, const char *field, const char *path,
                     struct sbx_rest_resp *out, sbx_error **err);
-/* The same with the part's bytes from memory (named `name`), e.g. a secret that must not
- * touch a local file. */
+/* The same with the part's bytes from memory, e.g. a secret that must not touch a local file. */
+struct sbx_rest_part {
+    const char *name; /* the part's file name */
+    const void *data;
+    size_t len;
+};
 int sbx_rest_upload_data(const struct sbx_rest *c, const char *url, const char *field,
-                         const char *name, const void *data, size_t len, struct sbx_rest_resp *out,
+                         const struct sbx_rest_part *part, struct sbx_rest_resp *out,
                          sbx_error **err);
 void sbx_rest_resp_dispose(struct sbx_rest_resp *r);
 /* The error of a non-2xx answer: "<what>: HTTP <status>: <peer's message>", redacted; the code
