@@ -21,10 +21,13 @@
 /* Top-level OS dirs; on Debian 12 all but /usr are symlinks into /usr. */
 static const char *const os_dirs[] = {"/usr",   "/bin",   "/sbin",  "/lib",
                                       "/lib32", "/lib64", "/libx32"};
-/* Read-only binds of /etc subtrees that the OS dirs point into: the alternatives symlinks and
- * the CA certificates. Public by nature; nothing else of /etc/ssl (private/ holds the host's
- * TLS keys) and no other /etc subtree is bound. */
-static const char *const etc_binds[] = {"/etc/alternatives", "/etc/ssl/certs"};
+/* Read-only binds of /etc subtrees that the OS dirs point into: the alternatives symlinks, the
+ * CA certificates, and the system configuration of the desktop's programs (fontconfig's
+ * fonts.conf, X resources and app-defaults, XDG config such as openbox's rc.xml, Debian's
+ * chromium wrapper flags). Public by nature (package defaults, no credentials); nothing else
+ * of /etc/ssl (private/ holds the host's TLS keys) and no other /etc subtree is bound. */
+static const char *const etc_binds[] = {"/etc/alternatives", "/etc/ssl/certs", "/etc/fonts",
+                                        "/etc/X11",          "/etc/xdg",       "/etc/chromium.d"};
 /* Copied once into the skeleton (the upper layer makes them writable per sandbox). */
 static const char *const etc_files[] = {
     "etc/passwd",      "etc/group",      "etc/hosts",          "etc/nsswitch.conf",
@@ -51,6 +54,10 @@ static const char *const empty_dirs[] = {
     "etc/alternatives",
     "etc/ssl",
     "etc/ssl/certs",
+    "etc/fonts",
+    "etc/X11",
+    "etc/xdg",
+    "etc/chromium.d",
     "etc/ld.so.conf.d",
 };
 
