@@ -36,6 +36,13 @@ pkgs=(
   python3-pyatspi python3-dbus python3-gi util-linux
   # ... and libatspi in C making the same calls, for the speed comparison
   libatspi2.0-dev
+  # the desktop (src/desktop): xcb for X (screenshots over MIT-SHM, XTest input, XFixes cursor),
+  # libpng + zlib and libjpeg-turbo to encode, x11proto-dev's keysym headers (the key names),
+  # all with static archives for sbx-execd; the desktop's own programs: a window manager, a
+  # terminal and fonts (the tests type into xterm and read its window)
+  libxcb1-dev libxcb-shm0-dev libxcb-xtest0-dev libxcb-xfixes0-dev libxau-dev libxdmcp-dev
+  x11proto-dev libpng-dev zlib1g-dev libturbojpeg0-dev
+  openbox xterm fonts-dejavu-core
 )
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(hyperfine wrk bubblewrap crun gnuplot-nox busybox-static python3 util-linux)

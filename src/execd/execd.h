@@ -41,6 +41,7 @@ struct execd_config {
     char *envs_file;     /* EXECD_ENVS: KEY=VALUE lines merged into every command */
     char *python;        /* --python / EXECD_PYTHON: the kernel interpreter; NULL: search */
     uint64_t log_ring;   /* --log-buffer: bytes of log kept in memory (logs.c) */
+    char *desktop;       /* --desktop SPEC: start one at boot (desktop.c) */
 };
 
 struct execd_cmd;
@@ -49,6 +50,7 @@ struct execd_watch;
 struct execd_kernel;
 struct execd_ctx;
 struct execd_logs;
+struct execd_desktop;
 
 struct execd {
     struct execd_config cfg;
@@ -62,12 +64,13 @@ struct execd {
     unsigned n_finished;
     struct execd_session *sessions;
     struct execd_watch *watches;
-    struct execd_ctx *ctxs;       /* code contexts (code.c) */
-    struct execd_kernel *kernels; /* kernel processes (kernel.c) */
-    struct execd_logs *logs;      /* logs.c */
-    char *python_ok;              /* the interpreter that last started a kernel */
-    char *kernel_dir;             /* short dir for kernel sockets when state_dir is deep */
-    const char *shell;            /* /bin/bash, else /bin/sh */
+    struct execd_ctx *ctxs;        /* code contexts (code.c) */
+    struct execd_kernel *kernels;  /* kernel processes (kernel.c) */
+    struct execd_logs *logs;       /* logs.c */
+    struct execd_desktop *desktop; /* desktop.c: NULL until one is started */
+    char *python_ok;               /* the interpreter that last started a kernel */
+    char *kernel_dir;              /* short dir for kernel sockets when state_dir is deep */
+    const char *shell;             /* /bin/bash, else /bin/sh */
     enum {
         EXECD_FAST_UNKNOWN,
         EXECD_FAST_YES,
@@ -167,6 +170,28 @@ int execd_logs_init(struct execd *ex, size_t cap);
 int execd_logs_output_pipe(struct execd *ex);
 void execd_logs_get(struct execd *ex, struct evhttp_request *req);
 void execd_logs_free(struct execd *ex);
+
+/* ---- desktop.c: the sandbox's desktop (src/desktop) ---- */
+/* Start the desktop at boot (--desktop SPEC); failures are logged, not fatal. */
+int execd_desktop_boot(struct execd *ex, const char *spec);
+/* A reaped child: true when it was the desktop's (handled there). */
+bool execd_desktop_reaped(struct execd *ex, pid_t pid, int status);
+/* DISPLAY and the rest for commands, or NULL without a running desktop. */
+const char *const *execd_desktop_env(const struct execd *ex);
+void execd_desktop_free(struct execd *ex);
+void execd_desktop_status(struct execd *ex, struct evhttp_request *req);
+void execd_desktop_start(struct execd *ex, struct evhttp_request *req);
+void execd_desktop_stop(struct execd *ex, struct evhttp_request *req);
+void execd_desktop_screenshot(struct execd *ex, struct evhttp_request *req);
+void execd_desktop_screen(struct execd *ex, struct evhttp_request *req);
+void execd_desktop_cursor(struct execd *ex, struct evhttp_request *req);
+void execd_desktop_action(struct execd *ex, struct evhttp_request *req);
+void execd_desktop_windows(struct execd *ex, struct evhttp_request *req);
+void execd_desktop_window_activate(struct execd *ex, struct evhttp_request *req, const char *arg);
+void execd_desktop_window_close(struct execd *ex, struct evhttp_request *req, const char *arg);
+void execd_desktop_clipboard_get(struct execd *ex, struct evhttp_request *req);
+void execd_desktop_clipboard_set(struct execd *ex, struct evhttp_request *req);
+void execd_desktop_a11y(struct execd *ex, struct evhttp_request *req);
 
 /* ---- metrics.c ---- */
 void execd_metrics_get(struct execd *ex, struct evhttp_request *req);

@@ -81,6 +81,19 @@ static const struct route routes[] = {
     R0(DELETE, "/code/contexts", execd_code_contexts_delete),
     R1(GET, "/code/contexts/*", execd_code_context_get),
     R1(DELETE, "/code/contexts/*", execd_code_context_delete),
+    R0(GET, "/desktop", execd_desktop_status),
+    R0(POST, "/desktop/start", execd_desktop_start),
+    R0(POST, "/desktop/stop", execd_desktop_stop),
+    R0(GET, "/desktop/screenshot", execd_desktop_screenshot),
+    R0(GET, "/desktop/screen", execd_desktop_screen),
+    R0(GET, "/desktop/cursor", execd_desktop_cursor),
+    R0(POST, "/desktop/action", execd_desktop_action),
+    R0(GET, "/desktop/windows", execd_desktop_windows),
+    R1(POST, "/desktop/windows/*/activate", execd_desktop_window_activate),
+    R1(POST, "/desktop/windows/*/close", execd_desktop_window_close),
+    R0(GET, "/desktop/clipboard", execd_desktop_clipboard_get),
+    R0(PUT, "/desktop/clipboard", execd_desktop_clipboard_set),
+    R0(GET, "/desktop/accessibility", execd_desktop_a11y),
 };
 
 /* Match path against pattern; the first "*" segment is copied to arg. */

@@ -19,6 +19,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "desktop/desktop.h"
 #include "execd/execd.h"
 #include "execd/fastpath.h"
 #include "execd/kernel.h"
@@ -46,6 +47,8 @@ static const char usage[] =
     "                         reason when starting failed\n"
     "  --log-buffer SIZE      bytes of log (ours and the entrypoint's output) kept in memory\n"
     "                         for GET /logs (default 256k)\n"
+    "  --desktop SPEC         start a desktop with execd: WxH[xD][,wm=openbox|none], or\n"
+    "                         `true` for 1280x800 (the /desktop endpoints start one later)\n"
     "  -- ENTRYPOINT...       also start ENTRYPOINT (stdin /dev/null; its stdout/stderr go to\n"
     "                         the log, see --log-buffer)\n"
     "  --version, --help\n";
@@ -60,7 +63,8 @@ enum {
     OPT_LOG,
     OPT_READY,
     OPT_PYTHON,
-    OPT_LOG_BUFFER
+    OPT_LOG_BUFFER,
+    OPT_DESKTOP
 };
 
 static const struct option long_opts[] = {
@@ -74,6 +78,7 @@ static const struct option long_opts[] = {
     {"ready-fd", required_argument, NULL, OPT_READY},
     {"python", required_argument, NULL, OPT_PYTHON},
     {"log-buffer", required_argument, NULL, OPT_LOG_BUFFER},
+    {"desktop", required_argument, NULL, OPT_DESKTOP},
     {"version", no_argument, NULL, 'V'},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -143,6 +148,14 @@ parse_opt(struct execd_config *cfg, int c, const char *arg)
             cfg->log_ring > (64u << 20))
             return -1;
         return 0;
+    case OPT_DESKTOP: {
+        struct sbx_desktop_opts o = {0};
+        if (sbx_desktop_parse_spec(arg, &o, NULL) < 0)
+            return -1;
+        free(cfg->desktop);
+        cfg->desktop = sbx_xstrdup(arg);
+        return 0;
+    }
     default:
         return -1;
     }
@@ -189,6 +202,7 @@ config_dispose(struct execd_config *cfg)
     free(cfg->state_dir);
     free(cfg->envs_file);
     free(cfg->python);
+    free(cfg->desktop);
 }
 
 /* Returns 0 to run, 1 for a usage error, 2 when --help/--version already answered. */
@@ -282,6 +296,7 @@ begin_stop(struct execd *ex, int sig)
     sbx_info("signal %d: stopping", sig);
     ex->stopping = true;
     execd_http_stop(ex);
+    execd_desktop_free(ex); /* stops its processes (SIGTERM, then SIGKILL after 0.5 s) */
     execd_cmd_signal_all(ex, sig);
     execd_kernel_signal_all(ex, SIGTERM); /* a kernel ignores SIGINT when idle */
     if (ex->pid1)
@@ -335,6 +350,7 @@ teardown(struct execd *ex)
     execd_session_free_all(ex);
     execd_code_free_all(ex);
     execd_kernel_cleanup(ex); /* no kernel outlives execd */
+    execd_desktop_free(ex);
     struct event *evs[] = {ex->sig_chld, ex->sig_term, ex->sig_int, ex->stop_timer};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(evs); i++) {
         if (evs[i])
@@ -442,6 +458,9 @@ run(struct execd *ex, int ready_fd, char **entrypoint)
         return start_failed(ready_fd, "%s", sbx_error_msg(err));
     sbx_info("listening on %s:%u%s", ex->cfg.listen_host, ex->cfg.port,
              ex->cfg.token ? " (access token required)" : "");
+    /* The desktop before ready: a sandbox created with one has it when its create answers. */
+    if (ex->cfg.desktop)
+        (void)execd_desktop_boot(ex, ex->cfg.desktop);
     /* Ready first: the launcher answers its client while we fork the entrypoint. */
     signal_ready(ready_fd);
     start_entrypoint(ex, entrypoint);

@@ -132,6 +132,12 @@ execd_child_env(struct execd *ex, json_t *envs)
         if (eq)
             env_set(&e, *p, (size_t)(eq - *p), eq + 1);
     }
+    /* the desktop's DISPLAY, buses and XDG dirs: a command can start a GUI program */
+    for (const char *const *d = execd_desktop_env(ex); d && *d; d++) {
+        const char *eq = strchr(*d, '=');
+        if (eq)
+            env_set(&e, *d, (size_t)(eq - *d), eq + 1);
+    }
     env_load_file(&e, ex->cfg.envs_file);
     const char *k;
     json_t *v;

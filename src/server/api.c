@@ -12,7 +12,9 @@
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "desktop/desktop.h"
 #include "server/httpd.h"
+#include "server/launch.h"
 #include "server/meta.h"
 #include "server/srvutil.h"
 
@@ -400,6 +402,22 @@ check_reuse_key(const json_t *body, struct sbx_reply *out)
     return 0;
 }
 
+/* extensions["sbx.desktop"]: "true" or WxH[xD][,wm=openbox|none] (what sbx-execd --desktop
+ * takes; the parser admits digits, x, and those words only, so it is safe in a command). */
+static int
+check_desktop(const json_t *body, struct sbx_reply *out)
+{
+    json_t *v = json_object_get(json_object_get(body, "extensions"), SBX_DESKTOP_EXT);
+    struct sbx_desktop_opts o = {0};
+    sbx_autoerror sbx_error *err = NULL;
+    if (v && sbx_desktop_parse_spec(json_string_value(v), &o, &err) < 0) {
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER", "`extensions.%s`: %s",
+                        SBX_DESKTOP_EXT, sbx_error_msg(err));
+        return -1;
+    }
+    return 0;
+}
+
 /* The provider's own check of the request (e.g. native: may these host paths be mounted).
  * Only a built provider is asked: eager ones always are; a lazy one that is not built yet has
  * nothing to check before its first create (none of them has a check_create). */
@@ -508,8 +526,8 @@ do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
         check_entrypoint(json_object_get(body, "entrypoint"), out) < 0 ||
         check_timeout(r, json_object_get(body, "timeout"), &timeout_s, out) < 0 ||
         check_maps(body, out) < 0 || check_volumes(json_object_get(body, "volumes"), out) < 0 ||
-        check_reuse_key(body, out) < 0 || check_provider_fit(prov, body, out) < 0 ||
-        check_create(r, prov, body, out) < 0)
+        check_reuse_key(body, out) < 0 || check_desktop(body, out) < 0 ||
+        check_provider_fit(prov, body, out) < 0 || check_create(r, prov, body, out) < 0)
         return;
     struct sbx_record *sb = build_record(body, prov, timeout_s);
     default_limits(sb, r->srv->cfg);

@@ -16,9 +16,17 @@
 
 static const char launcher[] =
     "t=$SBX_EXECD_TOKEN; e=$SBX_EXECD; l=$SBX_EXECD_LISTEN; sd=$SBX_EXECD_STATE;"
-    " unset SBX_EXECD_TOKEN SBX_EXECD SBX_EXECD_LISTEN SBX_EXECD_STATE;"
+    " dk=$SBX_EXECD_DESKTOP;"
+    " unset SBX_EXECD_TOKEN SBX_EXECD SBX_EXECD_LISTEN SBX_EXECD_STATE SBX_EXECD_DESKTOP;"
     " if [ $# -gt 0 ]; then set -- -- \"$@\"; fi;"
+    " if [ -n \"$dk\" ]; then set -- --desktop \"$dk\" \"$@\"; fi;"
     " EXECD_ACCESS_TOKEN=\"$t\" exec \"$e\" --listen \"$l\" --state-dir \"$sd\" \"$@\"";
+
+const char *
+sbx_launch_desktop(const struct sbx_record *sb)
+{
+    return json_string_value(json_object_get(sb->extensions, SBX_DESKTOP_EXT));
+}
 
 const char *
 sbx_launch_script(void)
@@ -78,7 +86,10 @@ char **
 sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l)
 {
     size_t i = 0;
-    char **envp = env_base(sb, l, 4, &i);
+    char **envp = env_base(sb, l, 5, &i);
+    const char *desk = sbx_launch_desktop(sb);
+    if (desk)
+        envp[i++] = sbx_xasprintf("SBX_EXECD_DESKTOP=%s", desk);
     envp[i++] = sbx_xasprintf("SBX_EXECD=%s", l->execd);
     envp[i++] = sbx_xasprintf("SBX_EXECD_LISTEN=%s:%d",
                               l->listen_host ? l->listen_host : "127.0.0.1", l->port);
@@ -91,7 +102,7 @@ char **
 sbx_launch_execd_argv(const struct sbx_record *sb, const struct sbx_launch *l)
 {
     size_t n = json_array_size(sb->entrypoint);
-    char **argv = sbx_xcalloc(n + 10, sizeof(char *));
+    char **argv = sbx_xcalloc(n + 12, sizeof(char *)); /* 9 options, "--", the NULL */
     size_t i = 0;
     argv[i++] = sbx_xstrdup(l->execd);
     argv[i++] = sbx_xstrdup("--listen");
@@ -101,6 +112,11 @@ sbx_launch_execd_argv(const struct sbx_record *sb, const struct sbx_launch *l)
     if (l->ready_fd > 2) {
         argv[i++] = sbx_xstrdup("--ready-fd");
         argv[i++] = sbx_xasprintf("%d", l->ready_fd);
+    }
+    const char *desk = sbx_launch_desktop(sb);
+    if (desk) {
+        argv[i++] = sbx_xstrdup("--desktop");
+        argv[i++] = sbx_xstrdup(desk);
     }
     if (n > 0)
         argv[i++] = sbx_xstrdup("--");

@@ -42,5 +42,8 @@ char *sbx_launch_default_execd(const char *exe_dir);
  * SBX_EXECD_STATE from its environment, unsets them, starts "$@" in the background and execs
  * execd. Run as `sh -c SCRIPT sbx-launch ENTRYPOINT...`. */
 const char *sbx_launch_script(void);
+/* extensions["sbx.desktop"]: a desktop started with execd (`--desktop SPEC`), or NULL. */
+#define SBX_DESKTOP_EXT "sbx.desktop"
+const char *sbx_launch_desktop(const struct sbx_record *sb);
 
 #endif

@@ -670,8 +670,12 @@ launch_command(const struct daytona *d, const struct sbx_record *sb)
                          "SBX_EXECD_TOKEN=$(cat \"$D/execd.token\"); rm -f \"$D/execd.token\"; "
                          "export SBX_EXECD_TOKEN; "
                          "SBX_EXECD=\"$D/sbx-execd\" SBX_EXECD_LISTEN=0.0.0.0:%d "
-                         "SBX_EXECD_STATE=\"$D/state\" nohup /bin/sh -c ",
+                         "SBX_EXECD_STATE=\"$D/state\" ",
                          EXECD_PORT);
+    const char *desk = sbx_launch_desktop(sb); /* checked at create: no shell characters */
+    if (desk)
+        (void)sbx_buf_printf(&b, NULL, "SBX_EXECD_DESKTOP=%s ", desk);
+    (void)sbx_buf_append_str(&b, "nohup /bin/sh -c ", NULL);
     sh_quote(&b, sbx_launch_script());
     (void)sbx_buf_append_str(&b, " sbx-launch", NULL);
     size_t i = 0;

@@ -754,8 +754,8 @@ parse_amount(const json_t *settings, const struct amount *a, sbx_error **err)
         return 0;
     }
     return sbx_error_set(err, SBX_EINVAL, 0,
-                         "providers.native.%s must be %s or a percentage such as \"50%%\"",
-                         a->key, a->size ? "a size such as \"8Gi\"" : "a number");
+                         "providers.native.%s must be %s or a percentage such as \"50%%\"", a->key,
+                         a->size ? "a size such as \"8Gi\"" : "a number");
 }
 
 static int
