@@ -78,8 +78,8 @@ typedef struct sbx_sandbox {
 SBX_PUBLIC void sbx_sandbox_free(sbx_sandbox *s);
 SBX_PUBLIC void sbx_sandbox_list_free(sbx_sandbox **list, size_t n);
 
-/* 2 added reuse_key; a version-1 struct (without it) is still accepted. */
-#define SBX_CREATE_OPTIONS_VERSION 2
+/* 2 added reuse_key, 3 desktop; older versions (without them) are still accepted. */
+#define SBX_CREATE_OPTIONS_VERSION 3
 
 typedef struct sbx_create_options {
     unsigned int version;          /**< SBX_CREATE_OPTIONS_VERSION */
@@ -98,11 +98,14 @@ typedef struct sbx_create_options {
      *  with this key and the same spec when it can be made usable (starting a stopped one)
      *  instead of creating another. NULL: always create. */
     const char *reuse_key;
+    /** A desktop started with the sandbox (sbx extension, version >= 3): "true" for
+     *  1280x800, or "WxH[xD][,wm=openbox|none]" (docs/desktop.md). NULL: none. */
+    const char *desktop;
 } sbx_create_options;
 
-#define SBX_CREATE_OPTIONS_INIT                                                             \
-    {                                                                                       \
-        SBX_CREATE_OPTIONS_VERSION, NULL, NULL, 0, NULL, 0, NULL, 0, NULL, 0, 0, NULL, NULL \
+#define SBX_CREATE_OPTIONS_INIT                                                                   \
+    {                                                                                             \
+        SBX_CREATE_OPTIONS_VERSION, NULL, NULL, 0, NULL, 0, NULL, 0, NULL, 0, 0, NULL, NULL, NULL \
     }
 
 /** Create a sandbox and wait until the server answers (it answers once it is Running). */
@@ -176,6 +179,21 @@ SBX_PUBLIC int sbx_upload(sbx_client *c, const char *id, const char *local_path,
 /** Copy the sandbox file `remote_path` to `local_path` (written to a temp file, then renamed). */
 SBX_PUBLIC int sbx_download(sbx_client *c, const char *id, const char *remote_path,
                             const char *local_path);
+
+/** A request to the sandbox's desktop (docs/desktop.md): `path` is below /desktop, with its
+ *  query ("/" for the status, "/screenshot?format=jpeg", "/action"); `method` NULL is GET;
+ *  `json_body` NULL sends none. */
+typedef struct sbx_desktop_request {
+    const char *method;
+    const char *path;
+    const char *json_body;
+} sbx_desktop_request;
+
+/** Call a desktop endpoint of sandbox `id`. *out gets the answer's body (NUL-terminated,
+ *  *out_len bytes without the NUL; an image for /screenshot, JSON or XML otherwise; caller
+ *  frees). A non-2xx answer is an error carrying the server's {code, message}. */
+SBX_PUBLIC int sbx_desktop_call(sbx_client *c, const char *id, const sbx_desktop_request *req,
+                                char **out, size_t *out_len);
 
 #ifdef __cplusplus
 }

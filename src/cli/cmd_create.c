@@ -53,6 +53,9 @@ parse_opt(struct create_args *a, int opt, char *arg)
     case 'q':
         a->quiet = 1;
         return 0;
+    case 'D':
+        a->opts.desktop = arg ? arg : "true";
+        return 0;
     default:
         return sbx_cli_conn_opt(&a->conn, opt, arg) ? 0 : -1;
     }
@@ -70,6 +73,7 @@ parse_args(struct create_args *a, int argc, char **argv)
         {"provider", required_argument, NULL, 'p'},
         {"reuse-key", required_argument, NULL, 'r'},
         {"quiet", no_argument, NULL, 'q'},
+        {"desktop", optional_argument, NULL, 'D'},
         SBX_CLI_CLIENT_LONGOPTS,
         {NULL, 0, NULL, 0},
     };

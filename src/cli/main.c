@@ -36,6 +36,8 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "  -p, --provider NAME  provider (default: the server's default)\n"
         "  -r, --reuse-key KEY  find-or-create: reuse the server's sandbox with this key and\n"
         "                       the same spec (started again if stopped)\n"
+        "  --desktop[=SPEC]     with a desktop, up when the create answers: 1280x800, or\n"
+        "                       SPEC = WxH[xD][,wm=openbox|none] (see `sbx desktop`)\n"
         "  -q, --quiet          print only the id\n" SBX_CLI_CLIENT_HELP),
     CMD("ls", HEAVY(sbx_cmd_ls), "List sandboxes",
         "Usage: sbx ls [--json] [--state STATE]... [--metadata K=V]...\n\n"
@@ -68,6 +70,20 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
     CMD("renew", HEAVY(sbx_cmd_renew), "Move a sandbox's expiry to now + SECONDS",
         "Usage: sbx renew ID SECONDS\n\n" SBX_CLI_CLIENT_HELP),
     CMD("rm", HEAVY(sbx_cmd_rm), "Delete sandboxes", "Usage: sbx rm ID...\n\n" SBX_CLI_CLIENT_HELP),
+    CMD("desktop", HEAVY(sbx_cmd_desktop), "A sandbox's desktop: screenshots, actions, tree",
+        "Usage: sbx desktop status|start|stop|shot|tree|windows [OPTIONS] ID\n"
+        "       sbx desktop do [OPTIONS] ID ACTION\n\n"
+        "The sandbox's GUI desktop (create it with `sbx create --desktop`, or `start` one).\n\n"
+        "  status               state, size, restarts, the last error (JSON)\n"
+        "  start [--size WxH] [--no-wm]   start one (default 1280x800 with openbox)\n"
+        "  stop                 stop it and every program on it\n"
+        "  shot [-o FILE] [--jpeg] [--quality N] [--region X,Y,W,H] [--scale F] [--no-cursor]\n"
+        "                       a screenshot (PNG unless --jpeg) to FILE or stdout\n"
+        "  do ACTION            an action as JSON (OSWorld computer_13, Anthropic computer\n"
+        "                       use, or a list), `-` reads it from stdin; e.g.\n"
+        "                       '{\"action_type\":\"CLICK\",\"parameters\":{\"x\":10,\"y\":20}}'\n"
+        "  tree [--json] [--no-actions]   the accessibility tree (OSWorld's XML by default)\n"
+        "  windows              the top-level windows (JSON)\n\n" SBX_CLI_CLIENT_HELP),
     CMD("secret", sbx_cmd_secret, "Manage encrypted secrets (set, ls, rm)",
         "Usage: sbx secret set NAME [--from-env VAR]\n"
         "       sbx secret ls [--json]\n"

@@ -174,9 +174,11 @@ create_body(const sbx_create_options *o)
               json_object_set_new(b, "timeout",
                                   o->timeout_s > 0 ? json_integer(o->timeout_s) : json_null()) < 0;
     const char *reuse = o->version >= 2 ? o->reuse_key : NULL;
+    const char *desk = o->version >= 3 ? o->desktop : NULL;
     json_t *ext = json_object();
     if (!ext || (o->provider && json_object_set_new(ext, "provider", json_string(o->provider))) ||
-        (reuse && json_object_set_new(ext, "reuseKey", json_string(reuse))))
+        (reuse && json_object_set_new(ext, "reuseKey", json_string(reuse))) ||
+        (desk && json_object_set_new(ext, "sbx.desktop", json_string(desk))))
         bad = 1;
     if (!bad && json_object_size(ext))
         bad = json_object_set(b, "extensions", ext);

@@ -7,12 +7,15 @@
         sandbox.files.write("/tmp/x", "hello")
         print(sandbox.code.run("2 + 2").results)
 
-``sbx.DesktopEnv`` is OSWorld's DesktopEnv on sbx desktops (see sbx.desktop_env).
+    with client.create(desktop=True) as sandbox:  # a GUI desktop, up when create returns
+        png = sandbox.desktop.screenshot()
+        sandbox.desktop.act({"action_type": "CLICK", "parameters": {"x": 10, "y": 20}})
 """
 
 from .client import Client
 from .code import Context
 from .commands import CommandStatus, Execution
+from .desktop import ActionResult, Desktop, DesktopStatus, Window
 from .errors import (AuthError, CommandError, ConflictError, ConnectionFailed, NotFoundError,
                      SbxError)
 from .files import FileInfo
@@ -21,4 +24,5 @@ from .sandbox import Sandbox, SandboxInfo
 __version__ = "0.1.0"
 __all__ = ["Client", "Sandbox", "SandboxInfo", "Execution", "CommandStatus", "Context",
            "FileInfo", "SbxError", "NotFoundError", "ConflictError", "AuthError",
-           "ConnectionFailed", "CommandError"]
+           "ConnectionFailed", "CommandError", "Desktop", "DesktopStatus", "Window",
+           "ActionResult"]

@@ -228,6 +228,41 @@ class SdkTest(unittest.TestCase):
         self.assertIn("entry-was-here", s.logs())
 
 
+    # ---- desktop (the host image has Xvnc when scripts/deps.sh installed the desktop packages)
+    @unittest.skipUnless(PROVIDER == "native" and shutil.which("Xvnc"), "needs Xvnc (native)")
+    def test_desktop(self):
+        s = self.make(desktop="800x600", memory="1Gi")
+        d = s.desktop
+        st = d.status()
+        self.assertEqual((st.state, st.width, st.height), ("running", 800, 600))
+        png = d.screenshot(region=(0, 0, 64, 32))
+        self.assertEqual(png[:8], b"\x89PNG\r\n\x1a\n")
+        self.assertEqual(int.from_bytes(png[16:20], "big"), 64)  # IHDR width
+        self.assertEqual(d.screenshot(format="jpeg", quality=40)[:2], b"\xff\xd8")
+        d.move(100, 200)
+        self.assertEqual(d.cursor(), (100, 200))
+        r = d.act({"action": "cursor_position"})
+        self.assertEqual(r.cursor, (100, 200))
+        z = d.act({"action": "zoom", "region": [0, 0, 40, 30]})
+        self.assertEqual(int.from_bytes(z.image[16:20], "big"), 40)
+        rs = d.act_all([{"action_type": "MOVE_TO", "parameters": {"x": 5, "y": 6}},
+                        {"action_type": "DONE"}])
+        self.assertTrue(rs[1].done and d.cursor() == (5, 6))
+        with self.assertRaises(sbx.SbxError) as e:
+            d.act({"action_type": "CLICK", "parameters": {"x": 10 ** 9, "y": 1}})
+        self.assertEqual(e.exception.status, 400)
+        self.assertIn("`x`", e.exception.message)
+        d.set_clipboard("clip é")
+        self.assertEqual(d.clipboard(), "clip é")
+        self.assertEqual(d.windows(), [])
+        self.assertIn("desktop-frame", d.accessibility_tree())
+        self.assertEqual(d.stop().state, "stopped")
+        with self.assertRaises(sbx.ConflictError):
+            d.screenshot()
+        self.assertEqual(d.start(640, 480, window_manager=False).height, 480)
+        self.assertEqual(d.screen_size(), (640, 480))
+
+
 def main():
     global SBX_BIN, PROVIDER, IMAGE, SERVER
     SBX_BIN, PROVIDER = sys.argv[1], sys.argv[2]

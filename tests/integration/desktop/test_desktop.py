@@ -420,6 +420,57 @@ def check_supervision(d):
           flush=True)
 
 
+def check_cli(s):
+    """sbx create --desktop and the `sbx desktop` verbs against the same server."""
+    keyfile = os.path.join(s.tmp, "key")
+    with open(keyfile, "w") as f:
+        f.write(s.key)
+    base = [s.sbx]
+    conn = ["-H", "http://127.0.0.1:%d" % s.port, "--api-key-file", keyfile]
+
+    def sbx(*args, ok=True, stdin=None):
+        r = subprocess.run(base + [args[0]] + list(args[1:]) + conn if args[0] != "desktop" else
+                           base + list(args[:2]) + conn + list(args[2:]), capture_output=True,
+                           timeout=120, input=stdin)
+        if ok:
+            check(r.returncode == 0, "sbx %s: %r" % (" ".join(args)[:80], r))
+        return r
+    sid = sbx("create", "-q", "--desktop=800x600,wm=none").stdout.decode().strip()
+    st = json.loads(sbx("desktop", "status", sid).stdout)
+    check(st["state"] == "running" and st["width"] == 800 and not st["windowManager"],
+          "sbx desktop status: %r" % st)
+    png = os.path.join(s.tmp, "cli.png")
+    sbx("desktop", "shot", "-o", png, "--region", "0,0,100,50", sid)
+    with open(png, "rb") as f:
+        check(png_decode(f.read())[:2] == (100, 50), "sbx desktop shot --region")
+    jpg = sbx("desktop", "shot", "--jpeg", "--quality", "30", sid).stdout
+    check(jpg[:2] == b"\xff\xd8", "sbx desktop shot --jpeg to a pipe")
+    r = sbx("desktop", "do", sid, '{"action_type":"MOVE_TO","parameters":{"x":10,"y":20}}')
+    check(json.loads(r.stdout) == {"done": False, "fail": False}, "sbx desktop do: %r" % r)
+    r = sbx("desktop", "do", sid, "-", stdin=b'{"action":"cursor_position"}')
+    check(json.loads(r.stdout)["cursor"] == {"x": 10, "y": 20}, "sbx desktop do - (stdin)")
+    r = sbx("desktop", "do", sid, '{"action_type":"PRESS","parameters":{"key":"nokey"}}',
+            ok=False)
+    check(r.returncode == 1 and b"`key`" in r.stderr and b"HTTP 400" in r.stderr,
+          "a bad action's error on stderr: %r" % r)
+    tree = sbx("desktop", "tree", sid).stdout
+    check(tree.startswith(b"<?xml") or b"desktop-frame" in tree[:200], "sbx desktop tree: %r"
+          % tree[:100])
+    check(json.loads(sbx("desktop", "windows", sid).stdout) == {"windows": []}, "no windows")
+    sbx("desktop", "stop", sid)
+    r = sbx("desktop", "shot", "-o", png, sid, ok=False)
+    check(r.returncode == 1 and b"DESKTOP_NOT_RUNNING" in r.stderr, "shot when stopped: %r" % r)
+    sbx("desktop", "start", "--size", "640x480", sid)
+    check(json.loads(sbx("desktop", "status", sid).stdout)["height"] == 480, "started again")
+    r = sbx("desktop", "frobnicate", sid, ok=False)
+    check(r.returncode == 2, "unknown subcommand: usage error")
+    r = sbx("create", "--desktop=1x1", ok=False)
+    check(r.returncode != 0 and b"sbx.desktop" in r.stderr, "bad --desktop: %r" % r)
+    sbx("rm", sid)
+    print("ok   sbx create --desktop and sbx desktop status|shot|do|tree|windows|stop|start",
+          flush=True)
+
+
 def host_xvnc():
     return set(subprocess.run(["pgrep", "-x", "Xvnc"], capture_output=True,
                               text=True).stdout.split())
@@ -459,6 +510,7 @@ def test(new_server):
     check(png_decode(d.shot().body)[:2] == (1280, 800), "screenshot after sandbox start")
     print("ok   sandbox stop/start brings the desktop back", flush=True)
 
+    check_cli(s)
     r = s.create(extensions={"sbx.desktop": "99999x1"})
     check(r.status == 400 and "sbx.desktop" in r.json()["message"], "bad spec at create: %r" % r)
 
