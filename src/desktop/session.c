@@ -306,8 +306,11 @@ launch(struct sbx_desktop *d, sbx_error **err)
     char buf[64];
     if (r == 0)
         r = read_line(xrd, deadline, buf, sizeof buf, "Xvnc", err);
+    uint64_t num = 0;
+    if (r == 0 && (sbx_parse_u64(buf, &num, NULL) < 0 || num > 65535))
+        r = sbx_error_set(err, SBX_EIO, 0, "Xvnc reported display `%.16s`", buf);
     if (r == 0)
-        d->display = atoi(buf); // NOLINT(cert-err34-c): Xvnc wrote a number
+        d->display = (int)num;
     read_bus(d, a11y_rd, deadline, &d->a11y_bus, "the accessibility bus");
     read_bus(d, sess_rd, deadline, &d->session_bus, "the session bus");
     if (r == 0) {

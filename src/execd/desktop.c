@@ -26,6 +26,7 @@
 #include "common/xalloc.h"
 #include "desktop/a11y.h"
 #include "desktop/desktop.h"
+#include "execd/desktop_int.h"
 #include "execd/execd.h"
 #include "execd/spawn.h"
 
@@ -39,7 +40,9 @@ struct execd_desktop {
     struct sbx_desktop *d;
     struct event *x_ev; /* the X connection's fd */
     int x_fd;
-    char *spec; /* --desktop: started with execd */
+    struct evconnlistener *ipc;    /* desktop_ipc.c */
+    char **env;                    /* the desktop's env + the socket and PYTHONPATH */
+    const char *const *env_source; /* the desktop's env it was made from */
 };
 
 /* An action request that waits (WAIT, hold_key): answered from a timer. */
@@ -111,6 +114,12 @@ get(struct execd *ex)
     return ex->desktop;
 }
 
+struct sbx_desktop *
+execd_desktop_handle(struct execd *ex)
+{
+    return get(ex)->d;
+}
+
 static int
 start(struct execd *ex, struct sbx_desktop_opts *o, sbx_error **err)
 {
@@ -119,6 +128,9 @@ start(struct execd *ex, struct sbx_desktop_opts *o, sbx_error **err)
     o->post_spawn = oom_post;
     int r = sbx_desktop_start(dk->d, o, err);
     watch_x(dk);
+    sbx_autoerror sbx_error *e = NULL;
+    if (r == 0 && execd_desktop_ipc_start(ex, &dk->ipc, &e) < 0)
+        sbx_warn("desktop: no pyautogui socket: %s", sbx_error_msg(e));
     return r;
 }
 
@@ -146,10 +158,40 @@ execd_desktop_reaped(struct execd *ex, pid_t pid, int status)
     return true;
 }
 
+static void
+env_free(struct execd_desktop *dk)
+{
+    for (size_t i = 0; dk->env && dk->env[i]; i++)
+        free(dk->env[i]);
+    free(dk->env);
+    dk->env = NULL;
+    dk->env_source = NULL;
+}
+
+/* The desktop's env plus SBX_DESKTOP_SOCKET and PYTHONPATH (our pyautogui first), remade
+ * when the desktop's own changes (a restart has new bus addresses). */
 const char *const *
 execd_desktop_env(const struct execd *ex)
 {
-    return ex->desktop ? sbx_desktop_env(ex->desktop->d) : NULL;
+    struct execd_desktop *dk = ex->desktop;
+    const char *const *src = dk ? sbx_desktop_env(dk->d) : NULL;
+    if (!src || !dk->ipc)
+        return src;
+    if (dk->env && dk->env_source == src)
+        return (const char *const *)dk->env;
+    env_free(dk);
+    size_t n = 0;
+    while (src[n])
+        n++;
+    dk->env = sbx_xcalloc(n + 3, sizeof *dk->env);
+    for (size_t i = 0; i < n; i++)
+        dk->env[i] = sbx_xstrdup(src[i]);
+    dk->env[n] = sbx_xasprintf("SBX_DESKTOP_SOCKET=%s", execd_desktop_ipc_socket());
+    const char *pp = getenv("PYTHONPATH"); // NOLINT(concurrency-mt-unsafe): one thread
+    dk->env[n + 1] = sbx_xasprintf("PYTHONPATH=%s%s%s", execd_desktop_ipc_pythonpath(),
+                                   pp && *pp ? ":" : "", pp && *pp ? pp : "");
+    dk->env_source = src;
+    return (const char *const *)dk->env;
 }
 
 void
@@ -160,8 +202,9 @@ execd_desktop_free(struct execd *ex)
         return;
     if (dk->x_ev)
         event_free(dk->x_ev);
+    execd_desktop_ipc_stop(&dk->ipc);
+    env_free(dk);
     sbx_desktop_free(dk->d);
-    free(dk->spec);
     free(dk);
     ex->desktop = NULL;
 }
@@ -472,8 +515,9 @@ image_json(struct sbx_desktop *d, const struct sbx_action_result *res, sbx_error
     return j;
 }
 
-static json_t *
-result_json(struct sbx_desktop *d, const struct sbx_action_result *res, sbx_error **err)
+json_t *
+execd_desktop_result_json(struct sbx_desktop *d, const struct sbx_action_result *res,
+                          sbx_error **err)
 {
     json_t *j = json_pack("{s:b, s:b}", "done", res->done, "fail", res->fail);
     if (res->cursor)
@@ -556,7 +600,7 @@ run_actions(struct pending *p)
         sbx_autoerror sbx_error *err = NULL;
         json_t *r = NULL;
         if (sbx_desktop_action(d, json_array_get(p->actions, i), &res, &err) == 0)
-            r = result_json(d, &res, &err);
+            r = execd_desktop_result_json(d, &res, &err);
         if (!r) {
             int st = http_status(err);
             char msg[600];

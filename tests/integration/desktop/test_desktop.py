@@ -331,6 +331,35 @@ def check_keys(d):
     d.ok("POST", "/desktop/windows/%d/close" % w["id"])
 
 
+def check_pyautogui(d):
+    """pyautogui code inside the sandbox (OSWorld's pyautogui action space) through sbx's
+    module: no pyautogui, Xlib or PIL installed, the events reach an X client."""
+    w = start_xev(d, "pyag")
+    x, y = w["x"] + 40, w["y"] + 50
+    code = ("import pyautogui, sys; print(pyautogui.__version__); "
+            "pyautogui.click(%d, %d); pyautogui.typewrite('hi<'); pyautogui.press('enter'); "
+            "pyautogui.hotkey('ctrl', 'shift', 'k'); pyautogui.scroll(-2); "
+            "pyautogui.moveTo(%d, %d); print(tuple(pyautogui.position())); "
+            "print(tuple(pyautogui.size()))" % (x, y, x + 5, y + 6))
+    out = d.sh("python3 -c \"%s\" 2>&1" % code)
+    check(out[0].endswith("+sbx") and out[1:] == ["(%d, %d)" % (x + 5, y + 6), "(1280, 800)"],
+          "sbx's pyautogui ran: %r" % out)
+    time.sleep(0.3)
+    log = xev_log(d, "pyag")
+    keys = [n for k, n in key_events(log) if k == "down"]
+    check(keys == ["h", "i", "less", "Return", "Control_L", "Shift_L", "K"],
+          "pyautogui's keys arrived: %r" % keys)
+    check(re.search(r"ButtonPress event.*?\n.*?root:\(%d,%d\),\n.*?button 1," % (x, y), log),
+          "pyautogui's click arrived at (%d, %d)" % (x, y))
+    check(len(re.findall(r"ButtonPress event.*?\n.*?\n.*?button 5,", log)) == 2,
+          "scroll(-2): two wheel-down clicks")
+    err = d.sh("python3 -c \"import pyautogui; pyautogui.press('nosuchkey')\" 2>&1; echo rc=$?")
+    check(err[-1] == "rc=1" and any("`key`" in line for line in err),
+          "a bad key raises with the API's message: %r" % err[-3:])
+    d.ok("POST", "/desktop/windows/%d/close" % w["id"])
+    print("ok   pyautogui code inside the sandbox (sbx's module) drives the desktop", flush=True)
+
+
 def check_computer_use(d):
     d.act({"action": "mouse_move", "coordinate": [640, 400]})
     check(d.act({"action": "cursor_position"})["cursor"] == {"x": 640, "y": 400},
@@ -496,6 +525,7 @@ def test(new_server):
     check_clipboard(d)
     check_terminal_typing(d)
     check_keys(d)
+    check_pyautogui(d)
     check_computer_use(d)
     check_hostile(d)
     check_supervision(d)
