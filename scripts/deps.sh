@@ -43,6 +43,8 @@ pkgs=(
   libxcb1-dev libxcb-shm0-dev libxcb-xtest0-dev libxcb-xfixes0-dev libxau-dev libxdmcp-dev
   x11proto-dev libpng-dev zlib1g-dev libturbojpeg0-dev
   openbox xterm fonts-dejavu-core
+  # ffprobe checks the JPEG screenshots (and ffmpeg x11grab is the bench's OSWorld-way shot)
+  ffmpeg
 )
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(hyperfine wrk bubblewrap crun gnuplot-nox busybox-static python3 util-linux)
