@@ -22,6 +22,7 @@ struct desk_args {
     const char *size; /* start: --size WxH */
     char query[512];  /* shot / tree: the query string built from the options */
     int no_wm;
+    int fps; /* record: --fps */
 };
 
 static int
@@ -83,6 +84,15 @@ parse_opt(struct desk_args *a, int opt, const char *arg)
     case 'W':
         a->no_wm = 1;
         return 0;
+    case 'f': {
+        uint64_t v = 0;
+        if (sbx_parse_u64(arg, &v, NULL) < 0 || v < 1 || v > 60) {
+            fprintf(stderr, "sbx desktop: --fps wants 1-60\n");
+            return -1;
+        }
+        a->fps = (int)v;
+        return 0;
+    }
     default:
         return sbx_cli_conn_opt(&a->conn, opt, arg) ? 0 : -1;
     }
@@ -102,6 +112,7 @@ parse_args(struct desk_args *a, int argc, char **argv)
         {"no-actions", no_argument, NULL, 'N'},
         {"size", required_argument, NULL, 's'},
         {"no-wm", no_argument, NULL, 'W'},
+        {"fps", required_argument, NULL, 'f'},
         SBX_CLI_CLIENT_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
@@ -148,7 +159,7 @@ static int
 write_out(const char *path, const char *data, size_t len)
 {
     if (!path && isatty(STDOUT_FILENO)) {
-        fprintf(stderr, "sbx desktop shot: the image would go to a terminal: use -o FILE\n");
+        fprintf(stderr, "sbx desktop: binary output would go to a terminal: use -o FILE\n");
         return SBX_EXIT_USAGE;
     }
     FILE *f = path ? fopen(path, "we") : stdout;
@@ -194,6 +205,13 @@ request_for(const char *sub, char **argv, int nargs, const struct desk_args *a,
         *path = sbx_xasprintf("/accessibility%s", a->query);
     } else if (strcmp(sub, "windows") == 0) {
         *path = sbx_xstrdup("/windows");
+    } else if (strcmp(sub, "record") == 0) {
+        rq->method = "POST";
+        *path = sbx_xstrdup("/recording/start");
+        *body = sbx_xasprintf("{\"fps\":%d}", a->fps ? a->fps : 15);
+    } else if (strcmp(sub, "record-stop") == 0) {
+        rq->method = "POST";
+        *path = sbx_xstrdup("/recording/stop");
     } else if (strcmp(sub, "do") == 0) {
         rq->method = "POST";
         *path = sbx_xstrdup("/action");
@@ -237,7 +255,7 @@ sbx_cmd_desktop(int argc, char **argv)
     int rc = SBX_EXIT_OK;
     if (ret < 0)
         rc = sbx_cli_fail(c, "desktop", sub, ret);
-    else if (strcmp(sub, "shot") == 0)
+    else if (strcmp(sub, "shot") == 0 || strcmp(sub, "record-stop") == 0)
         rc = write_out(a.out, out, len);
     else if (len)
         printf("%s%s", out, out[len - 1] == '\n' ? "" : "\n");

@@ -137,6 +137,16 @@ int sbx_desktop_action(struct sbx_desktop *d, json_t *action, struct sbx_action_
 int sbx_desktop_release(struct sbx_desktop *d, const struct sbx_action_result *res,
                         sbx_error **err);
 
+/* ---- recording (record.c): ffmpeg x11grab -> H.264 MP4 ---- */
+int sbx_desktop_record_start(struct sbx_desktop *d, int fps, sbx_error **err);
+bool sbx_desktop_recording(const struct sbx_desktop *d);
+/* Ask the recorder to finish (SIGINT); its exit comes through sbx_desktop_child_exited. */
+int sbx_desktop_record_stop(struct sbx_desktop *d, sbx_error **err);
+void sbx_desktop_record_kill(struct sbx_desktop *d);
+/* After the recorder exited: the MP4's path (caller frees and removes the file) and how long
+ * it ran; SBX_EIO with ffmpeg's message when it failed. */
+int sbx_desktop_record_take(struct sbx_desktop *d, char **path, double *seconds, sbx_error **err);
+
 /* ---- windows and clipboard ---- */
 /* JSON array of {id, title, class, instance, x, y, width, height, active} (caller frees). */
 int sbx_desktop_windows(struct sbx_desktop *d, char **json_out, sbx_error **err);

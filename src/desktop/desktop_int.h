@@ -15,6 +15,7 @@ enum desk_proc {
     P_A11Y_BUS,
     P_REGISTRYD,
     P_SESSION_BUS,
+    P_RECORDER, /* ffmpeg while a recording runs (record.c) */
     P_COUNT
 };
 
@@ -60,6 +61,11 @@ struct sbx_desktop {
     bool shm_ok;
     bool clip_owned;
     char last_error[256];
+    /* record.c */
+    char *rec_path;        /* the MP4 being written */
+    uint64_t rec_start_ms; /* when it started */
+    int rec_status;        /* the recorder's wait status once it exited */
+    bool rec_exited;
 };
 
 /* session.c */

@@ -30,8 +30,8 @@ extern char **environ;
 #define A11Y_CONF        "/usr/share/defaults/at-spi2/accessibility.conf"
 #define REGISTRYD        "/usr/libexec/at-spi2-registryd"
 
-static const char *const proc_name[P_COUNT] = {"Xvnc", "window manager", "accessibility bus",
-                                               "at-spi2-registryd", "session bus"};
+static const char *const proc_name[P_COUNT] = {
+    "Xvnc", "window manager", "accessibility bus", "at-spi2-registryd", "session bus", "recorder"};
 
 int
 sbx_desktop_new(struct sbx_desktop **out, sbx_error **err)
@@ -101,7 +101,14 @@ desk_spawn(struct sbx_desktop *d, enum desk_proc which, char **argv, int pass_fd
     (void)posix_spawnattr_setsigdefault(&at, &all);
     (void)posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
     (void)posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
-    (void)posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    sbx_autofree char *log = which == P_RECORDER && d->rec_path
+                                 ? sbx_xasprintf("%s.log", d->rec_path) /* ffmpeg's errors */
+                                 : NULL;
+    if (log)
+        (void)posix_spawn_file_actions_addopen(&fa, 2, log,
+                                               O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW, 0600);
+    else
+        (void)posix_spawn_file_actions_adddup2(&fa, 1, 2);
     if (pass_fd > 2)
         (void)posix_spawn_file_actions_adddup2(&fa, pass_fd, 3);
     (void)posix_spawn_file_actions_addclosefrom_np(&fa, pass_fd > 2 ? 4 : 3);
@@ -384,6 +391,9 @@ sbx_desktop_stop(struct sbx_desktop *d)
     }
     free(d->home);
     d->home = NULL;
+    free(d->rec_path); /* removed with runtime_dir */
+    d->rec_path = NULL;
+    d->rec_exited = false;
     d->state = SBX_DESKTOP_STOPPED;
     d->stopping = false;
 }
@@ -429,6 +439,11 @@ sbx_desktop_child_exited(struct sbx_desktop *d, pid_t pid, int status)
     if (which < 0)
         return false;
     d->pid[which] = 0;
+    if (which == P_RECORDER) { /* a stop asked for it, or ffmpeg failed: record.c reports */
+        d->rec_exited = true;
+        d->rec_status = status;
+        return true;
+    }
     if (d->stopping || d->state != SBX_DESKTOP_RUNNING)
         return true;
     char why[160];

@@ -8,10 +8,13 @@
  * EXECD_MAX_JSON_BODY, and a long answer (a11y tree, screenshot) by its own maximum.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
 #include <event2/event.h>
@@ -40,7 +43,11 @@ struct execd_desktop {
     struct sbx_desktop *d;
     struct event *x_ev; /* the X connection's fd */
     int x_fd;
-    struct evconnlistener *ipc;    /* desktop_ipc.c */
+    struct evconnlistener *ipc; /* desktop_ipc.c */
+    /* a POST /desktop/recording/stop waiting for ffmpeg to finish the file */
+    struct evhttp_request *rec_req;
+    struct evhttp_connection *rec_evcon;
+    struct event *rec_timer;
     char **env;                    /* the desktop's env + the socket and PYTHONPATH */
     const char *const *env_source; /* the desktop's env it was made from */
 };
@@ -149,12 +156,16 @@ execd_desktop_boot(struct execd *ex, const char *spec)
     return 0;
 }
 
+static void rec_finish(struct execd_desktop *dk);
+
 bool
 execd_desktop_reaped(struct execd *ex, pid_t pid, int status)
 {
     if (!ex->desktop || !sbx_desktop_child_exited(ex->desktop->d, pid, status))
         return false;
     watch_x(ex->desktop);
+    if (ex->desktop->rec_req && !sbx_desktop_recording(ex->desktop->d))
+        rec_finish(ex->desktop);
     return true;
 }
 
@@ -203,6 +214,12 @@ execd_desktop_free(struct execd *ex)
     if (dk->x_ev)
         event_free(dk->x_ev);
     execd_desktop_ipc_stop(&dk->ipc);
+    if (dk->rec_req) {
+        evhttp_connection_set_closecb(dk->rec_evcon, NULL, NULL);
+        execd_reply_error(dk->rec_req, 503, "DESKTOP_UNAVAILABLE", "execd is stopping");
+    }
+    if (dk->rec_timer)
+        event_free(dk->rec_timer);
     env_free(dk);
     sbx_desktop_free(dk->d);
     free(dk);
@@ -345,12 +362,15 @@ execd_desktop_start(struct execd *ex, struct evhttp_request *req)
     execd_reply_json(req, 200, status_json(ex));
 }
 
+static void rec_abort(struct execd_desktop *dk);
+
 void
 execd_desktop_stop(struct execd *ex, struct evhttp_request *req)
 {
     if (ex->desktop) {
         sbx_desktop_stop(ex->desktop->d);
         watch_x(ex->desktop);
+        rec_abort(ex->desktop);
     }
     execd_reply_json(req, 200, status_json(ex));
 }
@@ -829,4 +849,151 @@ execd_desktop_a11y(struct execd *ex, struct evhttp_request *req)
         evhttp_add_header(h, "X-Sbx-A11y-Truncated", "true");
     evhttp_send_reply(req, 200, "OK", body);
     evbuffer_free(body);
+}
+
+/* ---- recording ---- */
+
+#define REC_STOP_TIMEOUT_S 15 /* for ffmpeg to finish the file after SIGINT */
+
+void
+execd_desktop_recording_start(struct execd *ex, struct evhttp_request *req)
+{
+    struct sbx_desktop *d = running(ex, req);
+    if (!d)
+        return;
+    bool empty = false;
+    json_t *j = execd_body_json(req, &empty);
+    if (!j && !empty)
+        return;
+    json_t *fps = json_object_get(j, "fps");
+    sbx_autoerror sbx_error *err = NULL;
+    int r = 0;
+    if (j && (!json_is_object(j) || (fps && !json_is_integer(fps))))
+        r = sbx_error_set(&err, SBX_EINVAL, 0, "the body must be {\"fps\": 1-60}");
+    int rate = fps ? (int)json_integer_value(fps) : 15;
+    json_decref(j);
+    if (r == 0)
+        r = sbx_desktop_record_start(d, rate, &err);
+    if (r < 0) {
+        reply_err(req, err);
+        return;
+    }
+    execd_reply_json(req, 200, json_pack("{s:b, s:i}", "recording", 1, "fps", rate));
+}
+
+void
+execd_desktop_recording_get(struct execd *ex, struct evhttp_request *req)
+{
+    bool on = ex->desktop && sbx_desktop_recording(ex->desktop->d);
+    execd_reply_json(req, 200, json_pack("{s:b}", "recording", on));
+}
+
+static void
+rec_done(struct execd_desktop *dk)
+{
+    evhttp_connection_set_closecb(dk->rec_evcon, NULL, NULL);
+    dk->rec_req = NULL;
+    dk->rec_evcon = NULL;
+    if (dk->rec_timer)
+        evtimer_del(dk->rec_timer);
+}
+
+/* The desktop went (stop, X restart) with the recorder: the waiting stop gets an error. */
+static void
+rec_abort(struct execd_desktop *dk)
+{
+    struct evhttp_request *req = dk->rec_req;
+    if (!req)
+        return;
+    rec_done(dk);
+    execd_reply_error(req, 500, "DESKTOP_ERROR",
+                      "the recording ended with the desktop (stopped or restarted)");
+}
+
+/* The recorder exited: answer the waiting stop with the MP4. */
+static void
+rec_finish(struct execd_desktop *dk)
+{
+    struct evhttp_request *req = dk->rec_req;
+    rec_done(dk);
+    sbx_autofree char *path = NULL;
+    double secs = 0;
+    sbx_autoerror sbx_error *err = NULL;
+    int r = sbx_desktop_record_take(dk->d, &path, &secs, &err);
+    if (r == -SBX_ECONFLICT) /* the recorder went with the desktop (an X restart) */
+        (void)sbx_error_set(&err, SBX_EIO, 0,
+                            "the recording ended with the desktop (stopped or restarted)");
+    if (r < 0) {
+        reply_err(req, err);
+        return;
+    }
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    struct stat st;
+    (void)unlink(path); /* the open fd keeps it until it is sent */
+    if (fd < 0 || fstat(fd, &st) < 0) {
+        if (fd >= 0)
+            (void)close(fd);
+        execd_reply_error(req, 500, "DESKTOP_ERROR", "the recording's file is gone");
+        return;
+    }
+    struct evbuffer *out = evbuffer_new();
+    (void)evbuffer_add_file(out, fd, 0, st.st_size); /* takes fd */
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    evhttp_add_header(h, "Content-Type", "video/mp4");
+    evhttp_add_header(h, "Content-Disposition", "attachment; filename=\"recording.mp4\"");
+    char v[32];
+    (void)snprintf(v, sizeof v, "%.3f", secs);
+    evhttp_add_header(h, "X-Sbx-Recording-Seconds", v);
+    evhttp_send_reply(req, 200, "OK", out);
+    evbuffer_free(out);
+}
+
+static void
+on_rec_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct execd_desktop *dk = arg;
+    if (sbx_desktop_recording(dk->d)) {
+        sbx_warn("desktop: the recorder did not finish in %d s: killed", REC_STOP_TIMEOUT_S);
+        sbx_desktop_record_kill(dk->d); /* its exit answers the request (as a failure) */
+        struct timeval tv = {.tv_sec = 2};
+        (void)evtimer_add(dk->rec_timer, &tv);
+        return;
+    }
+    rec_abort(dk);
+}
+
+static void
+on_rec_close(struct evhttp_connection *evcon, void *arg)
+{
+    (void)evcon;
+    struct execd_desktop *dk = arg;
+    struct evhttp_request *req = dk->rec_req;
+    rec_done(dk); /* the recorder still finishes; its file goes with the desktop */
+    execd_http_abandon(req);
+}
+
+void
+execd_desktop_recording_stop(struct execd *ex, struct evhttp_request *req)
+{
+    struct sbx_desktop *d = running(ex, req);
+    if (!d)
+        return;
+    struct execd_desktop *dk = ex->desktop;
+    sbx_autoerror sbx_error *err = NULL;
+    if (dk->rec_req || sbx_desktop_record_stop(d, &err) < 0) {
+        if (!err)
+            (void)sbx_error_set(&err, SBX_ECONFLICT, 0, "a stop is under way already");
+        reply_err(req, err);
+        return;
+    }
+    dk->rec_req = req;
+    dk->rec_evcon = evhttp_request_get_connection(req);
+    execd_http_park(req);
+    evhttp_connection_set_closecb(dk->rec_evcon, on_rec_close, dk);
+    if (!dk->rec_timer)
+        dk->rec_timer = evtimer_new(ex->base, on_rec_timeout, dk);
+    struct timeval tv = {.tv_sec = REC_STOP_TIMEOUT_S};
+    (void)evtimer_add(dk->rec_timer, &tv);
 }

@@ -192,6 +192,9 @@ void execd_desktop_window_close(struct execd *ex, struct evhttp_request *req, co
 void execd_desktop_clipboard_get(struct execd *ex, struct evhttp_request *req);
 void execd_desktop_clipboard_set(struct execd *ex, struct evhttp_request *req);
 void execd_desktop_a11y(struct execd *ex, struct evhttp_request *req);
+void execd_desktop_recording_get(struct execd *ex, struct evhttp_request *req);
+void execd_desktop_recording_start(struct execd *ex, struct evhttp_request *req);
+void execd_desktop_recording_stop(struct execd *ex, struct evhttp_request *req);
 
 /* ---- metrics.c ---- */
 void execd_metrics_get(struct execd *ex, struct evhttp_request *req);

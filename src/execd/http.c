@@ -94,6 +94,9 @@ static const struct route routes[] = {
     R0(GET, "/desktop/clipboard", execd_desktop_clipboard_get),
     R0(PUT, "/desktop/clipboard", execd_desktop_clipboard_set),
     R0(GET, "/desktop/accessibility", execd_desktop_a11y),
+    R0(GET, "/desktop/recording", execd_desktop_recording_get),
+    R0(POST, "/desktop/recording/start", execd_desktop_recording_start),
+    R0(POST, "/desktop/recording/stop", execd_desktop_recording_stop),
 };
 
 /* Match path against pattern; the first "*" segment is copied to arg. */

@@ -153,6 +153,15 @@ class Desktop:
     def scroll(self, dy: int = 0, dx: int = 0) -> None:
         self.act({"action_type": "SCROLL", "parameters": {"dx": dx, "dy": dy}})
 
+    # ---- recording
+    def record_start(self, fps: int = 15) -> None:
+        """Start a screen recording (ffmpeg x11grab, H.264); one at a time."""
+        self._sb._execd("POST", "/desktop/recording/start", json_body={"fps": int(fps)}).read()
+
+    def record_stop(self) -> bytes:
+        """Stop the recording and return the MP4's bytes."""
+        return self._sb._execd("POST", "/desktop/recording/stop", timeout=60).read()
+
     # ---- tree, windows, clipboard
     def accessibility_tree(self, format: str = "xml", actions: bool = True) -> Union[str, Any]:
         """OSWorld's XML (a string) or, with ``format="json"``, the parsed JSON tree."""

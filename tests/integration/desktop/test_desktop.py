@@ -381,6 +381,43 @@ def check_computer_use(d):
           flush=True)
 
 
+def check_recording(d):
+    """A recording of a few seconds of activity decodes (ffprobe) with the screen's size and a
+    duration within 20 % of the time it ran."""
+    check(d.ok("GET", "/desktop/recording").json() == {"recording": False}, "not recording")
+    d.ok("POST", "/desktop/recording/start", {"fps": 10})
+    r = d.req("POST", "/desktop/recording/start", {})
+    check(r.status == 409, "one recording at a time: %r" % r)
+    check(d.ok("GET", "/desktop/recording").json() == {"recording": True}, "recording")
+    t0 = time.time()
+    for i in range(20):
+        d.act({"action_type": "MOVE_TO", "parameters": {"x": 100 + i * 40, "y": 300}})
+        time.sleep(0.1)
+    time.sleep(max(0.0, 3.0 - (time.time() - t0)))
+    r = d.req("POST", "/desktop/recording/stop")
+    elapsed = time.time() - t0
+    check(r.status == 200 and r.header("Content-Type") == "video/mp4", "stop: %r" % r)
+    path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "sbx-rec-%d.mp4" % os.getpid())
+    with open(path, "wb") as f:
+        f.write(r.body)
+    probe = subprocess.run(["ffprobe", "-v", "error", "-select_streams", "v:0", "-show_entries",
+                            "stream=width,height,codec_name:format=duration", "-of", "json",
+                            path], capture_output=True, text=True)
+    os.unlink(path)
+    info = json.loads(probe.stdout or "{}")
+    st = (info.get("streams") or [{}])[0]
+    dur = float(info.get("format", {}).get("duration", 0))
+    check((st.get("width"), st.get("height"), st.get("codec_name")) == (1280, 800, "h264"),
+          "an H.264 1280x800 recording: %r" % info)
+    check(abs(dur - elapsed) <= 0.2 * elapsed, "duration %.2f s for %.2f s of recording"
+          % (dur, elapsed))
+    r = d.req("POST", "/desktop/recording/stop")
+    check(r.status == 409, "stop without a recording: %r" % r)
+    r = d.req("POST", "/desktop/recording/start", {"fps": 1000})
+    check(r.status == 400, "fps out of range: %r" % r)
+    print("ok   a %.1f s recording decodes: 1280x800 H.264, %.2f s" % (elapsed, dur), flush=True)
+
+
 def check_hostile(d):
     d.bad({"action_type": "CLICK", "parameters": {"x": 1e12, "y": 5}}, "`x`")
     d.bad({"action_type": "MOVE_TO", "parameters": {"x": 5, "y": -1}}, "`y`")
@@ -486,6 +523,12 @@ def check_cli(s):
     check(tree.startswith(b"<?xml") or b"desktop-frame" in tree[:200], "sbx desktop tree: %r"
           % tree[:100])
     check(json.loads(sbx("desktop", "windows", sid).stdout) == {"windows": []}, "no windows")
+    sbx("desktop", "record", "--fps", "5", sid)
+    time.sleep(1)
+    mp4 = os.path.join(s.tmp, "cli.mp4")
+    sbx("desktop", "record-stop", "-o", mp4, sid)
+    with open(mp4, "rb") as f:
+        check(f.read(12)[4:8] == b"ftyp", "sbx desktop record-stop writes an MP4")
     sbx("desktop", "stop", sid)
     r = sbx("desktop", "shot", "-o", png, sid, ok=False)
     check(r.returncode == 1 and b"DESKTOP_NOT_RUNNING" in r.stderr, "shot when stopped: %r" % r)
@@ -527,6 +570,7 @@ def test(new_server):
     check_keys(d)
     check_pyautogui(d)
     check_computer_use(d)
+    check_recording(d)
     check_hostile(d)
     check_supervision(d)
 
