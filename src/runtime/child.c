@@ -234,6 +234,10 @@ exec_command(struct sbx_child_args *a)
         sbx_child_fail(a->sync_fd, errno, "pass fd 3");
     if (a->fd3 == 3 && fcntl(3, F_SETFD, 0) < 0)
         sbx_child_fail(a->sync_fd, errno, "pass fd 3");
+    /* Setup is over: from here on an EOF is the exec (or an ERROR its failure). Without this
+     * the parent told a command that exited at once (already a zombie when it looked) from an
+     * init that died during setup only by timing. */
+    (void)sbx_sync_send(a->sync_fd, SBX_SYNC_EXEC, 0, 0, NULL);
     exec_in_path(a);
     int e = errno;
     char msg[200];

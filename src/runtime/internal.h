@@ -92,6 +92,7 @@ enum sbx_sync_type {
     SBX_SYNC_EXIT,      /* child (init): the command exited with wait status `status` */
     SBX_SYNC_MAPPED,    /* parent: uid/gid maps written */
     SBX_SYNC_HELLO,     /* child (shared spawn): running; the parent may read its pid now */
+    SBX_SYNC_EXEC,      /* child (as_init): setup done, exec next (an EOF then means exec'd) */
 };
 
 struct sbx_sync_msg {

@@ -1088,19 +1088,22 @@ shared_result(struct sbx_rt_sandbox *sb, sbx_error **err)
 {
     struct sbx_sync_msg m;
     int r;
+    bool exec_next = false;
     /* ECONNRESET: our copy of the child's end was closed with a GO unread (the child died
      * first); what the child sent is still queued behind it. */
     while ((r = sbx_sync_recv(sb->sync_fd, &m)) == -ECONNRESET ||
-           (r == 1 && m.type == SBX_SYNC_READY))
-        ;
+           (r == 1 && (m.type == SBX_SYNC_READY || m.type == SBX_SYNC_EXEC))) {
+        if (r == 1 && m.type == SBX_SYNC_EXEC)
+            exec_next = true;
+    }
     if (r == 1 && m.type == SBX_SYNC_ERROR)
         return sbx_error_set(err, SBX_EGENERIC, m.err, "start sandbox `%s`: %s", sb->id, m.msg);
     if (r != 0)
         return sbx_error_set(err, SBX_EGENERIC, r < 0 ? -r : 0,
                              "start sandbox `%s`: unexpected message from its init", sb->id);
-    /* EOF: exec'd, unless it died without a word (then it is a zombie by now). */
-    siginfo_t si = {0};
-    if (waitid(P_PIDFD, (id_t)sb->pidfd, &si, WEXITED | WNOHANG | WNOWAIT) == 0 && si.si_pid)
+    /* EOF after EXEC: exec'd (the command may have exited already: that is its result, read
+     * by wait). EOF without it: the init died during setup without a word. */
+    if (!exec_next)
         return sbx_error_set(err, SBX_EGENERIC, 0, "sandbox `%s`: init died during setup", sb->id);
     (void)close(sb->sync_fd);
     sb->sync_fd = -1;
@@ -1319,7 +1322,8 @@ sbx_rt_start(struct sbx_rt_sandbox *sb, sbx_error **err)
         /* The init execs directly: EOF on the socket means exec succeeded. */
         struct sbx_sync_msg m;
         int r;
-        while ((r = sbx_sync_recv(sb->sync_fd, &m)) == 1 && m.type == SBX_SYNC_READY)
+        while ((r = sbx_sync_recv(sb->sync_fd, &m)) == 1 &&
+               (m.type == SBX_SYNC_READY || m.type == SBX_SYNC_EXEC))
             ;
         (void)close(sb->sync_fd);
         sb->sync_fd = -1;
