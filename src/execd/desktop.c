@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,7 @@
 #include "desktop/desktop.h"
 #include "execd/desktop_int.h"
 #include "execd/execd.h"
+#include "execd/proc.h"
 #include "execd/spawn.h"
 
 #define SHOT_MAX    (256u << 20) /* an 8192x8192 PNG at worst */
@@ -44,6 +46,7 @@ struct execd_desktop {
     struct event *x_ev; /* the X connection's fd */
     int x_fd;
     struct evconnlistener *ipc; /* desktop_ipc.c */
+    pid_t osworld;              /* py/sbx_osworld_server.py on port 5000, 0 when none */
     /* a POST /desktop/recording/stop waiting for ffmpeg to finish the file */
     struct evhttp_request *rec_req;
     struct evhttp_connection *rec_evcon;
@@ -127,6 +130,55 @@ execd_desktop_handle(struct execd *ex)
     return get(ex)->d;
 }
 
+#define OSWORLD_PORT "5000"
+
+static const char *
+find_python(void)
+{
+    static const char *const where[] = {"/usr/local/bin/python3", "/usr/bin/python3",
+                                        "/bin/python3"};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(where); i++) {
+        if (access(where[i], X_OK) == 0)
+            return where[i];
+    }
+    return NULL;
+}
+
+/* OSWorld's in-VM API on 127.0.0.1:5000 of the sandbox, when the image has python3 (OSWorld's
+ * own actions are python code, so an image without it could not run them anyway). */
+static void
+osworld_start(struct execd *ex, struct execd_desktop *dk)
+{
+    const char *py = find_python();
+    if (dk->osworld > 0 || !py || !dk->ipc)
+        return;
+    char *argv[] = {(char *)py, (char *)execd_desktop_osworld_script(), OSWORLD_PORT, NULL};
+    char **envp = execd_child_env(ex, NULL);
+    struct execd_spawn sp = {
+        .argv = argv, .envp = envp, .fd_out = -1, .fd_err = -1, .die_with_parent = true};
+    int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    sp.fd_out = sp.fd_err = null;
+    sbx_autoerror sbx_error *err = NULL;
+    execd_oom_self(true);
+    pid_t pid = null >= 0 ? execd_spawn(&sp, &err) : -1;
+    execd_oom_self(false);
+    if (null >= 0)
+        (void)close(null);
+    execd_strv_free(envp);
+    if (pid < 0)
+        sbx_warn("desktop: OSWorld API not started: %s", sbx_error_msg(err));
+    else
+        dk->osworld = pid;
+}
+
+static void
+osworld_stop(struct execd_desktop *dk)
+{
+    if (dk->osworld > 0)
+        (void)kill(-dk->osworld, SIGKILL); /* its own process group (execd_spawn) */
+    dk->osworld = 0;
+}
+
 static int
 start(struct execd *ex, struct sbx_desktop_opts *o, sbx_error **err)
 {
@@ -138,6 +190,8 @@ start(struct execd *ex, struct sbx_desktop_opts *o, sbx_error **err)
     sbx_autoerror sbx_error *e = NULL;
     if (r == 0 && execd_desktop_ipc_start(ex, &dk->ipc, &e) < 0)
         sbx_warn("desktop: no pyautogui socket: %s", sbx_error_msg(e));
+    if (r == 0)
+        osworld_start(ex, dk);
     return r;
 }
 
@@ -161,6 +215,10 @@ static void rec_finish(struct execd_desktop *dk);
 bool
 execd_desktop_reaped(struct execd *ex, pid_t pid, int status)
 {
+    if (ex->desktop && pid == ex->desktop->osworld) {
+        ex->desktop->osworld = 0; /* started again with the next desktop start */
+        return true;
+    }
     if (!ex->desktop || !sbx_desktop_child_exited(ex->desktop->d, pid, status))
         return false;
     watch_x(ex->desktop);
@@ -213,6 +271,7 @@ execd_desktop_free(struct execd *ex)
         return;
     if (dk->x_ev)
         event_free(dk->x_ev);
+    osworld_stop(dk);
     execd_desktop_ipc_stop(&dk->ipc);
     if (dk->rec_req) {
         evhttp_connection_set_closecb(dk->rec_evcon, NULL, NULL);
@@ -371,6 +430,7 @@ execd_desktop_stop(struct execd *ex, struct evhttp_request *req)
         sbx_desktop_stop(ex->desktop->d);
         watch_x(ex->desktop);
         rec_abort(ex->desktop);
+        osworld_stop(ex->desktop);
     }
     execd_reply_json(req, 200, status_json(ex));
 }

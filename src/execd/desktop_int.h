@@ -23,5 +23,7 @@ int execd_desktop_ipc_start(struct execd *ex, struct evconnlistener **out, sbx_e
 void execd_desktop_ipc_stop(struct evconnlistener **l);
 const char *execd_desktop_ipc_socket(void);
 const char *execd_desktop_ipc_pythonpath(void);
+/* OSWorld's in-VM API (py/sbx_osworld_server.py), written next to the module. */
+const char *execd_desktop_osworld_script(void);
 
 #endif

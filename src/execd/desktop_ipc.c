@@ -27,6 +27,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "desktop/a11y.h"
 #include "desktop/desktop.h"
 #include "execd/desktop_int.h"
 #include "execd/execd.h"
@@ -38,6 +39,20 @@
 
 extern const unsigned char execd_pyautogui_py[];
 extern const size_t execd_pyautogui_py_len;
+extern const unsigned char execd_osworld_py[];
+extern const size_t execd_osworld_py_len;
+
+/* Write one of the embedded Python files into IPC_PYDIR (through a temp name, then renamed). */
+static int
+write_py(const char *name, const unsigned char *data, size_t len, sbx_error **err)
+{
+    sbx_autofree char *tmp = sbx_xasprintf("%s/.%s.new", IPC_PYDIR, name);
+    sbx_autofree char *dst = sbx_xasprintf("%s/%s", IPC_PYDIR, name);
+    sbx_autoclose int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0 || sbx_write_all(fd, data, len) < 0 || rename(tmp, dst) < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "write %s", dst);
+    return 0;
+}
 
 static int
 write_module(sbx_error **err)
@@ -49,11 +64,9 @@ write_module(sbx_error **err)
     /* our own dir, not something planted in /tmp before us */
     if (lstat(IPC_DIR, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
         return sbx_error_set(err, SBX_EGENERIC, 0, "%s is not our directory", IPC_DIR);
-    const char *tmp = IPC_PYDIR "/.pyautogui.py.new";
-    sbx_autoclose int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
-    if (fd < 0 || sbx_write_all(fd, execd_pyautogui_py, execd_pyautogui_py_len) < 0 ||
-        rename(tmp, IPC_PYDIR "/pyautogui.py") < 0)
-        return sbx_error_set(err, SBX_EGENERIC, errno, "write %s/pyautogui.py", IPC_PYDIR);
+    if (write_py("pyautogui.py", execd_pyautogui_py, execd_pyautogui_py_len, err) < 0 ||
+        write_py("sbx_osworld_server.py", execd_osworld_py, execd_osworld_py_len, err) < 0)
+        return -SBX_EGENERIC;
     return 0;
 }
 
@@ -74,7 +87,58 @@ error_json(const sbx_error *err)
     return json_pack("{s:s, s:s}", "code", "DESKTOP_ERROR", "message", sbx_error_msg(err));
 }
 
-/* One request line: an action, or {"sbx": "screen"}. */
+/* The accessibility tree as OSWorld's XML, for {"sbx": "accessibility"}. */
+static json_t *
+tree(struct sbx_desktop *d, sbx_error **err)
+{
+    const char *bus = sbx_desktop_a11y_bus(d);
+    if (!bus) {
+        (void)sbx_error_set(err, SBX_EUNAVAIL, 0, "the desktop has no accessibility bus");
+        return NULL;
+    }
+    struct sbx_a11y_opts o = {.format = SBX_A11Y_XML};
+    sbx_autobuf struct sbx_buf out;
+    sbx_buf_init(&out, 64u << 20);
+    if (sbx_a11y_snapshot(bus, &o, &out, NULL, err) < 0)
+        return NULL;
+    return json_pack("{s:s%}", "xml", out.data ? out.data : "", out.len);
+}
+
+/* {"sbx": "screen" | "windows" | "accessibility" | "activate" | "close", "id"?} */
+static json_t *
+query(struct sbx_desktop *d, const char *op, json_t *req, sbx_error **err)
+{
+    if (strcmp(op, "screen") == 0) {
+        unsigned w = 0;
+        unsigned h = 0;
+        if (sbx_desktop_screen_size(d, &w, &h, err) < 0)
+            return NULL;
+        return json_pack("{s:i, s:i}", "width", (int)w, "height", (int)h);
+    }
+    if (strcmp(op, "windows") == 0) {
+        sbx_autofree char *js = NULL;
+        if (sbx_desktop_windows(d, &js, err) < 0)
+            return NULL;
+        json_t *arr = json_loads(js, 0, NULL);
+        return json_pack("{s:o}", "windows", arr ? arr : json_array());
+    }
+    if (strcmp(op, "accessibility") == 0)
+        return tree(d, err);
+    if (strcmp(op, "activate") == 0 || strcmp(op, "close") == 0) {
+        json_int_t id = json_integer_value(json_object_get(req, "id"));
+        if (id <= 0 || id > UINT32_MAX) {
+            (void)sbx_error_set(err, SBX_EINVAL, 0, "`id` must be a window id");
+            return NULL;
+        }
+        int r = op[0] == 'a' ? sbx_desktop_window_activate(d, (uint32_t)id, err)
+                             : sbx_desktop_window_close(d, (uint32_t)id, err);
+        return r < 0 ? NULL : json_object();
+    }
+    (void)sbx_error_set(err, SBX_EINVAL, 0, "unknown request `%.32s`", op);
+    return NULL;
+}
+
+/* One request line: an action, or {"sbx": ...} (query). */
 static json_t *
 handle(struct execd *ex, const char *line, size_t len)
 {
@@ -92,13 +156,8 @@ handle(struct execd *ex, const char *line, size_t len)
     }
     json_t *ans = NULL;
     const char *op = json_string_value(json_object_get(req, "sbx"));
-    if (op && strcmp(op, "screen") == 0) {
-        unsigned w = 0;
-        unsigned h = 0;
-        if (sbx_desktop_screen_size(d, &w, &h, &err) == 0)
-            ans = json_pack("{s:i, s:i}", "width", (int)w, "height", (int)h);
-    } else if (op) {
-        (void)sbx_error_set(&err, SBX_EINVAL, 0, "unknown request `%.32s`", op);
+    if (op) {
+        ans = query(d, op, req, &err);
     } else {
         struct sbx_action_result res;
         if (sbx_desktop_action(d, req, &res, &err) == 0) {
@@ -201,4 +260,10 @@ const char *
 execd_desktop_ipc_pythonpath(void)
 {
     return IPC_PYDIR;
+}
+
+const char *
+execd_desktop_osworld_script(void)
+{
+    return IPC_PYDIR "/sbx_osworld_server.py";
 }

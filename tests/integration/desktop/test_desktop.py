@@ -574,6 +574,21 @@ def test(new_server):
     check_hostile(d)
     check_supervision(d)
 
+    # pause/resume: frozen with the sandbox, the same desktop after
+    before = d.ok("GET", "/desktop").json()
+    check(s.request("POST", "/v1/sandboxes/%s/pause" % sid).status == 202, "pause")
+    wait_for(lambda: s.request("GET", "/v1/sandboxes/%s" % sid).json()["status"]["state"] ==
+             "Paused", "Paused", 30)
+    check(s.request("POST", "/v1/sandboxes/%s/resume" % sid).status == 202, "resume")
+    wait_for(lambda: s.request("GET", "/v1/sandboxes/%s" % sid).json()["status"]["state"] ==
+             "Running", "Running after resume", 30)
+    after = d.ok("GET", "/desktop").json()
+    check(after["state"] == "running" and after["restarts"] == before["restarts"],
+          "the same desktop after pause/resume: %r" % after)
+    check(png_decode(d.shot().body)[:2] == (before["width"], before["height"]),
+          "screenshot after resume")
+    print("ok   pause/resume keeps the desktop", flush=True)
+
     # a sandbox stop/start brings the desktop back (execd starts it again)
     check(s.request("POST", "/v1/sandboxes/%s/stop" % sid).status == 202, "sandbox stop")
     check(s.request("POST", "/v1/sandboxes/%s/start" % sid).status == 202, "sandbox start")
