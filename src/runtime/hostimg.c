@@ -26,8 +26,11 @@ static const char *const os_dirs[] = {"/usr",   "/bin",   "/sbin",  "/lib",
  * fonts.conf, X resources and app-defaults, XDG config such as openbox's rc.xml, Debian's
  * chromium wrapper flags). Public by nature (package defaults, no credentials); nothing else
  * of /etc/ssl (private/ holds the host's TLS keys) and no other /etc subtree is bound. */
-static const char *const etc_binds[] = {"/etc/alternatives", "/etc/ssl/certs", "/etc/fonts",
-                                        "/etc/X11",          "/etc/xdg",       "/etc/chromium.d"};
+static const char *const etc_binds[] = {
+    "/etc/alternatives", "/etc/ssl/certs", "/etc/fonts", "/etc/X11", "/etc/xdg", "/etc/chromium.d",
+    /* fontconfig's cache of /usr/share/fonts (fc-cache's output, derived from public files):
+     * without it every GUI program in a fresh sandbox rebuilds it first (~5 s for xterm) */
+    "/var/cache/fontconfig"};
 /* Copied once into the skeleton (the upper layer makes them writable per sandbox). */
 static const char *const etc_files[] = {
     "etc/passwd",      "etc/group",      "etc/hosts",          "etc/nsswitch.conf",
@@ -58,6 +61,8 @@ static const char *const empty_dirs[] = {
     "etc/X11",
     "etc/xdg",
     "etc/chromium.d",
+    "var/cache",
+    "var/cache/fontconfig",
     "etc/ld.so.conf.d",
 };
 

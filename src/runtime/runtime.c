@@ -138,7 +138,7 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
     rt->upper_dir = sbx_xasprintf("%s/upper", rt->state_dir);
     /* -2: the skeleton gained the daemon's mount point and state dir, -3 /etc/hostname (an
      * older one, which running sandboxes may still use as a lower layer, is left alone) */
-    rt->host_image = sbx_xasprintf("%s/images/host-5", rt->state_dir);
+    rt->host_image = sbx_xasprintf("%s/images/host-6", rt->state_dir);
     rt->cgroup_parent = sbx_xstrdup(cfg && cfg->cgroup_parent ? cfg->cgroup_parent : "sbx");
     if (cfg && cfg->net_ops) {
         rt->net_ops = *cfg->net_ops;

@@ -81,7 +81,7 @@ def test(new_server):
         sid, size = item
         d = Desk(s, sid)
         d.bg("xterm -geometry 60x10+0+0 -T term-%s" % sid[:8])
-        d.window("term-" + sid[:8])
+        d.window("term-" + sid[:8], 60)  # 20 xterms starting at once on 2 cores
         check(png_decode(d.shot().body)[:2] == size, "%s answers with its own screen" % sid)
         d.act({"action_type": "CLICK", "parameters": {"x": 5, "y": 5}})
         return sid

@@ -1,0 +1,219 @@
+#!/usr/bin/env python3
+"""sbx.desktop_env.DesktopEnv against a real `sbx serve` (native provider, the host image's
+desktop): OSWorld-format task files written for the test (no internet), solved by scripted
+agents in each action space; evaluate gives 1.0 after and 0.0 before; infeasible tasks, list
+metrics, setup steps and their failures, placeholders, parallel environments with nothing
+left behind.
+
+  test_desktop_env.py SBX_BINARY
+"""
+import concurrent.futures
+import os
+import shutil
+import sys
+import tempfile
+import time
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, ".."))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests", "integration", "server"))
+
+import sbx  # noqa: E402
+from sbx.desktop_env import DesktopEnv, EvaluationError, SetupError  # noqa: E402
+from harness import Server  # noqa: E402
+
+SERVER = None
+CACHE = None
+
+
+def os_task(tid, solved_text="sbx-solved"):
+    """An OSWorld-shaped task: a terminal to type into, scored on a file's content."""
+    return {
+        "id": tid, "snapshot": "os",
+        "instruction": "Write %s into ~/work/out.txt from the terminal." % solved_text,
+        "source": "test", "related_apps": ["os"], "proxy": False,
+        "config": [
+            {"type": "execute", "parameters": {"command": "mkdir -p ~/work", "shell": True}},
+            {"type": "launch", "parameters": {"command": ["xterm", "-T", "task-term",
+                                                          "-geometry", "80x20+0+0"]}},
+            {"type": "execute_with_verification", "parameters": {
+                "command": "true", "shell": True,
+                "verification": {"window_exists": "task-term"}, "max_wait_time": 20,
+                "check_interval": 0.2}},
+            {"type": "activate_window", "parameters": {"window_name": "task-term"}},
+        ],
+        "evaluator": {
+            "postconfig": [{"type": "sleep", "parameters": {"seconds": 0.2}}],
+            "func": "exact_match",
+            "result": {"type": "vm_command_line", "command": "cat ~/work/out.txt",
+                       "shell": True},
+            "expected": {"type": "rule", "rules": {"expected": solved_text + "\n"}},
+        },
+    }
+
+
+class DesktopEnvTest(unittest.TestCase):
+    client = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.client = sbx.Client("127.0.0.1:%d" % SERVER.port, SERVER.key)
+
+    def env(self, **kw):
+        kw.setdefault("screen_size", (1024, 768))
+        kw.setdefault("cache_dir", CACHE)
+        kw.setdefault("memory", "1Gi")
+        return DesktopEnv(provider_name="native", client=self.client, **kw)
+
+    def test_pyautogui_task(self):
+        with self.env(action_space="pyautogui") as env:
+            obs = env.reset(task_config=os_task("t-pyautogui"))
+            self.assertEqual(obs["screenshot"][:8], b"\x89PNG\r\n\x1a\n")
+            self.assertIn("desktop-frame", obs["accessibility_tree"])
+            self.assertEqual(obs["instruction"],
+                             "Write sbx-solved into ~/work/out.txt from the terminal.")
+            self.assertIsNone(obs["terminal"])
+            print("reset %.3f s (create %.3f s)" % (env.timings["reset"],
+                                                    env.timings["create"]), flush=True)
+            self.assertEqual(env.evaluate(), 0.0, "untouched: 0")
+            obs, reward, done, info = env.step(
+                "pyautogui.typewrite('echo sbx-solved > ~/work/out.txt\\n')", pause=0.5)
+            self.assertEqual((reward, done, info), (0.0, False, {}))
+            self.assertEqual(env.evaluate(), 1.0, "solved: 1")
+            obs, _, done, info = env.step("DONE")
+            self.assertEqual((done, info), (True, {"done": True}))
+
+    def test_computer_13_task(self):
+        with self.env(action_space="computer_13", require_terminal=True) as env:
+            obs = env.reset(task_config=os_task("t-c13", "c13-ok"))
+            self.assertIsNone(obs["terminal"])  # no gnome-terminal on an sbx desktop
+            env.step({"action_type": "TYPING",
+                      "parameters": {"text": "echo c13-ok > ~/work/out.txt\n"}}, pause=0.5)
+            self.assertEqual(env.evaluate(), 1.0)
+
+    def test_infeasible_and_fail(self):
+        task = {"id": "t-inf", "instruction": "impossible", "config": [],
+                "evaluator": {"func": "infeasible"}}
+        with self.env() as env:
+            env.reset(task_config=task)
+            env.step("DONE")
+            self.assertEqual(env.evaluate(), 0.0, "infeasible needs FAIL")
+            env.step("FAIL")
+            self.assertEqual(env.evaluate(), 1.0)
+            # a feasible task ending in FAIL scores 0 however the state is
+            env.reset(task_config=os_task("t-failed"))
+            env.step("pyautogui.typewrite('echo sbx-solved > ~/work/out.txt\\n')", pause=0.5)
+            self.assertEqual(env.evaluate(), 1.0)
+            env.step("FAIL")
+            self.assertEqual(env.evaluate(), 0.0)
+
+    def test_lists_files_placeholders(self):
+        os.makedirs(os.path.join(CACHE, "t-files"), exist_ok=True)  # <cache>/<task id>/
+        local = os.path.join(CACHE, "t-files", "upload-src.txt")
+        with open(local, "w") as f:
+            f.write("line one\nline two\n")
+        task = {
+            "id": "t-files", "instruction": "files",
+            "config": [
+                {"type": "upload_file", "parameters": {"files": [
+                    {"local_path": local, "path": "/root/in/a.txt"}]}},
+                {"type": "execute", "parameters": {
+                    "command": "echo {SCREEN_WIDTH}x{SCREEN_HEIGHT} {SCREEN_WIDTH_HALF} "
+                               "> ~/size.txt", "shell": True}},
+                {"type": "command", "parameters": {"command": ["cp", "/root/in/a.txt",
+                                                               "/root/in/b.txt"],
+                                                   "until": {"returncode": 0}}},
+            ],
+            "evaluator": {
+                "func": ["compare_text_file", "check_include_exclude", "exact_match"],
+                "conj": "and",
+                "result": [{"type": "vm_file", "path": "/root/in/b.txt", "dest": "b.txt"},
+                           {"type": "vm_command_line", "command": "cat ~/size.txt",
+                            "shell": True},
+                           {"type": "vm_screen_size"}],
+                "expected": [{"type": "cache_file", "path": "upload-src.txt"},
+                             {"type": "rule", "rules": {"include": ["1024x768 512"],
+                                                        "exclude": ["{SCREEN"]}},
+                             {"type": "rule", "rules": {"expected": {"width": 1024,
+                                                                     "height": 768}}}],
+            },
+        }
+        with self.env() as env:
+            env.reset(task_config=task)
+            self.assertEqual(env.evaluate(), 1.0)
+            # `or` takes the first 1; `and` the first 0; a missing file scores 0
+            env.evaluator = {"func": ["exact_match", "check_include_exclude"], "conj": "or",
+                             "result": [{"type": "vm_command_line", "command": "echo no",
+                                         "shell": True},
+                                        {"type": "vm_command_line", "command": "echo yes",
+                                         "shell": True}],
+                             "expected": [{"type": "rule", "rules": {"expected": "x"}},
+                                          {"type": "rule", "rules": {"include": ["yes"]}}]}
+            self.assertEqual(env.evaluate(), 1.0)
+            env.evaluator["conj"] = "and"
+            self.assertEqual(env.evaluate(), 0.0)
+            env.evaluator = {"func": "compare_text_file",
+                             "result": {"type": "vm_file", "path": "/no/such", "dest": "x"},
+                             "expected": {"type": "cache_file", "path": "upload-src.txt"}}
+            self.assertEqual(env.evaluate(), 0.0)
+            env.evaluator = {"func": "compare_pptx_files", "result": {"type": "rule",
+                                                                      "rules": {}}}
+            with self.assertRaises(EvaluationError) as e:
+                env.evaluate()
+            self.assertIn("compare_pptx_files", str(e.exception))
+            env.evaluator = {"func": "exact_match", "result": {"type": "vlc_config"},
+                             "expected": {"type": "rule", "rules": {"expected": 1}}}
+            with self.assertRaises(EvaluationError) as e:
+                env.evaluate()
+            self.assertIn("vlc_config", str(e.exception))
+
+    def test_setup_failures_name_the_step(self):
+        with self.env() as env:
+            for step, word in (({"type": "teleport", "parameters": {}}, "teleport"),
+                               ({"type": "googledrive", "parameters": {}}, "outside account"),
+                               ({"type": "launch", "parameters": {
+                                   "command": ["/no/such/app"]}}, "launch"),
+                               ({"type": "activate_window", "parameters": {
+                                   "window_name": "nothing-like-this"}}, "activate_window")):
+                with self.assertRaises(SetupError) as e:
+                    env.reset(task_config={"id": "t-bad", "config": [step]})
+                self.assertIn(word, str(e.exception))
+
+    def test_parallel_envs(self):
+        def one(i):
+            with self.env(action_space="pyautogui") as env:
+                env.reset(task_config=os_task("t-par-%d" % i, "par-%d" % i))
+                env.step("pyautogui.typewrite('echo par-%d > ~/work/out.txt\\n')" % i,
+                         pause=0.5)
+                return env.evaluate(), env.timings["reset"]
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            got = list(pool.map(one, range(4)))
+        self.assertEqual([g[0] for g in got], [1.0] * 4)
+        print("4 parallel resets: %s s" % ", ".join("%.2f" % g[1] for g in got), flush=True)
+        left = [s for s in self.client.list() if s.metadata.get("sbx-desktop-env")]
+        self.assertEqual(left, [], "every environment's sandbox is gone after close()")
+
+
+def main():
+    global SERVER, CACHE
+    if not shutil.which("Xvnc") or os.geteuid() != 0:
+        print("SKIP: needs root and Xvnc (scripts/deps.sh)")
+        sys.exit(77)
+    SERVER = Server(sys.argv[1], config_text='providers = { supported = ["native"]; '
+                    'default = "native"; };\n', tag="desktop-env")
+    SERVER.start()
+    CACHE = tempfile.mkdtemp(prefix="sbx-desktop-env-cache-")
+    try:
+        prog = unittest.main(argv=[sys.argv[0], "-v"], exit=False)
+        ok = prog.result.wasSuccessful()
+        if not ok:
+            print("---- server log ----\n" + SERVER.log())
+    finally:
+        SERVER.cleanup()
+        shutil.rmtree(CACHE, ignore_errors=True)
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
