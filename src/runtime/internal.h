@@ -269,4 +269,7 @@ int sbx_raw_setgroups0(void);
 int sbx_raw_setresgid(gid_t gid);
 int sbx_raw_setresuid(uid_t uid);
 
+/* runtime.c: a free loop device backed by img (autoclear); its path in dev, its fd in *fd_out. */
+int sbx_loop_attach(const char *img, char *dev, size_t devlen, int *fd_out, sbx_error **err);
+
 #endif

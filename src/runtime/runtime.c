@@ -96,12 +96,37 @@ spread_layers(const char *upper_dir)
     }
 }
 
-/* gc --all: drop our tmpfs once it holds no records. */
+static bool only_lost_found(const char *dir);
+
+/* gc --all: drop our tmpfs once it holds no records, and the writable layers' file system
+ * (total_disk) once it holds no layer (its image stays for the next open). */
 void
 sbx_rt_release_run_tmpfs(const struct sbx_rt *rt)
 {
     if (sbx_on_tmpfs(rt->run_dir) && !sbx_on_tmpfs(rt->state_dir) && dir_is_empty(rt->run_dir))
         (void)umount2(rt->run_dir, MNT_DETACH);
+    struct stat a;
+    struct stat b;
+    if (stat(rt->upper_dir, &a) == 0 && stat(rt->state_dir, &b) == 0 && a.st_dev != b.st_dev &&
+        only_lost_found(rt->upper_dir))
+        (void)umount2(rt->upper_dir, MNT_DETACH);
+}
+
+/* A fresh ext4 holds lost+found and our template files only. */
+static bool
+only_lost_found(const char *dir)
+{
+    sbx_autoclosedir DIR *d = opendir(dir);
+    struct dirent *e;
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): this DIR stream is private to this call */
+    while (d && (e = readdir(d))) {
+        const char *n = e->d_name;
+        bool ours = strcmp(n, ".") == 0 || strcmp(n, "..") == 0 || strcmp(n, "lost+found") == 0 ||
+                    sbx_str_starts(n, ".template");
+        if (!ours)
+            return false;
+    }
+    return d != NULL;
 }
 
 #define CG_ROOT "/sys/fs/cgroup"
@@ -127,6 +152,67 @@ aggregate_limits(struct sbx_rt *rt, const struct sbx_rt_config *cfg, sbx_error *
         ret = rt->cg_ops->create(&cg, &lim, err);
     sbx_cg_release(&cg);
     return ret < 0 ? sbx_error_wrap(err, "aggregate limits on cgroup `%s`", rt->cgroup_parent) : 0;
+}
+
+static int mkfs_ext4(const char *img, sbx_error **err);
+
+static bool
+is_mountpoint(const char *dir, const char *parent)
+{
+    struct stat a;
+    struct stat b;
+    return stat(dir, &a) == 0 && stat(parent, &b) == 0 && a.st_dev != b.st_dev;
+}
+
+/* All writable layers on one file system of `bytes`: <state>/upper.img (sparse ext4, made once)
+ * on a loop device mounted at <state>/upper. Sandboxes together then cannot fill the state
+ * dir's file system: a sandbox that writes past it gets ENOSPC, the host keeps its space (the
+ * memory and pids of all sandboxes are capped the same way, on their parent cgroup). Skipped,
+ * with a warning, when <state>/upper already holds layers of before (the mount would hide
+ * them). Mounted in the host's mount namespace: it outlives the server like the layers do, and
+ * the next open finds it mounted. */
+static int
+aggregate_disk(struct sbx_rt *rt, uint64_t bytes, sbx_error **err)
+{
+    if (is_mountpoint(rt->upper_dir, rt->state_dir))
+        return 0;
+    if (!only_lost_found(rt->upper_dir)) {
+        sbx_warn("%s holds writable layers of before: not capped (total_disk needs it empty)",
+                 rt->upper_dir);
+        return 0;
+    }
+    sbx_autofree char *img = sbx_xasprintf("%s/upper.img", rt->state_dir);
+    if (access(img, F_OK) < 0) {
+        sbx_autofree char *tmp = sbx_xasprintf("%s.%d", img, (int)getpid());
+        sbx_autoclose int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        int ret = fd < 0 || ftruncate(fd, (off_t)bytes) < 0
+                      ? sbx_error_set(err, SBX_EGENERIC, errno, "create `%s`", tmp)
+                      : mkfs_ext4(tmp, err);
+        if (ret == 0 && rename(tmp, img) < 0)
+            ret = sbx_error_set(err, SBX_EGENERIC, errno, "rename `%s`", tmp);
+        if (ret < 0) {
+            (void)unlink(tmp);
+            return sbx_error_wrap(err, "the writable layers' file system");
+        }
+    }
+    char dev[32];
+    sbx_autoclose int fd = -1;
+    if (sbx_loop_attach(img, dev, sizeof dev, &fd, err) < 0)
+        return sbx_error_wrap(err, "the writable layers' file system");
+    if (mount(dev, rt->upper_dir, "ext4", MS_NOSUID | MS_NODEV | MS_NOATIME, NULL) < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "mount `%s` on `%s`", img, rt->upper_dir);
+    (void)chmod(rt->upper_dir, 0711);
+    return 0;
+}
+
+/* A host without loop devices (a container, say) still runs sandboxes: without this cap, with
+ * min_free_disk's check at create, and a warning that says so. */
+static void
+total_disk(struct sbx_rt *rt, uint64_t bytes)
+{
+    sbx_autoerror sbx_error *err = NULL;
+    if (aggregate_disk(rt, bytes, &err) < 0)
+        sbx_warn("total_disk not enforced: %s", sbx_error_msg(err));
 }
 
 int
@@ -157,6 +243,8 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
     /* 0711 like run/: a sandbox in a user namespace traverses to its own (chowned) dir. */
     if (ret == 0)
         ret = sbx_mkdir_p(rt->upper_dir, 0711, err);
+    if (ret == 0 && cfg && cfg->total_disk_bytes)
+        total_disk(rt, cfg->total_disk_bytes);
     if (ret == 0)
         spread_layers(rt->upper_dir);
     if (ret == 0)
@@ -550,10 +638,10 @@ mkfs_ext4(const char *img, sbx_error **err)
     return 0;
 }
 
-/* Attach img to a free loop device that detaches itself when its last user goes (the sandbox's
- * mount, or this fd if the sandbox never mounts it): no loop device outlives its sandbox. */
-static int
-attach_loop(struct sbx_child_args *a, const char *img, sbx_error **err)
+/* Attach img to a free loop device that detaches itself when its last user goes (the mount, or
+ * the fd in *fd_out if nothing mounts it): no loop device outlives its user. Its path in dev. */
+int
+sbx_loop_attach(const char *img, char *dev, size_t devlen, int *fd_out, sbx_error **err)
 {
     sbx_autoclose int ctl = open("/dev/loop-control", O_RDWR | O_CLOEXEC);
     sbx_autoclose int file = open(img, O_RDWR | O_CLOEXEC);
@@ -564,21 +652,27 @@ attach_loop(struct sbx_child_args *a, const char *img, sbx_error **err)
         int n = ioctl(ctl, LOOP_CTL_GET_FREE);
         if (n < 0)
             return sbx_error_set(err, SBX_EGENERIC, errno, "find a free loop device");
-        snprintf(a->upper_dev, sizeof a->upper_dev, "/dev/loop%d", n);
-        int dev = open(a->upper_dev, O_RDWR | O_CLOEXEC);
-        if (dev < 0)
-            return sbx_error_set(err, SBX_EGENERIC, errno, "open `%s`", a->upper_dev);
+        snprintf(dev, devlen, "/dev/loop%d", n);
+        int fd = open(dev, O_RDWR | O_CLOEXEC);
+        if (fd < 0)
+            return sbx_error_set(err, SBX_EGENERIC, errno, "open `%s`", dev);
         struct loop_config lc = {.fd = (unsigned)file, .info = {.lo_flags = LO_FLAGS_AUTOCLEAR}};
-        if (ioctl(dev, LOOP_CONFIGURE, &lc) == 0) {
-            a->upper_loop_fd = dev;
+        if (ioctl(fd, LOOP_CONFIGURE, &lc) == 0) {
+            *fd_out = fd;
             return 0;
         }
         int e = errno;
-        (void)close(dev);
+        (void)close(fd);
         if (e != EBUSY) /* EBUSY: another process took it in between */
-            return sbx_error_set(err, SBX_EGENERIC, e, "set up `%s`", a->upper_dev);
+            return sbx_error_set(err, SBX_EGENERIC, e, "set up `%s`", dev);
     }
     return sbx_error_set(err, SBX_EGENERIC, EBUSY, "no free loop device");
+}
+
+static int
+attach_loop(struct sbx_child_args *a, const char *img, sbx_error **err)
+{
+    return sbx_loop_attach(img, a->upper_dev, sizeof a->upper_dev, &a->upper_loop_fd, err);
 }
 
 /* Copy the data extents of a sparse file (holes stay holes): a fresh ext4 is a few hundred KiB

@@ -70,6 +70,9 @@ struct sbx_rt_config {
      * limit (an OOM or a refused fork inside the sandboxes, never the host's). 0 => none. */
     uint64_t total_memory_bytes;
     uint64_t total_pids;
+    /* All writable layers on one file system of this size (<state>/upper.img mounted on
+     * <state>/upper): sandboxes together cannot fill the state dir's disk. 0 => none. */
+    uint64_t total_disk_bytes;
 };
 
 struct sbx_rt_volume {

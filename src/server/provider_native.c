@@ -57,13 +57,15 @@
 #define DEFAULT_TOTAL_MEMORY  "90%"  /* of the host's RAM, all sandboxes together */
 #define DEFAULT_TOTAL_PIDS    "50%"  /* of the host's pid_max (and threads-max) */
 #define DEFAULT_MIN_FREE_DISK "5%"   /* of the state dir's file system: below, creates fail */
+#define DEFAULT_TOTAL_DISK    "50%"  /* of it, for all writable layers (never more than is free) */
 #define EXECD_STATE           SBX_RT_EXECD_STATE
 
+/* clang-format off */
 const char *const sbx_provider_native_keys[] = {
-    "execd",        "ping_timeout_ms", "cgroup_parent",      "network",
-    "upper",        "upper_size",      "allowed_host_paths", "netns_pool",
-    "bridge",       "subnet",          "network_allow",      "pids",
-    "total_memory", "total_pids",      "min_free_disk",      NULL};
+    "execd", "ping_timeout_ms", "cgroup_parent", "network", "upper", "upper_size",
+    "allowed_host_paths", "netns_pool", "bridge", "subnet", "network_allow", "pids",
+    "total_memory", "total_pids", "min_free_disk", "total_disk", NULL};
+/* clang-format on */
 
 struct handle {
     char id[SBX_UUID_LEN + 1];
@@ -769,11 +771,20 @@ parse_limits(struct native_data *d, const json_t *settings, struct sbx_rt_config
         {"total_memory", DEFAULT_TOTAL_MEMORY, host_memory(), true, &rc->total_memory_bytes},
         {"total_pids", DEFAULT_TOTAL_PIDS, host_pids(), false, &rc->total_pids},
         {"min_free_disk", DEFAULT_MIN_FREE_DISK, disk, true, &d->min_free_disk},
+        {"total_disk", DEFAULT_TOTAL_DISK, disk, true, &rc->total_disk_bytes},
     };
     for (size_t i = 0; i < SBX_ARRAY_SIZE(amounts); i++) {
         if (parse_amount(settings, &amounts[i], err) < 0)
             return -SBX_EINVAL;
     }
+    /* Never more than the space free now, less the reserve: a cap the disk cannot honour
+     * would still let sandboxes fill it. (Used when the layers' file system is first made.) */
+    uint64_t avail = (uint64_t)vs.f_bavail * vs.f_frsize;
+    uint64_t room = avail > d->min_free_disk ? avail - d->min_free_disk : 0;
+    if (rc->total_disk_bytes > room)
+        rc->total_disk_bytes = room;
+    if (rc->total_disk_bytes < (64u << 20))
+        rc->total_disk_bytes = 0; /* too small for a file system of its own: min_free_disk only */
     return 0;
 }
 

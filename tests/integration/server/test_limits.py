@@ -152,10 +152,54 @@ def disk(new_server):
         cg_cleanup(parent)
 
 
+def total_disk(new_server):
+    """providers.native.total_disk: all writable layers on one capped file system, so a
+    sandbox writing without end gets ENOSPC and the state dir's disk keeps its room."""
+    mnt = tempfile.mkdtemp(prefix="sbx-limits-tdisk-")
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=512m", "sbx-test", mnt]).returncode:
+        raise Skip("cannot mount a tmpfs")
+    parent = "sbx-test-limits-t-%d" % os.getpid()
+    state = os.path.join(mnt, "state")
+    s = new_server(config_text='providers = { supported = ["native"]; default = "native";\n'
+                               '  native = { cgroup_parent = "%s"; total_disk = "200Mi";\n'
+                               '             min_free_disk = "10Mi"; netns_pool = 0; }; };\n'
+                   % parent, tag="lim-t", state=state)
+    try:
+        s.start()
+        check(os.path.ismount(os.path.join(state, "upper")), "the layers' file system mounted")
+        r = s.create(resourceLimits={"cpu": "1", "memory": "1Gi"})
+        check(r.status == 202, "create: %r" % r)
+        sid = r.json()["id"]
+        out, last = inside(s, sid, "dd if=/dev/zero of=/root/big bs=1M count=400 2>&1; "
+                                   "echo rc=$?")
+        check(any("No space left" in o for o in out) and out[-1] != "rc=0",
+              "writing 400 MiB under a 200 MiB total gets ENOSPC: %r" % out[-3:])
+        used = shutil.disk_usage(mnt).used
+        check(used < (260 << 20), "the state dir's disk kept its room: %d MiB used" %
+              (used >> 20))
+        out, _ = inside(s, sid, "rm /root/big; echo alive")
+        check(out == ["alive"], "the sandbox (and its execd) still work: %r" % out)
+        r2 = s.create(resourceLimits={"cpu": "1", "memory": "1Gi"})
+        check(r2.status == 202, "another create: %r" % r2)
+        out, _ = inside(s, r2.json()["id"], "dd if=/dev/zero of=/root/f bs=1M count=100 "
+                                            "2>/dev/null; echo rc=$?")
+        check(out == ["rc=0"], "room for the next sandbox once the first freed it: %r" % out)
+        for x in (sid, r2.json()["id"]):
+            check(s.request("DELETE", "/v1/sandboxes/" + x).status == 204, "delete")
+        check(s.stop() == 0, "clean stop")
+    finally:
+        s.kill9()
+        s.gc_runtime()
+        subprocess.run(["umount", "-l", mnt])
+        shutil.rmtree(mnt, ignore_errors=True)
+        cg_cleanup(parent)
+
+
 def test(new_server):
     defaults(new_server)
     aggregate(new_server)
     disk(new_server)
+    total_disk(new_server)
 
 
 if __name__ == "__main__":

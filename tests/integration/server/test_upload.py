@@ -117,14 +117,15 @@ def one_gib(new_server):
 
 
 def loop_devices(state):
-    """Loop devices whose backing file is under the state dir."""
+    """Loop devices whose backing file is under the state dir (but the one of all writable
+    layers, providers.native.total_disk, which stays while the server runs)."""
     out = []
     for dev in os.listdir("/sys/block"):
         try:
             backing = open("/sys/block/%s/loop/backing_file" % dev).read().strip()
         except OSError:
             continue
-        if backing.startswith(state):
+        if backing.startswith(state) and not backing.endswith("/upper.img"):
             out.append(dev)
     return out
 
