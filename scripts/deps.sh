@@ -45,6 +45,9 @@ pkgs=(
   openbox xterm fonts-dejavu-core
   # ffprobe checks the JPEG screenshots (and ffmpeg x11grab is the bench's OSWorld-way shot)
   ffmpeg
+  # the live view: Debian's noVNC (served by sbx serve from /usr/share/novnc), nettle's SHA-1
+  # and base64 for the WebSocket handshake
+  novnc nettle-dev
 )
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(hyperfine wrk bubblewrap crun gnuplot-nox busybox-static python3 util-linux)

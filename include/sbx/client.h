@@ -195,6 +195,12 @@ typedef struct sbx_desktop_request {
 SBX_PUBLIC int sbx_desktop_call(sbx_client *c, const char *id, const sbx_desktop_request *req,
                                 char **out, size_t *out_len);
 
+/** A link to sandbox `id`'s live desktop in a browser (noVNC, served by `sbx serve`): *url gets
+ *  "http://SERVER/desktop/view/ID#token=T" (caller frees), with a view token valid for
+ *  ttl_seconds (0: the server's default, 1 hour). Anyone holding the link sees and drives that
+ *  one desktop until it expires. */
+SBX_PUBLIC int sbx_desktop_view(char **url, sbx_client *c, const char *id, long ttl_seconds);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,6 +1,7 @@
 /*
  * cmd_desktop.c - `sbx desktop SUB ID ...`: a sandbox's desktop from the shell (status, start,
- * stop, shot, do, tree, windows), through libsbx's sbx_desktop_call.
+ * stop, shot, do, tree, windows, record, view), through libsbx's sbx_desktop_call (view:
+ * sbx_desktop_view).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -22,7 +23,8 @@ struct desk_args {
     const char *size; /* start: --size WxH */
     char query[512];  /* shot / tree: the query string built from the options */
     int no_wm;
-    int fps; /* record: --fps */
+    int fps;  /* record: --fps */
+    long ttl; /* view: --ttl SECONDS */
 };
 
 static int
@@ -84,6 +86,15 @@ parse_opt(struct desk_args *a, int opt, const char *arg)
     case 'W':
         a->no_wm = 1;
         return 0;
+    case 'T': {
+        uint64_t v = 0;
+        if (sbx_parse_u64(arg, &v, NULL) < 0 || v < 10 || v > 86400) {
+            fprintf(stderr, "sbx desktop view: --ttl wants 10-86400 seconds\n");
+            return -1;
+        }
+        a->ttl = (long)v;
+        return 0;
+    }
     case 'f': {
         uint64_t v = 0;
         if (sbx_parse_u64(arg, &v, NULL) < 0 || v < 1 || v > 60) {
@@ -113,6 +124,7 @@ parse_args(struct desk_args *a, int argc, char **argv)
         {"size", required_argument, NULL, 's'},
         {"no-wm", no_argument, NULL, 'W'},
         {"fps", required_argument, NULL, 'f'},
+        {"ttl", required_argument, NULL, 'T'},
         SBX_CLI_CLIENT_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
@@ -226,19 +238,42 @@ request_for(const char *sub, char **argv, int nargs, const struct desk_args *a,
     return 0;
 }
 
+/* `view ID`: a link to the live desktop (a view token minted by the server). */
+static int
+view(struct desk_args *a, char **argv, int nargs)
+{
+    if (nargs != 1) {
+        fprintf(stderr, "sbx desktop view: want ID\n");
+        return SBX_EXIT_USAGE;
+    }
+    sbx_client *c = sbx_cli_connect(&a->conn, "desktop");
+    if (!c)
+        return SBX_EXIT_FAIL;
+    char *url = NULL;
+    int ret = sbx_desktop_view(&url, c, argv[0], a->ttl);
+    int rc = ret < 0 ? sbx_cli_fail(c, "desktop", "view", ret) : SBX_EXIT_OK;
+    if (ret == 0)
+        printf("%s\n", url);
+    free(url);
+    sbx_client_free(c);
+    return rc;
+}
+
 int
 sbx_cmd_desktop(int argc, char **argv)
 {
     struct desk_args a = {0};
     if (argc < 2 || argv[1][0] == '-') {
         fprintf(stderr, "sbx desktop: want a subcommand (status, start, stop, shot, do, tree, "
-                        "windows)\n");
+                        "windows, record, record-stop, view)\n");
         return SBX_EXIT_USAGE;
     }
     const char *sub = argv[1];
     if (parse_args(&a, argc - 1, argv + 1) < 0)
         return SBX_EXIT_USAGE;
     int first = optind + 1; /* getopt ran on argv + 1 */
+    if (strcmp(sub, "view") == 0)
+        return view(&a, argv + first, argc - first);
     struct desk_call call = {0};
     int r = request_for(sub, argv + first, argc - first, &a, &call);
     sbx_client *c = r == 0 ? sbx_cli_connect(&a.conn, "desktop") : NULL;

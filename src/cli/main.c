@@ -71,7 +71,8 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "Usage: sbx renew ID SECONDS\n\n" SBX_CLI_CLIENT_HELP),
     CMD("rm", HEAVY(sbx_cmd_rm), "Delete sandboxes", "Usage: sbx rm ID...\n\n" SBX_CLI_CLIENT_HELP),
     CMD("desktop", HEAVY(sbx_cmd_desktop), "A sandbox's desktop: screenshots, actions, tree",
-        "Usage: sbx desktop status|start|stop|shot|tree|windows|record|record-stop [OPTIONS] ID\n"
+        "Usage: sbx desktop status|start|stop|shot|tree|windows|record|record-stop|view [OPTIONS] "
+        "ID\n"
         "       sbx desktop do [OPTIONS] ID ACTION\n\n"
         "The sandbox's GUI desktop (create it with `sbx create --desktop`, or `start` one).\n\n"
         "  status               state, size, restarts, the last error (JSON)\n"
@@ -85,8 +86,10 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "  tree [--json] [--no-actions]   the accessibility tree (OSWorld's XML by default)\n"
         "  windows              the top-level windows (JSON)\n"
         "  record [--fps N]     start a screen recording (H.264, default 15 fps)\n"
-        "  record-stop [-o FILE]   stop it and write the MP4 to FILE or "
-        "stdout\n\n" SBX_CLI_CLIENT_HELP),
+        "  record-stop [-o FILE]   stop it and write the MP4 to FILE or stdout\n"
+        "  view [--ttl SECONDS] a link to watch and drive it in a browser (noVNC); whoever\n"
+        "                       holds it can, until it expires (default 1 "
+        "hour)\n\n" SBX_CLI_CLIENT_HELP),
     CMD("secret", sbx_cmd_secret, "Manage encrypted secrets (set, ls, rm)",
         "Usage: sbx secret set NAME [--from-env VAR]\n"
         "       sbx secret ls [--json]\n"

@@ -320,6 +320,30 @@ sbx_sandbox_renew(char **expires_at, sbx_client *c, const char *id, long seconds
     return ret;
 }
 
+int
+sbx_desktop_view(char **url, sbx_client *c, const char *id, long ttl_seconds)
+{
+    if (!c || !url || ttl_seconds < 0)
+        return c ? client_fail(c, SBX_EINVAL, "desktop view needs a URL pointer and a ttl >= 0")
+                 : -SBX_EINVAL;
+    char *path = sandbox_path(c, id, "/desktop/view");
+    if (!path)
+        return -SBX_EINVAL;
+    json_t *body =
+        ttl_seconds ? json_pack("{s:I}", "ttlSeconds", (json_int_t)ttl_seconds) : json_object();
+    json_t *ans = NULL;
+    int ret = body ? client_call(c, "POST", path, body, &ans) : -SBX_ENOMEM;
+    free(path);
+    json_decref(body);
+    const char *got = json_string_value(json_object_get(ans, "url"));
+    if (ret == 0 && !got)
+        ret = client_fail(c, SBX_EIO, "the server's answer has no `url`");
+    if (ret == 0 && !(*url = client_strdup(c, got)))
+        ret = -SBX_ENOMEM;
+    json_decref(ans);
+    return ret;
+}
+
 /* Build "?page=N&pageSize=M&state=..&metadata=<k=v&k2=v2 escaped>". */
 static char *
 list_query(sbx_client *c, const sbx_list_options *o, long page)

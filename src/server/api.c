@@ -13,6 +13,7 @@
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "desktop/desktop.h"
+#include "server/desktop_view.h"
 #include "server/httpd.h"
 #include "server/launch.h"
 #include "server/meta.h"
@@ -808,19 +809,6 @@ q_flag(const char *v, void *ud)
     *(bool *)ud = true;
 }
 
-/* The host[:port] clients reach this server at: config, else the request's Host. */
-static const char *
-public_addr(struct sbx_req *r)
-{
-    if (r->srv->cfg->public_addr)
-        return r->srv->cfg->public_addr;
-    const char *host = sbx_req_header(r, "Host");
-    bool ok = host && *host && strlen(host) < 256 &&
-              strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") ==
-                  strlen(host);
-    return ok ? host : r->srv->cfg->listen;
-}
-
 static void
 h_endpoint(struct sbx_req *r, struct sbx_reply *out)
 {
@@ -846,7 +834,8 @@ h_endpoint(struct sbx_req *r, struct sbx_reply *out)
         return;
     }
     sbx_record_free(sb);
-    sbx_autofree char *ep = sbx_xasprintf("%s/sandboxes/%s/proxy/%d", public_addr(r), id, port);
+    sbx_autofree char *ep =
+        sbx_xasprintf("%s/sandboxes/%s/proxy/%d", sbx_http_public_addr(r), id, port);
     out->status = 200;
     /* The router needs the API key too; the SDKs send an endpoint's headers with every call to
      * it. The caller already holds this key (it just used it), so nothing new is disclosed. */
@@ -904,6 +893,9 @@ sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out)
     case SBX_ROUTE_ENDPOINT:
         h_endpoint(r, out);
         return;
+    case SBX_ROUTE_DESKTOP_VIEW:
+        sbx_view_mint(r, out);
+        return;
     case SBX_ROUTE_UNSUPPORTED:
         sbx_reply_error(out, 501, "SANDBOX::API_NOT_SUPPORTED", "%s %s is not supported", r->method,
                         r->path);
@@ -913,8 +905,12 @@ sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out)
                         r->method);
         return;
     case SBX_ROUTE_NOT_FOUND:
-    case SBX_ROUTE_PROXY:     /* handled by the router before the body */
-    case SBX_ROUTE_PREFLIGHT: /* handled before the body */
+    case SBX_ROUTE_PROXY:       /* handled by the router before the body */
+    case SBX_ROUTE_PREFLIGHT:   /* handled before the body */
+    case SBX_ROUTE_DESKTOP_VNC: /* desktop_view.c, answered on the connection */
+    case SBX_ROUTE_DESKTOP_PAGE:
+    case SBX_ROUTE_DESKTOP_STATIC:
+    case SBX_ROUTE_NOVNC:
     default:
         sbx_reply_error(out, 404, "GENERAL::NOT_FOUND", "no route for %s", r->method);
         return;

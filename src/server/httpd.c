@@ -22,6 +22,7 @@
 #include "common/xalloc.h"
 #include "server/apierr.h"
 #include "server/connguard.h"
+#include "server/desktop_view.h"
 #include "server/srvutil.h"
 
 /* An idle keep-alive connection (or a client that stops sending mid-request) is closed after
@@ -160,14 +161,40 @@ set_request_id(struct sbx_req *r)
     sbx_srv_uuid4_hex(r->rid);
 }
 
-/* The API key: `OPEN-SANDBOX-API-KEY: k` or `Authorization: Bearer k`. */
-static enum MHD_Result
-check_auth(struct sbx_req *r, bool *ok)
+const char *
+sbx_http_public_addr(struct sbx_req *r)
+{
+    if (r->srv->cfg->public_addr)
+        return r->srv->cfg->public_addr;
+    const char *host = sbx_req_header(r, "Host");
+    bool ok = host && *host && strlen(host) < 256 &&
+              strspn(host, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-:[]") ==
+                  strlen(host);
+    return ok ? host : r->srv->cfg->listen;
+}
+
+/* The API key the request carries: `OPEN-SANDBOX-API-KEY: k` or `Authorization: Bearer k`. */
+static const char *
+given_key(struct sbx_req *r)
 {
     const char *key = sbx_req_header(r, "OPEN-SANDBOX-API-KEY");
     const char *authz = sbx_req_header(r, "Authorization");
     if (!key && authz && strncasecmp(authz, "Bearer ", 7) == 0)
         key = authz + 7;
+    return key;
+}
+
+bool
+sbx_http_key_ok(struct sbx_req *r)
+{
+    const char *key = given_key(r);
+    return key && *key && sbx_srv_secret_equal(key, r->srv->api_key);
+}
+
+static enum MHD_Result
+check_auth(struct sbx_req *r, bool *ok)
+{
+    const char *key = given_key(r);
     *ok = false;
     /* A 401 ends its connection: every connection that outlives its first request has shown
      * the key (connguard.c counts on it). */
@@ -282,6 +309,8 @@ final_call(struct sbx_req *r)
 {
     if (r->route.id == SBX_ROUTE_PROXY)
         return sbx_proxy_end(r);
+    if (sbx_view_owns(r->route.id))
+        return sbx_view_handle(r);
     if (r->too_big)
         return sbx_http_send_error(r, 413, "GENERAL::PAYLOAD_TOO_LARGE",
                                    "request body is larger than the limit");

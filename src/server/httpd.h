@@ -28,12 +28,25 @@ struct sbx_srv {
      * before MHD stops. */
     pthread_mutex_t splice_mu;
     pthread_cond_t splice_cv;
-    struct sbx_splice *splices;
+    struct sbx_upgraded *splices;
     size_t n_splices;
     struct sbx_connguard *guard; /* connguard.c: head deadlines */
 };
 
 struct sbx_proxy;
+
+/* An upgraded connection (the router's splice, the desktop's WebSocket bridge): linked in
+ * srv->splices while its thread runs, so that a stopping server shuts it down and waits. */
+struct sbx_upgraded {
+    struct sbx_upgraded *next;
+    int up;     /* the sandbox side */
+    int client; /* MHD's socket */
+};
+void sbx_upgraded_link(struct sbx_srv *srv, struct sbx_upgraded *u);
+/* Unlinked before its fds are closed, so a shutdown never hits a reused fd. */
+void sbx_upgraded_unlink(struct sbx_srv *srv, struct sbx_upgraded *u);
+/* Its thread is about to end: a stopping server stops waiting for it. */
+void sbx_upgraded_done(struct sbx_srv *srv);
 
 struct sbx_req {
     struct sbx_srv *srv;
@@ -91,6 +104,12 @@ enum MHD_Result sbx_http_send_error(struct sbx_req *r, int status, const char *c
                                     const char *message);
 /* Add the headers every response carries. */
 void sbx_http_common_headers(struct sbx_req *r, struct MHD_Response *resp);
+
+/* The host[:port] clients reach this server at: config (public_addr), else the request's Host
+ * (when it is a plain host name or address), else the listen address. */
+const char *sbx_http_public_addr(struct sbx_req *r);
+/* Whether the request carries the API key (header or bearer token). */
+bool sbx_http_key_ok(struct sbx_req *r);
 
 /* Check a listen address ("HOST:PORT", "[V6]:PORT") without opening anything. */
 int sbx_http_check_listen(const char *listen, sbx_error **err);

@@ -596,10 +596,8 @@ body_reader(void *cls, uint64_t pos, char *out, size_t max)
 /* ---- upgrade (WebSocket) ---- */
 
 struct sbx_splice {
+    struct sbx_upgraded link; /* up: the sandbox; client: MHD's socket */
     struct sbx_srv *srv;
-    struct sbx_splice *next;
-    int up;
-    MHD_socket client;
     struct MHD_UpgradeResponseHandle *urh;
     char *pending; /* upstream bytes read past the 101 head, for the client */
     size_t pending_len;
@@ -615,56 +613,62 @@ pump(int from, int to)
     return sbx_write_all(to, buf, (size_t)n);
 }
 
-static void
-link_splice(struct sbx_splice *j)
+void
+sbx_upgraded_link(struct sbx_srv *srv, struct sbx_upgraded *u)
 {
-    pthread_mutex_lock(&j->srv->splice_mu);
-    j->next = j->srv->splices;
-    j->srv->splices = j;
-    j->srv->n_splices++;
-    pthread_mutex_unlock(&j->srv->splice_mu);
+    pthread_mutex_lock(&srv->splice_mu);
+    u->next = srv->splices;
+    srv->splices = u;
+    srv->n_splices++;
+    pthread_mutex_unlock(&srv->splice_mu);
 }
 
-/* Unlinked before its fds are closed, so a shutdown never hits a reused fd. */
-static void
-unlink_splice(struct sbx_splice *j)
+void
+sbx_upgraded_unlink(struct sbx_srv *srv, struct sbx_upgraded *u)
 {
-    pthread_mutex_lock(&j->srv->splice_mu);
-    for (struct sbx_splice **pp = &j->srv->splices; *pp; pp = &(*pp)->next) {
-        if (*pp == j) {
-            *pp = j->next;
+    pthread_mutex_lock(&srv->splice_mu);
+    for (struct sbx_upgraded **pp = &srv->splices; *pp; pp = &(*pp)->next) {
+        if (*pp == u) {
+            *pp = u->next;
             break;
         }
     }
-    pthread_mutex_unlock(&j->srv->splice_mu);
+    pthread_mutex_unlock(&srv->splice_mu);
+}
+
+void
+sbx_upgraded_done(struct sbx_srv *srv)
+{
+    pthread_mutex_lock(&srv->splice_mu);
+    srv->n_splices--;
+    pthread_cond_broadcast(&srv->splice_cv);
+    pthread_mutex_unlock(&srv->splice_mu);
 }
 
 static void *
 splice_main(void *arg)
 {
     struct sbx_splice *j = arg;
-    if (j->pending_len == 0 || sbx_write_all(j->client, j->pending, j->pending_len) == 0) {
-        struct pollfd pfd[2] = {{.fd = j->client, .events = POLLIN},
-                                {.fd = j->up, .events = POLLIN}};
+    int client = j->link.client;
+    int up = j->link.up;
+    if (j->pending_len == 0 || sbx_write_all(client, j->pending, j->pending_len) == 0) {
+        struct pollfd pfd[2] = {{.fd = client, .events = POLLIN}, {.fd = up, .events = POLLIN}};
         for (;;) {
             if (poll(pfd, 2, -1) < 0 && errno != EINTR)
                 break;
-            if ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) && pump(j->client, j->up) < 0)
+            if ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) && pump(client, up) < 0)
                 break;
-            if ((pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) && pump(j->up, j->client) < 0)
+            if ((pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) && pump(up, client) < 0)
                 break;
         }
     }
     struct sbx_srv *srv = j->srv;
-    unlink_splice(j);
-    (void)close(j->up);
+    sbx_upgraded_unlink(srv, &j->link);
+    (void)close(up);
     (void)MHD_upgrade_action(j->urh, MHD_UPGRADE_ACTION_CLOSE);
     free(j->pending);
     free(j);
-    pthread_mutex_lock(&srv->splice_mu);
-    srv->n_splices--;
-    pthread_cond_broadcast(&srv->splice_cv);
-    pthread_mutex_unlock(&srv->splice_mu);
+    sbx_upgraded_done(srv);
     return NULL;
 }
 
@@ -672,9 +676,9 @@ void
 sbx_proxy_close_upgraded(struct sbx_srv *srv)
 {
     pthread_mutex_lock(&srv->splice_mu);
-    for (struct sbx_splice *j = srv->splices; j; j = j->next) {
-        (void)shutdown(j->up, SHUT_RDWR);
-        (void)shutdown(j->client, SHUT_RDWR);
+    for (struct sbx_upgraded *u = srv->splices; u; u = u->next) {
+        (void)shutdown(u->up, SHUT_RDWR);
+        (void)shutdown(u->client, SHUT_RDWR);
     }
     while (srv->n_splices > 0)
         pthread_cond_wait(&srv->splice_cv, &srv->splice_mu);
@@ -691,15 +695,15 @@ on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, const char *extr
     struct sbx_proxy *p = cls;
     struct sbx_splice *j = sbx_xcalloc(1, sizeof *j);
     j->srv = p->srv;
-    j->up = sbx_steal_fd(&p->fd);
-    j->client = sock;
+    j->link.up = sbx_steal_fd(&p->fd);
+    j->link.client = sock;
     j->urh = urh;
     j->pending_len = p->len - p->off;
     j->pending = sbx_xmalloc(j->pending_len + 1);
     memcpy(j->pending, p->buf + p->off, j->pending_len);
-    link_splice(j);
+    sbx_upgraded_link(j->srv, &j->link);
     pthread_t t;
-    if ((extra_in_size && sbx_write_all(j->up, extra_in, extra_in_size) < 0) ||
+    if ((extra_in_size && sbx_write_all(j->link.up, extra_in, extra_in_size) < 0) ||
         pthread_create(&t, NULL, splice_main, j) != 0) {
         splice_main(j);
         return;

@@ -78,6 +78,10 @@ match_sandbox_sub(const char *method, const struct segs *s, struct sbx_route_mat
         copy_seg(m->port, s, 3);
         return pick(method, "GET", SBX_ROUTE_ENDPOINT);
     }
+    if (s->n == 4 && seg_is(s, 2, "desktop") && seg_is(s, 3, "view"))
+        return pick(method, "POST", SBX_ROUTE_DESKTOP_VIEW);
+    if (s->n == 4 && seg_is(s, 2, "desktop") && seg_is(s, 3, "vnc"))
+        return pick(method, "GET", SBX_ROUTE_DESKTOP_VNC);
     if (seg_is(s, 2, "snapshots") || seg_is(s, 2, "diagnostics"))
         return SBX_ROUTE_UNSUPPORTED;
     return SBX_ROUTE_NOT_FOUND;
@@ -130,6 +134,32 @@ match_secrets(const char *method, const char *path, struct sbx_route_match *m)
     return pick(method, "DELETE", SBX_ROUTE_SECRET_DELETE);
 }
 
+/* The live view's page and files: /desktop/view/{id}, /desktop/static/{f}, /desktop/novnc/... */
+static enum sbx_route_id
+match_desktop(const char *method, const char *path, struct sbx_route_match *m)
+{
+    static const char page[] = "/desktop/view/";
+    static const char stat[] = "/desktop/static/";
+    static const char novnc[] = "/desktop/novnc/";
+    if (strncmp(path, page, sizeof page - 1) == 0) {
+        const char *id = path + sizeof page - 1;
+        size_t n = strlen(id);
+        if (n == 0 || n > SBX_ROUTE_SEG_MAX || strchr(id, '/'))
+            return SBX_ROUTE_NOT_FOUND;
+        memcpy(m->sandbox_id, id, n + 1);
+        return pick(method, "GET", SBX_ROUTE_DESKTOP_PAGE);
+    }
+    if (strncmp(path, stat, sizeof stat - 1) == 0) {
+        m->rest = path + sizeof stat - 1;
+        return pick(method, "GET", SBX_ROUTE_DESKTOP_STATIC);
+    }
+    if (strncmp(path, novnc, sizeof novnc - 1) == 0) {
+        m->rest = path + sizeof novnc - 1;
+        return pick(method, "GET", SBX_ROUTE_NOVNC);
+    }
+    return SBX_ROUTE_NOT_FOUND;
+}
+
 static enum sbx_route_id
 match(const char *method, const char *path, struct sbx_route_match *m)
 {
@@ -143,6 +173,8 @@ match(const char *method, const char *path, struct sbx_route_match *m)
         return match_sandboxes(method, path, m);
     if (strcmp(path, "/admin/secrets") == 0 || strncmp(path, "/admin/secrets/", 15) == 0)
         return match_secrets(method, path, m);
+    if (strncmp(path, "/desktop/", 9) == 0)
+        return match_desktop(method, path, m);
     if (strcmp(path, "/snapshots") == 0 || strncmp(path, "/snapshots/", 11) == 0 ||
         strcmp(path, "/pools") == 0 || strncmp(path, "/pools/", 7) == 0)
         return SBX_ROUTE_UNSUPPORTED;
@@ -175,5 +207,8 @@ sbx_route_port(const char *s)
 int
 sbx_route_needs_auth(enum sbx_route_id id)
 {
-    return id != SBX_ROUTE_HEALTH && id != SBX_ROUTE_PREFLIGHT;
+    /* The desktop's VNC WebSocket checks the key or a view token itself (desktop_view.c); its
+     * page and files are static and public. */
+    return id != SBX_ROUTE_HEALTH && id != SBX_ROUTE_PREFLIGHT && id != SBX_ROUTE_DESKTOP_VNC &&
+           id != SBX_ROUTE_DESKTOP_PAGE && id != SBX_ROUTE_DESKTOP_STATIC && id != SBX_ROUTE_NOVNC;
 }

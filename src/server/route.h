@@ -30,6 +30,11 @@ enum sbx_route_id {
     SBX_ROUTE_SECRET_GET,  /* GET /admin/secrets/{name}: names and dates, never values */
     SBX_ROUTE_SECRET_SET,  /* PUT /admin/secrets/{name} */
     SBX_ROUTE_SECRET_DELETE,
+    SBX_ROUTE_DESKTOP_VIEW,   /* POST /sandboxes/{id}/desktop/view: a view token */
+    SBX_ROUTE_DESKTOP_VNC,    /* GET /sandboxes/{id}/desktop/vnc: WebSocket (key or token) */
+    SBX_ROUTE_DESKTOP_PAGE,   /* GET /desktop/view/{id}: the live-view page (public, static) */
+    SBX_ROUTE_DESKTOP_STATIC, /* GET /desktop/static/{file}: its script and style (rest) */
+    SBX_ROUTE_NOVNC,          /* GET /desktop/novnc/{path}: Debian's noVNC (rest) */
 };
 
 #define SBX_ROUTE_SEG_MAX    64
@@ -40,7 +45,9 @@ struct sbx_route_match {
     char sandbox_id[SBX_ROUTE_SEG_MAX + 1]; /* raw segment ("" when too long) */
     char port[SBX_ROUTE_SEG_MAX + 1];       /* raw segment */
     char secret[SBX_ROUTE_SECRET_MAX + 1];  /* admin: the raw secret name segment */
-    const char *rest; /* proxy: the path after the port ("" or starting with '/'), in path */
+    /* proxy: the path after the port ("" or starting with '/'), in path; desktop static and
+     * noVNC routes: the path after their prefix */
+    const char *rest;
 };
 
 /* Match method and raw path; never fails (unknown routes give SBX_ROUTE_NOT_FOUND). */

@@ -186,3 +186,11 @@ class Desktop:
 
     def set_clipboard(self, text: str) -> None:
         self._sb._execd("PUT", "/desktop/clipboard", json_body={"text": text}).read()
+
+    def view_url(self, ttl: Optional[int] = None) -> str:
+        """A link to watch and drive this desktop in a browser (noVNC, served by ``sbx serve``):
+        ``http://SERVER/desktop/view/ID#token=T``. Whoever holds it can, until the token expires
+        (``ttl`` seconds, 10-86400; the server's default is an hour)."""
+        body: Dict[str, Any] = {} if ttl is None else {"ttlSeconds": int(ttl)}
+        j = self._sb._t.call("POST", self._sb._path("/desktop/view"), json_body=body)
+        return str(j["url"])

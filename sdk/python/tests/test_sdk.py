@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 import unittest
+import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
@@ -261,6 +262,13 @@ class SdkTest(unittest.TestCase):
         time.sleep(0.5)
         self.assertEqual(d.record_stop()[4:8], b"ftyp")
         self.assertIn("desktop-frame", d.accessibility_tree())
+        url = d.view_url(ttl=120)
+        self.assertRegex(url, r"^http://[^/]+/desktop/view/%s#token=[0-9a-f]{64}$" % s.id)
+        with urllib.request.urlopen(url.split("#")[0], timeout=30) as page:
+            self.assertIn(b"/desktop/static/view.js", page.read())
+        with self.assertRaises(sbx.SbxError) as e:
+            d.view_url(ttl=1)
+        self.assertEqual(e.exception.status, 400)
         self.assertEqual(d.stop().state, "stopped")
         with self.assertRaises(sbx.ConflictError):
             d.screenshot()

@@ -36,6 +36,17 @@ test_routes(void **state)
         {"POST", "/v1/sandboxes/abc/stop", SBX_ROUTE_STOP},
         {"POST", "/sandboxes/abc/start", SBX_ROUTE_START},
         {"GET", "/v1/sandboxes/abc/start", SBX_ROUTE_BAD_METHOD},
+        {"POST", "/v1/sandboxes/abc/desktop/view", SBX_ROUTE_DESKTOP_VIEW},
+        {"GET", "/v1/sandboxes/abc/desktop/view", SBX_ROUTE_BAD_METHOD},
+        {"GET", "/v1/sandboxes/abc/desktop/vnc", SBX_ROUTE_DESKTOP_VNC},
+        {"GET", "/v1/sandboxes/abc/desktop/other", SBX_ROUTE_NOT_FOUND},
+        {"GET", "/desktop/view/abc", SBX_ROUTE_DESKTOP_PAGE},
+        {"GET", "/desktop/view/", SBX_ROUTE_NOT_FOUND},
+        {"GET", "/desktop/view/abc/x", SBX_ROUTE_NOT_FOUND},
+        {"POST", "/desktop/view/abc", SBX_ROUTE_BAD_METHOD},
+        {"GET", "/desktop/static/view.js", SBX_ROUTE_DESKTOP_STATIC},
+        {"GET", "/desktop/novnc/core/rfb.js", SBX_ROUTE_NOVNC},
+        {"GET", "/desktop/other", SBX_ROUTE_NOT_FOUND},
         {"GET", "/v1/admin/secrets", SBX_ROUTE_SECRET_LIST},
         {"POST", "/v1/admin/secrets", SBX_ROUTE_BAD_METHOD},
         {"GET", "/v1/admin/secrets/A", SBX_ROUTE_SECRET_GET},
@@ -116,6 +127,10 @@ test_auth(void **state)
     assert_true(sbx_route_needs_auth(SBX_ROUTE_PROXY));
     assert_true(sbx_route_needs_auth(SBX_ROUTE_NOT_FOUND));
     assert_true(sbx_route_needs_auth(SBX_ROUTE_LIST));
+    /* the view token mint needs the key; the VNC socket checks key or token itself */
+    assert_true(sbx_route_needs_auth(SBX_ROUTE_DESKTOP_VIEW));
+    assert_false(sbx_route_needs_auth(SBX_ROUTE_DESKTOP_VNC));
+    assert_false(sbx_route_needs_auth(SBX_ROUTE_NOVNC));
 }
 
 int

@@ -1,6 +1,6 @@
-# embed.cmake - a file's bytes as a C array (cmake -DIN=file -DOUT=file.c -DNAME=symbol -P):
-# sbx-execd is one static binary, so what it writes into a sandbox (the pyautogui module of
-# the desktop) travels inside it.
+# embed.cmake - a file's bytes as a C array (cmake -DIN=file -DOUT=file.c -DNAME=symbol -P; see
+# SbxEmbed.cmake): sbx-execd is one static binary, so what it writes into a sandbox (the
+# pyautogui module of the desktop) travels inside it; `sbx serve` carries its live-view page.
 file(READ ${IN} hex HEX)
 string(LENGTH "${hex}" n)
 math(EXPR len "${n} / 2")

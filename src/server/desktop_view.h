@@ -1,0 +1,20 @@
+/*
+ * desktop_view.h - a sandbox's live desktop in a browser: view tokens, the VNC WebSocket and
+ * the page (Debian's noVNC) that `sbx serve` serves. See desktop_view.c and docs/desktop.md.
+ */
+#ifndef SBX_SERVER_DESKTOP_VIEW_H
+#define SBX_SERVER_DESKTOP_VIEW_H
+
+#include <stdbool.h>
+
+#include "server/httpd.h"
+
+/* The routes this file answers (the token mint goes through the JSON API; the rest here). */
+bool sbx_view_owns(enum sbx_route_id id);
+/* POST /v1/sandboxes/{id}/desktop/view (API key): a view token for that sandbox's desktop. */
+void sbx_view_mint(struct sbx_req *r, struct sbx_reply *out);
+/* GET /v1/sandboxes/{id}/desktop/vnc (WebSocket), /desktop/view/{id}, /desktop/static/...,
+ * /desktop/novnc/...: answered on the connection. */
+enum MHD_Result sbx_view_handle(struct sbx_req *r);
+
+#endif
