@@ -17,6 +17,7 @@
 #include "server/httpd.h"
 #include "server/launch.h"
 #include "server/meta.h"
+#include "server/publish.h"
 #include "server/srvutil.h"
 
 #define PAGE_SIZE_MAX 200
@@ -419,6 +420,21 @@ check_desktop(const json_t *body, struct sbx_reply *out)
     return 0;
 }
 
+/* extensions["sbx.publish"]: "PORT[:HOSTPORT][,...]" (publish.c binds them). */
+static int
+check_publish(const json_t *body, struct sbx_reply *out)
+{
+    json_t *v = json_object_get(json_object_get(body, "extensions"), SBX_PUBLISH_EXT);
+    struct sbx_publish_spec spec;
+    sbx_autoerror sbx_error *err = NULL;
+    if (v && sbx_publish_parse(json_string_value(v), &spec, &err) < 0) {
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER", "`extensions.%s`: %s",
+                        SBX_PUBLISH_EXT, sbx_error_msg(err));
+        return -1;
+    }
+    return 0;
+}
+
 /* The provider's own check of the request (e.g. native: may these host paths be mounted).
  * Only a built provider is asked: eager ones always are; a lazy one that is not built yet has
  * nothing to check before its first create (none of them has a check_create). */
@@ -528,18 +544,35 @@ do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
         check_timeout(r, json_object_get(body, "timeout"), &timeout_s, out) < 0 ||
         check_maps(body, out) < 0 || check_volumes(json_object_get(body, "volumes"), out) < 0 ||
         check_reuse_key(body, out) < 0 || check_desktop(body, out) < 0 ||
-        check_provider_fit(prov, body, out) < 0 || check_create(r, prov, body, out) < 0)
+        check_publish(body, out) < 0 || check_provider_fit(prov, body, out) < 0 ||
+        check_create(r, prov, body, out) < 0)
         return;
     struct sbx_record *sb = build_record(body, prov, timeout_s);
     default_limits(sb, r->srv->cfg);
     struct sbx_record *done = NULL;
     sbx_autoerror sbx_error *err = NULL;
+    /* Published ports are bound before the record is made, so it keeps their host ports. */
+    struct sbx_publish_bound pub;
+    char id[SBX_UUID_LEN + 1];
+    (void)snprintf(id, sizeof id, "%s", sb->id);
+    if (sbx_publish_bind(r->srv, sb, &pub, &err) < 0) {
+        sbx_record_free(sb);
+        sbx_reply_from(out, err,
+                       sbx_error_code(err) == SBX_ECONFLICT ? "SANDBOX::PORT_IN_USE" : NULL);
+        return;
+    }
     if (sbx_mgr_create(r->srv->mgr, sb, &done, &err) < 0) {
         create_failed(out, err, done);
     } else {
         out->status = 202;
         out->body = sandbox_json(done, false);
     }
+    /* Served while the sandbox exists (a failed one too, until its delete); not for a
+     * find-or-create that found another sandbox. */
+    if (done && strcmp(done->id, id) == 0)
+        sbx_publish_commit(r->srv, id, &pub);
+    else
+        sbx_publish_abort(&pub);
     sbx_record_free(done);
 }
 
@@ -809,6 +842,23 @@ q_flag(const char *v, void *ud)
     *(bool *)ud = true;
 }
 
+/* "ADDR:PORT" of a published port: the bind address, or for a wildcard one the host clients
+ * reach this server at. */
+static void
+published_at(struct sbx_req *r, int host_port, char *buf, size_t size)
+{
+    const char *a = r->srv->cfg->publish_addr ? r->srv->cfg->publish_addr : "127.0.0.1";
+    char host[300];
+    if (strcmp(a, "0.0.0.0") == 0 || strcmp(a, "::") == 0) {
+        const char *pub = sbx_http_public_addr(r);
+        size_t n = pub[0] == '[' ? strcspn(pub, "]") + 1 : strcspn(pub, ":");
+        (void)snprintf(host, sizeof host, "%.*s", (int)n, pub);
+        a = host;
+    }
+    bool v6 = strchr(a, ':') && a[0] != '[';
+    (void)snprintf(buf, size, "%s%s%s:%d", v6 ? "[" : "", a, v6 ? "]" : "", host_port);
+}
+
 static void
 h_endpoint(struct sbx_req *r, struct sbx_reply *out)
 {
@@ -833,6 +883,7 @@ h_endpoint(struct sbx_req *r, struct sbx_reply *out)
         sbx_reply_from(out, err, NULL);
         return;
     }
+    int host_port = sbx_publish_host_port(sb, port);
     sbx_record_free(sb);
     sbx_autofree char *ep =
         sbx_xasprintf("%s/sandboxes/%s/proxy/%d", sbx_http_public_addr(r), id, port);
@@ -841,6 +892,11 @@ h_endpoint(struct sbx_req *r, struct sbx_reply *out)
      * it. The caller already holds this key (it just used it), so nothing new is disclosed. */
     out->body = json_pack("{s:s, s:{s:s}}", "endpoint", ep, "headers", "OPEN-SANDBOX-API-KEY",
                           r->srv->api_key);
+    if (host_port > 0) { /* sbx extension: the port published on the host (no key needed) */
+        char at[320];
+        published_at(r, host_port, at, sizeof at);
+        (void)json_object_set_new(out->body, "published", json_string(at));
+    }
 }
 
 void

@@ -8,6 +8,7 @@
  */
 #include "server/config.h"
 
+#include <arpa/inet.h>
 #include <libconfig.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -56,6 +57,7 @@ sbx_server_config_dispose(struct sbx_server_config *cfg)
     free(cfg->listen);
     free(cfg->state_dir);
     free(cfg->public_addr);
+    free(cfg->publish_addr);
     for (size_t i = 0; i < cfg->n_providers; i++)
         free(cfg->providers[i]);
     free(cfg->providers);
@@ -126,12 +128,20 @@ get_int(const config_setting_t *g, const char *key, int64_t min, int64_t *dst, s
 static int
 parse_server(struct sbx_server_config *cfg, const config_setting_t *g, sbx_error **err)
 {
-    static const char *const keys[] = {"listen", "state_dir", "public_addr", NULL};
+    static const char *const keys[] = {"listen", "state_dir", "public_addr", "publish_address",
+                                       NULL};
     if (check_keys(g, "server", keys, err) < 0 ||
         get_str(g, "listen", "server", &cfg->listen, err) < 0 ||
         get_str(g, "state_dir", "server", &cfg->state_dir, err) < 0 ||
-        get_str(g, "public_addr", "server", &cfg->public_addr, err) < 0)
+        get_str(g, "public_addr", "server", &cfg->public_addr, err) < 0 ||
+        get_str(g, "publish_address", "server", &cfg->publish_addr, err) < 0)
         return -SBX_EINVAL;
+    unsigned char ip[16];
+    if (cfg->publish_addr && inet_pton(AF_INET, cfg->publish_addr, ip) != 1 &&
+        inet_pton(AF_INET6, cfg->publish_addr, ip) != 1)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "`server.publish_address` must be an IPv4 or IPv6 address, not `%s`",
+                             cfg->publish_addr);
     return 0;
 }
 

@@ -85,8 +85,8 @@ token_add(const char *sandbox, const char *token, int64_t expires_ms)
 {
     pthread_mutex_lock(&tokens_mu);
     struct view_token *t = free_slot(sbx_wall_ms());
-    (void)snprintf(t->token, sizeof t->token, "%s", token);
-    (void)snprintf(t->sandbox, sizeof t->sandbox, "%s", sandbox);
+    (void)snprintf(t->token, sizeof t->token, "%.*s", TOKEN_HEX, token);
+    (void)snprintf(t->sandbox, sizeof t->sandbox, "%.*s", SBX_UUID_LEN, sandbox);
     t->expires_ms = expires_ms;
     pthread_mutex_unlock(&tokens_mu);
 }

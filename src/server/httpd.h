@@ -31,6 +31,7 @@ struct sbx_srv {
     struct sbx_upgraded *splices;
     size_t n_splices;
     struct sbx_connguard *guard; /* connguard.c: head deadlines */
+    struct sbx_publisher *pub;   /* publish.c: sandbox ports on host ports */
 };
 
 struct sbx_proxy;

@@ -23,6 +23,7 @@
 #include "server/httpd.h"
 #include "server/manager.h"
 #include "server/provider.h"
+#include "server/publish.h"
 #include "server/secretsrv.h"
 #include "server/srvutil.h"
 #include "server/store.h"
@@ -155,12 +156,15 @@ open_parts(struct parts *p, sbx_error **err)
     p->srv.mgr = p->mgr;
     p->srv.reg = p->reg;
     p->srv.secrets = p->secrets;
-    return sbx_http_start(&p->srv, err);
+    if (sbx_http_start(&p->srv, err) < 0)
+        return -SBX_EGENERIC;
+    return sbx_publish_start(&p->srv, err);
 }
 
 static void
 close_parts(struct parts *p)
 {
+    sbx_publish_stop(&p->srv);
     sbx_http_stop(&p->srv);
     sbx_mgr_free(p->mgr);
     sbx_registry_free(p->reg);

@@ -5,6 +5,7 @@ request encodings (JSON, form, multipart) and answer shapes and status codes
 
   argv[1] = the sbx binary (sbx-execd next to it)
 """
+import http.client
 import json
 import os
 import sys
@@ -54,12 +55,22 @@ def test(new_server):
         raise Skip("native sandboxes need root")
     s = new_server(config_text=CONFIG, tag="osw")
     s.start()
-    r = s.create(extensions={"sbx.desktop": "1280x800"},
+    r = s.create(extensions={"sbx.desktop": "1280x800", "sbx.publish": "5000"},
                  resourceLimits={"cpu": "2", "memory": "2Gi"})
     check(r.status in (200, 202), "create: %r" % r)
     sid = r.json()["id"]
     o = OSWorld(s, sid)
     wait_for(lambda: o.get("/platform").status == 200, "the OSWorld API on port 5000", 20)
+    # OSWorld's PythonController takes an IP and a port: the published port, no headers
+    ip, port = s.request("GET", "/v1/sandboxes/%s/endpoints/5000" % sid).json()[
+        "published"].rsplit(":", 1)
+    c = http.client.HTTPConnection(ip, int(port), timeout=30)
+    c.request("GET", "/screenshot")
+    r = c.getresponse()
+    body = r.read()
+    c.close()
+    check(r.status == 200 and png_decode(body)[:2] == (1280, 800),
+          "http://%s:%s/screenshot (PythonController's way): %r" % (ip, port, r.status))
 
     r = o.get("/platform")
     check(r.body == b"Linux" and r.header("Content-Type").startswith("text/plain"), "/platform")

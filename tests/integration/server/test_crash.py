@@ -222,6 +222,11 @@ def native_mid_flight(new_server):
     wait_for(lambda: not pool_leases(killed), "the killed server's pool leases to be released")
     check(s.request("DELETE", "/v1/sandboxes/" + extra.json()["id"]).status == 204, "delete")
     s.wait_native_gone(extra.json()["id"])
+    # what the restart found half-made or half-deleted is torn down on a runtime thread after
+    # the reconcile (as every native delete): wait for those teardowns (15 s each at most),
+    # then nothing of them may be left
+    for sid in set(ids) - set(live):
+        s.wait_native_gone(sid)
     fp = native_footprint(s, cg, ids)
     per_sandbox = {k: len(v) for k, v in fp.items()}
     print("native footprint with %d live: %s" % (len(live), per_sandbox))
