@@ -48,6 +48,8 @@ pkgs=(
   # the live view: Debian's noVNC (served by sbx serve from /usr/share/novnc), nettle's SHA-1
   # and base64 for the WebSocket handshake
   novnc nettle-dev
+  # the desktop image (images/desktop/build.sh) from Debian packages
+  mmdebstrap
 )
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(hyperfine wrk bubblewrap crun gnuplot-nox busybox-static python3 util-linux)

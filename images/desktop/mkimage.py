@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""mkimage.py - a root file system tar as a one-layer image in `docker save` format (what
+`docker load` and `sbx image import` both read): manifest.json, the image config, the layer.
+
+    mkimage.py --rootfs ROOTFS.tar --tag NAME:TAG --output OUT.tar
+"""
+import argparse
+import datetime
+import hashlib
+import io
+import json
+import os
+import tarfile
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def config(diff_id: str) -> bytes:
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return json.dumps({
+        "architecture": "amd64" if os.uname().machine == "x86_64" else os.uname().machine,
+        "os": "linux",
+        "created": now,
+        "config": {
+            "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+                    "LANG=C.UTF-8"],
+            "Cmd": ["/bin/bash"],
+            "Labels": {"org.opencontainers.image.title": "sbx desktop",
+                       "org.opencontainers.image.description":
+                           "Debian bookworm with Xvnc, openbox, xterm, the accessibility bus "
+                           "and python3, for sbx desktop sandboxes (images/desktop/build.sh)"},
+        },
+        "rootfs": {"type": "layers", "diff_ids": ["sha256:" + diff_id]},
+        "history": [{"created": now, "created_by": "images/desktop/build.sh (mmdebstrap)"}],
+    }, sort_keys=True).encode()
+
+
+def add_bytes(out: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    info.mode = 0o644
+    out.addfile(info, io.BytesIO(data))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rootfs", required=True)
+    ap.add_argument("--tag", required=True)
+    ap.add_argument("--output", required=True)
+    a = ap.parse_args()
+    diff_id = sha256_file(a.rootfs)
+    cfg = config(diff_id)
+    cfg_name = hashlib.sha256(cfg).hexdigest() + ".json"
+    layer = diff_id + "/layer.tar"
+    manifest = json.dumps([{"Config": cfg_name, "RepoTags": [a.tag], "Layers": [layer]}]).encode()
+    tmp = a.output + ".tmp"
+    with tarfile.open(tmp, "w", format=tarfile.PAX_FORMAT) as out:
+        add_bytes(out, cfg_name, cfg)
+        out.add(a.rootfs, arcname=layer, recursive=False)
+        add_bytes(out, "manifest.json", manifest)
+    os.replace(tmp, a.output)
+
+
+if __name__ == "__main__":
+    main()
