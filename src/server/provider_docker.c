@@ -20,6 +20,8 @@
  *           (its access token still guards it).
  */
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +37,9 @@
 #include "server/procutil.h"
 #include "server/provider.h"
 #include "server/srvutil.h"
+#ifdef SBX_HAVE_RUNTIME
+#include "net/net.h"
+#endif
 
 #define EXECD_PORT     44772
 #define EXECD_IN_IMAGE "/.sbx/bin/sbx-execd"
@@ -43,8 +48,14 @@
 #define LABEL_STATE    "io.sbx.state-dir"
 
 const char *const sbx_provider_docker_keys[] = {
-    "socket",          "execd",          "network",    "reach",         "pull", "pull_timeout_s",
-    "ping_timeout_ms", "stop_timeout_s", "pids_limit", "cgroup_parent", NULL};
+    "socket",         "execd",           "network",        "reach",      "pull",
+    "pull_timeout_s", "ping_timeout_ms", "stop_timeout_s", "pids_limit", "cgroup_parent",
+    "bridge",         "subnet",          "network_allow",  NULL};
+
+/* providers.docker.network = "sbx" (the default with a local engine): the container starts
+ * with the engine's `none` network (loopback only) and the server then attaches it to sbx's
+ * own bridge, as a native sandbox is (src/net): the same isolation (docs/network.md). */
+#define NETWORK_SBX "sbx"
 
 enum pull_policy {
     PULL_MISSING,
@@ -55,7 +66,14 @@ enum pull_policy {
 struct docker_data {
     struct sbx_docker *api;
     char *execd;
-    char *network;       /* NULL: the engine's default */
+    char *network; /* NULL: the engine's default; NETWORK_SBX: sbx's bridge */
+    bool sbx_net;  /* network == NETWORK_SBX */
+    pthread_mutex_t net_mu;
+    struct sbx_net *net; /* opened on first use */
+    char *bridge;        /* NULL: SBX_NET_DEFAULT_BRIDGE (the native provider's) */
+    char *subnet;
+    char **allow; /* network_allow: what sandboxes may reach all the same */
+    size_t n_allow;
     char *cgroup_parent; /* NULL: the engine's default */
     char *state_dir;
     bool reach_address;
@@ -280,7 +298,7 @@ host_config(struct docker_data *d)
                            1, "CapDrop", "AUDIT_WRITE", "MKNOD", "NET_RAW", "SecurityOpt",
                            "no-new-privileges", "RestartPolicy", "Name", "no");
     if (d->network)
-        (void)json_object_set_new(hc, "NetworkMode", json_string(d->network));
+        (void)json_object_set_new(hc, "NetworkMode", json_string(d->sbx_net ? "none" : d->network));
     if (d->cgroup_parent)
         (void)json_object_set_new(hc, "CgroupParent", json_string(d->cgroup_parent));
     return hc;
@@ -481,6 +499,79 @@ wait_ready(struct docker_data *d, const struct sbx_record *sb, sbx_error **err)
     }
 }
 
+/* ---- sbx's bridge (network = "sbx") ---- */
+
+#ifdef SBX_HAVE_RUNTIME
+static struct sbx_net *
+bridge(struct docker_data *d, sbx_error **err)
+{
+    pthread_mutex_lock(&d->net_mu);
+    struct sbx_net_config cfg = {.bridge = d->bridge, .subnet = d->subnet};
+    bool opened = !d->net;
+    int r = d->net ? sbx_net_ensure(d->net, err) : sbx_net_open(&d->net, &cfg, err);
+    /* The allow-list is host-wide for the bridge (docs/network.md): set at open and after a
+     * repair, as the native provider does. */
+    if (r >= 0 && (opened || r == 1) && d->n_allow)
+        r = sbx_net_allow(d->net, (const char *const *)d->allow, d->n_allow, err);
+    pthread_mutex_unlock(&d->net_mu);
+    return r < 0 ? NULL : d->net;
+}
+
+/* Attach the running container to sbx's bridge: a veth into the network namespace of its init
+ * (the pid checked to be the container's, and pinned by the open fd before its start time is
+ * checked again, as for connect). Until then the container has loopback only: nothing its
+ * processes do before this reaches anywhere. */
+static int
+attach_net(struct docker_data *d, struct sbx_record *sb, sbx_error **err)
+{
+    pid_t pid = 0;
+    uint64_t start = 0;
+    if (local_pid(d, sb, &pid, &start, err) < 0)
+        return sbx_error_wrap(err, "attach to sbx's bridge");
+    char path[64];
+    (void)snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
+    sbx_autoclose int ns = open(path, O_RDONLY | O_CLOEXEC);
+    if (ns < 0 || !sbx_proc_same(pid, start))
+        return sbx_error_set(err, SBX_ECONFLICT, ns < 0 ? errno : ESRCH,
+                             "attach to sbx's bridge: the container's init %d is gone", (int)pid);
+    struct sbx_net *n = bridge(d, err);
+    struct sbx_net_lease l = {0};
+    if (!n)
+        return sbx_error_wrap(err, "sbx's bridge");
+    /* A lease of before (the container was started, stopped, and is started again in a new
+     * namespace) is given up first. */
+    (void)sbx_net_detach(n, sb->id, NULL);
+    if (sbx_net_attach(&l, n, sb->id, ns, err) < 0)
+        return sbx_error_wrap(err, "attach to sbx's bridge");
+    priv_set(sb, "ip", json_string(l.addr));
+    return 0;
+}
+
+static void
+detach_net(struct docker_data *d, const struct sbx_record *sb)
+{
+    sbx_autoerror sbx_error *err = NULL;
+    struct sbx_net *n = bridge(d, &err);
+    if (!n || sbx_net_detach(n, sb->id, &err) < 0)
+        sbx_warn("sandbox %s: leave sbx's bridge: %s", sb->id, sbx_error_msg(err));
+}
+#else
+static int
+attach_net(struct docker_data *d, struct sbx_record *sb, sbx_error **err)
+{
+    (void)d;
+    (void)sb;
+    return sbx_error_set(err, SBX_EINVAL, 0, "network \"sbx\" needs a build with the runtime");
+}
+
+static void
+detach_net(struct docker_data *d, const struct sbx_record *sb)
+{
+    (void)d;
+    (void)sb;
+}
+#endif
+
 /* Bring the container to running (start, or unpause) and record its pid and address. */
 static int
 run_container(struct docker_data *d, struct sbx_record *sb, sbx_error **err)
@@ -490,10 +581,13 @@ run_container(struct docker_data *d, struct sbx_record *sb, sbx_error **err)
     if (r < 0)
         return r;
     const char *s = state_word(info);
-    if (strcmp(s, "paused") == 0)
+    bool started = false;
+    if (strcmp(s, "paused") == 0) {
         r = container_call(d, sb, &call_unpause, NULL, err);
-    else if (strcmp(s, "running") != 0)
+    } else if (strcmp(s, "running") != 0) {
         r = container_call(d, sb, &call_start, NULL, err);
+        started = true; /* a new network namespace */
+    }
     json_decref(info);
     info = NULL;
     if (r >= 0)
@@ -504,6 +598,8 @@ run_container(struct docker_data *d, struct sbx_record *sb, sbx_error **err)
         priv_set(sb, "paused", json_false());
     }
     json_decref(info);
+    if (r >= 0 && started && d->sbx_net)
+        r = attach_net(d, sb, err);
     return r;
 }
 
@@ -534,6 +630,8 @@ docker_stop(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     r = container_call(d, sb, &stop, NULL, err);
     if (r < 0)
         return r;
+    if (d->sbx_net)
+        detach_net(d, sb);
     priv_set(sb, "stopped", json_true());
     priv_set(sb, "paused", json_false());
     priv_set(sb, "pid", json_integer(0));
@@ -565,9 +663,12 @@ docker_resume(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 static int
 docker_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
-    int r = container_call(ddata(p), sb, &call_remove, NULL, err);
+    struct docker_data *d = ddata(p);
+    int r = container_call(d, sb, &call_remove, NULL, err);
     if (r < 0)
         return r;
+    if (d->sbx_net)
+        detach_net(d, sb);
     priv_set(sb, "pid", json_integer(0));
     return 0;
 }
@@ -650,6 +751,14 @@ static void
 free_data(struct docker_data *d)
 {
     sbx_docker_free(d->api);
+#ifdef SBX_HAVE_RUNTIME
+    if (d->net)
+        sbx_net_close(d->net);
+#endif
+    pthread_mutex_destroy(&d->net_mu);
+    free(d->bridge);
+    free(d->subnet);
+    sbx_strv_free(d->allow);
     free(d->execd);
     free(d->network);
     free(d->cgroup_parent);
@@ -708,6 +817,33 @@ get_choice(const json_t *settings, const char *key, const char *const *choices, 
     return sbx_error_set(err, SBX_EINVAL, 0, "`providers.docker.%s` cannot be `%s`", key, s);
 }
 
+/* bridge, subnet, network_allow: as the native provider's (they only apply to network "sbx"). */
+static int
+bridge_settings(struct docker_data *d, const json_t *settings, sbx_error **err)
+{
+    const char *br = json_string_value(json_object_get(settings, "bridge"));
+    const char *sn = json_string_value(json_object_get(settings, "subnet"));
+    json_t *allow = json_object_get(settings, "network_allow");
+    d->bridge = br && *br ? sbx_xstrdup(br) : NULL;
+    d->subnet = sn && *sn ? sbx_xstrdup(sn) : NULL;
+    if (allow && !json_is_array(allow))
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "`providers.docker.network_allow` must be a list of IPv4 "
+                             "addresses or CIDRs");
+    d->allow = sbx_xcalloc(json_array_size(allow) + 1, sizeof(char *));
+    size_t i = 0;
+    json_t *v = NULL;
+    json_array_foreach (allow, i, v) {
+        const char *c = json_string_value(v);
+#ifdef SBX_HAVE_RUNTIME
+        if (!c || sbx_net_check_cidr(c, err) < 0)
+            return sbx_error_wrap(err, "`providers.docker.network_allow`");
+#endif
+        d->allow[d->n_allow++] = sbx_xstrdup(c ? c : "");
+    }
+    return 0;
+}
+
 static int
 parse_settings(struct docker_data *d, const json_t *settings, sbx_error **err)
 {
@@ -733,7 +869,18 @@ parse_settings(struct docker_data *d, const json_t *settings, sbx_error **err)
         get_int(settings, "pids_limit", 16, 4096, &d->pids_limit, err) < 0)
         return -SBX_EINVAL;
     const char *cg = json_string_value(json_object_get(settings, "cgroup_parent"));
+    /* sbx's bridge unless told otherwise: isolated like a native sandbox. A remote engine's
+     * containers cannot be attached to this host's bridge. */
+    if (!net && reach == 0)
+        net = NETWORK_SBX;
+    if (net && strcmp(net, NETWORK_SBX) == 0 && reach == 1)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "`providers.docker.network` \"sbx\" needs reach = \"netns\" (a local "
+                             "engine): sbx's bridge is on this host");
     d->network = net && *net ? sbx_xstrdup(net) : NULL;
+    d->sbx_net = d->network && strcmp(d->network, NETWORK_SBX) == 0;
+    if (bridge_settings(d, settings, err) < 0)
+        return -SBX_EINVAL;
     d->cgroup_parent = cg && *cg ? sbx_xstrdup(cg) : NULL;
     d->reach_address = reach == 1;
     d->pull = (enum pull_policy)pull;
@@ -748,6 +895,7 @@ sbx_provider_docker_new(const json_t *settings, const struct sbx_provider_env *e
                         struct sbx_provider **out, sbx_error **err)
 {
     struct docker_data *d = sbx_xcalloc(1, sizeof *d);
+    pthread_mutex_init(&d->net_mu, NULL);
     if (parse_settings(d, settings, err) < 0) {
         free_data(d);
         return -SBX_EINVAL;

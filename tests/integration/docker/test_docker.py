@@ -417,6 +417,102 @@ def shutil_which(name):
     return shutil.which(name)
 
 
+def host_address():
+    """An address of this host other than loopback and the sandbox bridges (its uplink)."""
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True,
+                         check=True).stdout
+    for line in out.splitlines():
+        dev, addr = line.split()[1], line.split()[3].split("/")[0]
+        if dev != "lo" and not dev.startswith("sbx") and not dev.startswith("docker"):
+            return addr
+    return None
+
+
+def isolation(new_server, e):
+    """network = "sbx" (the default with a local engine): containers start on the engine's
+    `none` network and the server attaches them to sbx's bridge, isolated as native sandboxes
+    are: the host's listener is out of reach (but for the address the operator allowed), and
+    containers do not reach each other; each still serves itself, and the router reaches all."""
+    import socket
+    import threading
+    host = host_address()
+    if not host:
+        print("isolation part skipped: no non-loopback address on this host")
+        return
+    tag = os.getpid() % 200 + 20
+    bridge, subnet, gateway = "sbxdk%d" % tag, "10.232.%d.0/24" % tag, "10.232.%d.1" % tag
+    lis = socket.socket()
+    lis.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    lis.bind(("0.0.0.0", 0))
+    lis.listen(16)
+    hits = []
+
+    def serve():
+        while True:
+            try:
+                c, _ = lis.accept()
+            except OSError:
+                return
+            hits.append(1)
+            c.sendall(b"host-secret\n")
+            c.close()
+    threading.Thread(target=serve, daemon=True).start()
+    port = lis.getsockname()[1]
+    s = new_server(config_text=(
+        'providers = { supported = ["docker"]; default = "docker";\n'
+        '  docker = { socket = "%s"; cgroup_parent = "%s"; stop_timeout_s = 5;\n'
+        '             bridge = "%s"; subnet = "%s"; network_allow = ["%s"]; }; };\n'
+        % (e.socket, e.cgroup_parent, bridge, subnet, host)), tag="docker-iso")
+    try:
+        s.start()
+        ids = {}
+        for name in ("a", "b"):
+            r = create(s, e.image, entrypoint=["sh", "-c", "echo started > /tmp/ep; exec nc -ll "
+                                               "-p 7070 -e echo from-%s" % name])
+            check(r.status == 202, "create %s: %r" % (name, r))
+            ids[name] = r.json()["id"]
+        addr = {}
+        for name, sid in ids.items():
+            out = inside(s, sid, "ip -4 -o addr show eth0 | awk '{print $4}'")
+            addr[name] = out[0].split("/")[0]
+            check(addr[name].startswith("10.232.%d." % tag), "%s on sbx's bridge: %r" %
+                  (name, out))
+
+        def nc(sid, a, p):
+            return " ".join(inside(s, sid, WAIT_EP + "nc -w 2 %s %d 2>&1; true" % (a, p)))
+        for name, sid in ids.items():
+            check("from-" + name in nc(sid, "127.0.0.1", 7070), "%s serves itself" % name)
+        check("from-b" not in nc(ids["a"], addr["b"], 7070), "a reached b")
+        check("host-secret" not in nc(ids["a"], gateway, port) and not hits,
+              "the host's listener through the gateway")
+        check("host-secret" in nc(ids["a"], host, port), "the allowed host address answers")
+        info = container(e, ids["a"])
+        check(info["HostConfig"]["NetworkMode"] == "none", "the engine's network: none")
+        # stop/start: a new namespace, attached again
+        check(s.request("POST", "/v1/sandboxes/%s/stop" % ids["b"]).status == 202, "stop")
+        wait_for(lambda: s.request("GET", "/v1/sandboxes/" + ids["b"]).json()["status"][
+            "state"] == "Stopped", "b stopped", 60)
+        check(s.request("POST", "/v1/sandboxes/%s/start" % ids["b"]).status == 202, "start")
+        wait_for(lambda: s.request("GET", "/v1/sandboxes/" + ids["b"]).json()["status"][
+            "state"] == "Running", "b running again", 60)
+        out = inside(s, ids["b"], "ip -4 -o addr show eth0 | awk '{print $4}'")
+        check(out and out[0].startswith("10.232.%d." % tag), "b attached again: %r" % out)
+        for sid in ids.values():
+            check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+        leases = "/run/sbx/net/%s/leases" % bridge
+        wait_for(lambda: not os.path.isdir(leases) or not os.listdir(leases),
+                 "the leases to be released", 10)
+        check(s.stop() == 0, "clean stop")
+        print("ok   network \"sbx\": on sbx's bridge, isolated like native sandboxes")
+    finally:
+        lis.close()
+        s.kill9()
+        subprocess.run([s.sbx, "net", "nft", "teardown", bridge, subnet], capture_output=True)
+        subprocess.run(["ip", "link", "del", bridge + "-kp"], capture_output=True)
+        subprocess.run(["ip", "link", "del", bridge], capture_output=True)
+        subprocess.run(["rm", "-rf", "/run/sbx/net/" + bridge], capture_output=True)
+
+
 def run(new_server, setup):
     e = setup.engine
     e.image = setup.image
@@ -433,6 +529,7 @@ def run(new_server, setup):
     registry_auth(s, e, setup)
     engine_down(s, e, sid)
     check(s.stop() == 0, "clean stop")
+    isolation(new_server, e)
     reach_address(new_server, e)
     if e.kind == "podman":
         foreign_pidns(new_server, setup)
