@@ -21,6 +21,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "tests", "integration", 
 
 import sbx  # noqa: E402
 from sbx.desktop_env import DesktopEnv, EvaluationError, SetupError  # noqa: E402
+from sbx.desktop_env import evaluate, setup  # noqa: E402
 from harness import Server  # noqa: E402
 
 SERVER = None
@@ -167,6 +168,68 @@ class DesktopEnvTest(unittest.TestCase):
             with self.assertRaises(EvaluationError) as e:
                 env.evaluate()
             self.assertIn("vlc_config", str(e.exception))
+
+    def test_chromium_tabs(self):
+        """chrome_open_tabs / chrome_close_tabs over Chromium's DevTools (port 1337 in the
+        sandbox, through the router), open_tabs_info / active_url_from_accessTree /
+        active_tab_info, is_expected_tabs / is_expected_active_tab; pages from a server in
+        the sandbox (no internet)."""
+        if not shutil.which("chromium"):
+            self.skipTest("chromium not installed")
+        site = "http://127.0.0.1:8000/"
+        pages = " && ".join("echo '<title>page %s</title><h1>%s</h1>' > /tmp/site/%s.html"
+                            % (n, n, n) for n in "abc")
+        task = {
+            "id": "t-chrome", "instruction": "Open c.html in a new tab.",
+            "config": [
+                {"type": "execute", "parameters": {"command": "mkdir -p /tmp/site && " + pages,
+                                                   "shell": True}},
+                {"type": "launch", "parameters": {"command": [
+                    "python3", "-m", "http.server", "8000", "--bind", "127.0.0.1",
+                    "--directory", "/tmp/site"]}},
+                {"type": "launch", "parameters": {"command": [
+                    "chromium", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                    "--disable-background-networking", "--disable-component-update",
+                    "--force-renderer-accessibility", "--user-data-dir=/tmp/chrome-profile",
+                    "--remote-debugging-port=1337", "--window-position=0,0",
+                    "--window-size=1024,768"]}},
+                {"type": "chrome_open_tabs", "parameters": {"urls_to_open": [
+                    site + "a.html", site + "b.html"]}},
+            ],
+            "evaluator": {
+                "func": "is_expected_tabs",
+                "result": {"type": "open_tabs_info"},
+                "expected": {"type": "rule", "rules": {"type": "url", "urls": [
+                    site + "a.html", site + "b.html", site + "c.html"]}},
+            },
+        }
+        with self.env(action_space="pyautogui") as env:
+            env.reset(task_config=task)
+            tabs = sorted(t["url"] for t in evaluate.GETTERS["open_tabs_info"](env, {}))
+            self.assertEqual(tabs, [site + "a.html", site + "b.html"],
+                             "the tabs opened, the first one closed")
+            self.assertEqual(env.evaluate(), 0.0, "c.html is not open yet")
+            env.step("pyautogui.hotkey('ctrl', 't')", pause=2)
+            env.step("pyautogui.hotkey('ctrl', 'l'); pyautogui.typewrite('127.0.0.1:8000/c.html');"
+                     " pyautogui.press('enter')", pause=1)
+            deadline = time.time() + 20
+            while env.evaluate() != 1.0 and time.time() < deadline:
+                time.sleep(0.5)
+            self.assertEqual(env.evaluate(), 1.0, "c.html opened by the agent: %r, windows %r"
+                             % (evaluate.GETTERS["open_tabs_info"](env, {}),
+                                env.sandbox.desktop.windows()))
+            env.evaluator = {"func": "is_expected_active_tab",
+                             "result": {"type": "active_url_from_accessTree",
+                                        "goto_prefix": "http://"},
+                             "expected": {"type": "rule", "rules": {
+                                 "type": "url", "url": site + "c.html"}}}
+            self.assertEqual(env.evaluate(), 1.0, "the address bar shows c.html")
+            info = evaluate.GETTERS["active_tab_info"](env, {"goto_prefix": "http://"})
+            self.assertEqual((info["title"], info["url"]), ("page c", site + "c.html"))
+            setup.run_step(env, {"type": "chrome_close_tabs", "parameters": {
+                "urls_to_close": [site + "b.html"]}})
+            tabs = sorted(t["url"] for t in evaluate.GETTERS["open_tabs_info"](env, {}))
+            self.assertEqual(tabs, [site + "a.html", site + "c.html"], "b.html closed")
 
     def test_setup_failures_name_the_step(self):
         with self.env() as env:

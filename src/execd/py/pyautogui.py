@@ -4,8 +4,10 @@ as its /desktop/action API. Standard library only: works in images without pyaut
 or PIL (screenshot() needs PIL only to return an Image; with a file name it writes the PNG).
 
 The desktop is reached over the unix socket named by SBX_DESKTOP_SOCKET (execd sets it for
-every command while a desktop runs). Delays: PAUSE (default 0, pyautogui's is 0.1) and the
-`duration`/`interval` arguments are honoured with time.sleep; nothing else waits.
+every command while a desktop runs). Delays: PAUSE after every call (0.1 s, as pyautogui's: code
+written for OSWorld counts on it, e.g. a hotkey that moves focus before the next keys; set
+`pyautogui.PAUSE = 0` for none) and the `duration`/`interval` arguments, with time.sleep;
+nothing else waits.
 """
 import collections
 import json
@@ -15,7 +17,7 @@ import time
 
 __version__ = "0.9.54+sbx"
 
-PAUSE = 0.0
+PAUSE = 0.1
 FAILSAFE = False
 MINIMUM_DURATION = 0.1
 Point = collections.namedtuple("Point", "x y")

@@ -16,6 +16,7 @@ import xml.etree.ElementTree as ET
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 
 from ..errors import SbxError
+from . import chrome as _chrome
 from . import setup as _setup
 from .errors import EvaluationError
 
@@ -130,7 +131,9 @@ GETTERS: Dict[str, Callable[["DesktopEnv", Mapping[str, Any]], Any]] = {
     "accessibility_tree": get_accessibility_tree, "list_directory": get_list_directory,
     "vm_screen_size": get_vm_screen_size, "vm_window_size": get_vm_window_size,
     "vm_wallpaper": get_vm_wallpaper, "rule": get_rule, "cache_file": get_cache_file,
-    "cloud_file": get_cloud_file,
+    "cloud_file": get_cloud_file, "open_tabs_info": _chrome.get_open_tabs_info,
+    "active_url_from_accessTree": _chrome.get_active_url_from_accessTree,
+    "active_tab_info": _chrome.get_active_tab_info,
 }
 
 
@@ -268,11 +271,33 @@ def check_accessibility_tree(result: Optional[str], rules: Any, **_: Any) -> flo
     return 1.0
 
 
+def _lists_equal(a: List[Any], b: List[Any], same: Callable[[Any, Any], bool]) -> bool:
+    """OSWorld's are_lists_equal: same length, each of a matched by some item of b."""
+    return len(a) == len(b) and all(any(same(x, y) for y in b) for x in a)
+
+
+def is_expected_tabs(open_tabs: Any, rule: Mapping[str, Any], **_: Any) -> float:
+    """The open tabs' URLs are the expected ones (type "url"; any order, OSWorld's compare)."""
+    if not open_tabs or rule.get("type") != "url":
+        return 0.0
+    return float(_lists_equal(list(rule["urls"]), [t["url"] for t in open_tabs],
+                              _chrome.compare_urls))
+
+
+def is_expected_active_tab(active_tab_info: Any, rule: Mapping[str, Any], **_: Any) -> float:
+    """The active tab's URL (a dict's `url`, or the value itself) is rule["url"]."""
+    if not active_tab_info or rule.get("type") != "url":
+        return 0.0
+    url = active_tab_info.get("url") if isinstance(active_tab_info, dict) else active_tab_info
+    return float(_chrome.compare_urls(rule["url"], url))
+
+
 METRICS: Dict[str, Callable[..., float]] = {
     f.__name__: f for f in (exact_match, check_include_exclude, match_in_list, is_in_list,
                             literal_match, fuzzy_match, compare_text_file, diff_text_file,
                             check_list, check_direct_json_object, check_json_settings,
-                            compare_csv, check_accessibility_tree)}
+                            compare_csv, check_accessibility_tree, is_expected_tabs,
+                            is_expected_active_tab)}
 
 
 def _as_list(v: Any, n: int) -> List[Any]:

@@ -17,6 +17,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Dict, List, Mapping
 
 from ..errors import SbxError
+from . import chrome as _chrome
 from .errors import SetupError
 
 if TYPE_CHECKING:
@@ -144,8 +145,12 @@ def run_step(env: "DesktopEnv", step: Mapping[str, Any]) -> None:
     elif kind in ("googledrive", "login"):
         raise SetupError(kind, "needs an outside account (Google Drive, a web login): not "
                          "available in an sbx sandbox")
-    elif kind in ("chrome_open_tabs", "chrome_close_tabs", "update_browse_history"):
-        raise SetupError(kind, "the Chrome DevTools steps are not built yet in sbx")
+    elif kind == "chrome_open_tabs":
+        _chrome.open_tabs(env, list(p["urls_to_open"]))
+    elif kind == "chrome_close_tabs":
+        _chrome.close_tabs(env, list(p["urls_to_close"]))
+    elif kind == "update_browse_history":
+        raise SetupError(kind, "not supported yet (it writes Chrome's History database)")
     elif kind in ("proxy", "tidy_desktop", "act", "replay"):
         raise SetupError(kind, "not supported (OSWorld's own is a stub or needs a proxy)")
     else:
