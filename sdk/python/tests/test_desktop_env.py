@@ -8,8 +8,10 @@ left behind.
   test_desktop_env.py SBX_BINARY
 """
 import concurrent.futures
+import json
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -231,6 +233,91 @@ class DesktopEnvTest(unittest.TestCase):
             tabs = sorted(t["url"] for t in evaluate.GETTERS["open_tabs_info"](env, {}))
             self.assertEqual(tabs, [site + "a.html", site + "c.html"], "b.html closed")
 
+    def test_bench_env_runner(self):
+        """python3 -m sbx.bench_env: a directory of tasks by domain, the replay agent (actions
+        in the task or a .replay.json beside it), 2 environments at once, OSWorld's result
+        layout, a summary per domain, a task that cannot be set up recorded as an error, and a
+        second run resumed from the results."""
+        root = tempfile.mkdtemp(prefix="sbx-bench-env-")
+        tasks, results = os.path.join(root, "tasks"), os.path.join(root, "results")
+        for d in ("os", "other"):
+            os.makedirs(os.path.join(tasks, d))
+
+        def write(path, obj):
+            with open(path, "w") as f:
+                json.dump(obj, f)
+        t1 = os_task("t-bench-1", "b1")
+        t1["sbx_replay"] = ["pyautogui.typewrite('echo b1 > ~/work/out.txt\\n')", "DONE"]
+        write(os.path.join(tasks, "os", "t-bench-1.json"), t1)
+        write(os.path.join(tasks, "os", "t-bench-2.json"), os_task("t-bench-2", "b2"))
+        write(os.path.join(tasks, "os", "t-bench-2.replay.json"),
+              ["pyautogui.typewrite('echo b2 > ~/work/out.txt\\n')", "WAIT", "DONE"])
+        t3 = os_task("t-bench-idle", "never")
+        t3["sbx_replay"] = ["WAIT"]
+        write(os.path.join(tasks, "other", "t-bench-idle.json"), t3)
+        write(os.path.join(tasks, "other", "t-bench-err.json"), {
+            "id": "t-bench-err", "instruction": "x", "sbx_replay": ["DONE"],
+            "config": [{"type": "teleport", "parameters": {}}],
+            "evaluator": {"func": "exact_match"}})
+        env = dict(os.environ, SBX_HOST="127.0.0.1:%d" % SERVER.port, SBX_API_KEY=SERVER.key,
+                   PYTHONPATH=os.path.join(HERE, ".."))
+        cmd = [sys.executable, "-m", "sbx.bench_env", tasks, "--results", results,
+               "--parallel", "2", "--screen", "1024x768", "--cache", CACHE, "--pause", "0.3"]
+        try:
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+            self.assertEqual(r.returncode, 1, "a task errored: %s %s" % (r.stdout, r.stderr))
+            base = os.path.join(results, "pyautogui")
+
+            def score(domain, tid):
+                with open(os.path.join(base, domain, tid, "result.txt")) as f:
+                    return float(f.read())
+            self.assertEqual(score("os", "t-bench-1"), 1.0, r.stdout)
+            self.assertEqual(score("os", "t-bench-2"), 1.0, r.stdout)
+            self.assertEqual(score("other", "t-bench-idle"), 0.0)
+            err = os.path.join(base, "other", "t-bench-err")
+            self.assertFalse(os.path.exists(os.path.join(err, "result.txt")))
+            with open(os.path.join(err, "error.txt")) as f:
+                self.assertIn("teleport", f.read())
+            with open(os.path.join(base, "os", "t-bench-2", "traj.jsonl")) as f:
+                traj = [json.loads(line) for line in f]
+            self.assertEqual([t["step_num"] for t in traj], [1, 2, 3])
+            self.assertEqual(traj[-1]["done"], True)
+            for t in traj:
+                with open(os.path.join(base, "os", "t-bench-2", t["screenshot_file"]),
+                          "rb") as f:
+                    self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+            with open(os.path.join(base, "summary.json")) as f:
+                summ = json.load(f)["summary"]
+            self.assertEqual(summ["domains"]["os"]["success_rate"], 1.0)
+            self.assertEqual(summ["domains"]["other"]["success_rate"], 0.0)
+            self.assertEqual(summ["domains"]["other"]["errors"], 1)
+            self.assertIn("os", r.stdout)
+            # again: the three scored tasks are resumed, not run
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=600)
+            with open(os.path.join(base, "summary.json")) as f:
+                self.assertEqual(json.load(f)["summary"]["resumed"], 3, r.stdout)
+            # an agent of the user's: module:callable, given the observation and instruction
+            with open(os.path.join(root, "my_agent.py"), "w") as f:
+                f.write("def agent(obs, instruction):\n"
+                        "    assert obs['screenshot'][:4] == b'\\x89PNG', 'a screenshot'\n"
+                        "    word = instruction.split()[1]\n"
+                        "    return ['pyautogui.typewrite(\"echo %s > ~/work/out.txt\\\\n\")'"
+                        " % word, 'DONE']\n")
+            env["PYTHONPATH"] += os.pathsep + root
+            r = subprocess.run([sys.executable, "-m", "sbx.bench_env",
+                                os.path.join(tasks, "os", "t-bench-1.json"), "--agent",
+                                "my_agent:agent", "--results", results + "-agent", "--screen",
+                                "1024x768", "--cache", CACHE, "--pause", "0.3"],
+                               env=env, capture_output=True, text=True, timeout=600)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            with open(os.path.join(results + "-agent", "pyautogui", "os", "t-bench-1",
+                                   "result.txt")) as f:
+                self.assertEqual(float(f.read()), 1.0)
+            left = [s for s in self.client.list() if s.metadata.get("sbx-desktop-env")]
+            self.assertEqual(left, [], "every environment's sandbox is gone")
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
     def test_setup_failures_name_the_step(self):
         with self.env() as env:
             for step, word in (({"type": "teleport", "parameters": {}}, "teleport"),
@@ -250,10 +337,10 @@ class DesktopEnvTest(unittest.TestCase):
                 env.step("pyautogui.typewrite('echo par-%d > ~/work/out.txt\\n')" % i,
                          pause=0.5)
                 return env.evaluate(), env.timings["reset"]
-        with concurrent.futures.ThreadPoolExecutor(4) as pool:
-            got = list(pool.map(one, range(4)))
-        self.assertEqual([g[0] for g in got], [1.0] * 4)
-        print("4 parallel resets: %s s" % ", ".join("%.2f" % g[1] for g in got), flush=True)
+        with concurrent.futures.ThreadPoolExecutor(8) as pool:
+            got = list(pool.map(one, range(8)))
+        self.assertEqual([g[0] for g in got], [1.0] * 8)
+        print("8 parallel resets: %s s" % ", ".join("%.2f" % g[1] for g in got), flush=True)
         left = [s for s in self.client.list() if s.metadata.get("sbx-desktop-env")]
         self.assertEqual(left, [], "every environment's sandbox is gone after close()")
 

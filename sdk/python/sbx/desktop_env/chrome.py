@@ -82,6 +82,18 @@ def _wait_loaded(env: "DesktopEnv", p: int, target: str, url: str) -> None:
         time.sleep(0.1)
 
 
+def _close_default(env: "DesktopEnv", p: int, before: List[Dict[str, Any]], ours: str) -> None:
+    """Close the tab the browser started with. A browser that has just started may list it
+    only a moment after its DevTools answer: wait for it (2 s at most)."""
+    end = time.monotonic() + 2
+    while not before and time.monotonic() < end:
+        before = [t for t in pages(env, p) if t.get("id") != ours]
+        if not before:
+            time.sleep(0.1)
+    if before:
+        env._need().proxy("GET", p, "/json/close/" + before[0]["id"]).read()
+
+
 def open_tabs(env: "DesktopEnv", urls: List[str]) -> None:
     """chrome_open_tabs: a new tab per URL; after the first, the tab the browser started with
     is closed (as OSWorld's step does)."""
@@ -93,8 +105,8 @@ def open_tabs(env: "DesktopEnv", urls: List[str]) -> None:
         if not isinstance(t, dict) or "id" not in t:
             raise SetupError("chrome_open_tabs", "Chromium did not open a tab for %s" % url)
         _wait_loaded(env, p, t["id"], url)
-        if i == 0 and before:
-            env._need().proxy("GET", p, "/json/close/" + before[0]["id"]).read()
+        if i == 0:
+            _close_default(env, p, before, t["id"])
 
 
 def close_tabs(env: "DesktopEnv", urls: List[str]) -> None:
