@@ -230,6 +230,22 @@ release_lease(struct sbx_rt_sandbox *sb, sbx_error **err)
     return ret;
 }
 
+/* The record goes in one step: renamed out of its id (to `.gone-<id>.<pid>`, which gc finishes
+ * once that pid is gone), then removed. A removal cut short (the server killed mid-way) never
+ * leaves a half record under the sandbox's id, which gc could not read and would keep. */
+static int
+remove_record(const char *dir, sbx_error **err)
+{
+    const char *slash = strrchr(dir, '/');
+    if (!slash)
+        return sbx_rm_rf(dir, err);
+    sbx_autofree char *gone =
+        sbx_xasprintf("%.*s/.gone-%s.%d", (int)(slash - dir), dir, slash + 1, (int)getpid());
+    if (rename(dir, gone) < 0)
+        return errno == ENOENT ? 0 : sbx_error_set(err, SBX_EGENERIC, errno, "rename `%s`", dir);
+    return sbx_rm_rf(gone, err);
+}
+
 int
 sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err)
 {
@@ -246,7 +262,7 @@ sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err)
     /* The record goes last: as long as anything above remains, gc can still find it. A
      * create that failed before its record existed (e.g. the id was taken) owns nothing. */
     if (ret == 0 && sb->has_record)
-        ret = sbx_rm_rf(sb->dir, err);
+        ret = remove_record(sb->dir, err);
     if (ret < 0)
         return sbx_error_wrap(err, "destroy sandbox `%s`", sb->id);
     sb->destroyed = true;
@@ -454,7 +470,7 @@ deferred_remove(void *arg)
      * exit before this finishes leaves a record that gc completes. */
     if (d->cg.ops->destroy(&d->cg, &err) == 0 &&
         (!d->upper || sbx_rt_upper_is_kept(d->upper) || sbx_rm_rf(d->upper, &err) == 0))
-        (void)sbx_rm_rf(d->dir, &err);
+        (void)remove_record(d->dir, &err);
     if (err)
         sbx_warn("deferred removal: %s (run `sbx gc`)", sbx_error_msg(err));
     sbx_cg_release(&d->cg);
@@ -640,7 +656,8 @@ sbx_rt_adopt(struct sbx_rt_sandbox **out, struct sbx_rt *rt, const char *id, sbx
     return 0;
 }
 
-/* A record dir still being built (".new-<id>.<pid>"): garbage once its builder is gone. */
+/* A record dir still being built (".new-<id>.<pid>") or being removed (".gone-<id>.<pid>"):
+ * garbage once that process is gone. */
 static int
 gc_unfinished(struct sbx_rt *rt, const char *name, sbx_error **err)
 {
@@ -659,7 +676,7 @@ gc_unfinished(struct sbx_rt *rt, const char *name, sbx_error **err)
 static int
 gc_one(struct sbx_rt *rt, const char *name, bool all, sbx_error **err)
 {
-    if (sbx_str_starts(name, ".new-"))
+    if (sbx_str_starts(name, ".new-") || sbx_str_starts(name, ".gone-"))
         return gc_unfinished(rt, name, err);
     if (name[0] == '.')
         return 0;

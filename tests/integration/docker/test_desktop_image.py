@@ -111,6 +111,39 @@ def native(new_server, tar):
     check(s.stop() == 0, "clean stop")
 
 
+def desktop_env(s, ref, kind):
+    """OSWorld's loop on docker: the Python SDK's DesktopEnv with this image, a task solved in
+    pyautogui (0 before, 1 after)."""
+    sys.path.insert(0, os.path.join(ROOT, "sdk", "python"))
+    import sbx
+    from sbx.desktop_env import DesktopEnv
+    task = {"id": "docker-task", "instruction": "write ok",
+            "config": [{"type": "launch", "parameters": {"command": [
+                "xterm", "-T", "task-term", "-geometry", "60x10+0+0"]}},
+                {"type": "execute_with_verification", "parameters": {
+                    "command": "true", "shell": True,
+                    "verification": {"window_exists": "task-term"}, "max_wait_time": 30,
+                    "check_interval": 0.2}},
+                {"type": "activate_window", "parameters": {"window_name": "task-term"}}],
+            "evaluator": {"func": "exact_match",
+                          "result": {"type": "vm_command_line", "command": "cat /tmp/out.txt",
+                                     "shell": True},
+                          "expected": {"type": "rule", "rules": {"expected": "ok\n"}}}}
+    client = sbx.Client("127.0.0.1:%d" % s.port, s.key)
+    with DesktopEnv(provider_name="docker", snapshot_name=ref, client=client,
+                    screen_size=(1024, 768), memory="1Gi", cpu="1",
+                    cache_dir=os.path.join(s.tmp, "cache")) as env:
+        obs = env.reset(task_config=task)
+        check(obs["screenshot"][:4] == b"\x89PNG", "an observation's screenshot")
+        check(env.evaluate() == 0.0, "untouched: 0")
+        env.step("pyautogui.typewrite('echo ok > /tmp/out.txt\\n')", pause=0.5)
+        score = wait_for(lambda: env.evaluate() == 1.0 or None, "the task solved", 15)
+        check(score, "solved: 1")
+    left = [x for x in client.list() if x.metadata.get("sbx-desktop-env")]
+    check(not left, "the environment's sandbox is gone: %r" % left)
+    print("ok   DesktopEnv on docker (%s): reset, step, evaluate 0 -> 1" % kind, flush=True)
+
+
 def load(e, tar):
     """POST /images/load with the tar, streamed."""
     c = eng.UnixHTTP(e.socket, timeout=600)
@@ -149,9 +182,11 @@ def docker(new_server, tar):
             '             stop_timeout_s = 5; pull = "never"; }; };\n'
             % (e.socket, e.cgroup_parent)), tag="img-docker")
         s.start()
-        sid = create(s, "localhost/" + TAG if e.kind == "podman" else TAG)
+        ref = "localhost/" + TAG if e.kind == "podman" else TAG
+        sid = create(s, ref)
         exercise(s, sid, "docker (%s)" % e.kind)
         check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+        desktop_env(s, ref, e.kind)
         wait_for(lambda: not e.containers(), "the container to go", 30)
         check(s.stop() == 0, "clean stop")
         ok = True

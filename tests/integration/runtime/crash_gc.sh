@@ -56,6 +56,18 @@ echo x > "$SBX_STATE_DIR/upper/sbx-orphan/upper/etc/f"
 "$SBX" gc >/dev/null
 [[ ! -e $SBX_STATE_DIR/upper/sbx-orphan ]] || fail "gc left an orphaned layer"
 
+echo "== a record whose removal was cut short (its remover killed between rename and rm)"
+# the teardown renames a record to .gone-<id>.<pid> before removing it: gc finishes one whose
+# remover is gone, and leaves one whose remover runs
+sleep 100 & live=$!
+mkdir -p "$SBX_STATE_DIR/run/.gone-sbx-dead.999999/x" "$SBX_STATE_DIR/run/.gone-sbx-live.$live"
+"$SBX" gc >/dev/null
+[[ ! -e $SBX_STATE_DIR/run/.gone-sbx-dead.999999 ]] || fail "gc left a cut-short removal"
+[[ -e $SBX_STATE_DIR/run/.gone-sbx-live.$live ]] || fail "gc took a removal in progress"
+kill "$live"; wait "$live" 2>/dev/null || true
+"$SBX" gc >/dev/null
+[[ ! -e $SBX_STATE_DIR/run/.gone-sbx-live.$live ]] || fail "gc left it once its remover died"
+
 echo "== gc leaves a live sandbox alone"
 "$SBX" run -e "$marker=1" --memory 64m --pids 64 -- /bin/sleep 100 &
 sbx_pid=$!
