@@ -8,9 +8,13 @@ import json
 import os
 import socket
 import urllib.parse
-from typing import Any, Dict, Iterable, Iterator, List, Mapping, Optional, Sequence, Tuple, Union
+from typing import (TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional,
+                    Sequence, Tuple, Union)
 
 from .errors import ConnectionFailed, SbxError, from_status
+
+if TYPE_CHECKING:
+    from ._ws import WebSocket
 
 DEFAULT_HOST = "127.0.0.1:8080"
 DEFAULT_STATE_DIR = "/var/lib/sbx"
@@ -149,6 +153,19 @@ class Transport:
         if r.status not in ok:
             raise _error(r)
         return r
+
+    def websocket(self, path: str, timeout: Optional[float] = None) -> "WebSocket":
+        """A WebSocket to path on the server (with the API key), e.g. through the router."""
+        from ._ws import WebSocket
+        conn = self._connect(timeout)
+        try:
+            conn.connect()
+            host = "%s:%d" % (self._host, self._port or (443 if self._https else 80))
+            return WebSocket(conn.sock, host, self._prefix + path,
+                             {"OPEN-SANDBOX-API-KEY": self.api_key} if self.api_key else None)
+        except OSError as e:
+            conn.close()
+            raise ConnectionFailed("CONNECTION_ERROR", "WebSocket %s: %s" % (path, e))
 
     def call(self, method: str, path: str, **kw: Any) -> Any:
         """A request whose answer is JSON (or empty): the decoded body."""

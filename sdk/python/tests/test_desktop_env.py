@@ -165,6 +165,13 @@ class DesktopEnvTest(unittest.TestCase):
             with self.assertRaises(EvaluationError) as e:
                 env.evaluate()
             self.assertIn("compare_pptx_files", str(e.exception))
+            # rule_relativeTime: dates from the sandbox's clock
+            got = evaluate.GETTERS["rule_relativeTime"](env, {"rules": {
+                "relativeTime": {"from": "tomorrow"},
+                "expected": {"time": "{MonthFull} {DayD}, {Year}"}}})
+            want = env.osworld("POST", "/execute", {"command": "date -d tomorrow '+%B %-d, %Y'",
+                                                     "shell": True})["output"].strip()
+            self.assertEqual(got["expected"]["time"], want)
             env.evaluator = {"func": "exact_match", "result": {"type": "vlc_config"},
                              "expected": {"type": "rule", "rules": {"expected": 1}}}
             with self.assertRaises(EvaluationError) as e:
@@ -228,6 +235,7 @@ class DesktopEnvTest(unittest.TestCase):
             self.assertEqual(env.evaluate(), 1.0, "the address bar shows c.html")
             info = evaluate.GETTERS["active_tab_info"](env, {"goto_prefix": "http://"})
             self.assertEqual((info["title"], info["url"]), ("page c", site + "c.html"))
+            self.assertIn("<h1>c</h1>", info["content"], "the page's HTML over DevTools")
             setup.run_step(env, {"type": "chrome_close_tabs", "parameters": {
                 "urls_to_close": [site + "b.html"]}})
             tabs = sorted(t["url"] for t in evaluate.GETTERS["open_tabs_info"](env, {}))

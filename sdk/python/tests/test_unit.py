@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """The SDK's pieces that need no server: settings resolution, the event-stream parser, query
 strings, error mapping, execution folding."""
+import datetime
 import os
 import sys
 import tempfile
@@ -55,6 +56,43 @@ class Unit(unittest.TestCase):
         self.assertIsInstance(errors.from_status(401, "X", "m"), errors.AuthError)
         e = errors.from_status(500, "C", "msg", "rid")
         self.assertEqual((e.code, e.message, e.status, e.request_id), ("C", "msg", 500, "rid"))
+
+    def test_relative_time(self):
+        from sbx.desktop_env import reltime
+        from sbx.desktop_env.errors import EvaluationError
+        now = datetime.datetime(2026, 11, 26, 10, 0)  # a Thursday
+        one = reltime.resolve({"relativeTime": {"from": "tomorrow"}, "expected": {
+            "time": "{DoW}, {MonthFull} {DayD}, {Year} ({Day0D}/{Month0D}, {month}, {Month})"}},
+            now)
+        self.assertEqual(one["expected"]["time"],
+                         "Fri, November 27, 2026 (27/11, november, Nov)")
+        rng = reltime.resolve({"relativeTime": {"from": "next Monday", "to": "next Friday"},
+                               "expected": {"from": "{DayD}", "to": "{Month} {DayD}"}}, now)
+        self.assertEqual(rng["expected"], {"from": "30", "to": "Dec 4"})
+        self.assertEqual(reltime.day_for("this Sunday", now).day, 29)
+        self.assertEqual(reltime.day_for("5th next month", datetime.datetime(2026, 12, 3)),
+                         datetime.datetime(2027, 1, 5))
+        self.assertEqual(reltime.day_for("first monday four months later", now),
+                         datetime.datetime(2027, 3, 1))
+        with self.assertRaises(EvaluationError):
+            reltime.day_for("someday", now)
+
+    def test_tab_metrics(self):
+        from sbx.desktop_env import evaluate
+        from sbx.desktop_env.chrome import compare_urls
+        self.assertTrue(compare_urls("https://www.Example.com/", "https://example.com"))
+        self.assertFalse(compare_urls("http://a.com/x?q=1", "http://a.com/x?q=2"))
+        self.assertFalse(compare_urls("https://a.com/x", "https://a.com/y"))
+        tabs = [{"url": "https://a.com/x"}, {"url": "http://b.org/"}]
+        self.assertEqual(evaluate.is_expected_tabs(tabs, {"type": "url", "urls": [
+            "http://b.org", "https://www.a.com/x"]}), 1.0)
+        self.assertEqual(evaluate.is_expected_tabs(tabs, {"type": "url", "urls": [
+            "https://a.com/x"]}), 0.0)
+        self.assertEqual(evaluate.is_expected_tabs([], {"type": "url", "urls": []}), 0.0)
+        self.assertEqual(evaluate.is_expected_active_tab({"url": "https://a.com/x"}, {
+            "type": "url", "url": "https://a.com/x/"}), 0.0)
+        self.assertEqual(evaluate.is_expected_active_tab("https://a.com/", {
+            "type": "url", "url": "https://www.a.com"}), 1.0)
 
     def test_bad_url(self):
         with self.assertRaises(ValueError):

@@ -125,12 +125,34 @@ class HandshakeError(Exception):
 class Page:
     def __init__(self, ws):
         self.ws, self.next_id = ws, 0
+        self.events = []  # console messages, exceptions, log entries, failed loads
+
+    def problems(self):
+        """What the page reported: exceptions, console errors, log entries, failed loads."""
+        out = []
+        for m in self.events:
+            p = m.get("params", {})
+            if m["method"] == "Runtime.exceptionThrown":
+                out.append("exception: %s" % p.get("exceptionDetails", {}).get(
+                    "exception", {}).get("description", p))
+            elif m["method"] == "Runtime.consoleAPICalled":
+                out.append("console.%s: %s" % (p.get("type"), " ".join(
+                    str(a.get("value", a.get("description", ""))) for a in p.get("args", []))))
+            elif m["method"] == "Log.entryAdded":
+                e = p.get("entry", {})
+                out.append("log %s: %s %s" % (e.get("level"), e.get("text"), e.get("url", "")))
+            elif m["method"] == "Network.loadingFailed":
+                out.append("load failed: %s %s" % (p.get("errorText"), p.get("requestId")))
+        return out
 
     def call(self, method, **params):
         self.next_id += 1
         self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
         while True:
             msg = json.loads(self.ws.recv())
+            if msg.get("method") in ("Runtime.exceptionThrown", "Runtime.consoleAPICalled",
+                                     "Log.entryAdded", "Network.loadingFailed"):
+                self.events.append(msg)
             if msg.get("id") == self.next_id:
                 if "error" in msg:
                     raise RuntimeError("%s: %s" % (method, msg["error"]))
@@ -194,7 +216,8 @@ class Browser:
                                      method="PUT")
         target = json.loads(urllib.request.urlopen(req, timeout=10).read())
         page = Page(WebSocket(target["webSocketDebuggerUrl"]))
-        page.call("Page.enable")
+        for domain in ("Page", "Runtime", "Log", "Network"):
+            page.call(domain + ".enable")
         page.call("Page.navigate", url=url)
         return page
 

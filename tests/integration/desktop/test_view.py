@@ -189,6 +189,30 @@ def check_static(s):
     print("ok   static files: noVNC's JavaScript only, nothing else", flush=True)
 
 
+def open_connected(b, url):
+    """The page, once noVNC says connected. Chromium aborts the page's loads with
+    ERR_NETWORK_CHANGED when interfaces come and go on the host (other tests' sandboxes add and
+    remove veths): such a page is opened again, at most 3 times; any other failure fails."""
+    for attempt in range(3):
+        page = b.open(url)
+        end = time.time() + 30
+        changed = False
+        while time.time() < end and not changed:
+            try:
+                if page.eval("document.body.dataset.state") == "connected":
+                    return page
+            except RuntimeError:
+                pass  # the page is still loading
+            changed = any("ERR_NETWORK_CHANGED" in p for p in page.problems())
+            time.sleep(0.2)
+        print("attempt %d: the page says %r; it reported:\n  %s" % (attempt + 1, page.eval(
+            "document.body.dataset.state + ': ' + document.getElementById('status')"
+            ".textContent"), "\n  ".join(page.problems()[-10:])), flush=True)
+        if not changed:
+            break
+    raise AssertionError("the live view did not connect")
+
+
 def cli_view(s, sid):
     """`sbx desktop view ID`: the link a person opens (its token minted by the server)."""
     keyfile = os.path.join(s.tmp, "key")
@@ -220,8 +244,7 @@ def check_page(s, d, sid):
           "the page and its CSP: %r %r" % (r, csp))
     url = cli_view(s, sid)
     with Browser(1280, 860) as b:
-        page = b.open(url)
-        page.wait_for("document.body.dataset.state === 'connected'", 20)
+        page = open_connected(b, url)
         # noVNC's canvas holds the remote framebuffer at its own size: compare pixels
         page.wait_for("(() => { const c = document.querySelector('#screen canvas');"
                       " return c && c.width === 1280 && c.height === 800; })()", 10)

@@ -152,15 +152,41 @@ def get_active_url_from_accessTree(env: "DesktopEnv", c: Mapping[str, Any]) -> O
     return None
 
 
+HTML_EXPR = ("(document.doctype ? new XMLSerializer().serializeToString(document.doctype) : '')"
+             " + document.documentElement.outerHTML")
+
+
+def page_html(env: "DesktopEnv", p: int, target: str) -> Optional[str]:
+    """The HTML of tab `target` (Playwright's page.content()), over the page's DevTools
+    WebSocket through the router."""
+    sb = env._need()
+    ws = sb._t.websocket("/sandboxes/%s/proxy/%d/devtools/page/%s" % (
+        urllib.parse.quote(sb.id, safe=""), p, urllib.parse.quote(target, safe="")), timeout=30)
+    try:
+        ws.send(json.dumps({"id": 1, "method": "Runtime.evaluate",
+                            "params": {"expression": HTML_EXPR, "returnByValue": True}}))
+        while True:
+            msg = json.loads(ws.recv())
+            if msg.get("id") == 1:
+                value = msg.get("result", {}).get("result", {}).get("value")
+                return value if isinstance(value, str) else None
+    finally:
+        ws.close()
+
+
 def get_active_tab_info(env: "DesktopEnv", c: Mapping[str, Any]) -> Optional[Dict[str, Any]]:
-    """{title, url, content} of the active tab (its URL from the address bar, as upstream).
-    Upstream loads that URL again in a new page to read it; here the tab that shows it is
-    read where it is (title and URL from DevTools; `content` is None: the page's HTML needs
-    its DevTools WebSocket, which this client does not speak)."""
+    """{title, url, content} of the active tab: its URL from the address bar (as upstream),
+    title and HTML from the tab that shows it. (Upstream loads that URL again in a new tab to
+    read it; reading the tab itself gives the same page without a second load.)"""
     url = get_active_url_from_accessTree(env, c)
     if url is None:
         return None
-    for t in get_open_tabs_info(env, c):
-        if compare_urls(t["url"], url):
-            return {"title": t["title"], "url": t["url"], "content": None}
-    return {"title": "", "url": url, "content": None}
+    try:
+        p = port(env, timeout=5)
+    except SetupError:
+        return None
+    for t in pages(env, p):
+        if compare_urls(t.get("url"), url):
+            return {"title": t.get("title", ""), "url": t.get("url", ""),
+                    "content": page_html(env, p, t["id"])}
+    return None

@@ -7,6 +7,7 @@ an unknown one fails the evaluation with its name, never a silent 0.
 from __future__ import annotations
 
 import csv
+import datetime
 import difflib
 import json
 import os
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 
 from ..errors import SbxError
 from . import chrome as _chrome
+from . import reltime as _reltime
 from . import setup as _setup
 from .errors import EvaluationError
 
@@ -105,6 +107,17 @@ def get_rule(env: "DesktopEnv", c: Mapping[str, Any]) -> Any:
     return c["rules"]
 
 
+def get_rule_relativeTime(env: "DesktopEnv", c: Mapping[str, Any]) -> Any:
+    """The rule with its dates written relative to the sandbox's local time (reltime.py)."""
+    out = env.osworld("POST", "/execute", {"command": "date +%Y-%m-%dT%H:%M:%S",
+                                           "shell": True})
+    try:
+        now = datetime.datetime.strptime(str(out.get("output", "")).strip(), "%Y-%m-%dT%H:%M:%S")
+    except ValueError as e:
+        raise EvaluationError("rule_relativeTime: cannot read the sandbox's clock: %s" % e)
+    return _reltime.resolve(c["rules"], now)
+
+
 def get_cache_file(env: "DesktopEnv", c: Mapping[str, Any]) -> Any:
     p = os.path.join(env.cache_dir, c["path"])
     return p if os.path.exists(p) else None
@@ -131,6 +144,7 @@ GETTERS: Dict[str, Callable[["DesktopEnv", Mapping[str, Any]], Any]] = {
     "accessibility_tree": get_accessibility_tree, "list_directory": get_list_directory,
     "vm_screen_size": get_vm_screen_size, "vm_window_size": get_vm_window_size,
     "vm_wallpaper": get_vm_wallpaper, "rule": get_rule, "cache_file": get_cache_file,
+    "rule_relativeTime": get_rule_relativeTime,
     "cloud_file": get_cloud_file, "open_tabs_info": _chrome.get_open_tabs_info,
     "active_url_from_accessTree": _chrome.get_active_url_from_accessTree,
     "active_tab_info": _chrome.get_active_tab_info,
