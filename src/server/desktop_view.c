@@ -3,7 +3,7 @@
  *
  *   POST /v1/sandboxes/{id}/desktop/view   (API key) a view token for one sandbox, 1 h by default
  *   GET  /desktop/view/{id}#token=T        the page (static; the token stays in the fragment)
- *   GET  /desktop/static/view.{js,css}     the page's script and style (embedded in sbx)
+ *   GET  /desktop/static/{view.js,boot.js,view.css}  the page's scripts and style (in sbx)
  *   GET  /desktop/novnc/{core,vendor}/...  Debian's noVNC (/usr/share/novnc), JavaScript only
  *   GET  /v1/sandboxes/{id}/desktop/vnc    WebSocket <-> the sandbox's VNC server (port 5900 of
  *                                          its own loopback), for the API key or a view token
@@ -52,8 +52,8 @@
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; " \
     "connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
 
-extern const unsigned char sbx_view_html[], sbx_view_js[], sbx_view_css[];
-extern const size_t sbx_view_html_len, sbx_view_js_len, sbx_view_css_len;
+extern const unsigned char sbx_view_html[], sbx_view_js[], sbx_view_css[], sbx_boot_js[];
+extern const size_t sbx_view_html_len, sbx_view_js_len, sbx_view_css_len, sbx_boot_js_len;
 
 /* ---- view tokens (in memory: a restarted server asks for new ones) ---- */
 
@@ -209,6 +209,9 @@ h_static(struct sbx_req *r)
 {
     if (strcmp(r->route.rest, "view.js") == 0)
         return send_static(r, sbx_view_js, sbx_view_js_len, "text/javascript; charset=utf-8",
+                           false);
+    if (strcmp(r->route.rest, "boot.js") == 0)
+        return send_static(r, sbx_boot_js, sbx_boot_js_len, "text/javascript; charset=utf-8",
                            false);
     if (strcmp(r->route.rest, "view.css") == 0)
         return send_static(r, sbx_view_css, sbx_view_css_len, "text/css; charset=utf-8", false);

@@ -26,7 +26,10 @@ if (!/^[0-9a-f]{64}$/.test(token)) {
                       { wsProtocols: ['binary', `sbx-token.${token}`] });
   rfb.scaleViewport = true;
   rfb.viewOnly = hash.get('view_only') === '1';
-  rfb.addEventListener('connect', () => state('connected', 'connected'));
+  rfb.addEventListener('connect', () => {
+    sessionStorage.removeItem('sbx-view-reloads');
+    state('connected', 'connected');
+  });
   rfb.addEventListener('disconnect', (e) =>
     state('disconnected', e.detail.clean ? 'disconnected' : 'connection lost'));
   rfb.addEventListener('securityfailure', (e) =>
