@@ -190,27 +190,22 @@ def check_static(s):
 
 
 def open_connected(b, url):
-    """The page, once noVNC says connected. Chromium aborts the page's loads with
-    ERR_NETWORK_CHANGED when interfaces come and go on the host (other tests' sandboxes add and
-    remove veths): such a page is opened again, at most 3 times; any other failure fails."""
-    for attempt in range(3):
-        page = b.open(url)
-        end = time.time() + 30
-        changed = False
-        while time.time() < end and not changed:
-            try:
-                if page.eval("document.body.dataset.state") == "connected":
-                    return page
-            except RuntimeError:
-                pass  # the page is still loading
-            changed = any("ERR_NETWORK_CHANGED" in p for p in page.problems())
-            time.sleep(0.2)
-        print("attempt %d: the page says %r; it reported:\n  %s" % (attempt + 1, page.eval(
-            "document.body.dataset.state + ': ' + document.getElementById('status')"
-            ".textContent"), "\n  ".join(page.problems()[-10:])), flush=True)
-        if not changed:
-            break
-    raise AssertionError("the live view did not connect")
+    """The page, once noVNC says connected. (Chromium aborts loads with ERR_NETWORK_CHANGED
+    when interfaces come and go on the host, as other tests' sandboxes' veths do: the page's
+    boot.js then loads it again by itself, which this also tries.)"""
+    page = b.open(url)
+    try:
+        page.wait_for("document.body.dataset.state === 'connected'", 60)
+        return page
+    except TimeoutError:
+        try:
+            said = page.eval("document.body.dataset.state + ': ' + "
+                             "document.getElementById('status').textContent")
+        except RuntimeError as e:
+            said = "(no page: %s)" % e
+        print("the page says %r; it reported:\n  %s" % (said, "\n  ".join(
+            page.problems()[-20:])), flush=True)
+        raise
 
 
 def cli_view(s, sid):

@@ -61,13 +61,19 @@ def exercise(s, sid, what):
     st = wait_for(lambda: (lambda j: j if j.get("state") == "running" else None)(
         d.req("GET", "/desktop").json()), "the desktop (%s)" % what, 30)
     check(st["width"] == 1024 and st["height"] == 768, "%s: 1024x768: %r" % (what, st))
-    d.bg("xterm -title from-image -geometry 40x10+50+50 2>/tmp/xterm.log")
-    try:
-        w = d.window("from-image", 60)
-    except Fail:
-        print("windows: %r\n%s" % (d.windows(), "\n".join(d.sh(
-            "ps -eo pid,stat,etime,args; cat /tmp/xterm.log"))), flush=True)
-        raise
+    w = None
+    for attempt in range(2):
+        d.bg("xterm -title from-image -geometry 40x10+50+50 2>/tmp/xterm.log")
+        try:
+            w = d.window("from-image", 30)
+            break
+        except Fail:
+            # Seen twice in CI, never here: the xterm runs (its shell too) but no window is
+            # managed. Where each process waits, for the next look; then one more xterm.
+            print("%s, attempt %d: no xterm window: %r\n%s" % (what, attempt + 1, d.windows(),
+                  "\n".join(d.sh("ps -eo pid,stat,etime,wchan:24,args; cat /tmp/xterm.log; "
+                                  "pkill xterm; true"))), flush=True)
+    check(w is not None, "%s: an xterm's window appears" % what)
     check(w["width"] > 100, "%s: the xterm's window: %r" % (what, w))
     img = png_decode(d.shot().body)
     check(img[:2] == (1024, 768), "%s: a 1024x768 screenshot" % what)
