@@ -270,6 +270,8 @@ init_loop(struct sbx_child_args *a, pid_t cmd, const sigset_t *all)
         (void)syscall(SYS_sendto, a->sync_fd, &m, sizeof m, MSG_NOSIGNAL, NULL, 0);
         (void)syscall(SYS_exit_group, 127);
     }
+    /* Filtered: the command may start (run_init's child waits for this). */
+    (void)syscall(SYS_kill, cmd, SIGUSR1);
     for (;;) {
         siginfo_t si;
         long sig = syscall(SYS_rt_sigtimedwait, all, &si, NULL, (size_t)(_NSIG / 8));
@@ -325,6 +327,16 @@ run_init(struct sbx_child_args *a)
     if (cmd == 0) {
         /* The command must not outlive its init, even if it escapes our signals. */
         (void)prctl(PR_SET_PDEATHSIG, SIGKILL);
+        /* Nothing of the sandbox runs before its init is under its own filter (init_loop sends
+         * SIGUSR1 once it is): the command waits here, with every signal still blocked, so one
+         * that came first stays pending. Before, a command could look at (or race) an init
+         * that had no filter yet. */
+        sigset_t go;
+        sigemptyset(&go);
+        sigaddset(&go, SIGUSR1);
+        siginfo_t si;
+        while (sigwaitinfo(&go, &si) < 0 && errno == EINTR)
+            ;
         exec_command(a);
     }
     /* The init holds nothing but the sync socket and the inherited stdio: close stdio so the
