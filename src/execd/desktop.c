@@ -152,7 +152,9 @@ osworld_start(struct execd *ex, struct execd_desktop *dk)
     const char *py = find_python();
     if (dk->osworld > 0 || !py || !dk->ipc)
         return;
-    char *argv[] = {(char *)py, (char *)execd_desktop_osworld_script(), OSWORLD_PORT, NULL};
+    /* -S: no site module (the server needs the standard library only): its start, which a
+     * DesktopEnv reset waits for, is ~20 ms shorter. */
+    char *argv[] = {(char *)py, "-S", (char *)execd_desktop_osworld_script(), OSWORLD_PORT, NULL};
     char **envp = execd_child_env(ex, NULL);
     struct execd_spawn sp = {
         .argv = argv, .envp = envp, .fd_out = -1, .fd_err = -1, .die_with_parent = true};
