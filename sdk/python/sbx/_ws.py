@@ -60,7 +60,7 @@ class WebSocket:
 
     def recv(self) -> Union[str, bytes]:
         """The next text or binary message (fragments joined)."""
-        parts = b""
+        parts, first = b"", 0
         while True:
             self._need(2)
             fin, op, n = self.buf[0] & 0x80, self.buf[0] & 0x0F, self.buf[1] & 0x7F
@@ -78,9 +78,10 @@ class WebSocket:
             elif op == 8:
                 raise ConnectionFailed("WEBSOCKET", "closed by the peer")
             elif op in (0, 1, 2):
+                first = first or op
                 parts += payload
                 if fin:
-                    return parts.decode() if op == 1 or (op == 0 and _is_text(parts)) else parts
+                    return parts.decode() if first == 1 else parts
 
     def close(self) -> None:
         try:
@@ -88,10 +89,3 @@ class WebSocket:
         except OSError:
             pass
 
-
-def _is_text(data: bytes) -> bool:
-    try:
-        data.decode()
-        return True
-    except UnicodeDecodeError:
-        return False

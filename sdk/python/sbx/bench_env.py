@@ -92,7 +92,7 @@ class Run:
                           action_space=self.a.action_space, screen_size=(w, h),
                           cache_dir=self.a.cache, require_a11y_tree=self.a.a11y)
 
-    def actions_for(self, task_file: str, task: Dict[str, Any], obs: Dict[str, Any],
+    def actions_for(self, task: Dict[str, Any], obs: Dict[str, Any],
                     replay: List[Any]) -> List[Any]:
         if self.agent is None:
             return [replay.pop(0)] if replay else []
@@ -109,7 +109,7 @@ class Run:
         n = 0
         with open(os.path.join(out, "traj.jsonl"), "w") as traj:
             while n < self.a.max_steps and time.monotonic() < deadline:
-                actions = self.actions_for(task_file, task, obs, replay)
+                actions = self.actions_for(task, obs, replay)
                 if not actions:
                     break
                 done = False

@@ -55,10 +55,11 @@ this.textContent='Done'">Press me</button>
 """
 
 
-def png_decode(data):
-    """(width, height, rows of RGB bytes) of an 8-bit RGB PNG; every filter type handled."""
+def png_rows(data):
+    """(width, height, rows of pixel bytes, bytes per pixel) of an 8-bit RGB or RGBA PNG; every
+    filter type handled."""
     check(data[:8] == b"\x89PNG\r\n\x1a\n", "PNG signature")
-    pos, idat, w, h = 8, b"", 0, 0
+    pos, idat, w, h, bpp = 8, b"", 0, 0, 3
     while pos < len(data):
         n, kind = struct.unpack(">I4s", data[pos:pos + 8])
         body = data[pos + 8:pos + 8 + n]
@@ -66,20 +67,21 @@ def png_decode(data):
               "PNG chunk CRC")
         if kind == b"IHDR":
             w, h, depth, ctype = struct.unpack(">IIBB", body[:10])
-            check(depth == 8 and ctype == 2, "8-bit RGB")
+            check(depth == 8 and ctype in (2, 6), "8-bit RGB or RGBA")
+            bpp = 4 if ctype == 6 else 3
         elif kind == b"IDAT":
             idat += body
         pos += 12 + n
     raw = zlib.decompress(idat)
-    stride = w * 3
+    stride = w * bpp
     rows, prev = [], bytearray(stride)
     for y in range(h):
         f = raw[y * (stride + 1)]
         line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
         for i in range(stride):
-            a = line[i - 3] if i >= 3 else 0
+            a = line[i - bpp] if i >= bpp else 0
             b = prev[i]
-            c = prev[i - 3] if i >= 3 else 0
+            c = prev[i - bpp] if i >= bpp else 0
             if f == 1:
                 line[i] = (line[i] + a) & 255
             elif f == 2:
@@ -92,6 +94,13 @@ def png_decode(data):
                 line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
         rows.append(bytes(line))
         prev = line
+    return w, h, rows, bpp
+
+
+def png_decode(data):
+    """(width, height, rows of RGB bytes) of an 8-bit RGB PNG (sbx's screenshots)."""
+    w, h, rows, bpp = png_rows(data)
+    check(bpp == 3, "8-bit RGB")
     return w, h, rows
 
 

@@ -13,53 +13,15 @@ import struct
 import subprocess
 import sys
 import time
-import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "server"))
 sys.path.insert(0, HERE)
 from cdp import Browser, HandshakeError, WebSocket  # noqa: E402
 from harness import Skip, check, main, wait_for  # noqa: E402
-from test_desktop import CONFIG, NEEDED, Desk, png_decode  # noqa: E402
+from test_desktop import CONFIG, NEEDED, Desk, png_decode, png_rows  # noqa: E402
 
 MARK = (0x22, 0xAA, 0x44)  # an xterm's background: a flat colour to find in both pictures
-
-
-def png_rgba(data):
-    """(width, height, rows of RGB tuples' bytes, bytes per pixel) of an 8-bit RGB/RGBA PNG."""
-    pos, idat, w, h, bpp = 8, b"", 0, 0, 3
-    while pos < len(data):
-        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        body = data[pos + 8:pos + 8 + n]
-        if kind == b"IHDR":
-            w, h, depth, ctype = struct.unpack(">IIBB", body[:10])
-            check(depth == 8 and ctype in (2, 6), "8-bit RGB(A) PNG")
-            bpp = 4 if ctype == 6 else 3
-        elif kind == b"IDAT":
-            idat += body
-        pos += 12 + n
-    raw, stride = zlib.decompress(idat), w * bpp
-    rows, prev = [], bytearray(stride)
-    for y in range(h):
-        f = raw[y * (stride + 1)]
-        line = bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - bpp] if i >= bpp else 0
-            b = prev[i]
-            c = prev[i - bpp] if i >= bpp else 0
-            if f == 1:
-                line[i] = (line[i] + a) & 255
-            elif f == 2:
-                line[i] = (line[i] + b) & 255
-            elif f == 3:
-                line[i] = (line[i] + (a + b) // 2) & 255
-            elif f == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        rows.append(bytes(line))
-        prev = line
-    return w, h, rows, bpp
 
 
 def bbox(w, h, rows, bpp, color, tol=6):
@@ -254,7 +216,7 @@ def check_page(s, d, sid):
         with open(out, "wb") as f:
             f.write(png)
         print("     the page, as Chromium shows it: %s" % out, flush=True)
-        w, h, rows, bpp = png_rgba(png)
+        w, h, rows, bpp = png_rows(png)
         got = bbox(w, h, rows, bpp, MARK)
         check(got is not None, "the marker window shows on the page")
         rect = page.eval("(() => { const r = document.querySelector('#screen canvas')"

@@ -23,7 +23,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "server"))
 sys.path.insert(0, HERE)
 
 import engine as eng  # noqa: E402
-from harness import Fail, Skip, check, main, wait_for  # noqa: E402
+from harness import Fail, Skip, check, host_address, main, wait_for  # noqa: E402
 
 PASSWORD = "s3cret-Pass-%d" % os.getpid()
 
@@ -415,17 +415,6 @@ def probe(e, image, probe_bin, sbx, tmp):
 def shutil_which(name):
     import shutil
     return shutil.which(name)
-
-
-def host_address():
-    """An address of this host other than loopback and the sandbox bridges (its uplink)."""
-    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True,
-                         check=True).stdout
-    for line in out.splitlines():
-        dev, addr = line.split()[1], line.split()[3].split("/")[0]
-        if dev != "lo" and not dev.startswith("sbx") and not dev.startswith("docker"):
-            return addr
-    return None
 
 
 def isolation(new_server, e):

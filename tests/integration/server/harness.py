@@ -33,6 +33,18 @@ def check(cond, what):
         raise Fail(what)
 
 
+def host_address():
+    """An IPv4 address of this host other than loopback and sandbox or docker bridges (its
+    uplink), or None."""
+    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True,
+                         check=True).stdout
+    for line in out.splitlines():
+        dev, addr = line.split()[1], line.split()[3].split("/")[0]
+        if dev != "lo" and not dev.startswith(("sbx", "docker")):
+            return addr
+    return None
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -20,7 +20,7 @@ import socket
 import subprocess
 import threading
 
-from harness import Skip, check, main
+from harness import Skip, check, host_address, main
 
 CONFIG = 'providers = { supported = ["native"]; default = "native"; };\n'
 
@@ -149,17 +149,6 @@ def shm_full(s):
     check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
 
 
-def host_address():
-    """An address of this host other than loopback and the sandbox bridges (its uplink)."""
-    out = subprocess.run(["ip", "-4", "-o", "addr", "show"], capture_output=True, text=True,
-                         check=True).stdout
-    for line in out.splitlines():
-        dev, addr = line.split()[1], line.split()[3].split("/")[0]
-        if dev != "lo" and not dev.startswith("sbx"):
-            return addr
-    raise Skip("no non-loopback address on this host")
-
-
 class Listener:
     """A TCP listener of the host's on 0.0.0.0, counting connections."""
 
@@ -200,6 +189,8 @@ def network(new_server):
     subnet = "10.231.%d.0/24" % tag
     gateway = "10.231.%d.1" % tag
     host = host_address()
+    if not host:
+        raise Skip("no non-loopback address on this host")
     config = ('providers = { supported = ["native"]; default = "native";\n'
               '  native = { bridge = "%s"; subnet = "%s"; network_allow = ["%s"]; }; };\n'
               % (bridge, subnet, host))
