@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include "common/util.h"
 #include "common/xalloc.h"
@@ -461,7 +462,9 @@ a11y_open_p2p(struct a11y_ctx *c, uint32_t bus)
     socklen_t len = sizeof(cred);
     if (!dbus_connection_get_socket(conn, &fd) ||
         getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0 || cred.pid <= 0 ||
-        (uint32_t)cred.pid != b->pid) {
+        (uint32_t)cred.pid != b->pid || cred.uid != geteuid()) {
+        /* (a uid of its own: the app's bridge serves only its own user on the direct
+         * connection; a desktop run as the image's user is asked through the bus instead) */
         dbus_connection_close(conn);
         dbus_connection_unref(conn);
         return;

@@ -625,6 +625,7 @@ sbx_desktop_action(struct sbx_desktop *d, json_t *action, struct sbx_action_resu
         return -SBX_ECONFLICT;
     if (!json_is_object(action))
         return sbx_error_set(err, SBX_EINVAL, 0, "an action is a JSON object");
+    desk_wait_wm(d);
     struct ctx c = {.d = d, .params = action};
     if (sbx_desktop_screen_size(d, &c.sw, &c.sh, err) < 0)
         return -SBX_EIO;

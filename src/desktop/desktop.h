@@ -28,11 +28,23 @@
 
 struct sbx_desktop;
 
+#define SBX_DESKTOP_MAX_GROUPS 64
+
 struct sbx_desktop_opts {
     unsigned width, height, depth; /* default 1280x800x24 */
     bool no_wm;                    /* no window manager (openbox by default) */
     int vnc_port;                  /* 127.0.0.1 port of the VNC server; 0: 5900; -1: none */
     const char *home;              /* HOME of the desktop's programs; NULL: $HOME or /root */
+    /* The user the desktop's programs run as (an image's SBX_DESKTOP_USER, OSWorld's `user`);
+     * the caller resolves it (execd reads /etc/passwd without NSS). Unset: as the owner. With a
+     * user, XDG_RUNTIME_DIR is /run/user/UID, the session bus /run/user/UID/bus and PulseAudio
+     * runs (when installed) as the login session of a desktop distribution has them. */
+    bool as_user;
+    uid_t uid;
+    gid_t gid;
+    gid_t groups[SBX_DESKTOP_MAX_GROUPS];
+    size_t ngroups;
+    char user[64];
     /* Called around each spawn (execd: its children are the OOM killer's first choice). */
     void (*pre_spawn)(void *ctx);
     void (*post_spawn)(void *ctx);
@@ -53,6 +65,9 @@ struct sbx_desktop_status {
     unsigned restarts; /* X server restarts since start */
     double ready_ms;   /* the last start: from spawn to an X connection and a11y bus */
     bool wm;
+    bool as_user; /* the programs run as uid/gid (opts.as_user) */
+    uid_t uid;
+    gid_t gid;
     char last_error[256];
 };
 

@@ -16,6 +16,7 @@ enum desk_proc {
     P_REGISTRYD,
     P_SESSION_BUS,
     P_RECORDER, /* ffmpeg while a recording runs (record.c) */
+    P_AUDIO,    /* PulseAudio, with a desktop user (as_user) and the program installed */
     P_COUNT
 };
 
@@ -66,11 +67,17 @@ struct sbx_desktop {
     uint64_t rec_start_ms; /* when it started */
     int rec_status;        /* the recorder's wait status once it exited */
     bool rec_exited;
+    bool wm_ready; /* the window manager ran its --startup command (desk_wait_wm) */
 };
 
 /* session.c */
 int desk_spawn(struct sbx_desktop *d, enum desk_proc which, char **argv, int pass_fd,
                sbx_error **err);
+/* session.c: until the window manager has its key bindings (at most once, bounded): a key
+ * sent before would reach no binding (Ctrl+Alt+T right after a reset) */
+void desk_wait_wm(struct sbx_desktop *d);
+/* session_bus.c: the session bus's activation environment = d->env (best effort) */
+void desk_session_bus_env(struct sbx_desktop *d);
 /* x11.c */
 int desk_x_connect(struct sbx_desktop *d, sbx_error **err);
 void desk_x_disconnect(struct sbx_desktop *d);
