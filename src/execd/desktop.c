@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,6 +70,7 @@ struct pending {
 };
 
 static struct pending *the_pending; /* at most one action request waits at a time */
+static char *desktop_home;          /* the desktop user's home (opts.home points here) */
 
 static void
 on_x(evutil_socket_t fd, short what, void *arg)
@@ -158,6 +160,12 @@ osworld_start(struct execd *ex, struct execd_desktop *dk)
     char **envp = execd_child_env(ex, NULL);
     struct execd_spawn sp = {
         .argv = argv, .envp = envp, .fd_out = -1, .fd_err = -1, .die_with_parent = true};
+    struct sbx_desktop_status st;
+    sbx_desktop_status(dk->d, &st);
+    if (st.as_user) { /* OSWorld's server runs commands as the VM's user: the desktop's */
+        execd_spawn_set_user(&sp, st.uid, true, st.gid);
+        sp.cwd = desktop_home && access(desktop_home, X_OK) == 0 ? desktop_home : NULL;
+    }
     int null = open("/dev/null", O_WRONLY | O_CLOEXEC);
     sp.fd_out = sp.fd_err = null;
     sbx_autoerror sbx_error *err = NULL;
@@ -181,10 +189,61 @@ osworld_stop(struct execd_desktop *dk)
     dk->osworld = 0;
 }
 
+/* The image's desktop user (SBX_DESKTOP_USER, a name or uid of its /etc/passwd): the desktop's
+ * programs and OSWorld's API run as that user, in its home, with its groups. */
+static int
+desktop_user(struct sbx_desktop_opts *o, sbx_error **err)
+{
+    const char *want = getenv("SBX_DESKTOP_USER"); // NOLINT(concurrency-mt-unsafe): one thread
+    if (!want || !*want)
+        return 0;
+    sbx_autofclose FILE *f = fopen("/etc/passwd", "re");
+    struct passwd pw;
+    struct passwd *res = NULL;
+    char buf[4096];
+    while (f && fgetpwent_r(f, &pw, buf, sizeof buf, &res) == 0) {
+        char uid[16];
+        snprintf(uid, sizeof uid, "%u", (unsigned)pw.pw_uid);
+        if (strcmp(pw.pw_name, want) != 0 && strcmp(uid, want) != 0)
+            continue;
+        if (pw.pw_uid == 0)
+            return 0; /* root: what the desktop is without a user */
+        struct execd_spawn sp = {0};
+        execd_spawn_set_user(&sp, pw.pw_uid, true, pw.pw_gid); /* its groups */
+        o->as_user = true;
+        o->uid = pw.pw_uid;
+        o->gid = pw.pw_gid;
+        o->ngroups = sp.ngroups < SBX_DESKTOP_MAX_GROUPS ? sp.ngroups : SBX_DESKTOP_MAX_GROUPS;
+        memcpy(o->groups, sp.groups, o->ngroups * sizeof o->groups[0]);
+        snprintf(o->user, sizeof o->user, "%.63s", pw.pw_name);
+        free(desktop_home);
+        desktop_home = sbx_xstrdup(pw.pw_dir);
+        o->home = desktop_home;
+        return 0;
+    }
+    return sbx_error_set(err, SBX_EINVAL, 0,
+                         "SBX_DESKTOP_USER=%.64s: no such user in the sandbox's /etc/passwd", want);
+}
+
+/* The image's default size (SBX_DESKTOP_SIZE=WxH) when the request names none. */
+static void
+desktop_size(struct sbx_desktop_opts *o)
+{
+    const char *size = getenv("SBX_DESKTOP_SIZE"); // NOLINT(concurrency-mt-unsafe): one thread
+    struct sbx_desktop_opts def = {0};
+    if (o->width || !size || sbx_desktop_parse_spec(size, &def, NULL) < 0)
+        return;
+    o->width = def.width;
+    o->height = def.height;
+}
+
 static int
 start(struct execd *ex, struct sbx_desktop_opts *o, sbx_error **err)
 {
     struct execd_desktop *dk = get(ex);
+    desktop_size(o);
+    if (desktop_user(o, err) < 0)
+        return sbx_error_wrap(err, "start the desktop");
     o->pre_spawn = oom_pre;
     o->post_spawn = oom_post;
     int r = sbx_desktop_start(dk->d, o, err);
@@ -194,6 +253,9 @@ start(struct execd *ex, struct sbx_desktop_opts *o, sbx_error **err)
         sbx_warn("desktop: no pyautogui socket: %s", sbx_error_msg(e));
     if (r == 0)
         osworld_start(ex, dk);
+    sbx_error_clear(&e);
+    if (r == 0 && o->as_user && execd_sudo_start(ex, &e) < 0)
+        sbx_warn("desktop: no sudo for %s: %s", o->user, sbx_error_msg(e));
     return r;
 }
 
@@ -274,6 +336,7 @@ execd_desktop_free(struct execd *ex)
     if (dk->x_ev)
         event_free(dk->x_ev);
     osworld_stop(dk);
+    execd_sudo_stop();
     execd_desktop_ipc_stop(&dk->ipc);
     if (dk->rec_req) {
         evhttp_connection_set_closecb(dk->rec_evcon, NULL, NULL);
@@ -283,6 +346,8 @@ execd_desktop_free(struct execd *ex)
         event_free(dk->rec_timer);
     env_free(dk);
     sbx_desktop_free(dk->d);
+    free(desktop_home);
+    desktop_home = NULL;
     free(dk);
     ex->desktop = NULL;
 }

@@ -41,6 +41,8 @@ extern const unsigned char execd_pyautogui_py[];
 extern const size_t execd_pyautogui_py_len;
 extern const unsigned char execd_osworld_py[];
 extern const size_t execd_osworld_py_len;
+extern const unsigned char execd_sudo_py[];
+extern const size_t execd_sudo_py_len;
 
 /* Write one of the embedded Python files into IPC_PYDIR (through a temp name, then renamed). */
 static int
@@ -65,7 +67,8 @@ write_module(sbx_error **err)
     if (lstat(IPC_DIR, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid())
         return sbx_error_set(err, SBX_EGENERIC, 0, "%s is not our directory", IPC_DIR);
     if (write_py("pyautogui.py", execd_pyautogui_py, execd_pyautogui_py_len, err) < 0 ||
-        write_py("sbx_osworld_server.py", execd_osworld_py, execd_osworld_py_len, err) < 0)
+        write_py("sbx_osworld_server.py", execd_osworld_py, execd_osworld_py_len, err) < 0 ||
+        write_py("sbx_sudo.py", execd_sudo_py, execd_sudo_py_len, err) < 0)
         return -SBX_EGENERIC;
     return 0;
 }

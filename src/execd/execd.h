@@ -171,6 +171,12 @@ int execd_logs_output_pipe(struct execd *ex);
 void execd_logs_get(struct execd *ex, struct evhttp_request *req);
 void execd_logs_free(struct execd *ex);
 
+/* ---- sudo.c: sudo for the desktop's user, started by execd (no setuid) ---- */
+int execd_sudo_start(struct execd *ex, sbx_error **err);
+void execd_sudo_stop(void);
+/* A reaped child: true when it was a sudo command (its client is told). */
+bool execd_sudo_reaped(struct execd *ex, pid_t pid, int status);
+
 /* ---- desktop.c: the sandbox's desktop (src/desktop) ---- */
 /* Start the desktop at boot (--desktop SPEC); failures are logged, not fatal. */
 int execd_desktop_boot(struct execd *ex, const char *spec);

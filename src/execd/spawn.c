@@ -210,7 +210,7 @@ static void __attribute__((noreturn)) child(const struct execd_spawn *sp, int er
     (void)signal(SIGPIPE, SIG_DFL);
     (void)setpgid(0, 0);
     execd_oom_self(true);
-    int in = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    int in = sp->has_fd_in ? sp->fd_in : open("/dev/null", O_RDONLY | O_CLOEXEC);
     if (in < 0 || dup2(in, 0) < 0 || dup2(sp->fd_out, 1) < 0 || dup2(sp->fd_err, 2) < 0)
         goto fail;
     /* every other fd of ours (sockets, pipes of other commands) must not leak into the child */
@@ -286,7 +286,7 @@ execd_oom_self(bool child)
 pid_t
 execd_spawn(const struct execd_spawn *sp, sbx_error **err)
 {
-    if (!sp->has_uid && !sp->die_with_parent) {
+    if (!sp->has_uid && !sp->die_with_parent && !sp->has_fd_in) {
         pid_t pid = -1;
         execd_oom_self(true);
         int e = spawn_fast(sp, &pid);

@@ -19,6 +19,8 @@ struct execd_spawn {
     char **argv;
     char **envp;
     const char *cwd; /* NULL: inherit */
+    bool has_fd_in;  /* stdin is fd_in; else /dev/null */
+    int fd_in;
     int fd_out;
     int fd_err;
     bool die_with_parent; /* PR_SET_PDEATHSIG: gone with execd, even if execd is killed */
@@ -33,9 +35,9 @@ struct execd_spawn {
 /* Run as uid (gid given, or the passwd entry's, or uid), with the user's groups. */
 void execd_spawn_set_user(struct execd_spawn *sp, uint32_t uid, bool has_gid, uint32_t gid);
 
-/* Start the child (stdin /dev/null, own process group). Returns the pid, or a negative code
- * with *err set when the exec (or chdir, or setuid) failed: the caller can still answer with
- * a plain JSON error. */
+/* Start the child (stdin /dev/null unless has_fd_in, own process group). Returns the pid, or
+ * a negative code with *err set when the exec (or chdir, or setuid) failed: the caller can
+ * still answer with a plain JSON error. */
 pid_t execd_spawn(const struct execd_spawn *sp, sbx_error **err);
 
 /* Our children are the OOM killer's choice before we are (spawn.c says why): child = true sets

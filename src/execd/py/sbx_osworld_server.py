@@ -215,8 +215,32 @@ def r_accessibility(h):
     h.send(200, {"AT": desktop({"sbx": "accessibility"})["xml"]})
 
 
+ST = "{https://accessibility.ubuntu.example.org/ns/state}"
+
+
+def terminal_text(xml):
+    """Upstream's query, on the same tree: the focused terminal of gnome-terminal's active
+    window (`//application[@name="gnome-terminal-server"]/frame[@st:active="true"]
+    //terminal[@st:focused="true"]`), its text without trailing blanks; None unless one."""
+    import xml.etree.ElementTree as ET
+    found = []
+    for app in ET.fromstring(xml).iter("application"):
+        if app.get("name") != "gnome-terminal-server":
+            continue
+        for frame in app.findall("frame"):
+            if frame.get(ST + "active") != "true":
+                continue
+            found += [t for t in frame.iter("terminal") if t.get(ST + "focused") == "true"]
+    return (found[0].text or "").rstrip() if len(found) == 1 else None
+
+
 def r_terminal(h):
-    h.send(200, {"output": None, "status": "success"})
+    try:
+        out = terminal_text(desktop({"sbx": "accessibility"})["xml"])
+    except Exception as e:  # upstream answers 500 with the message
+        h.send(500, {"status": "error", "message": str(e)})
+        return
+    h.send(200, {"output": out, "status": "success"})
 
 
 def r_screen_size(h):
