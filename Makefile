@@ -1,9 +1,9 @@
 # The README's two commands:
 #   make run    install what is missing, build (release), start the server on 127.0.0.1
 #   make test   install what is missing, build the dev preset (ASan/UBSan), run every test
-# and the rest: make build | lint | bench | clean | desktop-image
+# and the rest: make build | lint | bench | clean | desktop-image | osworld-image
 
-.PHONY: all deps build run test lint ci bench clean desktop-image
+.PHONY: all deps build run test lint ci bench clean desktop-image osworld-image
 all: build
 
 deps:
@@ -33,6 +33,10 @@ bench:
 # The desktop image for the docker provider and OCI sandboxes (docs/desktop.md)
 desktop-image:
 	@images/desktop/build.sh -o build/sbx-desktop.tar
+
+# OSWorld's VM as an image: user `user` with sudo, gnome-terminal, LibreOffice... (docs/desktop.md)
+osworld-image:
+	@images/desktop/build.sh --osworld -o build/sbx-osworld.tar
 
 clean:
 	rm -rf build

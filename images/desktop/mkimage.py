@@ -2,7 +2,7 @@
 """mkimage.py - a root file system tar as a one-layer image in `docker save` format (what
 `docker load` and `sbx image import` both read): manifest.json, the image config, the layer.
 
-    mkimage.py --rootfs ROOTFS.tar --tag NAME:TAG --output OUT.tar
+    mkimage.py --rootfs ROOTFS.tar --tag NAME:TAG --output OUT.tar [--env K=V]... [--title T]
 """
 import argparse
 import datetime
@@ -21,7 +21,7 @@ def sha256_file(path: str) -> str:
     return h.hexdigest()
 
 
-def config(diff_id: str) -> bytes:
+def config(diff_id: str, env: list, title: str, description: str) -> bytes:
     now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
     return json.dumps({
         "architecture": "amd64" if os.uname().machine == "x86_64" else os.uname().machine,
@@ -29,12 +29,10 @@ def config(diff_id: str) -> bytes:
         "created": now,
         "config": {
             "Env": ["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-                    "LANG=C.UTF-8"],
+                    "LANG=C.UTF-8"] + env,
             "Cmd": ["/bin/bash"],
-            "Labels": {"org.opencontainers.image.title": "sbx desktop",
-                       "org.opencontainers.image.description":
-                           "Debian bookworm with Xvnc, openbox, xterm, the accessibility bus "
-                           "and python3, for sbx desktop sandboxes (images/desktop/build.sh)"},
+            "Labels": {"org.opencontainers.image.title": title,
+                       "org.opencontainers.image.description": description},
         },
         "rootfs": {"type": "layers", "diff_ids": ["sha256:" + diff_id]},
         "history": [{"created": now, "created_by": "images/desktop/build.sh (mmdebstrap)"}],
@@ -53,9 +51,18 @@ def main() -> None:
     ap.add_argument("--rootfs", required=True)
     ap.add_argument("--tag", required=True)
     ap.add_argument("--output", required=True)
+    ap.add_argument("--env", action="append", default=[], metavar="K=V",
+                    help="an environment variable of the image's config (repeatable)")
+    ap.add_argument("--title", default="sbx desktop")
+    ap.add_argument("--description",
+                    default="Debian bookworm with Xvnc, openbox, xterm, the accessibility bus "
+                            "and python3, for sbx desktop sandboxes (images/desktop/build.sh)")
     a = ap.parse_args()
+    for e in a.env:
+        if "=" not in e or e.startswith("="):
+            ap.error("--env wants K=V, not %r" % e)
     diff_id = sha256_file(a.rootfs)
-    cfg = config(diff_id)
+    cfg = config(diff_id, a.env, a.title, a.description)
     cfg_name = hashlib.sha256(cfg).hexdigest() + ".json"
     layer = diff_id + "/layer.tar"
     manifest = json.dumps([{"Config": cfg_name, "RepoTags": [a.tag], "Layers": [layer]}]).encode()
