@@ -14,6 +14,10 @@ from . import setup as _setup
 from .errors import EvaluationError, SetupError
 
 ACTION_SPACES = ("computer_13", "pyautogui", "claude_computer_use")
+# OSWorld's related_apps whose programs Debian does not package: a task naming one is reported
+# as needing it when the image lacks the program (a clear error, not a failed launch later).
+NEEDS_PROGRAM = {"chrome": ("Google Chrome", "google-chrome"),
+                 "vs_code": ("Visual Studio Code", "code")}
 SPECIAL = ("WAIT", "FAIL", "DONE")
 PYAUTOGUI_PREFIX = "import pyautogui; import time; pyautogui.FAILSAFE = False; "
 
@@ -103,6 +107,7 @@ class DesktopEnv:
             metadata={"sbx-desktop-env": str(self.task_id or "none")[:60]})
         self._wait_api()
         self.timings["create"] = time.monotonic() - t0
+        self._check_apps(task.get("related_apps") or [])
         _setup.run_steps(self, task.get("config") or [])
         self.timings["reset"] = time.monotonic() - t0
         return self._get_obs()
@@ -165,6 +170,19 @@ class DesktopEnv:
         self.close()
 
     # ---- helpers
+    def _check_apps(self, apps: List[Any]) -> None:
+        """Each related app the image cannot run, named before any setup step fails on it."""
+        for app in apps:
+            if app not in NEEDS_PROGRAM:
+                continue
+            name, prog = NEEDS_PROGRAM[app]
+            r = self.osworld("POST", "/execute", {"command": ["sh", "-c", "command -v " + prog],
+                                                 "shell": False})
+            if not isinstance(r, dict) or r.get("returncode") != 0:
+                raise SetupError("related_apps", "the task needs %s (`%s`), which the image "
+                                 "%s does not have (Debian does not package it)"
+                                 % (name, prog, self.snapshot_name))
+
     def _need(self) -> Sandbox:
         if self.sandbox is None:
             raise RuntimeError("call reset() first")
