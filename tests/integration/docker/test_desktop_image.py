@@ -33,25 +33,25 @@ TAG = "sbx-desktop:test"
 SCRIPTS = [os.path.join(ROOT, "images", "desktop", f) for f in ("build.sh", "mkimage.py")]
 
 
-def image(path):
-    """The image tar at path, built unless the one there came from these scripts."""
-    h = hashlib.sha256()
-    for f in SCRIPTS:
+def image(path, tag=TAG, args=(), scripts=SCRIPTS):
+    """The image tar at path, built unless the one there came from these scripts and args."""
+    h = hashlib.sha256(repr(list(args)).encode())
+    for f in scripts:
         with open(f, "rb") as fh:
             h.update(fh.read())
     stamp = path + ".sha256"
     if os.path.exists(path) and os.path.exists(stamp) and open(stamp).read() == h.hexdigest():
         return path
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    r = subprocess.run([SCRIPTS[0], "-o", path, "-t", TAG], capture_output=True, text=True,
-                       timeout=1200)
+    r = subprocess.run([SCRIPTS[0], "-o", path, "-t", tag] + list(args), capture_output=True,
+                       text=True, timeout=1200)
     if r.returncode != 0:
         if "Could not resolve" in r.stderr or "Failed to fetch" in r.stderr:
             raise Skip("the package mirror is not reachable: %s" % r.stderr[-300:])
         raise Fail("images/desktop/build.sh: %s" % r.stderr[-2000:])
     with open(stamp, "w") as f:
         f.write(h.hexdigest())
-    print("built the desktop image: %d MB" % (os.path.getsize(path) >> 20), flush=True)
+    print("built the image %s: %d MB" % (tag, os.path.getsize(path) >> 20), flush=True)
     return path
 
 
