@@ -380,6 +380,24 @@ class Wiring(unittest.TestCase):
         self.assertIn("python3-no-such", str(e.exception))
         self.assertIn("compare_table", str(e.exception))
 
+    def test_a_missing_module_is_never_a_silent_0(self):
+        xlsx, doc = workbook("m.xlsx", DATA), word("m.docx", ["x"])
+        png = image("m.png")
+        for module, package, call in (
+                ("openpyxl", "python3-openpyxl",
+                 lambda: table.compare_table(xlsx, xlsx, **rules(SHEET_DATA))),
+                ("docx", "python3-docx", lambda: office.compare_docx_files(doc, doc)),
+                ("PIL.Image", "python3-pil", lambda: office.compare_images(png, png)),
+                ("numpy", "python3-numpy", lambda: office.compare_images(png, png))):
+            saved = sys.modules.get(module)
+            sys.modules[module] = None  # import raises ImportError
+            try:
+                with self.assertRaises(EvaluationError) as e:
+                    call()
+                self.assertIn(package, str(e.exception))
+            finally:
+                sys.modules[module] = saved
+
 
 if __name__ == "__main__":
     TMP = tempfile.mkdtemp(prefix="sbx-metrics-office-")

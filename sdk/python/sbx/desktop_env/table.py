@@ -69,6 +69,10 @@ class _Book:
         cells = self._cells[name]
         return None if cells is None else cells.get(coordinate)
 
+    def close(self) -> None:
+        if self._values is not None:
+            self._values.close()  # a read-only workbook keeps its file open
+
     def sheet_xml(self, name: str) -> Optional[ET.Element]:
         if not self.path:
             return None
@@ -752,6 +756,7 @@ def compare_table(result: Optional[str], expected: Optional[str] = None,
     rules = _checked_rules(options)
     if result is None or not os.path.exists(result):
         return 0.0
+    _openpyxl()  # a missing module fails the evaluation, not the result's load
     try:
         r = _Book(result, _load(result))
     except Exception:  # upstream: any load failure of the result scores 0
@@ -762,4 +767,8 @@ def compare_table(result: Optional[str], expected: Optional[str] = None,
             e = _Book(expected, _load(expected))
         except Exception as ex:
             raise _fail("cannot open the expected file %s: %s" % (expected, ex))
-    return float(all(RULES[rule["type"]](rule, r, e) for rule in rules))
+    try:
+        return float(all(RULES[rule["type"]](rule, r, e) for rule in rules))
+    finally:
+        r.close()
+        e.close()
