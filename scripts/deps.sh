@@ -43,6 +43,10 @@ pkgs=(
   libxcb1-dev libxcb-shm0-dev libxcb-xtest0-dev libxcb-xfixes0-dev libxau-dev libxdmcp-dev
   x11proto-dev libpng-dev zlib1g-dev libturbojpeg0-dev
   openbox xterm fonts-dejavu-core
+  # OSWorld's office metrics in sbx.desktop_env (compare_images: Pillow + numpy for SSIM;
+  # compare_docx_files: python-docx; compare_table: openpyxl), imported only when a task uses
+  # them; the tests sdk/python/metrics-office and sdk/python/desktop-env run them (/usr/bin/python3)
+  python3-pil python3-numpy python3-docx python3-openpyxl
   # ffprobe checks the JPEG screenshots (and ffmpeg x11grab is the bench's OSWorld-way shot)
   ffmpeg
   # the live view: Debian's noVNC (served by sbx serve from /usr/share/novnc), nettle's SHA-1

@@ -2,12 +2,13 @@
 """sbx.desktop_env.DesktopEnv against a real `sbx serve` (native provider, the host image's
 desktop): OSWorld-format task files written for the test (no internet), solved by scripted
 agents in each action space; evaluate gives 1.0 after and 0.0 before; infeasible tasks, list
-metrics, setup steps and their failures, placeholders, parallel environments with nothing
-left behind.
+metrics, the office-file metrics, setup steps and their failures, placeholders, parallel
+environments with nothing left behind.
 
   test_desktop_env.py SBX_BINARY
 """
 import concurrent.futures
+import importlib
 import json
 import os
 import shutil
@@ -52,6 +53,46 @@ def os_task(tid, solved_text="sbx-solved"):
             "result": {"type": "vm_command_line", "command": "cat ~/work/out.txt",
                        "shell": True},
             "expected": {"type": "rule", "rules": {"expected": solved_text + "\n"}},
+        },
+    }
+
+
+# The agents' (and the gold files') Python, one line as a pyautogui action runs it: %(path)s is
+# the file to write, %(wrong)s a slip that makes the answer wrong.
+OFFICE_CODE = {
+    "compare_table": "import openpyxl; wb = openpyxl.Workbook(); ws = wb.active; "
+                     "ws.title = 'Scores'; [ws.append(r) for r in [['Name', 'Score'], "
+                     "['ann', 3.5], ['bob', 4%(wrong)s]]]; ws.freeze_panes = 'A2'; "
+                     "wb.save(%(path)r)",
+    "compare_docx_files": "import docx; d = docx.Document(); d.add_heading('Minutes', 1); "
+                          "d.add_paragraph('Present: ann, bob%(wrong)s'); "
+                          "d.add_paragraph('Next meeting on Monday.'); d.save(%(path)r)",
+    "compare_images": "from PIL import Image, ImageDraw; im = Image.new('RGB', (160, 120), "
+                      "'white'); ImageDraw.Draw(im).rectangle((20, 20, 80%(wrong)s, 90), "
+                      "fill='red'); im.save(%(path)r)",
+}
+OFFICE_TASKS = [  # id, metric, the file the agent makes, options, the wrong answer's slip
+    ("t-office-table", "compare_table", "/root/office/scores.xlsx", {"rules": [
+        {"type": "sheet_name"}, {"type": "sheet_data", "sheet_idx0": 0, "sheet_idx1": "EI0"},
+        {"type": "freeze", "sheet_idx0": "RNScores", "sheet_idx1": "ENScores"},
+        {"type": "check_cell", "sheet_idx": 0, "coordinate": "B2",
+         "props": {"value": {"method": "approx:0.01", "ref": 3.5}}}]}, "0"),
+    ("t-office-docx", "compare_docx_files", "/root/office/minutes.docx",
+     {"ignore_blanks": False}, ", eve"),
+    ("t-office-image", "compare_images", "/root/office/red.png", {}, " + 40"),
+]
+
+
+def office_task(tid, func, made, options):
+    """An office-file task: the agent writes `made`; the gold file is <cache>/<tid>/gold.*."""
+    return {
+        "id": tid, "instruction": "Write %s." % made, "related_apps": ["os"],
+        "config": [{"type": "execute", "parameters": {
+            "command": "mkdir -p %s" % os.path.dirname(made), "shell": True}}],
+        "evaluator": {
+            "func": func, "options": options,
+            "result": {"type": "vm_file", "path": made, "dest": os.path.basename(made)},
+            "expected": {"type": "cache_file", "path": "gold" + os.path.splitext(made)[1]},
         },
     }
 
@@ -325,6 +366,33 @@ class DesktopEnvTest(unittest.TestCase):
             self.assertEqual(left, [], "every environment's sandbox is gone")
         finally:
             shutil.rmtree(root, ignore_errors=True)
+
+    def test_office_metrics(self):
+        """compare_table, compare_docx_files and compare_images, a task each: the agent writes
+        the file in the sandbox with a Python action (Debian's openpyxl, python-docx and Pillow,
+        which the sandbox sees in the host's /usr), `vm_file` pulls it, the gold file is in the
+        task's cache (`cache_file`). Untouched 0, a wrong answer 0 (an image: its SSIM, under 1),
+        the right one 1."""
+        try:
+            for module in ("docx", "numpy", "openpyxl", "PIL"):
+                importlib.import_module(module)
+        except ImportError as e:
+            self.skipTest("%s: needs Debian's python3-openpyxl, -docx, -pil, -numpy" % e)
+        with self.env() as env:
+            for task_id, func, made, options, wrong in OFFICE_TASKS:
+                gold = os.path.join(CACHE, task_id, "gold" + os.path.splitext(made)[1])
+                os.makedirs(os.path.dirname(gold), exist_ok=True)
+                exec(OFFICE_CODE[func] % {"path": gold, "wrong": ""}, {})
+                env.reset(task_config=office_task(task_id, func, made, options))
+                self.assertEqual(env.evaluate(), 0.0, "%s: untouched" % func)
+                env.step(OFFICE_CODE[func] % {"path": made, "wrong": wrong}, pause=0.2)
+                score = env.evaluate()
+                if func == "compare_images":  # the SSIM of a wider red rectangle
+                    self.assertTrue(0.0 < score < 0.99, "compare_images: wrong %s" % score)
+                else:
+                    self.assertEqual(score, 0.0, "%s: a wrong answer" % func)
+                env.step(OFFICE_CODE[func] % {"path": made, "wrong": ""}, pause=0.2)
+                self.assertEqual(env.evaluate(), 1.0, "%s: solved" % func)
 
     def test_setup_failures_name_the_step(self):
         with self.env() as env:

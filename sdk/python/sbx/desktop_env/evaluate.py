@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Mapping, Optional
 
 from ..errors import SbxError
 from . import chrome as _chrome
+from . import office as _office
 from . import reltime as _reltime
 from . import setup as _setup
+from . import table as _table
 from .errors import EvaluationError
 
 if TYPE_CHECKING:
@@ -311,7 +313,8 @@ METRICS: Dict[str, Callable[..., float]] = {
                             literal_match, fuzzy_match, compare_text_file, diff_text_file,
                             check_list, check_direct_json_object, check_json_settings,
                             compare_csv, check_accessibility_tree, is_expected_tabs,
-                            is_expected_active_tab)}
+                            is_expected_active_tab, _office.compare_images,
+                            _office.compare_docx_files, _table.compare_table)}
 
 
 def _as_list(v: Any, n: int) -> List[Any]:
