@@ -190,8 +190,8 @@ desk_spawn(struct sbx_desktop *d, enum desk_proc which, char **argv, int pass_fd
     if (which == P_RECORDER && d->rec_path) {
         sbx_autofree char *log = sbx_xasprintf("%s.log", d->rec_path);
         logfd = open(log, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600);
-        if (logfd >= 0 && d->opts.as_user)
-            (void)fchown(logfd, d->opts.uid, d->opts.gid);
+        if (logfd >= 0 && d->opts.as_user && fchown(logfd, d->opts.uid, d->opts.gid) < 0)
+            sbx_log_errno(SBX_LOG_WARN, "desktop: chown %s", log);
     }
     char **envp = spawn_env(d);
     if (d->opts.pre_spawn)
@@ -507,9 +507,12 @@ own_dconf_flag(const struct sbx_desktop *d)
     sbx_autofree char *flag = sbx_xasprintf("%s/user", dir);
     (void)mkdir(dir, 0700);
     sbx_autoclose int fd = open(flag, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
-    (void)chown(dir, d->opts.uid, d->opts.gid);
-    if (fd >= 0)
-        (void)fchown(fd, d->opts.uid, d->opts.gid);
+    if (chown(dir, d->opts.uid, d->opts.gid) < 0 ||
+        (fd >= 0 && fchown(fd, d->opts.uid, d->opts.gid) < 0))
+        sbx_log_errno(SBX_LOG_WARN,
+                      "desktop: %s is not the desktop user's (dconf may not work "
+                      "for it)",
+                      flag);
     return 0;
 }
 
