@@ -13,6 +13,7 @@
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "desktop/desktop.h"
+#include "server/api_fields.h"
 #include "server/desktop_view.h"
 #include "server/httpd.h"
 #include "server/launch.h"
@@ -492,6 +493,11 @@ build_record(const json_t *body, const char *prov, int64_t timeout_s)
     sb->metadata = copy_or(body, "metadata", sb->metadata);
     sb->limits = copy_or(body, "resourceLimits", sb->limits);
     sb->extensions = copy_or(body, "extensions", sb->extensions);
+    if (json_is_true(json_object_get(body, "secureAccess"))) {
+        char token[65];
+        sbx_srv_random_hex(token, 32);
+        (void)json_object_set_new(sb->priv, SBX_ACCESS_TOKEN_PRIV, json_string(token));
+    }
     json_t *vols = json_object_get(body, "volumes");
     if (json_array_size(vols) > 0) /* the provider mounts them (checked above) */
         (void)json_object_set_new(sb->priv, "volumes", json_deep_copy(vols));
@@ -545,7 +551,7 @@ do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
         check_maps(body, out) < 0 || check_volumes(json_object_get(body, "volumes"), out) < 0 ||
         check_reuse_key(body, out) < 0 || check_desktop(body, out) < 0 ||
         check_publish(body, out) < 0 || check_provider_fit(prov, body, out) < 0 ||
-        check_create(r, prov, body, out) < 0)
+        sbx_api_check_fields(prov, body, out) < 0 || check_create(r, prov, body, out) < 0)
         return;
     struct sbx_record *sb = build_record(body, prov, timeout_s);
     default_limits(sb, r->srv->cfg);
@@ -884,14 +890,22 @@ h_endpoint(struct sbx_req *r, struct sbx_reply *out)
         return;
     }
     int host_port = sbx_publish_host_port(sb, port);
+    const char *tok = json_string_value(json_object_get(sb->priv, SBX_ACCESS_TOKEN_PRIV));
+    sbx_autofree char *token = tok ? sbx_xstrdup(tok) : NULL;
     sbx_record_free(sb);
     sbx_autofree char *ep =
         sbx_xasprintf("%s/sandboxes/%s/proxy/%d", sbx_http_public_addr(r), id, port);
     out->status = 200;
-    /* The router needs the API key too; the SDKs send an endpoint's headers with every call to
-     * it. The caller already holds this key (it just used it), so nothing new is disclosed. */
-    out->body = json_pack("{s:s, s:{s:s}}", "endpoint", ep, "headers", "OPEN-SANDBOX-API-KEY",
-                          r->srv->api_key);
+    /* The router needs a credential; the SDKs send an endpoint's headers with every call to
+     * it. A secureAccess sandbox's is its own token, good for its routes only (an endpoint
+     * handed on gives no more than that sandbox); otherwise the API key the caller already
+     * holds (it just used it), so nothing new is disclosed. */
+    if (token)
+        out->body =
+            json_pack("{s:s, s:{s:s}}", "endpoint", ep, "headers", SBX_ACCESS_HEADER, token);
+    else
+        out->body = json_pack("{s:s, s:{s:s}}", "endpoint", ep, "headers", "OPEN-SANDBOX-API-KEY",
+                              r->srv->api_key);
     if (host_port > 0) { /* sbx extension: the port published on the host (no key needed) */
         char at[320];
         published_at(r, host_port, at, sizeof at);
@@ -899,13 +913,38 @@ h_endpoint(struct sbx_req *r, struct sbx_reply *out)
     }
 }
 
+/* GET /health: 200 {"status": "healthy"} (COMPAT), or 503 "unhealthy" when the store cannot
+ * be written (no sandbox could be created, deleted or renewed). Without the API key that is
+ * all; with it, the store's and each provider's state and why (a reason may name a secret,
+ * so not for anyone who can reach the port). */
+static void
+h_health(struct sbx_req *r, struct sbx_reply *out)
+{
+    sbx_autoerror sbx_error *err = NULL;
+    bool store_ok = sbx_mgr_store_check(r->srv->mgr, &err) == 0;
+    out->status = store_ok ? 200 : 503;
+    out->body = json_pack("{s:s}", "status", store_ok ? "healthy" : "unhealthy");
+    if (!store_ok) { /* the error envelope, with the status beside it */
+        (void)json_object_set_new(out->body, "code", json_string("SERVER::UNHEALTHY"));
+        (void)json_object_set_new(out->body, "message",
+                                  json_string("the store cannot be written: no sandbox can be "
+                                              "created, changed or deleted"));
+    }
+    if (!sbx_http_key_ok(r))
+        return;
+    json_t *store = json_pack("{s:b}", "writable", store_ok);
+    if (!store_ok)
+        (void)json_object_set_new(store, "reason", json_string(sbx_error_msg(err)));
+    (void)json_object_set_new(out->body, "store", store);
+    (void)json_object_set_new(out->body, "providers", sbx_registry_status(r->srv->reg));
+}
+
 void
 sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out)
 {
     switch (r->route.id) {
     case SBX_ROUTE_HEALTH:
-        out->status = 200;
-        out->body = json_pack("{s:s}", "status", "healthy");
+        h_health(r, out);
         return;
     case SBX_ROUTE_METRICS_EVENTS:
         out->status = 204;

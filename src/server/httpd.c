@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "server/api_fields.h"
 #include "server/apierr.h"
 #include "server/connguard.h"
 #include "server/desktop_view.h"
@@ -127,7 +128,10 @@ static enum MHD_Result
 send_reply(struct sbx_req *r, struct sbx_reply *rep)
 {
     enum MHD_Result ret;
-    if (rep->status >= 400)
+    /* An error is {code, message}; a handler may add fields to that envelope (/health). */
+    bool envelope = json_is_string(json_object_get(rep->body, "code")) &&
+                    json_is_string(json_object_get(rep->body, "message"));
+    if (rep->status >= 400 && !envelope)
         ret = sbx_http_send_error(r, rep->status, rep->code ? rep->code : "GENERAL::UNKNOWN_ERROR",
                                   rep->message ? rep->message : "error");
     else
@@ -208,6 +212,16 @@ check_auth(struct sbx_req *r, bool *ok)
     r->close = false;
     *ok = true;
     return MHD_YES;
+}
+
+/* A secureAccess sandbox's own token opens its router routes, and nothing else: not another
+ * sandbox's routes (the token is compared with the named sandbox's), not the API. */
+static bool
+secure_access_ok(struct sbx_req *r)
+{
+    const char *tok = sbx_req_header(r, SBX_ACCESS_HEADER);
+    return tok && r->route.id == SBX_ROUTE_PROXY && sbx_srv_is_uuid(r->route.sandbox_id) &&
+           sbx_mgr_access_ok(r->srv->mgr, r->route.sandbox_id, tok);
 }
 
 static enum MHD_Result
@@ -293,7 +307,7 @@ first_call(struct sbx_req *r)
     r->sensitive = r->route.id == SBX_ROUTE_SECRET_SET;
     if (r->route.id == SBX_ROUTE_PREFLIGHT)
         return send_preflight(r);
-    if (sbx_route_needs_auth(r->route.id)) {
+    if (sbx_route_needs_auth(r->route.id) && !secure_access_ok(r)) {
         bool ok = false;
         enum MHD_Result ret = check_auth(r, &ok);
         if (!ok)

@@ -24,7 +24,9 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "server/api_fields.h"
 #include "server/meta.h"
+#include "server/srvutil.h"
 
 struct entry {
     struct sbx_record *sb;
@@ -32,6 +34,7 @@ struct entry {
     bool busy;                 /* an operation is running on it */
     bool create_done;          /* the create job has finished (either way) */
     bool reap_warned;          /* the reaper could not get its provider (warned once) */
+    int64_t renewed_ms;        /* the last renew-on-access (renew_on_access) */
     char spec_hash[SBX_SPEC_HASH_LEN + 1];
     struct entry *next_job;
     sbx_error *create_err;
@@ -42,8 +45,9 @@ typedef int (*prov_op)(struct sbx_provider *p, struct sbx_record *sb, sbx_error 
 /* The reason of the Stopping state of a stop (a Stopping without it is a delete). */
 #define SBX_REASON_STOP "STOP_REQUESTED"
 
-#define POLL_MS         250    /* find-or-create: between two status polls */
-#define WAIT_USABLE_DEF 120000 /* find-or-create: default deadline */
+#define POLL_MS           250    /* find-or-create: between two status polls */
+#define WAIT_USABLE_DEF   120000 /* find-or-create: default deadline */
+#define RENEW_INTERVAL_MS 60000  /* renew-on-access: at most once a minute per sandbox */
 
 struct sbx_mgr {
     pthread_mutex_t mu;
@@ -731,6 +735,49 @@ sbx_mgr_patch_metadata(struct sbx_mgr *m, const char *id, const json_t *patch,
     return r;
 }
 
+/* OSEP-0009 renew-on-access: a sandbox created with extensions["access.renew.extend.seconds"]
+ * = S lives at least S seconds past each use through the router, renewed at most once a
+ * minute (the reference's renew_intent.min_interval_seconds) so traffic costs no store write
+ * per request. Called with m->mu held. */
+static void
+renew_on_access(struct sbx_mgr *m, struct entry *e)
+{
+    int64_t ext = sbx_api_renew_seconds(e->sb->extensions);
+    int64_t now = sbx_wall_ms();
+    if (!ext || !e->sb->expires_ms || now - e->renewed_ms < RENEW_INTERVAL_MS)
+        return;
+    e->renewed_ms = now;
+    if (now + ext * 1000 <= e->sb->expires_ms)
+        return;
+    int64_t was = e->sb->expires_ms;
+    e->sb->expires_ms = now + ext * 1000;
+    sbx_autoerror sbx_error *err = NULL;
+    if (sbx_store_put(m->opts.store, e->sb, &err) < 0) {
+        e->sb->expires_ms = was; /* not kept: not promised */
+        sbx_warn("sandbox %s: renew on access: %s", e->sb->id, sbx_error_msg(err));
+    }
+}
+
+int
+sbx_mgr_store_check(struct sbx_mgr *m, sbx_error **err)
+{
+    return sbx_store_check(m->opts.store, err);
+}
+
+bool
+sbx_mgr_access_ok(struct sbx_mgr *m, const char *id, const char *token)
+{
+    if (!token || !*token)
+        return false;
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = find(m, id);
+    const char *want =
+        e ? json_string_value(json_object_get(e->sb->priv, SBX_ACCESS_TOKEN_PRIV)) : NULL;
+    bool ok = want && sbx_srv_secret_equal(token, want);
+    pthread_mutex_unlock(&m->mu);
+    return ok;
+}
+
 int
 sbx_mgr_connect(struct sbx_mgr *m, const char *id, int port, int *fd, json_t **headers,
                 sbx_error **err)
@@ -751,6 +798,8 @@ sbx_mgr_connect(struct sbx_mgr *m, const char *id, int port, int *fd, json_t **h
                           e->sb->provider);
     struct sbx_record *work = r >= 0 && e ? sbx_record_dup(e->sb) : NULL;
     struct sbx_provider *p = r >= 0 && e ? e->prov : NULL;
+    if (r >= 0 && e)
+        renew_on_access(m, e);
     pthread_mutex_unlock(&m->mu);
     if (r < 0 || !work || !p)
         return r < 0 ? r : -SBX_ENOTFOUND;

@@ -62,6 +62,10 @@ int sbx_mgr_renew(struct sbx_mgr *mgr, const char *id, int64_t expires_ms, sbx_e
 int sbx_mgr_patch_metadata(struct sbx_mgr *mgr, const char *id, const json_t *patch,
                            struct sbx_record **out, sbx_error **err);
 /* Connect to port of a Running sandbox; *headers (may be NULL) are the ones the router adds. */
+/* 0 when the store can be written (for /health). */
+int sbx_mgr_store_check(struct sbx_mgr *mgr, sbx_error **err);
+/* True when token is the secureAccess token of sandbox id (constant-time compare). */
+bool sbx_mgr_access_ok(struct sbx_mgr *mgr, const char *id, const char *token);
 int sbx_mgr_connect(struct sbx_mgr *mgr, const char *id, int port, int *fd, json_t **headers,
                     sbx_error **err);
 /* Ask the provider of every Running/Paused sandbox whether it is still alive; dead ones become

@@ -142,6 +142,8 @@ int sbx_registry_acquire(struct sbx_registry *reg, const char *name, struct sbx_
 struct sbx_provider *sbx_registry_peek(struct sbx_registry *reg, const char *name);
 /* "a, b" - the supported names, for error messages. Borrowed. */
 const char *sbx_registry_names(const struct sbx_registry *reg);
+/* [{name, state: ready | not built yet | failed, reason?}] for /health (caller owns it). */
+json_t *sbx_registry_status(struct sbx_registry *reg);
 
 #ifdef SBX_HAVE_RUNTIME
 /* The native provider's factory (built when src/runtime is part of the build). */

@@ -36,6 +36,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "server/api_fields.h"
 #include "server/httpd.h"
 #include "server/srvutil.h"
 
@@ -112,8 +113,8 @@ skip_request_header(const char *k)
     static const char *const drop[] = {
         "Connection", "Keep-Alive", "Proxy-Authorization", "Proxy-Connection", "TE", "Trailer",
         "Transfer-Encoding", "Upgrade", "Host", "Content-Length", "Authorization", "Cookie",
-        "OPEN-SANDBOX-API-KEY", "X-EXECD-ACCESS-TOKEN", "X-Request-ID", "X-Forwarded-For",
-        "X-Forwarded-Host", "X-Forwarded-Proto",
+        "OPEN-SANDBOX-API-KEY", SBX_ACCESS_HEADER, "X-EXECD-ACCESS-TOKEN", "X-Request-ID",
+        "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto",
         /* libmicrohttpd already answered 100-continue */
         "Expect"};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(drop); i++) {

@@ -39,6 +39,7 @@ struct item {
     json_t *settings;       /* the provider's config group */
     struct sbx_provider *p; /* NULL until built */
     bool building;          /* a thread runs the factory now (without the lock) */
+    char last_error[256];   /* why its last build failed ("" when none did) */
 };
 
 struct sbx_registry {
@@ -243,11 +244,33 @@ sbx_registry_acquire(struct sbx_registry *reg, const char *name, struct sbx_prov
     it->building = false;
     if (r >= 0)
         it->p = p;
+    (void)snprintf(it->last_error, sizeof it->last_error, "%s",
+                   r >= 0 || !err ? "" : sbx_error_msg(*err));
     pthread_cond_broadcast(&reg->cv);
     pthread_mutex_unlock(&reg->mu);
     if (r >= 0)
         *out = p;
     return r;
+}
+
+json_t *
+sbx_registry_status(struct sbx_registry *reg)
+{
+    json_t *a = json_array();
+    pthread_mutex_lock(&reg->mu);
+    for (size_t i = 0; i < reg->n; i++) {
+        const struct item *it = &reg->items[i];
+        const char *state = it->p ? "ready" : it->last_error[0] ? "failed" : "not built yet";
+        json_t *o = json_pack("{s:s, s:s}", "name", it->name, "state", state);
+        if (!it->p && it->last_error[0])
+            (void)json_object_set_new(o, "reason", json_string(it->last_error));
+        else if (!it->p)
+            (void)json_object_set_new(o, "reason",
+                                      json_string("built by its first use (it reads a secret)"));
+        (void)json_array_append_new(a, o);
+    }
+    pthread_mutex_unlock(&reg->mu);
+    return a;
 }
 
 const char *

@@ -123,6 +123,17 @@ sbx_store_close(struct sbx_store *st)
     free(st);
 }
 
+/* Can the store still be written? Takes SQLite's write lock and lets it go (BEGIN IMMEDIATE
+ * fails on a read-only file, a full disk's journal, or a lock held past the busy timeout). */
+int
+sbx_store_check(struct sbx_store *st, sbx_error **err)
+{
+    pthread_mutex_lock(&st->mu);
+    int r = exec_sql(st->db, "BEGIN IMMEDIATE; ROLLBACK;", err);
+    pthread_mutex_unlock(&st->mu);
+    return r;
+}
+
 int
 sbx_store_version(struct sbx_store *st)
 {

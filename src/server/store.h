@@ -22,6 +22,8 @@ int sbx_store_delete(struct sbx_store *st, const char *id, sbx_error **err);
 int sbx_store_load(struct sbx_store *st, void (*fn)(struct sbx_record *sb, void *ud), void *ud,
                    sbx_error **err);
 /* The schema version of an open store. */
+/* 0 when the store can be written (its write lock taken and released). */
+int sbx_store_check(struct sbx_store *st, sbx_error **err);
 int sbx_store_version(struct sbx_store *st);
 
 #endif
