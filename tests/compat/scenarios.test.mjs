@@ -185,6 +185,21 @@ test("endpoints: any port, scheme-less", async () => {
   assert.match(url, /^http:\/\//);
 });
 
+test("secureAccess: the SDK works on the sandbox's own token, which is not the API key", async () => {
+  const sbx = await make({ secureAccess: true });
+  const ep = await sbx.getEndpoint(44772);
+  assert.ok(ep.headers["OpenSandbox-Secure-Access"], "the endpoint carries the sandbox's token");
+  assert.equal(ep.headers["OPEN-SANDBOX-API-KEY"], undefined, "and not the API key");
+  const ex = await sbx.commands.run("echo through-token");
+  assert.deepEqual(ex.logs.stdout.map((m) => m.text), ["through-token"]);
+  await sbx.files.writeFiles([{ path: "/tmp/secure.txt", data: "ok" }]);
+  assert.equal(await sbx.files.readFile("/tmp/secure.txt"), "ok");
+  // the token opens nothing but this sandbox: not the API
+  const r = await fetch(`http://${process.env.OPEN_SANDBOX_DOMAIN}/v1/sandboxes`,
+    { headers: ep.headers });
+  assert.equal(r.status, 401);
+});
+
 test("pause and resume", async () => {
   const sbx = await make();
   await sbx.pause();
