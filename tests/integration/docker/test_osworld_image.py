@@ -5,7 +5,9 @@ that use what OSWorld's tasks assume of its VM: the user `user` (uid 1000, ~/Des
 the desktop at 1920x1080, sudo with {CLIENT_PASSWORD}, gsettings with dconf on the session bus
 at /run/user/1000/bus, gnome-terminal on Ctrl+Alt+T read back through /terminal, PulseAudio's
 volume, the apps' config files from their first run; a Chrome task reported as needing Chrome.
-Each task scores 0 untouched and 1 once a scripted agent solved it.
+Each task scores 0 untouched and 1 once a scripted agent solved it. Then the same image in a
+private dockerd (or podman) under the docker provider: the machine's checks again (the user,
+the size, sudo, the apps' files), so the image works on both providers.
 
   test_osworld_image.py SBX IMAGE_TAR [--build-only]
 """
@@ -21,8 +23,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "desktop"))
 sys.path.insert(0, os.path.join(ROOT, "sdk", "python"))
 sys.path.insert(0, HERE)
 
+import engine as eng  # noqa: E402
 from harness import Fail, Skip, check, main, wait_for  # noqa: E402
-from test_desktop_image import SCRIPTS, image  # noqa: E402
+from test_desktop_image import SCRIPTS, image, load  # noqa: E402
 
 TAG = "sbx-osworld:test"
 PASSWORD = "osworld-pw"  # not the default: the placeholder must carry the configured one
@@ -165,6 +168,44 @@ def needs_chrome(env):
     print("ok   a task needing Chrome says so before its setup runs", flush=True)
 
 
+def docker(new_server, tar):
+    import sbx
+    from sbx.desktop_env import DesktopEnv
+    setup = eng.Setup("any")
+    try:
+        setup.start()
+    except eng.EngineError as ex:
+        left = setup.stop()
+        if left:
+            raise Fail("host changes left behind: %r" % left)
+        print("docker part skipped: %s" % ex)
+        return
+    ok = False
+    try:
+        e = setup.engine
+        load(e, tar)
+        s = new_server(config_text=(
+            'providers = { supported = ["docker"]; default = "docker";\n'
+            '  docker = { socket = "%s"; network = "none"; cgroup_parent = "%s";\n'
+            '             stop_timeout_s = 5; pull = "never"; }; };\n'
+            % (e.socket, e.cgroup_parent)), tag="osworld-docker")
+        s.start()
+        ref = "localhost/" + TAG if e.kind == "podman" else TAG
+        client = sbx.Client("127.0.0.1:%d" % s.port, s.key)
+        with DesktopEnv(provider_name="docker", snapshot_name=ref, client=client,
+                        client_password=PASSWORD, memory="2Gi", cpu="2",
+                        cache_dir=os.path.join(s.tmp, "cache")) as env:
+            machine(env)
+        wait_for(lambda: not e.containers(), "the container to go", 30)
+        check(s.stop() == 0, "clean stop")
+        print("ok   the OSWorld image on docker (%s)" % e.kind, flush=True)
+        ok = True
+    finally:
+        left = setup.stop()
+        if ok and left:
+            raise Fail("the engine left host changes behind: %r" % left)
+
+
 def test(new_server):
     if os.geteuid() != 0:
         raise Skip("needs root (mmdebstrap, sandboxes)")
@@ -190,6 +231,7 @@ def test(new_server):
     left = [x for x in client.list() if x.metadata.get("sbx-desktop-env")]
     check(not left, "the environments' sandboxes are gone: %r" % left)
     check(s.stop() == 0, "clean stop")
+    docker(new_server, tar)
 
 
 if __name__ == "__main__":
