@@ -52,5 +52,8 @@ bool sbx_file_is(const char *path, const char *text);
 
 /* True when s starts with prefix. */
 bool sbx_str_starts(const char *s, const char *prefix);
+/* Length of the valid UTF-8 sequence at s (1..4), or 0 when it is not valid (overlong,
+ * surrogate, past U+10FFFF, cut short by n). */
+size_t sbx_utf8_len(const unsigned char *s, size_t n);
 
 #endif

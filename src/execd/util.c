@@ -8,6 +8,7 @@
 
 #include <event2/buffer.h>
 
+#include "common/util.h"
 #include "execd/execd.h"
 
 void
@@ -43,40 +44,6 @@ execd_rfc3339(char *buf, size_t n, int64_t wall_ms)
     if (strftime(base, sizeof(base), "%Y-%m-%dT%H:%M:%S", &tm) == 0)
         base[0] = '\0';
     (void)snprintf(buf, n, "%s.%03dZ", base, (int)(wall_ms % 1000));
-}
-
-/* Length of the valid UTF-8 sequence at s (1..4), or 0 when it is not valid. */
-static size_t
-utf8_len(const unsigned char *s, size_t n)
-{
-    unsigned char c = s[0];
-    size_t len = 0;
-    uint32_t cp = 0;
-    if (c < 0x80)
-        return 1;
-    if ((c & 0xe0) == 0xc0) {
-        len = 2;
-        cp = c & 0x1f;
-    } else if ((c & 0xf0) == 0xe0) {
-        len = 3;
-        cp = c & 0x0f;
-    } else if ((c & 0xf8) == 0xf0) {
-        len = 4;
-        cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (len > n)
-        return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (s[i] & 0x3f);
-    }
-    static const uint32_t min[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return len;
 }
 
 static void
@@ -116,7 +83,7 @@ execd_json_quote(struct evbuffer *out, const char *s, size_t n)
             i++;
             continue;
         }
-        size_t len = c < 0x80 ? 0 : utf8_len(p + i, n - i);
+        size_t len = c < 0x80 ? 0 : sbx_utf8_len(p + i, n - i);
         if (len > 0) {
             i += len;
             continue;

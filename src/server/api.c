@@ -13,6 +13,7 @@
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "desktop/desktop.h"
+#include "server/api_diag.h"
 #include "server/api_fields.h"
 #include "server/desktop_view.h"
 #include "server/httpd.h"
@@ -939,12 +940,36 @@ h_health(struct sbx_req *r, struct sbx_reply *out)
     (void)json_object_set_new(out->body, "providers", sbx_registry_status(r->srv->reg));
 }
 
+/* The first value of a query parameter, copied (the value lives only during the callback). */
+static void
+q_string(const char *v, void *ud)
+{
+    char **dst = ud;
+    if (!*dst)
+        *dst = sbx_xstrdup(v);
+}
+
+static void
+h_diagnostics(struct sbx_req *r, struct sbx_reply *out)
+{
+    const char *id = sandbox_id(r, out);
+    if (!id)
+        return;
+    sbx_autofree char *scope = NULL;
+    sbx_req_query_each(r, "scope", q_string, &scope);
+    sbx_api_diagnostics(r->srv->mgr, id, r->route.id == SBX_ROUTE_DIAG_LOGS, scope, out);
+}
+
 void
 sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out)
 {
     switch (r->route.id) {
     case SBX_ROUTE_HEALTH:
         h_health(r, out);
+        return;
+    case SBX_ROUTE_DIAG_LOGS:
+    case SBX_ROUTE_DIAG_EVENTS:
+        h_diagnostics(r, out);
         return;
     case SBX_ROUTE_METRICS_EVENTS:
         out->status = 204;

@@ -764,6 +764,37 @@ sbx_mgr_store_check(struct sbx_mgr *m, sbx_error **err)
     return sbx_store_check(m->opts.store, err);
 }
 
+void
+sbx_mgr_touch(struct sbx_mgr *m, const char *id)
+{
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = find(m, id);
+    if (e)
+        renew_on_access(m, e);
+    pthread_mutex_unlock(&m->mu);
+}
+
+int
+sbx_mgr_provider_status(struct sbx_mgr *m, const char *id, struct sbx_provider_status *st,
+                        sbx_error **err)
+{
+    if (ensure_prov(m, id, err) < 0)
+        return -SBX_EUNAVAIL;
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = find(m, id);
+    struct sbx_record *work = e && e->prov ? sbx_record_dup(e->sb) : NULL;
+    struct sbx_provider *p = e ? e->prov : NULL;
+    pthread_mutex_unlock(&m->mu);
+    if (!work)
+        return sbx_error_set(
+            err, e ? SBX_EUNAVAIL : SBX_ENOTFOUND, 0,
+            e ? "sandbox `%s`: its provider is not enabled" : "sandbox `%s` not found", id);
+    memset(st, 0, sizeof *st);
+    int r = p->ops->status(p, work, st, err); /* without the lock: it may ask a remote side */
+    sbx_record_free(work);
+    return r;
+}
+
 bool
 sbx_mgr_access_ok(struct sbx_mgr *m, const char *id, const char *token)
 {
@@ -798,8 +829,6 @@ sbx_mgr_connect(struct sbx_mgr *m, const char *id, int port, int *fd, json_t **h
                           e->sb->provider);
     struct sbx_record *work = r >= 0 && e ? sbx_record_dup(e->sb) : NULL;
     struct sbx_provider *p = r >= 0 && e ? e->prov : NULL;
-    if (r >= 0 && e)
-        renew_on_access(m, e);
     pthread_mutex_unlock(&m->mu);
     if (r < 0 || !work || !p)
         return r < 0 ? r : -SBX_ENOTFOUND;

@@ -64,6 +64,11 @@ int sbx_mgr_patch_metadata(struct sbx_mgr *mgr, const char *id, const json_t *pa
 /* Connect to port of a Running sandbox; *headers (may be NULL) are the ones the router adds. */
 /* 0 when the store can be written (for /health). */
 int sbx_mgr_store_check(struct sbx_mgr *mgr, sbx_error **err);
+/* A use through the router: renew-on-access (extensions["access.renew.extend.seconds"]). */
+void sbx_mgr_touch(struct sbx_mgr *mgr, const char *id);
+/* What the sandbox's provider says of it now (the diagnostics' runtime scope). */
+int sbx_mgr_provider_status(struct sbx_mgr *mgr, const char *id, struct sbx_provider_status *st,
+                            sbx_error **err);
 /* True when token is the secureAccess token of sandbox id (constant-time compare). */
 bool sbx_mgr_access_ok(struct sbx_mgr *mgr, const char *id, const char *token);
 int sbx_mgr_connect(struct sbx_mgr *mgr, const char *id, int port, int *fd, json_t **headers,

@@ -263,6 +263,7 @@ sbx_proxy_begin(struct sbx_req *r)
     sbx_autoerror sbx_error *err = NULL;
     if (sbx_mgr_connect(r->srv->mgr, r->route.sandbox_id, port, &p->fd, &extra, &err) < 0)
         return connect_error(r, err);
+    sbx_mgr_touch(r->srv->mgr, r->route.sandbox_id);
     struct sbx_buf head;
     sbx_buf_init(&head, HEAD_MAX);
     int rc = build_head(r, p, port, extra, &head);

@@ -82,7 +82,11 @@ match_sandbox_sub(const char *method, const struct segs *s, struct sbx_route_mat
         return pick(method, "POST", SBX_ROUTE_DESKTOP_VIEW);
     if (s->n == 4 && seg_is(s, 2, "desktop") && seg_is(s, 3, "vnc"))
         return pick(method, "GET", SBX_ROUTE_DESKTOP_VNC);
-    if (seg_is(s, 2, "snapshots") || seg_is(s, 2, "diagnostics"))
+    if (s->n == 4 && seg_is(s, 2, "diagnostics") && seg_is(s, 3, "logs"))
+        return pick(method, "GET", SBX_ROUTE_DIAG_LOGS);
+    if (s->n == 4 && seg_is(s, 2, "diagnostics") && seg_is(s, 3, "events"))
+        return pick(method, "GET", SBX_ROUTE_DIAG_EVENTS);
+    if (seg_is(s, 2, "snapshots"))
         return SBX_ROUTE_UNSUPPORTED;
     return SBX_ROUTE_NOT_FOUND;
 }

@@ -35,6 +35,8 @@ enum sbx_route_id {
     SBX_ROUTE_DESKTOP_PAGE,   /* GET /desktop/view/{id}: the live-view page (public, static) */
     SBX_ROUTE_DESKTOP_STATIC, /* GET /desktop/static/{file}: its script and style (rest) */
     SBX_ROUTE_NOVNC,          /* GET /desktop/novnc/{path}: Debian's noVNC (rest) */
+    SBX_ROUTE_DIAG_LOGS,      /* GET /sandboxes/{id}/diagnostics/logs?scope= */
+    SBX_ROUTE_DIAG_EVENTS,    /* GET /sandboxes/{id}/diagnostics/events?scope= */
 };
 
 #define SBX_ROUTE_SEG_MAX    64

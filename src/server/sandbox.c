@@ -21,6 +21,7 @@ sbx_record_new(void)
     sb->limits = json_object();
     sb->extensions = json_object();
     sb->priv = json_object();
+    sb->events = json_array();
     return sb;
 }
 
@@ -43,6 +44,7 @@ sbx_record_dup(const struct sbx_record *sb)
     c->limits = deep(sb->limits);
     c->extensions = deep(sb->extensions);
     c->priv = deep(sb->priv);
+    c->events = deep(sb->events);
     return c;
 }
 
@@ -59,6 +61,7 @@ sbx_record_free(struct sbx_record *sb)
     json_decref(sb->limits);
     json_decref(sb->extensions);
     json_decref(sb->priv);
+    json_decref(sb->events);
     free(sb);
 }
 
@@ -71,6 +74,18 @@ sbx_record_set_state(struct sbx_record *sb, const char *state, const char *reaso
     free(sb->message);
     sb->message = message ? sbx_xstrdup(message) : NULL;
     sb->last_transition_ms = sbx_wall_ms();
+    if (!json_is_array(sb->events)) {
+        json_decref(sb->events);
+        sb->events = json_array();
+    }
+    json_t *ev = json_pack("{s:I, s:s}", "at", (json_int_t)sb->last_transition_ms, "state", state);
+    if (reason && *reason)
+        (void)json_object_set_new(ev, "reason", json_string(sb->reason));
+    if (message && *message) /* a provider's text: kept only when it is UTF-8 */
+        (void)json_object_set_new(ev, "message", json_string(message));
+    (void)json_array_append_new(sb->events, ev);
+    while (json_array_size(sb->events) > SBX_EVENTS_MAX)
+        (void)json_array_remove(sb->events, 0);
 }
 
 const char *

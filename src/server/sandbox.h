@@ -29,7 +29,11 @@ struct sbx_record {
     json_t *extensions; /* object */
     json_t *priv;       /* provider-private object (pid, start time, port, token...); a create
                            with volumes starts it as {"volumes": [the request's Volume objects]} */
+    json_t *events;     /* the last SBX_EVENTS_MAX transitions, oldest first:
+                           [{"at": ms, "state", "reason"?, "message"?}] (diagnostics) */
 };
+
+#define SBX_EVENTS_MAX 64
 
 /* Find-or-create (sbx extension): a create whose `extensions` hold this key returns the
  * existing sandbox with the same key and spec when it can be made usable. */

@@ -30,6 +30,8 @@ static const char *const migrations[] = {
     " metadata TEXT NOT NULL, resource_limits TEXT NOT NULL, extensions TEXT NOT NULL,"
     " provider_private TEXT NOT NULL);"
     "CREATE INDEX sandboxes_created ON sandboxes(created_at);",
+    /* 2: the last lifecycle transitions, for the diagnostics API (written with the row) */
+    "ALTER TABLE sandboxes ADD COLUMN events TEXT NOT NULL DEFAULT '[]';",
 };
 
 static int
@@ -186,6 +188,7 @@ bind_row(sqlite3_stmt *s, const struct sbx_record *sb)
     bind_json(s, 13, sb->limits);
     bind_json(s, 14, sb->extensions);
     bind_json(s, 15, sb->priv);
+    bind_json(s, 16, sb->events);
 }
 
 /* Run the cached statement *slot (compiled from sql on first use) with sb's row or id. */
@@ -218,7 +221,7 @@ sbx_store_put(struct sbx_store *st, const struct sbx_record *sb, sbx_error **err
 {
     return run_stmt(st, &st->put,
                     "INSERT OR REPLACE INTO sandboxes VALUES "
-                    "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15)",
+                    "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)",
                     sb, NULL, err);
 }
 
@@ -270,6 +273,11 @@ row_to_sandbox(sqlite3_stmt *s)
     sb->limits = col_json(s, 12, true);
     sb->extensions = col_json(s, 13, true);
     sb->priv = col_json(s, 14, true);
+    sb->events = col_json(s, 15, false);
+    if (!json_is_array(sb->events)) {
+        json_decref(sb->events);
+        sb->events = json_array();
+    }
     return sb;
 }
 

@@ -9,6 +9,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <sqlite3.h>
+
 #include "common/util.h"
 #include "server/store.h"
 
@@ -36,7 +38,7 @@ test_roundtrip(void **state)
     (void)snprintf(path, sizeof path, "%s/sbx.db", dir);
     struct sbx_store *st = NULL;
     assert_int_equal(sbx_store_open(path, &st, NULL), 0);
-    assert_int_equal(sbx_store_version(st), 1);
+    assert_int_equal(sbx_store_version(st), 2);
     struct sbx_record *sb = sbx_record_new();
     sbx_srv_uuid4(sb->id);
     (void)snprintf(sb->provider, sizeof sb->provider, "process");
@@ -61,6 +63,14 @@ test_roundtrip(void **state)
     assert_true(json_equal(seen.last->image, sb->image));
     assert_true(json_equal(seen.last->entrypoint, sb->entrypoint));
     assert_int_equal(json_integer_value(json_object_get(seen.last->priv, "pid")), 42);
+    /* the transitions came back with the row, in order */
+    assert_int_equal(json_array_size(seen.last->events), 2);
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(seen.last->events, 0), "state")),
+        "Running");
+    assert_string_equal(
+        json_string_value(json_object_get(json_array_get(seen.last->events, 0), "message")), "hi");
+    assert_true(json_equal(seen.last->events, sb->events));
     assert_int_equal(sbx_store_delete(st, sb->id, NULL), 0);
     sbx_record_free(seen.last);
     seen = (struct seen){0};
@@ -71,11 +81,72 @@ test_roundtrip(void **state)
     assert_int_equal(sbx_rm_rf(dir, NULL), 0);
 }
 
+/* The events keep the newest SBX_EVENTS_MAX transitions. */
+static void
+test_events_capped(void **state)
+{
+    (void)state;
+    struct sbx_record *sb = sbx_record_new();
+    char name[16];
+    for (int i = 0; i < SBX_EVENTS_MAX + 5; i++) {
+        (void)snprintf(name, sizeof name, "S%d", i);
+        sbx_record_set_state(sb, name, NULL, "\xff not UTF-8");
+    }
+    assert_int_equal(json_array_size(sb->events), SBX_EVENTS_MAX);
+    json_t *first = json_array_get(sb->events, 0);
+    assert_string_equal(json_string_value(json_object_get(first, "state")), "S5");
+    assert_null(json_object_get(first, "message")); /* not UTF-8: not kept */
+    assert_null(json_object_get(first, "reason"));
+    sbx_record_free(sb);
+}
+
+/* A version 1 store (before the events column) is migrated: its rows load with no events. */
+static void
+test_migrate_v1(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sbx-store-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128];
+    (void)snprintf(path, sizeof path, "%s/sbx.db", dir);
+    sqlite3 *db = NULL;
+    assert_int_equal(sqlite3_open(path, &db), SQLITE_OK);
+    assert_int_equal(
+        sqlite3_exec(db,
+                     "CREATE TABLE schema_version (version INTEGER NOT NULL);"
+                     "INSERT INTO schema_version VALUES (1);"
+                     "CREATE TABLE sandboxes (id TEXT PRIMARY KEY, provider TEXT NOT NULL,"
+                     " state TEXT NOT NULL, reason TEXT, message TEXT,"
+                     " last_transition_at INTEGER NOT NULL, created_at INTEGER NOT NULL,"
+                     " expires_at INTEGER, image TEXT, entrypoint TEXT NOT NULL, env TEXT NOT NULL,"
+                     " metadata TEXT NOT NULL, resource_limits TEXT NOT NULL,"
+                     " extensions TEXT NOT NULL, provider_private TEXT NOT NULL);"
+                     "INSERT INTO sandboxes VALUES ('x', 'process', 'Running', NULL, NULL, 1, 1,"
+                     " NULL, NULL, '[]', '{}', '{}', '{}', '{}', '{}');",
+                     NULL, NULL, NULL),
+        SQLITE_OK);
+    sqlite3_close(db);
+    struct sbx_store *st = NULL;
+    assert_int_equal(sbx_store_open(path, &st, NULL), 0);
+    assert_int_equal(sbx_store_version(st), 2);
+    struct seen seen = {0};
+    assert_int_equal(sbx_store_load(st, collect, &seen, NULL), 0);
+    assert_int_equal(seen.n, 1);
+    assert_string_equal(seen.last->state, "Running");
+    assert_true(json_is_array(seen.last->events));
+    assert_int_equal(json_array_size(seen.last->events), 0);
+    sbx_record_free(seen.last);
+    sbx_store_close(st);
+    assert_int_equal(sbx_rm_rf(dir, NULL), 0);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip),
+        cmocka_unit_test(test_events_capped),
+        cmocka_unit_test(test_migrate_v1),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
