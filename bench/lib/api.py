@@ -11,7 +11,7 @@ with `use_server_proxy=true` through the server). Python 3 stdlib only.
   api.py target --variant cold --work W --url URL ... | --reason TEXT   (the issue's speed target
          against a second server the driver started, or recorded as not measured)
   api.py delete-all --url URL --api-key KEY  (every sandbox of a server the driver started)
-Every verb takes --only SECTIONS (comma-separated: tti,exec,pause,files,api,density): the rest
+Every verb takes --only SECTIONS (comma-separated: tti,exec,pause,files,code,api,density): the rest
 is neither run nor listed.
 """
 
@@ -50,6 +50,12 @@ PLAN = [
     ("pause", "pause.resume", "resume", "POST /resume until GET says Running"),
     ("files", "files.direct", "execd direct", "upload + download 1 MiB / 100 MiB / 1 GiB"),
     ("files", "files.proxy", "via server proxy", "upload + download 1 MiB / 100 MiB / 1 GiB"),
+    ("code", "code.cold", "kernel started by the first run",
+     "POST /code python `1+1` to its result, 2 s after the create: the kernel starts on demand"),
+    ("code", "code.warm", "SBX_WARM_KERNEL=python",
+     "POST /code python `1+1` to its result, 2 s after the create: the warm kernel answers"),
+    ("code", "code.warm.create", "SBX_WARM_KERNEL=python, at once",
+     "create -> POST /code python `1+1` to its result, no pause (the warm kernel still starting)"),
     ("api", "api.get", "GET /v1/sandboxes/{id}", "wrk, 2 threads, 16 connections"),
     ("api", "api.list", "GET /v1/sandboxes", "wrk, 2 threads, 16 connections"),
 ]
@@ -145,13 +151,13 @@ class Lifecycle:
         self.live = set()
         self.lock = threading.Lock()
 
-    def create(self):
+    def create(self, env=None):
         body = {
             "image": {"uri": self.image},
             "entrypoint": ["tail", "-f", "/dev/null"],
             "timeout": 900,  # a sandbox the bench fails to delete still goes away
             "resourceLimits": {"cpu": "1", "memory": "512Mi"},
-            "env": {},
+            "env": dict(env or {}),
             "metadata": {"sbx-bench": str(os.getpid())},
         }
         if self.provider:
@@ -214,6 +220,22 @@ def run_command(execd, command="true"):
     if terminal is None:
         raise ApiError("POST /command: stream ended without a terminal event")
     return terminal["type"] == "execution_complete"
+
+
+def run_python(execd, code="1+1"):
+    """POST /code (the default Python context) and read the stream to its end; True when it
+    ended in execution_complete with a result."""
+    resp = execd.start("POST", "/code", {"context": {"language": "python"}, "code": code})
+    if resp.status != 200:
+        raise ApiError(f"POST /code: HTTP {resp.status} {resp.read()[:200]!r}")
+    kinds = []
+    for raw in resp:
+        line = raw.strip()
+        if line.startswith(b"data:"):
+            line = line[5:].strip()
+        if line.startswith(b"{"):
+            kinds.append(json.loads(line).get("type"))
+    return "result" in kinds and kinds[-1:] == ["execution_complete"]
 
 
 PROVIDER = {"name": None}
@@ -438,6 +460,42 @@ def section_exec(lc, cfg, work):
             variant += " (the server answered with its proxy route)"
         exec_record(execd, rid, variant, cfg, work)
     lc.delete(sid)
+
+
+# ------------------------------------------------------------------ code: a first Python result
+def code_sample(lc, env, pause_s):
+    """(seconds from the request (or the create, without a pause) to the result, exit code)."""
+    t0 = time.monotonic()
+    sid = lc.create(env)
+    try:
+        execd = lc.execd(sid, True)
+        wait_ping(execd)
+        if pause_s:
+            time.sleep(pause_s)
+            t0 = time.monotonic()
+        ok = run_python(execd)
+        return time.monotonic() - t0, 0 if ok else 1
+    finally:
+        lc.delete(sid)
+
+
+def section_code(lc, cfg, work):
+    runs = max(3, cfg["exec_warm"])
+    warm_env = {"SBX_WARM_KERNEL": "python"}
+    for rid, variant, what, env, pause_s in (
+            ("code.cold", "kernel started by the first run", "first python result, 2 s after create",
+             None, 2.0),
+            ("code.warm", "SBX_WARM_KERNEL=python", "first python result, 2 s after create",
+             warm_env, 2.0),
+            ("code.warm.create", "SBX_WARM_KERNEL=python, at once", "create -> first python result",
+             warm_env, 0)):
+        samples, codes = [], []
+        for _ in range(runs):
+            t, c = code_sample(lc, env, pause_s)
+            samples.append(t)
+            codes.append(c)
+        record(work, latency_record("code", rid, variant, what, samples, codes,
+                                    {"ratio_key": "code.cold"}))
 
 
 # ------------------------------------------------------------------ 4. density
@@ -974,6 +1032,9 @@ def cmd_run(args):
             run_section("pause", lambda: section_pause(lc, cfg, w), w, {"pause.pause", "pause.resume"})
         if wanted(args, "files"):
             run_section("files", lambda: section_files(lc, cfg, w, pid), w, {"files.direct", "files.proxy"})
+        if wanted(args, "code"):
+            run_section("code", lambda: section_code(lc, cfg, w), w,
+                        {"code.cold", "code.warm", "code.warm.create"})
         if wanted(args, "api"):
             run_section("api", lambda: section_api(lc, cfg, w), w, {"api.get", "api.list"})
         if wanted(args, "density"):

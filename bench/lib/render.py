@@ -62,6 +62,15 @@ SECTIONS = [
         "(execd, server, the bench's client) from /proc.",
     ),
     (
+        "code",
+        "10. Code interpreting: the first Python result",
+        "`POST /code` (the default Python context, `1+1`) through the server's proxy until its "
+        "terminal event, on a sandbox created 2 s before: with the kernel started by that first "
+        "run (cold), and with `SBX_WARM_KERNEL=python` (a kernel execd starts at boot for the first "
+        "context to take). 'At once' rows: create -> first result with no pause, the warm kernel "
+        "still starting. Issue target: the first Python result <= 100 ms.",
+    ),
+    (
         "api",
         "7. API throughput",
         "wrk against the lifecycle API (2 threads; the server shares the 2 cores with wrk).",

@@ -190,9 +190,11 @@ ctx_new(struct execd *ex, const char *language, const char *cwd)
     execd_uuid4(c->id, false);
     c->language = sbx_xstrdup(language && language[0] ? language : "command");
     c->cwd = cwd && cwd[0] ? sbx_xstrdup(cwd) : NULL;
-    if (lang_of(language) == LANG_PYTHON)
-        c->kernel = execd_kernel_start(ex, c->id, c->cwd, &kernel_ops, c);
-    else
+    if (lang_of(language) == LANG_PYTHON) {
+        c->kernel = execd_kernel_take_warm(ex, c->cwd, &kernel_ops, c);
+        if (!c->kernel)
+            c->kernel = execd_kernel_start(ex, c->id, c->cwd, &kernel_ops, c);
+    } else
         c->session = execd_session_new(ex, c->cwd, false);
     c->next = ex->ctxs;
     ex->ctxs = c;

@@ -66,6 +66,7 @@ struct execd {
     struct execd_watch *watches;
     struct execd_ctx *ctxs;        /* code contexts (code.c) */
     struct execd_kernel *kernels;  /* kernel processes (kernel.c) */
+    struct execd_kernel *warm;     /* the warm kernel nobody took yet, or NULL (kernel.c) */
     struct execd_logs *logs;       /* logs.c */
     struct execd_desktop *desktop; /* desktop.c: NULL until one is started */
     char *python_ok;               /* the interpreter that last started a kernel */

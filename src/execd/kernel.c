@@ -447,6 +447,58 @@ execd_kernel_start(struct execd *ex, const char *id, const char *cwd,
     return k;
 }
 
+/* ---- the warm kernel: one started ahead of need (SBX_WARM_KERNEL=python), handed to the
+ * first Python context without a cwd of its own, so its first result does not wait for
+ * Python and ipykernel to start (~650 ms) ---- */
+
+static void
+warm_ready(struct execd_kernel *k, void *arg)
+{
+    (void)k;
+    (void)arg;
+    sbx_info("warm kernel ready");
+}
+
+static void
+warm_failed(struct execd_kernel *k, const char *why, void *arg)
+{
+    (void)arg;
+    sbx_warn("warm kernel: %s", why);
+    if (k->ex->warm == k)
+        k->ex->warm = NULL;
+    execd_kernel_free(k);
+}
+
+static void
+warm_msg(struct execd_kernel *k, const struct jmsg *m, void *arg)
+{
+    (void)k;
+    (void)m;
+    (void)arg;
+}
+
+void
+execd_kernel_warm(struct execd *ex)
+{
+    static const struct execd_kernel_ops ops = {
+        .ready = warm_ready, .failed = warm_failed, .iopub = warm_msg, .shell = warm_msg};
+    if (!ex->warm)
+        ex->warm = execd_kernel_start(ex, "warm", NULL, &ops, NULL);
+}
+
+struct execd_kernel *
+execd_kernel_take_warm(struct execd *ex, const char *cwd, const struct execd_kernel_ops *ops,
+                       void *arg)
+{
+    struct execd_kernel *k = ex->warm;
+    if (!k || (cwd && *cwd))
+        return NULL; /* a context with its own cwd gets a kernel started there */
+    ex->warm = NULL;
+    k->ops = *ops;
+    k->arg = arg;
+    return k;
+}
+
 bool
 execd_kernel_is_ready(const struct execd_kernel *k)
 {

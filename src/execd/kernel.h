@@ -39,6 +39,12 @@ struct execd_kernel_ops {
  * is reported through ops->failed from the event loop. */
 struct execd_kernel *execd_kernel_start(struct execd *ex, const char *id, const char *cwd,
                                         const struct execd_kernel_ops *ops, void *arg);
+/* Start the warm kernel (once): a kernel for the first Python context to take. */
+void execd_kernel_warm(struct execd *ex);
+/* The warm kernel, now reporting to ops/arg, when there is one and cwd is unset; else NULL.
+ * It may still be starting: its ready (or failed) callback comes to the new owner. */
+struct execd_kernel *execd_kernel_take_warm(struct execd *ex, const char *cwd,
+                                            const struct execd_kernel_ops *ops, void *arg);
 bool execd_kernel_is_ready(const struct execd_kernel *k);
 /* Send an execute_request for code; its msg_id goes to msg_id (>= 40 bytes). */
 void execd_kernel_execute(struct execd_kernel *k, const char *code, char *msg_id);

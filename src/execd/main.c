@@ -464,6 +464,13 @@ run(struct execd *ex, int ready_fd, char **entrypoint)
     /* Ready first: the launcher answers its client while we fork the entrypoint. */
     signal_ready(ready_fd);
     start_entrypoint(ex, entrypoint);
+    /* SBX_WARM_KERNEL=python (the image's config or the create's env): a Python kernel
+     * started now, for the first code context to take (kernel.c) */
+    const char *warm = getenv("SBX_WARM_KERNEL"); // NOLINT(concurrency-mt-unsafe): one thread
+    if (warm && strcmp(warm, "python") == 0)
+        execd_kernel_warm(ex);
+    else if (warm && *warm)
+        sbx_warn("SBX_WARM_KERNEL=%.32s: only `python` is known", warm);
     /* Whether plain commands may be exec'd directly (reads the shell): now, while the launcher
      * answers its client, rather than on the first command's path. */
     if (ex->fast_shell == EXECD_FAST_UNKNOWN)

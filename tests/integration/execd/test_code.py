@@ -502,6 +502,51 @@ def test_python_search(binary, good):
         os.rmdir(d)
 
 
+def proc_start(pid):
+    """A process's start time in clock ticks since boot (/proc/PID/stat field 22)."""
+    with open("/proc/%d/stat" % pid) as f:
+        return int(f.read().split(")")[-1].split()[19])
+
+
+def test_warm_kernel(binary, good):
+    """SBX_WARM_KERNEL=python: a kernel runs before any context exists; the first Python
+    context without a cwd gets that very process, the next one (and one with a cwd) a new
+    kernel; a bad value only warns."""
+    env = dict(os.environ, SBX_WARM_KERNEL="python")
+    ex = own(binary, ["--python", good], env=env)
+    try:
+        wait_until(lambda: "warm kernel ready" in ex.read_log(), 60, "the warm kernel ready")
+        warm = kernel_pids(ex)
+        check(len(warm) == 1, "one kernel before any context: %r" % warm)
+        ev = code(ex, {"context": {"language": "python"}, "code": "import os\nos.getpid()"})
+        res = [e["results"]["text"] for e in ev if e["type"] == "result"]
+        check(res and int(res[0]) == warm[0], "the first result came from the warm kernel: %r"
+              % res)
+        c = new_context(ex)
+        ev = code(ex, {"context": {"id": c["id"], "language": "python"},
+                       "code": "import os\nos.getpid()"})
+        res2 = [e["results"]["text"] for e in ev if e["type"] == "result"]
+        check(res2 and int(res2[0]) != warm[0], "a second context: its own kernel")
+        d = tempfile.mkdtemp(prefix="execd-warm-cwd-")
+        c2 = new_context(ex, cwd=d)
+        ev = code(ex, {"context": {"id": c2["id"], "language": "python"},
+                       "code": "import os\nos.getcwd()"})
+        check([e["results"]["text"] for e in ev if e["type"] == "result"] == [repr(d)],
+              "a context with a cwd runs there")
+        os.rmdir(d)
+        check(ex.stop() == 0, "exit code")
+    finally:
+        ex.close()
+    ex = own(binary, ["--python", good], env=dict(os.environ, SBX_WARM_KERNEL="ruby"))
+    try:
+        wait_until(lambda: "SBX_WARM_KERNEL=ruby: only `python` is known" in ex.read_log(), 10,
+                   "a warning for an unknown value")
+        check(kernel_pids(ex) == [], "no kernel for an unknown value")
+        check(ex.stop() == 0, "exit code")
+    finally:
+        ex.close()
+
+
 def main():
     binary = sys.argv[1]
     good = kernel_python()
@@ -526,7 +571,7 @@ def main():
         if not ex.external:
             check(ex.stop() == 0, "execd exit code (sanitizer report?)\n" + ex.read_log())
             for t, a in ((test_no_orphan_kernels, ()), (test_no_kernel_available, ()),
-                         (test_python_search, (good,))):
+                         (test_python_search, (good,)), (test_warm_kernel, (good,))):
                 if only and t.__name__ not in only:
                     continue
                 t0 = time.time()
