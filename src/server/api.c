@@ -1031,6 +1031,7 @@ sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out)
     case SBX_ROUTE_DESKTOP_PAGE:
     case SBX_ROUTE_DESKTOP_STATIC:
     case SBX_ROUTE_NOVNC:
+    case SBX_ROUTE_METRICS: /* httpd.c: text, not JSON */
     default:
         sbx_reply_error(out, 404, "GENERAL::NOT_FOUND", "no route for %s", r->method);
         return;

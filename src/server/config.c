@@ -128,8 +128,12 @@ get_int(const config_setting_t *g, const char *key, int64_t min, int64_t *dst, s
 static int
 parse_server(struct sbx_server_config *cfg, const config_setting_t *g, sbx_error **err)
 {
-    static const char *const keys[] = {"listen", "state_dir", "public_addr", "publish_address",
-                                       NULL};
+    static const char *const keys[] = {"listen",          "state_dir",    "public_addr",
+                                       "publish_address", "metrics_auth", NULL};
+    const config_setting_t *ma = config_setting_get_member(g, "metrics_auth");
+    if (ma && config_setting_type(ma) != CONFIG_TYPE_BOOL)
+        return sbx_error_set(err, SBX_EINVAL, 0, "`server.metrics_auth` must be true or false");
+    cfg->metrics_public = ma && !config_setting_get_bool(ma);
     if (check_keys(g, "server", keys, err) < 0 ||
         get_str(g, "listen", "server", &cfg->listen, err) < 0 ||
         get_str(g, "state_dir", "server", &cfg->state_dir, err) < 0 ||

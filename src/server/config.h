@@ -8,14 +8,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <stdbool.h>
+
 #include "common/error.h"
 
 struct sbx_server_config {
     char *listen; /* "HOST:PORT" */
     char *state_dir;
-    char *public_addr;  /* host[:port] put in endpoints; NULL = the request's Host */
-    char *publish_addr; /* where published sandbox ports listen; NULL = 127.0.0.1 */
-    char **providers;   /* supported set, in config order */
+    char *public_addr;   /* host[:port] put in endpoints; NULL = the request's Host */
+    char *publish_addr;  /* where published sandbox ports listen; NULL = 127.0.0.1 */
+    bool metrics_public; /* GET /metrics without the API key (server.metrics_auth = false) */
+    char **providers;    /* supported set, in config order */
     size_t n_providers;
     char *default_provider;
     json_t *provider_settings; /* name -> object */

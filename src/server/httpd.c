@@ -24,6 +24,7 @@
 #include "server/apierr.h"
 #include "server/connguard.h"
 #include "server/desktop_view.h"
+#include "server/metrics.h"
 #include "server/srvutil.h"
 
 /* An idle keep-alive connection (or a client that stops sending mid-request) is closed after
@@ -307,7 +308,8 @@ first_call(struct sbx_req *r)
     r->sensitive = r->route.id == SBX_ROUTE_SECRET_SET;
     if (r->route.id == SBX_ROUTE_PREFLIGHT)
         return send_preflight(r);
-    if (sbx_route_needs_auth(r->route.id) && !secure_access_ok(r)) {
+    bool public_metrics = r->route.id == SBX_ROUTE_METRICS && r->srv->cfg->metrics_public;
+    if (sbx_route_needs_auth(r->route.id) && !public_metrics && !secure_access_ok(r)) {
         bool ok = false;
         enum MHD_Result ret = check_auth(r, &ok);
         if (!ok)
@@ -318,6 +320,24 @@ first_call(struct sbx_req *r)
     return check_body_size(r);
 }
 
+/* GET /metrics: Prometheus' text format (not JSON), built at each scrape. */
+static enum MHD_Result
+send_metrics(struct sbx_req *r)
+{
+    struct sbx_buf b;
+    sbx_buf_init(&b, 64u << 20);
+    sbx_metrics_render(r->srv->mgr, &b);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(b.len, b.data ? b.data : (void *)"", MHD_RESPMEM_MUST_COPY);
+    sbx_buf_dispose(&b);
+    (void)MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    (void)MHD_add_response_header(resp, "X-Request-ID", r->rid);
+    enum MHD_Result ret = MHD_queue_response(r->conn, 200, resp);
+    MHD_destroy_response(resp);
+    r->done = true;
+    return ret;
+}
+
 static enum MHD_Result
 final_call(struct sbx_req *r)
 {
@@ -325,6 +345,8 @@ final_call(struct sbx_req *r)
         return sbx_proxy_end(r);
     if (sbx_view_owns(r->route.id))
         return sbx_view_handle(r);
+    if (r->route.id == SBX_ROUTE_METRICS)
+        return send_metrics(r);
     if (r->too_big)
         return sbx_http_send_error(r, 413, "GENERAL::PAYLOAD_TOO_LARGE",
                                    "request body is larger than the limit");

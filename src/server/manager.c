@@ -26,6 +26,7 @@
 #include "common/xalloc.h"
 #include "server/api_fields.h"
 #include "server/meta.h"
+#include "server/metrics.h"
 #include "server/srvutil.h"
 
 struct entry {
@@ -191,9 +192,24 @@ ensure_prov(struct sbx_mgr *m, const char *id, sbx_error **err)
 
 /* ---- create ---- */
 
+static double
+since(uint64_t t0_ns)
+{
+    return (double)(sbx_now_ns() - t0_ns) / 1e9;
+}
+
+/* A provider's failure, counted by provider and code (GET /metrics). */
+static void
+count_error(const struct entry *e, const sbx_error *err)
+{
+    if (e->prov && err)
+        sbx_metrics_provider_error(e->prov->name, sbx_error_code(err));
+}
+
 static void
 run_create(struct sbx_mgr *m, struct entry *e)
 {
+    uint64_t t0 = sbx_now_ns();
     pthread_mutex_lock(&m->mu);
     struct sbx_record *work = sbx_record_dup(e->sb);
     pthread_mutex_unlock(&m->mu);
@@ -215,6 +231,9 @@ run_create(struct sbx_mgr *m, struct entry *e)
     pthread_mutex_lock(&m->mu);
     merge_priv(e, work);
     (void)json_object_del(e->sb->image, "auth");
+    sbx_metrics_op(SBX_OP_CREATE, since(t0), r >= 0);
+    if (r < 0)
+        count_error(e, err);
     if (r < 0) {
         sbx_warn("sandbox %s: create failed: %s", e->sb->id, sbx_error_msg(err));
         transition(m, e, "Failed", "PROVISIONING_ERROR", sbx_error_msg(err));
@@ -515,12 +534,25 @@ struct step {
     const char *reason;
 };
 
+static enum sbx_metrics_op
+op_of(const struct sbx_provider_ops *ops, prov_op op)
+{
+    if (op == ops->pause)
+        return SBX_OP_PAUSE;
+    if (op == ops->resume)
+        return SBX_OP_RESUME;
+    if (op == ops->stop)
+        return SBX_OP_STOP;
+    return SBX_OP_START;
+}
+
 /* Mark e busy in state `during`, run op on a copy without the lock, then land in `after`
  * (or back in the previous state, reason OPERATION_FAILED, when op fails). */
 static int
 run_op(struct sbx_mgr *m, struct entry *e, prov_op op, struct step during, struct step after,
        sbx_error **err)
 {
+    uint64_t t0 = sbx_now_ns();
     char before[SBX_NAME_MAX];
     (void)snprintf(before, sizeof before, "%s", e->sb->state);
     e->busy = true;
@@ -532,10 +564,13 @@ run_op(struct sbx_mgr *m, struct entry *e, prov_op op, struct step during, struc
     merge_priv(e, work);
     sbx_record_free(work);
     set_idle(m, e);
-    if (r < 0)
+    sbx_metrics_op(op_of(e->prov->ops, op), since(t0), r >= 0);
+    if (r < 0) {
+        count_error(e, err ? *err : NULL);
         transition(m, e, before, "OPERATION_FAILED", sbx_error_msg(err ? *err : NULL));
-    else
+    } else {
         transition(m, e, after.state, after.reason, NULL);
+    }
     return r;
 }
 
@@ -546,11 +581,14 @@ delete_locked(struct sbx_mgr *m, struct entry *e, const char *reason, sbx_error 
     transition(m, e, "Stopping", reason, NULL);
     struct sbx_record *work = sbx_record_dup(e->sb);
     pthread_mutex_unlock(&m->mu);
+    uint64_t t0 = sbx_now_ns();
     int r = e->prov ? e->prov->ops->delete (e->prov, work, err) : 0;
+    sbx_metrics_op(SBX_OP_DELETE, since(t0), r >= 0);
     sbx_record_free(work);
     pthread_mutex_lock(&m->mu);
     set_idle(m, e);
     if (r < 0) {
+        count_error(e, err ? *err : NULL);
         transition(m, e, "Failed", "DELETE_FAILED", sbx_error_msg(err ? *err : NULL));
         return r;
     }

@@ -38,6 +38,7 @@
 #include "common/xalloc.h"
 #include "server/api_fields.h"
 #include "server/httpd.h"
+#include "server/metrics.h"
 #include "server/srvutil.h"
 
 #define HEAD_MAX   ((size_t)64 * 1024)
@@ -68,6 +69,8 @@ struct sbx_proxy {
     int64_t remaining; /* content-length left, -1 = until EOF */
     enum chunk_state cst;
     uint64_t chunk_left;
+    uint64_t t0_ns;               /* for GET /metrics: when the request began */
+    uint64_t bytes_in, bytes_out; /* body bytes to the sandbox, bytes read from it */
 };
 
 void
@@ -75,6 +78,9 @@ sbx_proxy_free(struct sbx_proxy *p)
 {
     if (!p)
         return;
+    sbx_metrics_router((double)(sbx_now_ns() - p->t0_ns) / 1e9, p->bytes_in, p->bytes_out,
+                       p->failed || p->err_status != 0);
+    sbx_metrics_router_open(-1);
     if (p->fd >= 0)
         (void)close(p->fd);
     free(p->err_msg);
@@ -246,6 +252,8 @@ enum MHD_Result
 sbx_proxy_begin(struct sbx_req *r)
 {
     struct sbx_proxy *p = sbx_xcalloc(1, sizeof *p);
+    p->t0_ns = sbx_now_ns();
+    sbx_metrics_router_open(1);
     p->srv = r->srv;
     p->fd = -1;
     p->remaining = -1;
@@ -282,6 +290,7 @@ sbx_proxy_data(struct sbx_req *r, const char *data, size_t n)
     struct sbx_proxy *p = r->proxy;
     if (p->failed)
         return MHD_YES;
+    p->bytes_in += n;
     char hdr[32];
     int hn = snprintf(hdr, sizeof hdr, "%zx\r\n", n);
     if ((p->chunked_up && sbx_write_all(p->fd, hdr, (size_t)hn) < 0) ||
@@ -310,6 +319,8 @@ up_read(struct sbx_proxy *p, char *dst, size_t n)
         ssize_t got = read(p->fd, dst, n);
         if (got < 0 && errno == EINTR)
             continue;
+        if (got > 0)
+            p->bytes_out += (uint64_t)got;
         return got;
     }
 }

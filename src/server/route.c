@@ -171,6 +171,8 @@ match(const char *method, const char *path, struct sbx_route_match *m)
         path += 3;
     if (strcmp(path, "/health") == 0)
         return pick(method, "GET", SBX_ROUTE_HEALTH);
+    if (strcmp(path, "/metrics") == 0)
+        return pick(method, "GET", SBX_ROUTE_METRICS);
     if (strcmp(path, "/metrics/events") == 0)
         return pick(method, "POST", SBX_ROUTE_METRICS_EVENTS);
     if (strcmp(path, "/sandboxes") == 0 || strncmp(path, "/sandboxes/", 11) == 0)

@@ -37,6 +37,7 @@ enum sbx_route_id {
     SBX_ROUTE_NOVNC,          /* GET /desktop/novnc/{path}: Debian's noVNC (rest) */
     SBX_ROUTE_DIAG_LOGS,      /* GET /sandboxes/{id}/diagnostics/logs?scope= */
     SBX_ROUTE_DIAG_EVENTS,    /* GET /sandboxes/{id}/diagnostics/events?scope= */
+    SBX_ROUTE_METRICS,        /* GET /metrics: Prometheus (the key unless metrics_auth=false) */
 };
 
 #define SBX_ROUTE_SEG_MAX    64

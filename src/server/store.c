@@ -2,6 +2,7 @@
  * store.c - SQLite store of sandbox records, with a version table and ordered migrations.
  */
 #include "server/store.h"
+#include "server/metrics.h"
 
 #include <pthread.h>
 #include <sqlite3.h>
@@ -219,10 +220,13 @@ run_stmt(struct sbx_store *st, sqlite3_stmt **slot, const char *sql, const struc
 int
 sbx_store_put(struct sbx_store *st, const struct sbx_record *sb, sbx_error **err)
 {
-    return run_stmt(st, &st->put,
-                    "INSERT OR REPLACE INTO sandboxes VALUES "
-                    "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)",
-                    sb, NULL, err);
+    uint64_t t0 = sbx_now_ns();
+    int r = run_stmt(st, &st->put,
+                     "INSERT OR REPLACE INTO sandboxes VALUES "
+                     "(?1,?2,?3,?4,?5,?6,?7,?8,?9,?10,?11,?12,?13,?14,?15,?16)",
+                     sb, NULL, err);
+    sbx_metrics_store_write((double)(sbx_now_ns() - t0) / 1e9);
+    return r;
 }
 
 int
