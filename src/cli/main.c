@@ -158,11 +158,14 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "server sandboxes are kept. With --all, kill and remove running sandboxes and kept\n"
         "layers too.\n"),
     CMD("serve", HEAVY(sbx_cmd_serve), "Run the sandbox server (OpenSandbox lifecycle API)",
-        "Usage: sbx serve [--listen ADDR] [--state-dir DIR] [--config FILE]\n\n"
+        "Usage: sbx serve [--listen ADDR] [--state-dir DIR] [--config FILE]\n"
+        "                 [--log-format json|text]\n\n"
         "Run the control plane in the foreground until SIGTERM/SIGINT.\n\n"
         "  --listen ADDR     HOST:PORT to listen on (default 127.0.0.1:8080)\n"
         "  --state-dir DIR   store, API key and sandboxes (default /var/lib/sbx)\n"
-        "  --config FILE     config file (libconfig syntax; see docs/server.md)\n\n"
+        "  --config FILE     config file (libconfig syntax; see docs/server.md)\n"
+        "  --log-format F    `json` (default: one object a line) or `text`; a line logged\n"
+        "                    for a request carries its X-Request-ID (`rid`, or `[rid]`)\n\n"
         "On first start an API key is generated into DIR/api-key (mode 0600); clients send it\n"
         "as `OPEN-SANDBOX-API-KEY: <key>` (or `Authorization: Bearer <key>`).\n"
         "Sandboxes keep running when the server stops; a restart re-adopts them.\n"),

@@ -60,6 +60,32 @@ sbx_log_set_sink(sbx_log_sink_fn fn, void *payload)
     log_sink_payload = payload;
 }
 
+static __thread char request_id[129]; /* X-Request-ID: 1-128 visible characters */
+
+void
+sbx_log_set_request_id(const char *rid)
+{
+    (void)snprintf(request_id, sizeof request_id, "%s", rid ? rid : "");
+}
+
+const char *
+sbx_log_request_id(void)
+{
+    return request_id[0] ? request_id : NULL;
+}
+
+int
+sbx_log_parse_format(const char *s, enum sbx_log_format *out)
+{
+    if (s && strcmp(s, "text") == 0)
+        *out = SBX_LOG_TEXT;
+    else if (s && strcmp(s, "json") == 0)
+        *out = SBX_LOG_JSON;
+    else
+        return -SBX_EINVAL;
+    return 0;
+}
+
 static char *
 format_json(enum sbx_log_level level, const char *file, int line, const char *msg)
 {
@@ -73,6 +99,8 @@ format_json(enum sbx_log_level level, const char *file, int line, const char *ms
 
     json_t *o = json_pack("{s:s, s:s, s:s, s:s}", "ts", ts, "level", level_names[level], "prog",
                           log_prog, "msg", msg);
+    if (o && request_id[0])
+        json_object_set_new(o, "rid", json_string(request_id));
     if (o && sbx_log_level_current >= SBX_LOG_DEBUG)
         json_object_set_new(o, "src", json_sprintf("%s:%d", file, line));
     char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -102,9 +130,11 @@ sbx_log_write(enum sbx_log_level level, const char *file, int line, int errnum, 
     if (log_format == SBX_LOG_JSON)
         out = format_json(level, file, line, msg);
     else if (level == SBX_LOG_INFO)
-        out = sbx_xasprintf("%s: %s", log_prog, msg);
+        out = sbx_xasprintf("%s: %s%s%s%s", log_prog, request_id[0] ? "[" : "", request_id,
+                            request_id[0] ? "] " : "", msg);
     else
-        out = sbx_xasprintf("%s: %s: %s", log_prog, level_names[level], msg);
+        out = sbx_xasprintf("%s: %s: %s%s%s%s", log_prog, level_names[level],
+                            request_id[0] ? "[" : "", request_id, request_id[0] ? "] " : "", msg);
 
     if (log_sink) {
         log_sink(level, out, log_sink_payload);

@@ -37,6 +37,13 @@ void sbx_log_set_level(enum sbx_log_level level);
 int sbx_log_parse_level(const char *s, enum sbx_log_level *out);
 /* Replace the sink (NULL restores stderr). */
 void sbx_log_set_sink(sbx_log_sink_fn fn, void *payload);
+/* The request this thread works for now: every line it logs carries the id ("rid" in JSON,
+ * "[rid]" in text) until it is set again or cleared with NULL. Copied (at most 128 bytes). */
+void sbx_log_set_request_id(const char *rid);
+/* This thread's request id, or NULL. */
+const char *sbx_log_request_id(void);
+/* "text" or "json" into *out; -SBX_EINVAL otherwise. */
+int sbx_log_parse_format(const char *s, enum sbx_log_format *out);
 
 void sbx_log_write(enum sbx_log_level level, const char *file, int line, int errnum,
                    const char *fmt, ...) __attribute__((format(printf, 5, 6)));

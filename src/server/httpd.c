@@ -160,10 +160,12 @@ set_request_id(struct sbx_req *r)
         if (ok) {
             memcpy(r->rid, given, n);
             r->rid[n] = '\0';
+            sbx_log_set_request_id(r->rid);
             return;
         }
     }
     sbx_srv_uuid4_hex(r->rid);
+    sbx_log_set_request_id(r->rid);
 }
 
 const char *
@@ -356,13 +358,9 @@ final_call(struct sbx_req *r)
 }
 
 static enum MHD_Result
-/* NOLINTNEXTLINE(readability-function-size): the signature is libmicrohttpd's */
-on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
-           const char *version, const char *data, size_t *data_size, void **con_cls)
+request_step(struct sbx_req *r, struct MHD_Connection *conn, const char *url, const char *method,
+             const char *data, size_t *data_size)
 {
-    (void)version;
-    (void)cls;
-    struct sbx_req *r = *con_cls;
     if (!r->started) {
         r->started = true;
         sbx_connguard_head_done(r->srv->guard, conn);
@@ -385,6 +383,22 @@ on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *
         return MHD_YES;
     }
     return final_call(r);
+}
+
+static enum MHD_Result
+/* NOLINTNEXTLINE(readability-function-size): the signature is libmicrohttpd's */
+on_request(void *cls, struct MHD_Connection *conn, const char *url, const char *method,
+           const char *version, const char *data, size_t *data_size, void **con_cls)
+{
+    (void)version;
+    (void)cls;
+    struct sbx_req *r = *con_cls;
+    /* every line logged while this request is handled carries its id (the id is made in
+     * the first call: set there too) */
+    sbx_log_set_request_id(r->started ? r->rid : NULL);
+    enum MHD_Result ret = request_step(r, conn, url, method, data, data_size);
+    sbx_log_set_request_id(NULL);
+    return ret;
 }
 
 static void

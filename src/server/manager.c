@@ -36,6 +36,7 @@ struct entry {
     bool create_done;          /* the create job has finished (either way) */
     bool reap_warned;          /* the reaper could not get its provider (warned once) */
     int64_t renewed_ms;        /* the last renew-on-access (renew_on_access) */
+    char rid[129];             /* the request that created it: its create job logs with it */
     char spec_hash[SBX_SPEC_HASH_LEN + 1];
     struct entry *next_job;
     sbx_error *create_err;
@@ -210,6 +211,7 @@ static void
 run_create(struct sbx_mgr *m, struct entry *e)
 {
     uint64_t t0 = sbx_now_ns();
+    sbx_log_set_request_id(e->rid[0] ? e->rid : NULL);
     pthread_mutex_lock(&m->mu);
     struct sbx_record *work = sbx_record_dup(e->sb);
     pthread_mutex_unlock(&m->mu);
@@ -247,6 +249,7 @@ run_create(struct sbx_mgr *m, struct entry *e)
     pthread_cond_broadcast(&m->cv);
     pthread_mutex_unlock(&m->mu);
     sbx_record_free(work);
+    sbx_log_set_request_id(NULL);
 }
 
 static void *
@@ -466,6 +469,8 @@ sbx_mgr_create(struct sbx_mgr *m, struct sbx_record *sb, struct sbx_record **out
     e->sb = sb;
     e->prov = prov;
     e->busy = true;
+    const char *rid = sbx_log_request_id();
+    (void)snprintf(e->rid, sizeof e->rid, "%s", rid ? rid : "");
     char hash[SBX_SPEC_HASH_LEN + 1];
     sbx_record_spec_hash(sb, hash);
     pthread_mutex_lock(&m->mu);

@@ -102,6 +102,7 @@ class Server:
             with open(self.config, "w") as f:
                 f.write(config_text)
         self.logpath = os.path.join(self.tmp, "server.log")
+        self.extra_args = []  # more `sbx serve` flags
 
     def execd_present(self):
         return os.access(os.path.join(os.path.dirname(self.sbx), "sbx-execd"), os.X_OK)
@@ -111,6 +112,7 @@ class Server:
                 self.state]
         if self.config:
             argv += ["--config", self.config]
+        argv += self.extra_args
         log = open(self.logpath, "ab")
         self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=self.env)
         log.close()

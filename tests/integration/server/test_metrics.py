@@ -2,12 +2,15 @@
 """GET /metrics: Prometheus' text format (every sample line parses, histograms cumulative with
 +Inf = count), behind the API key unless `server.metrics_auth = false`; the figures move with
 what the server does: sandboxes by provider and state, operation histograms, a failed create
-counted, router bytes and requests, the store's writes, the process' RSS, fds and threads."""
+counted, router bytes and requests, the store's writes, the process' RSS, fds and threads.
+And the server's log: a request's X-Request-ID on every line logged for it (its create job's
+too), as `rid` in JSON lines and `[rid]` with --log-format text."""
+import json
 import os
 import re
 import signal
 
-from harness import check, main
+from harness import check, main, wait_for
 
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})? (-?[0-9.e+]+|\+Inf|NaN)$')
 
@@ -39,6 +42,25 @@ def histo_ok(m, name, labels):
     return inf
 
 
+def request_ids(s):
+    """Every line logged for a request carries its X-Request-ID, the create job's too."""
+    rid = "trace-json-7"
+    r = s.request("POST", "/v1/sandboxes", {"image": {"uri": "host"},
+                                            "entrypoint": ["sleep", "60"], "timeout": 120},
+                  headers={"X-Request-ID": rid})
+    check(r.status == 202, "create: %r" % r)
+    s.request("DELETE", "/v1/sandboxes/" + r.json()["id"], headers={"X-Request-ID": rid + "-d"})
+    mine = []
+    for line in s.log(full=True).splitlines():
+        j = json.loads(line) if line.startswith("{") else {}
+        if j.get("rid") == rid:
+            mine.append(j["msg"])
+    check(any("running" in x for x in mine), "the create job's line has the request's id: %r"
+          % mine)
+    check(any("deleted" in x for x in s.log(full=True).splitlines() if rid + "-d" in x),
+          "the delete's line has its own id")
+
+
 def test(new_server):
     s = new_server(tag="metrics")
     s.start()
@@ -61,6 +83,9 @@ def test(new_server):
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
+    wait_for(lambda: not any(os.path.exists("/proc/%d" % p) and
+                             open("/proc/%d/stat" % p).read().split(")")[-1].split()[0] != "Z"
+                             for p in pids_of[doomed]) or None, "the doomed processes gone", 10)
     r = s.request("POST", "/v1/sandboxes/%s/pause" % doomed)
     check(r.status == 409, "the pause of a dead sandbox fails: %r" % r)
     m = scrape(s)
@@ -82,10 +107,20 @@ def test(new_server):
     check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
     s.request("DELETE", "/v1/sandboxes/" + doomed)
     check(histo_ok(scrape(s), "sbx_operation_seconds", 'op="delete"') >= 1, "delete counted")
+    request_ids(s)
     check(s.stop() == 0, "clean stop")
 
     p = new_server(config_text="server = { metrics_auth = false; };\n", tag="metrics-open")
+    p.extra_args = ["--log-format", "text"]
     p.start()
+    rid = "trace-text-42"
+    r = p.request("POST", "/v1/sandboxes", {"image": {"uri": "host"}, "entrypoint": ["sleep", "60"],
+                                             "timeout": 120}, headers={"X-Request-ID": rid})
+    check(r.status == 202, "create: %r" % r)
+    p.request("DELETE", "/v1/sandboxes/" + r.json()["id"])
+    lines = [x for x in p.log(full=True).splitlines() if "[%s]" % rid in x]
+    check(any("running" in x for x in lines) and not any(x.startswith("{") for x in lines),
+          "--log-format text: plain lines with [rid]: %r" % lines)
     scrape(p, key=False)
     check(p.request("GET", "/v1/sandboxes", key=False).status == 401,
           "metrics_auth = false opens /metrics only")
