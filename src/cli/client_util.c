@@ -4,6 +4,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -131,6 +132,59 @@ sbx_cli_positional(int argc, int optind_, int want, const char *verb, const char
     return -1;
 }
 
+static bool
+full_id(const char *s)
+{
+    static const char hex[] = "0123456789abcdef";
+    if (strlen(s) != 36)
+        return false;
+    for (size_t i = 0; i < 36; i++) {
+        bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+        if (dash ? s[i] != '-' : !strchr(hex, s[i]) || !s[i])
+            return false;
+    }
+    return true;
+}
+
+int
+sbx_cli_resolve_id(sbx_client *c, const char *verb, const char *arg, char out[37])
+{
+    if (!*arg) {
+        fprintf(stderr, "sbx %s: an empty sandbox id\n", verb);
+        return -1;
+    }
+    if (full_id(arg) || strlen(arg) >= 36) {
+        (void)snprintf(out, 37, "%.36s", arg); /* the server says whether it exists */
+        return 0;
+    }
+    sbx_list_options opts = SBX_LIST_OPTIONS_INIT;
+    sbx_sandbox **list = NULL;
+    size_t n = 0;
+    int ret = sbx_sandbox_list(&list, &n, c, &opts);
+    if (ret < 0) {
+        (void)sbx_cli_fail(c, verb, "list sandboxes to find the id", ret);
+        return -1;
+    }
+    size_t hits = 0;
+    size_t len = strlen(arg);
+    for (size_t i = 0; i < n; i++) {
+        if (strncmp(list[i]->id, arg, len) == 0 && hits++ == 0)
+            (void)snprintf(out, 37, "%s", list[i]->id);
+    }
+    if (hits > 1) {
+        fprintf(stderr, "sbx %s: `%s` is the start of %zu sandbox ids:", verb, arg, hits);
+        for (size_t i = 0; i < n; i++) {
+            if (strncmp(list[i]->id, arg, len) == 0)
+                fprintf(stderr, " %s", list[i]->id);
+        }
+        fprintf(stderr, "; give more of the id\n");
+    } else if (hits == 0) {
+        fprintf(stderr, "sbx %s: no sandbox id starts with `%s`\n", verb, arg);
+    }
+    sbx_sandbox_list_free(list, n);
+    return hits == 1 ? 0 : -1;
+}
+
 int
 sbx_cli_each_id(int argc, char **argv, const char *verb, const char *what,
                 int (*fn)(sbx_client *c, const char *id))
@@ -147,7 +201,12 @@ sbx_cli_each_id(int argc, char **argv, const char *verb, const char *what,
         return SBX_EXIT_FAIL;
     int rc = SBX_EXIT_OK;
     for (int i = optind; i < argc; i++) {
-        int ret = fn(c, argv[i]);
+        char id[37];
+        if (sbx_cli_resolve_id(c, verb, argv[i], id) < 0) {
+            rc = SBX_EXIT_FAIL;
+            continue;
+        }
+        int ret = fn(c, id);
         if (ret < 0) {
             char ctx[512];
             (void)snprintf(ctx, sizeof ctx, "%s %s", what, argv[i]);

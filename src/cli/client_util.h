@@ -47,6 +47,10 @@ struct sbx_cli_kvs {
 int sbx_cli_kvs_add(struct sbx_cli_kvs *kvs, char *arg, const char *verb, const char *what);
 void sbx_cli_kvs_dispose(struct sbx_cli_kvs *kvs);
 
+/* A sandbox id from what the user typed: a full id as it is, else the one id that starts with
+ * it (docker's id prefixes). 0, or -1 after printing why (none, or several: listed). */
+int sbx_cli_resolve_id(sbx_client *c, const char *verb, const char *arg, char out[37]);
+
 /* `sbx VERB [options] ID...`: connect, call fn(c, id) for every id, report failures as
  * "sbx VERB: what ID: ...". Returns the exit code. */
 int sbx_cli_each_id(int argc, char **argv, const char *verb, const char *what,

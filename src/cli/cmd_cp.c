@@ -3,6 +3,7 @@
  * One side is ID:/absolute/path, the other a local path.
  */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,16 +28,20 @@ split_remote(const char *arg, char **id, const char **path)
 static int
 copy(sbx_client *c, const char *src, const char *dst)
 {
-    char *id = NULL;
+    char *arg = NULL;
     const char *path = NULL;
+    char id[37];
     int ret;
-    if (split_remote(src, &id, &path))
+    bool down = split_remote(src, &arg, &path);
+    if (!down && !split_remote(dst, &arg, &path))
+        return 1;
+    if (sbx_cli_resolve_id(c, "cp", arg, id) < 0)
+        ret = 2;
+    else if (down)
         ret = sbx_download(c, id, path, dst);
-    else if (split_remote(dst, &id, &path))
-        ret = sbx_upload(c, id, src, path);
     else
-        ret = 1;
-    free(id);
+        ret = sbx_upload(c, id, src, path);
+    free(arg);
     return ret;
 }
 
@@ -56,6 +61,8 @@ sbx_cmd_cp(int argc, char **argv)
     if (ret == 1) {
         fprintf(stderr, "sbx cp: one of SRC and DST must be ID:/path in a sandbox\n");
         rc = SBX_EXIT_USAGE;
+    } else if (ret == 2) {
+        rc = SBX_EXIT_FAIL; /* the id: said why */
     } else if (ret < 0) {
         rc = sbx_cli_fail(c, "cp", "copy", ret);
     }

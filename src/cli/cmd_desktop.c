@@ -4,6 +4,7 @@
  * sbx_desktop_view).
  */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -250,7 +251,12 @@ view(struct desk_args *a, char **argv, int nargs)
     if (!c)
         return SBX_EXIT_FAIL;
     char *url = NULL;
-    int ret = sbx_desktop_view(&url, c, argv[0], a->ttl);
+    char id[37];
+    if (sbx_cli_resolve_id(c, "desktop", argv[0], id) < 0) {
+        sbx_client_free(c);
+        return SBX_EXIT_FAIL;
+    }
+    int ret = sbx_desktop_view(&url, c, id, a->ttl);
     int rc = ret < 0 ? sbx_cli_fail(c, "desktop", "view", ret) : SBX_EXIT_OK;
     if (ret == 0)
         printf("%s\n", url);
@@ -284,11 +290,15 @@ sbx_cmd_desktop(int argc, char **argv)
     }
     char *out = NULL;
     size_t len = 0;
-    int ret = sbx_desktop_call(c, argv[first], &call.rq, &out, &len);
+    char id[37];
+    bool found = sbx_cli_resolve_id(c, "desktop", argv[first], id) == 0;
+    int ret = found ? sbx_desktop_call(c, id, &call.rq, &out, &len) : -SBX_ENOTFOUND;
     free(call.path);
     free(call.body);
     int rc = SBX_EXIT_OK;
-    if (ret < 0)
+    if (!found)
+        rc = SBX_EXIT_FAIL; /* resolve_id said why */
+    else if (ret < 0)
         rc = sbx_cli_fail(c, "desktop", sub, ret);
     else if (strcmp(sub, "shot") == 0 || strcmp(sub, "record-stop") == 0)
         rc = write_out(a.out, out, len);

@@ -3,6 +3,7 @@
  * exit with its exit code.
  */
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -122,18 +123,20 @@ sbx_cmd_exec(int argc, char **argv)
         sbx_cli_kvs_dispose(&a.env);
         return SBX_EXIT_USAGE;
     }
-    const char *id = argv[optind];
+    const char *arg_id = argv[optind];
+    char id[37] = "";
     int first = optind + 1;
     if (strcmp(argv[first], "--") == 0)
         first++;
     char *cmd = command_line(argc - first, argv + first);
     sbx_client *c = sbx_cli_connect(&a.conn, "exec");
     int exit_code = -1;
-    int ret = c ? sbx_exec(&exit_code, c, id, cmd, &a.opts) : -SBX_EGENERIC;
+    bool found = c && sbx_cli_resolve_id(c, "exec", arg_id, id) == 0;
+    int ret = found ? sbx_exec(&exit_code, c, id, cmd, &a.opts) : -SBX_EGENERIC;
     int rc = SBX_EXIT_FAIL;
-    if (c && ret < 0)
+    if (found && ret < 0)
         rc = sbx_cli_fail(c, "exec", id, ret);
-    else if (c)
+    else if (found)
         rc = exit_code < 0 ? 128 + 9 : exit_code; /* killed by a signal: like a shell */
     free(cmd);
     sbx_client_free(c);

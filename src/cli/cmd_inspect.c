@@ -1,5 +1,5 @@
 /*
- * cmd_inspect.c - `sbx inspect ID...`: the server's JSON for each sandbox, pretty-printed.
+ * cmd_inspect.c - `sbx inspect ID...`: the server's JSON of the sandboxes, as one JSON array.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -9,16 +9,6 @@
 
 #include "cli/cli.h"
 #include "cli/client_util.h"
-
-static void
-print_pretty(const char *json)
-{
-    json_t *j = json_loads(json, 0, NULL);
-    char *s = j ? json_dumps(j, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
-    printf("%s\n", s ? s : json);
-    free(s);
-    json_decref(j);
-}
 
 int
 sbx_cmd_inspect(int argc, char **argv)
@@ -34,15 +24,26 @@ sbx_cmd_inspect(int argc, char **argv)
     if (!c)
         return SBX_EXIT_FAIL;
     int rc = SBX_EXIT_OK;
+    json_t *all = json_array(); /* like docker inspect: one JSON array of every one found */
     for (int i = optind; i < argc; i++) {
+        char id[37];
         sbx_sandbox *s = NULL;
-        int ret = sbx_sandbox_get(&s, c, argv[i]);
+        if (sbx_cli_resolve_id(c, "inspect", argv[i], id) < 0) {
+            rc = SBX_EXIT_FAIL;
+            continue;
+        }
+        int ret = sbx_sandbox_get(&s, c, id);
+        json_t *j = ret == 0 ? json_loads(s->json, 0, NULL) : NULL;
         if (ret < 0)
             rc = sbx_cli_fail(c, "inspect", argv[i], ret);
-        else
-            print_pretty(s->json);
+        else if (j)
+            (void)json_array_append_new(all, j);
         sbx_sandbox_free(s);
     }
+    char *out = json_dumps(all, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    printf("%s\n", out ? out : "[]");
+    free(out);
+    json_decref(all);
     sbx_client_free(c);
     return rc;
 }

@@ -13,6 +13,7 @@
 struct ls_args {
     struct sbx_cli_conn conn;
     int json;
+    int quiet;
     const char **states;
     size_t n_states;
     struct sbx_cli_kvs metadata;
@@ -23,15 +24,18 @@ parse_args(struct ls_args *a, int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"json", no_argument, NULL, 'j'},
+        {"quiet", no_argument, NULL, 'q'},
         {"state", required_argument, NULL, 's'},
         {"metadata", required_argument, NULL, 'l'},
         SBX_CLI_CLIENT_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     int opt;
-    while ((opt = getopt_long(argc, argv, "js:l:H:", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "jqs:l:H:", longopts, NULL)) != -1) {
         if (opt == 'j') {
             a->json = 1;
+        } else if (opt == 'q') {
+            a->quiet = 1;
         } else if (opt == 's') {
             a->states = sbx_xrealloc(a->states, (a->n_states + 1) * sizeof *a->states);
             a->states[a->n_states++] = optarg;
@@ -83,9 +87,9 @@ sbx_cmd_ls(int argc, char **argv)
             rc = sbx_cli_fail(c, "ls", "list sandboxes", ret);
         else
             rc = SBX_EXIT_OK;
-        for (size_t i = 0; ret == 0 && a.json && i < n; i++)
-            printf("%s\n", list[i]->json);
-        if (ret == 0 && !a.json)
+        for (size_t i = 0; ret == 0 && (a.json || a.quiet) && i < n; i++)
+            printf("%s\n", a.quiet ? list[i]->id : list[i]->json); /* -q: ids, as docker ps */
+        if (ret == 0 && !a.json && !a.quiet)
             print_table(list, n);
         sbx_sandbox_list_free(list, n);
         sbx_client_free(c);

@@ -26,7 +26,12 @@ sbx_cmd_renew(int argc, char **argv)
     if (!c)
         return SBX_EXIT_FAIL;
     char *expires = NULL;
-    int ret = sbx_sandbox_renew(&expires, c, argv[optind], (long)secs);
+    char id[37];
+    if (sbx_cli_resolve_id(c, "renew", argv[optind], id) < 0) {
+        sbx_client_free(c);
+        return SBX_EXIT_FAIL;
+    }
+    int ret = sbx_sandbox_renew(&expires, c, id, (long)secs);
     int rc = ret < 0 ? sbx_cli_fail(c, "renew", "renew", ret) : SBX_EXIT_OK;
     if (ret == 0)
         printf("%s\n", expires);

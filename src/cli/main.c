@@ -40,13 +40,16 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "                       SPEC = WxH[xD][,wm=openbox|none] (see `sbx desktop`)\n"
         "  -q, --quiet          print only the id\n" SBX_CLI_CLIENT_HELP),
     CMD("ls", HEAVY(sbx_cmd_ls), "List sandboxes",
-        "Usage: sbx ls [--json] [--state STATE]... [--metadata K=V]...\n\n"
+        "Usage: sbx ls [--json|--quiet] [--state STATE]... [--metadata K=V]...\n\n"
         "  -j, --json           one JSON object per line instead of a table\n"
+        "  -q, --quiet          only the ids, one a line\n"
         "  -s, --state STATE    only sandboxes in STATE (repeatable: any of them)\n"
         "  -l, --metadata K=V   only sandboxes with this label (repeatable: all of "
         "them)\n" SBX_CLI_CLIENT_HELP),
-    CMD("inspect", HEAVY(sbx_cmd_inspect), "Show a sandbox as JSON",
-        "Usage: sbx inspect ID...\n\n" SBX_CLI_CLIENT_HELP),
+    CMD("inspect", HEAVY(sbx_cmd_inspect), "Show sandboxes as JSON",
+        "Usage: sbx inspect ID...\n\n"
+        "The sandboxes as one JSON array (as docker inspect). An ID may be any unique start\n"
+        "of a sandbox's id, as in every verb that takes one.\n\n" SBX_CLI_CLIENT_HELP),
     CMD("exec", HEAVY(sbx_cmd_exec), "Run a command in a sandbox, streaming its output",
         "Usage: sbx exec [OPTIONS] ID -- CMD [ARG...]\n\n"
         "Run CMD in the sandbox, print its output as it comes, exit with its exit code.\n"

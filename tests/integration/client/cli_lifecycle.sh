@@ -17,7 +17,26 @@ check "create prints an id" 1 "$([[ $id =~ ^[0-9a-f-]{36}$ ]] && echo 1)"
 check "ls shows it Running" Running "$("$sbx" ls | awk -v id="$id" '$1==id {print $2}')"
 check "ls --json filters by metadata" "$id" "$("$sbx" ls --json -l suite=cli | python3 -c 'import json,sys; print(",".join(json.loads(l)["id"] for l in sys.stdin))')"
 check "ls filters by state" "" "$("$sbx" ls --json -s Paused -l suite=cli)"
-check "inspect gives JSON with the id" "$id" "$("$sbx" inspect "$id" | python3 -c 'import json,sys; print(json.load(sys.stdin)["id"])')"
+check "inspect gives a JSON array with the id" "$id" "$("$sbx" inspect "$id" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')"
+check "ls -q prints ids only" 1 "$("$sbx" ls -q | grep -cx "$id")"
+# ids by a unique prefix, as docker: 12 characters, and one shared by no other sandbox
+check "inspect by an id prefix" "$id" "$("$sbx" inspect "${id:0:12}" | python3 -c 'import json,sys; print(json.load(sys.stdin)[0]["id"])')"
+check "exec by an id prefix" prefix-ok "$("$sbx" exec "${id:0:8}" -- echo prefix-ok)"
+id2=$("$sbx" create -q --provider "$provider" --timeout 600 -l suite=cli2)
+check "inspect of two ids: one array" 2 "$("$sbx" inspect "$id" "$id2" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')"
+"$sbx" inspect zzzz 2>/tmp/sbx-cli-err.$$; check "an unknown prefix fails" 1 $?
+check "and says so" 1 "$(grep -c 'no sandbox id starts with `zzzz`' /tmp/sbx-cli-err.$$)"
+# a second sandbox whose id starts like the first one's (random ids: a few creates at most)
+extra=()
+for _ in $(seq 64); do
+  [[ ${id2:0:1} == "${id:0:1}" ]] && break
+  extra+=("$id2"); id2=$("$sbx" create -q --provider "$provider" --timeout 600)
+done
+"$sbx" inspect "${id:0:1}" 2>/tmp/sbx-cli-err.$$ >/dev/null; check "an ambiguous prefix fails" 1 $?
+check "and lists the candidates" 1 "$(grep -c "$id2" /tmp/sbx-cli-err.$$)"
+"$sbx" inspect "" 2>/dev/null >/dev/null; check "an empty id fails" 1 $?
+rm -f /tmp/sbx-cli-err.$$
+"$sbx" rm "$id2" "${extra[@]}"
 
 out=$("$sbx" exec "$id" -- 'echo $GREETING; echo err >&2; exit 7' 2>/tmp/sbx-cli-err.$$); rc=$?
 check "exec streams stdout" hi "$out"
