@@ -206,8 +206,13 @@ desktop_user(struct sbx_desktop_opts *o, sbx_error **err)
         snprintf(uid, sizeof uid, "%u", (unsigned)pw.pw_uid);
         if (strcmp(pw.pw_name, want) != 0 && strcmp(uid, want) != 0)
             continue;
-        if (pw.pw_uid == 0)
-            return 0; /* root: what the desktop is without a user */
+        if (pw.pw_uid == 0 || pw.pw_uid == geteuid())
+            return 0; /* ourselves: what the desktop is without a user */
+        if (geteuid() != 0)
+            return sbx_error_set(err, SBX_EPERM, 0,
+                                 "SBX_DESKTOP_USER=%.64s: execd runs as uid %u, not root, so it "
+                                 "cannot start the desktop as another user",
+                                 want, (unsigned)geteuid());
         struct execd_spawn sp = {0};
         execd_spawn_set_user(&sp, pw.pw_uid, true, pw.pw_gid); /* its groups */
         o->as_user = true;

@@ -298,6 +298,30 @@ def test_entrypoint(binary):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def test_desktop_user_needs_root(binary):
+    """SBX_DESKTOP_USER names another user but execd is not root: the desktop is refused with
+    why (before any X server starts), and execd keeps serving."""
+    if os.geteuid() != 0 or not shutil.which("setpriv"):
+        print("skip test_desktop_user_needs_root: needs root and setpriv", flush=True)
+        return
+    tmp = tempfile.mkdtemp(prefix="execd-du-%d-" % os.getpid())
+    os.chmod(tmp, 0o777)
+    env = dict(os.environ, SBX_DESKTOP_USER="daemon", TMPDIR=tmp)
+    ex = Execd(binary, args=["--state-dir", os.path.join(tmp, "state"), "--desktop", "640x480"],
+               external_ok=False, env=env,
+               wrapper=["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"])
+    try:
+        wait_until(lambda: "execd runs as uid 65534, not root" in ex.read_log(), 10,
+                   "the refusal in the log")
+        st, _, body = ex.request("GET", "/desktop")
+        check(st == 200 and json.loads(body)["state"] != "running",
+              "no desktop: %d %r" % (st, body))
+        check(ex.stop() == 0, "exit code")
+    finally:
+        ex.close()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main():
     binary = sys.argv[1]
     # token and signal tests need their own daemons
@@ -317,6 +341,8 @@ def main():
             print("ok   test_token_not_in_environ", flush=True)
             test_logs_ring(binary)
             print("ok   test_logs_ring", flush=True)
+            test_desktop_user_needs_root(binary)
+            print("ok   test_desktop_user_needs_root", flush=True)
         except Fail as e:
             print("FAIL: %s" % e)
             sys.exit(1)
