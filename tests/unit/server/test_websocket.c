@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "server/websocket.h"
+#include "common/websocket.h"
 
 static void
 test_accept_key(void **state)
