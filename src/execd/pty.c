@@ -303,9 +303,17 @@ struct pty_spawn {
     bool tty;   /* fds[0] is the pty's slave: make it the controlling terminal */
 };
 
-/* Child side: only async-signal-safe calls from here to exec. */
+enum child_step {
+    STEP_SETUP,
+    STEP_CWD,
+    STEP_EXEC
+};
+
+/* Child side: only async-signal-safe calls from here to exec. What failed goes to errfd as
+ * {step, errno}. */
 static void __attribute__((noreturn)) pty_child(const struct pty_spawn *sp, int errfd)
 {
+    int fail[2] = {STEP_SETUP, 0};
     sigset_t none;
     sigemptyset(&none);
     (void)sigprocmask(SIG_SETMASK, &none, NULL);
@@ -318,12 +326,14 @@ static void __attribute__((noreturn)) pty_child(const struct pty_spawn *sp, int 
             goto fail;
     }
     (void)syscall(SYS_close_range, 3U, ~0U, 4U /* CLOSE_RANGE_CLOEXEC */);
+    fail[0] = STEP_CWD;
     if (sp->cwd && chdir(sp->cwd) < 0)
         goto fail;
+    fail[0] = STEP_EXEC;
     execve(sp->argv[0], sp->argv, sp->envp);
-fail:;
-    int e = errno;
-    (void)!write(errfd, &e, sizeof(e));
+fail:
+    fail[1] = errno;
+    (void)!write(errfd, fail, sizeof(fail));
     _exit(127);
 }
 
@@ -343,14 +353,19 @@ fork_child(const struct pty_spawn *sp, sbx_error **err)
     if (pid == 0)
         pty_child(sp, ep[1]);
     close(ep[1]);
-    int child_errno = 0;
+    int failed[2] = {0, 0};
     ssize_t n;
-    while ((n = read(ep[0], &child_errno, sizeof(child_errno))) < 0 && errno == EINTR)
+    while ((n = read(ep[0], failed, sizeof(failed))) < 0 && errno == EINTR)
         ;
     close(ep[0]);
-    if (n == (ssize_t)sizeof(child_errno)) /* reaped by SIGCHLD like any other child */
-        return sbx_error_set(err, SBX_EGENERIC, child_errno, "start `%s`", sp->argv[0]);
-    return pid;
+    if (n != (ssize_t)sizeof(failed))
+        return pid;
+    /* the failed child is reaped by SIGCHLD like any other */
+    if (failed[0] == STEP_CWD)
+        return sbx_error_set(err, SBX_ENOTFOUND, failed[1], "working directory `%s`", sp->cwd);
+    if (failed[0] == STEP_EXEC)
+        return sbx_error_set(err, SBX_EGENERIC, failed[1], "start `%s`", sp->argv[0]);
+    return sbx_error_set(err, SBX_EGENERIC, failed[1], "set up the terminal");
 }
 
 /* The pty pair: the master for us, the slave (opened through the master, no path lookup) for
