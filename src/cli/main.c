@@ -66,8 +66,8 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "Usage: sbx shell ID\n\n"
         "A shell (bash, else sh) in the sandbox on this terminal, as `sbx exec -it ID`: a\n"
         "PTY session (docs/execd.md), job control and Ctrl-C inside the sandbox, the window\n"
-        "size followed. Exits with the shell's exit code; stdin must be a terminal.\n\n"
-        SBX_CLI_CLIENT_HELP),
+        "size followed. Exits with the shell's exit code; stdin must be a "
+        "terminal.\n\n" SBX_CLI_CLIENT_HELP),
     CMD("cp", HEAVY(sbx_cmd_cp), "Copy a file into or out of a sandbox",
         "Usage: sbx cp LOCAL ID:/PATH\n       sbx cp ID:/PATH LOCAL\n\n" SBX_CLI_CLIENT_HELP),
     CMD("pause", HEAVY(sbx_cmd_pause), "Pause (freeze) sandboxes",

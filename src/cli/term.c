@@ -313,8 +313,7 @@ on_frame(struct term *t, const struct sbx_ws_frame *f)
         uint8_t ch = f->payload[0];
         size_t skip = ch == 0x03 ? 9 : 1; /* replay frames carry their offset */
         if (f->len >= skip)
-            write_all(ch == 0x02 ? STDERR_FILENO : STDOUT_FILENO, f->payload + skip,
-                      f->len - skip);
+            write_all(ch == 0x02 ? STDERR_FILENO : STDOUT_FILENO, f->payload + skip, f->len - skip);
     } else if (f->op == SBX_WS_TEXT) {
         on_text(t, f->payload, f->len);
     } else if (f->op == SBX_WS_PING) {
@@ -333,8 +332,8 @@ parse_frames(struct term *t)
     while (!t->done) {
         struct sbx_ws_frame f;
         const char *why = NULL;
-        long r = sbx_ws_parse_server((uint8_t *)t->in.data + used, t->in.len - used,
-                                     TERM_MAX_FRAME, &f, &why);
+        long r = sbx_ws_parse_server((uint8_t *)t->in.data + used, t->in.len - used, TERM_MAX_FRAME,
+                                     &f, &why);
         if (r < 0) {
             term_fail(t, "the server broke the WebSocket protocol: %s", why);
             return false;
@@ -375,8 +374,8 @@ send_size(struct term *t)
     struct winsize ws;
     if (ioctl(STDIN_FILENO, TIOCGWINSZ, &ws) < 0 || ws.ws_col == 0 || ws.ws_row == 0)
         return 0;
-    return send_json(t, json_pack("{s:s, s:i, s:i}", "type", "resize", "cols", ws.ws_col, "rows",
-                                  ws.ws_row));
+    return send_json(
+        t, json_pack("{s:s, s:i, s:i}", "type", "resize", "cols", ws.ws_col, "rows", ws.ws_row));
 }
 
 static bool
@@ -483,8 +482,8 @@ run_session(struct term *t, const char *ws, char **headers)
     int sig = loop(t);
     restore(t);
     if (sig) {
-        fprintf(stderr, "sbx %s: %s: the session stays in the sandbox until it exits\n",
-                t->verb, strsignal(sig));
+        fprintf(stderr, "sbx %s: SIG%s: the session stays in the sandbox until it exits\n", t->verb,
+                sigabbrev_np(sig));
         return 128 + sig;
     }
     if (t->exit_code < 0) {

@@ -116,8 +116,7 @@ sbx_ws_parse(uint8_t *buf, size_t n, size_t max, struct sbx_ws_frame *out, const
 }
 
 long
-sbx_ws_parse_server(uint8_t *buf, size_t n, size_t max, struct sbx_ws_frame *out,
-                    const char **why)
+sbx_ws_parse_server(uint8_t *buf, size_t n, size_t max, struct sbx_ws_frame *out, const char **why)
 {
     return parse(buf, n, max, false, out, why);
 }

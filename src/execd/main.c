@@ -300,7 +300,7 @@ begin_stop(struct execd *ex, int sig)
     execd_desktop_free(ex); /* stops its processes (SIGTERM, then SIGKILL after 0.5 s) */
     execd_cmd_signal_all(ex, sig);
     execd_kernel_signal_all(ex, SIGTERM); /* a kernel ignores SIGINT when idle */
-    execd_pty_signal_all(ex, SIGHUP);      /* what a terminal's hangup sends */
+    execd_pty_signal_all(ex, SIGHUP);     /* what a terminal's hangup sends */
     if (ex->pid1)
         (void)kill(-1, sig); /* PID 1 of a pid namespace: every other process is ours */
     bool none_left = execd_cmd_reap(ex);
@@ -351,7 +351,7 @@ teardown(struct execd *ex)
     execd_cmd_free_all(ex); /* before sessions: a running command points at its session */
     execd_session_free_all(ex);
     execd_code_free_all(ex);
-    execd_pty_free_all(ex); /* after the connections: their clients are gone */
+    execd_pty_free_all(ex);   /* after the connections: their clients are gone */
     execd_kernel_cleanup(ex); /* no kernel outlives execd */
     execd_desktop_free(ex);
     struct event *evs[] = {ex->sig_chld, ex->sig_term, ex->sig_int, ex->stop_timer};

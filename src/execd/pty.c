@@ -176,8 +176,7 @@ pump_all(struct execd_pty *s)
     }
 }
 
-static void
-keep_expired(evutil_socket_t fd, short what, void *arg);
+static void keep_expired(evutil_socket_t fd, short what, void *arg);
 
 static void
 finish(struct execd_pty *s)
@@ -243,7 +242,7 @@ on_stdin_writable(evutil_socket_t fd, short what, void *arg)
     struct execd_pty *s = arg;
     int n = evbuffer_write(s->stdin_q, fd);
     if (n < 0 && errno != EAGAIN && errno != EINTR) {
-        sbx_debug("pty %s: stdin: %s", s->id, strerror(errno));
+        sbx_debug("pty %s: stdin: %s", s->id, strerrordesc_np(errno));
         evbuffer_drain(s->stdin_q, evbuffer_get_length(s->stdin_q));
     }
     if (evbuffer_get_length(s->stdin_q) == 0)
@@ -573,7 +572,7 @@ parse_create(struct evhttp_request *req, char **cwd, char **command)
     json_t *c = json_object_get(j, "cwd");
     json_t *cmd = json_object_get(j, "command");
     struct stat st;
-    const char *bad = !json_is_object(j)                      ? "want a JSON object"
+    const char *bad = !json_is_object(j)                              ? "want a JSON object"
                       : (c && !json_is_null(c) && !json_is_string(c)) ? "cwd must be a string"
                       : (cmd && !json_is_null(cmd) && !json_is_string(cmd))
                           ? "command must be a string"
@@ -603,8 +602,8 @@ execd_pty_create(struct execd *ex, struct evhttp_request *req)
     if (pty_count(ex) >= PTY_MAX_SESSIONS) {
         free(cwd);
         free(command);
-        execd_reply_error(req, 503, "RUNTIME_ERROR",
-                          "too many PTY sessions (%d): delete one first", PTY_MAX_SESSIONS);
+        execd_reply_error(req, 503, "RUNTIME_ERROR", "too many PTY sessions (%d): delete one first",
+                          PTY_MAX_SESSIONS);
         return;
     }
     struct execd_pty *s = sbx_xcalloc(1, sizeof(*s));

@@ -19,8 +19,8 @@
 #include "common/buf.h"
 #include "execd/execd.h"
 
-#define PTY_RING         (1u << 20)  /* replay ring per session (COMPAT 2.6) */
-#define PTY_CHUNK        (64u << 10) /* bytes per read and per output frame */
+#define PTY_RING         (1u << 20)   /* replay ring per session (COMPAT 2.6) */
+#define PTY_CHUNK        (64u << 10)  /* bytes per read and per output frame */
 #define PTY_HIGH         (256u << 10) /* a client's queued bytes: no more pushed above this */
 #define PTY_LAG_MAX      (512u << 10) /* the holder this far behind: the pty is not read */
 #define PTY_MAX_MSG      (64u << 10)  /* largest message from a client */

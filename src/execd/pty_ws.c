@@ -172,8 +172,8 @@ static const struct {
     const char *name;
     int sig;
 } signals[] = {
-    {"INT", SIGINT},   {"TERM", SIGTERM}, {"KILL", SIGKILL}, {"HUP", SIGHUP},
-    {"QUIT", SIGQUIT}, {"TSTP", SIGTSTP}, {"CONT", SIGCONT}, {"STOP", SIGSTOP},
+    {"INT", SIGINT},   {"TERM", SIGTERM}, {"KILL", SIGKILL},   {"HUP", SIGHUP},
+    {"QUIT", SIGQUIT}, {"TSTP", SIGTSTP}, {"CONT", SIGCONT},   {"STOP", SIGSTOP},
     {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"WINCH", SIGWINCH}, {"ALRM", SIGALRM},
 };
 
@@ -250,7 +250,8 @@ on_message(struct pty_client *c, int op, const uint8_t *p, size_t n)
         if (n == 0 || p[0] != PTY_CH_STDIN)
             pty_client_error(c, "INVALID_FRAME", "binary frames carry stdin: 0x00, then bytes");
         else if (c->viewer)
-            pty_client_error(c, "INVALID_FRAME", "a viewer is read-only (no stdin, resize, signal)");
+            pty_client_error(c, "INVALID_FRAME",
+                             "a viewer is read-only (no stdin, resize, signal)");
         else
             do_stdin(c, p + 1, n - 1);
         return;

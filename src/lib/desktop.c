@@ -67,8 +67,7 @@ client_execd_call(sbx_client *c, const char *id, const sbx_desktop_request *req,
     struct curl_slist *ep = NULL;
     int ret = client_execd_endpoint(c, id, &base, &ep);
     char *url = NULL;
-    if (ret == 0 &&
-        asprintf(&url, "%s%s", base, req->path) < 0)
+    if (ret == 0 && asprintf(&url, "%s%s", base, req->path) < 0)
         ret = client_fail(c, SBX_ENOMEM, "out of memory");
     struct curl_slist *h = NULL;
     if (ret == 0)
