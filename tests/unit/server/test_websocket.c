@@ -181,7 +181,8 @@ test_client_side(void **state)
     assert_non_null(strstr(why, "must not be masked"));
     /* a server's frame */
     hl = sbx_ws_head(buf, SBX_WS_TEXT, 2);
-    memcpy(buf + hl, "hi", 2);
+    buf[hl] = 'h';
+    buf[hl + 1] = 'i';
     assert_int_equal(sbx_ws_parse_server(buf, hl + 2, 1024, &f, &why), (long)hl + 2);
     assert_int_equal(f.len, 2);
     assert_memory_equal(f.payload, "hi", 2);
