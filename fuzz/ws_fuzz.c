@@ -8,7 +8,7 @@
 
 #include "fuzz/fuzz.h"
 #include "server/publish.h"
-#include "server/websocket.h"
+#include "common/websocket.h"
 
 static void
 frames(const uint8_t *data, size_t size)

@@ -26,6 +26,9 @@ pkgs=(
   docker-registry skopeo busybox-static apache2-utils attr zstd python3
   # runtime tests: `file` checks that static binaries are static
   file
+  # terminals: tmux drives `sbx shell` / `sbx exec -it` on a real terminal (client/shell-tmux);
+  # nettle (libnettle.a: execd's WebSocket accept key) comes with the build's nettle-dev
+  tmux nettle-dev
   # docker provider tests: a private dockerd and a private podman service (runc: podman's
   # runtime there, crun refuses hybrid cgroups)
   docker.io podman runc

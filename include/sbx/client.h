@@ -201,6 +201,16 @@ SBX_PUBLIC int sbx_desktop_call(sbx_client *c, const char *id, const sbx_desktop
  *  one desktop until it expires. */
 SBX_PUBLIC int sbx_desktop_view(char **url, sbx_client *c, const char *id, long ttl_seconds);
 
+/** A PTY session in sandbox `id` (docs/execd.md "PTY sessions"): a shell, or `command` run by
+ *  the shell; its process starts when a WebSocket attaches. *ws_url gets that WebSocket's URL
+ *  ("ws://SERVER/sandboxes/ID/proxy/44772/pty/SESSION/ws", wss:// for an https server; add
+ *  ?cols=&rows= etc.) and *headers the header lines ("Name: value", NULL-terminated) to send
+ *  with its handshake. They may hold the API key: free them with sbx_pty_headers_free, which
+ *  wipes them. Caller frees *ws_url. */
+SBX_PUBLIC int sbx_pty_open(char **ws_url, char ***headers, sbx_client *c, const char *id,
+                            const char *command);
+SBX_PUBLIC void sbx_pty_headers_free(char **headers);
+
 #ifdef __cplusplus
 }
 #endif

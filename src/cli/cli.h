@@ -38,6 +38,7 @@ int sbx_cmd_create(int argc, char **argv);
 int sbx_cmd_ls(int argc, char **argv);
 int sbx_cmd_inspect(int argc, char **argv);
 int sbx_cmd_exec(int argc, char **argv);
+int sbx_cmd_shell(int argc, char **argv);
 int sbx_cmd_cp(int argc, char **argv);
 int sbx_cmd_desktop(int argc, char **argv);
 int sbx_cmd_pause(int argc, char **argv);

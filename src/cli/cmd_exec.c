@@ -1,8 +1,9 @@
 /*
  * cmd_exec.c - `sbx exec ID -- CMD...`: run a command in a sandbox, stream its output,
- * exit with its exit code.
+ * exit with its exit code. `-it`: on a terminal instead (a PTY session, term.c).
  */
 #include <getopt.h>
+#include <unistd.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +11,7 @@
 
 #include "cli/cli.h"
 #include "cli/client_util.h"
+#include "cli/term.h"
 #include "common/buf.h"
 #include "common/util.h"
 #include "common/xalloc.h"
@@ -64,6 +66,8 @@ struct exec_args {
     struct sbx_cli_conn conn;
     sbx_exec_options opts;
     struct sbx_cli_kvs env;
+    bool interactive; /* -i */
+    bool tty;         /* -t */
 };
 
 static int
@@ -76,7 +80,13 @@ parse_opt(struct exec_args *a, int opt, char *arg)
         return 0;
     case 'e':
         return sbx_cli_kvs_add(&a->env, arg, "exec", "--env");
+    case 'i':
+        a->interactive = true;
+        return 0;
     case 't':
+        a->tty = true;
+        return 0;
+    case 'T':
         if (sbx_parse_u64(arg, &ms, NULL) < 0 || ms == 0) {
             fprintf(stderr, "sbx exec: --timeout wants milliseconds > 0\n");
             return -1;
@@ -94,17 +104,30 @@ parse_args(struct exec_args *a, int argc, char **argv)
     static const struct option longopts[] = {
         {"workdir", required_argument, NULL, 'w'},
         {"env", required_argument, NULL, 'e'},
-        {"timeout", required_argument, NULL, 't'},
+        {"timeout", required_argument, NULL, 'T'},
+        {"interactive", no_argument, NULL, 'i'},
+        {"tty", no_argument, NULL, 't'},
         SBX_CLI_CLIENT_LONGOPTS,
         {NULL, 0, NULL, 0},
     };
     int opt;
-    while ((opt = getopt_long(argc, argv, "+w:e:t:H:", longopts, NULL)) != -1) {
+    while ((opt = getopt_long(argc, argv, "+w:e:itH:", longopts, NULL)) != -1) {
         if (parse_opt(a, opt, optarg) < 0)
             return -1;
     }
-    /* ID, then the command (after an optional "--"). */
-    if (argc - optind < 2 || (argc - optind == 2 && strcmp(argv[optind + 1], "--") == 0)) {
+    if (a->interactive != a->tty) {
+        fprintf(stderr, "sbx exec: -i and -t go together (-it: the command on a terminal)\n");
+        return -1;
+    }
+    if (a->tty && (a->opts.cwd || a->env.n || a->opts.timeout_ms)) {
+        fprintf(stderr, "sbx exec: -it takes no --workdir, --env or --timeout (use the shell: "
+                        "cd DIR && K=V CMD)\n");
+        return -1;
+    }
+    /* ID, then the command (after an optional "--"); with -it the command is optional. */
+    size_t need = a->tty ? 1 : 2;
+    if ((size_t)(argc - optind) < need ||
+        (!a->tty && argc - optind == 2 && strcmp(argv[optind + 1], "--") == 0)) {
         fprintf(stderr, "sbx exec: expected ID -- CMD... (see `sbx exec --help`)\n");
         return -1;
     }
@@ -113,6 +136,19 @@ parse_args(struct exec_args *a, int argc, char **argv)
     a->opts.on_stdout = on_stdout;
     a->opts.on_stderr = on_stderr;
     return 0;
+}
+
+/* -it: the command (or a shell) on a terminal. */
+static int
+exec_tty(struct exec_args *a, const char *arg_id, char *cmd)
+{
+    sbx_client *c = sbx_cli_connect(&a->conn, "exec");
+    char id[37] = "";
+    int rc = SBX_EXIT_FAIL;
+    if (c && sbx_cli_resolve_id(c, "exec", arg_id, id) == 0)
+        rc = sbx_cli_term(c, "exec", id, cmd);
+    sbx_client_free(c);
+    return rc;
 }
 
 int
@@ -126,9 +162,15 @@ sbx_cmd_exec(int argc, char **argv)
     const char *arg_id = argv[optind];
     char id[37] = "";
     int first = optind + 1;
-    if (strcmp(argv[first], "--") == 0)
+    if (first < argc && strcmp(argv[first], "--") == 0)
         first++;
-    char *cmd = command_line(argc - first, argv + first);
+    char *cmd = first < argc ? command_line(argc - first, argv + first) : NULL;
+    if (a.tty) {
+        int rc = exec_tty(&a, arg_id, cmd);
+        free(cmd);
+        sbx_cli_kvs_dispose(&a.env);
+        return rc;
+    }
     sbx_client *c = sbx_cli_connect(&a.conn, "exec");
     int exit_code = -1;
     bool found = c && sbx_cli_resolve_id(c, "exec", arg_id, id) == 0;

@@ -51,12 +51,23 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "The sandboxes as one JSON array (as docker inspect). An ID may be any unique start\n"
         "of a sandbox's id, as in every verb that takes one.\n\n" SBX_CLI_CLIENT_HELP),
     CMD("exec", HEAVY(sbx_cmd_exec), "Run a command in a sandbox, streaming its output",
-        "Usage: sbx exec [OPTIONS] ID -- CMD [ARG...]\n\n"
+        "Usage: sbx exec [OPTIONS] ID -- CMD [ARG...]\n"
+        "       sbx exec -it ID [--] [CMD [ARG...]]\n\n"
         "Run CMD in the sandbox, print its output as it comes, exit with its exit code.\n"
-        "A single CMD argument is a shell command line; several are quoted word by word.\n\n"
+        "A single CMD argument is a shell command line; several are quoted word by word.\n"
+        "With -it CMD runs on a terminal (a PTY session; a shell when there is no CMD):\n"
+        "keys go to it (Ctrl-C too), the window size follows; stdin must be a terminal.\n\n"
+        "  -i, --interactive    with -t: the local terminal is the command's\n"
+        "  -t, --tty            with -i: a terminal (pty) in the sandbox\n"
         "  -w, --workdir DIR    working directory\n"
         "  -e, --env K=V        environment variable (repeatable)\n"
-        "  -t, --timeout MS     kill the command after MS milliseconds\n" SBX_CLI_CLIENT_HELP),
+        "      --timeout MS     kill the command after MS milliseconds\n" SBX_CLI_CLIENT_HELP),
+    CMD("shell", HEAVY(sbx_cmd_shell), "An interactive shell in a sandbox",
+        "Usage: sbx shell ID\n\n"
+        "A shell (bash, else sh) in the sandbox on this terminal, as `sbx exec -it ID`: a\n"
+        "PTY session (docs/execd.md), job control and Ctrl-C inside the sandbox, the window\n"
+        "size followed. Exits with the shell's exit code; stdin must be a "
+        "terminal.\n\n" SBX_CLI_CLIENT_HELP),
     CMD("cp", HEAVY(sbx_cmd_cp), "Copy a file into or out of a sandbox",
         "Usage: sbx cp LOCAL ID:/PATH\n       sbx cp ID:/PATH LOCAL\n\n" SBX_CLI_CLIENT_HELP),
     CMD("pause", HEAVY(sbx_cmd_pause), "Pause (freeze) sandboxes",

@@ -642,7 +642,8 @@ execd_cmd_reap(struct execd *ex)
                 break;
             }
         }
-        if (!known && !execd_desktop_reaped(ex, pid, status) && !execd_sudo_reaped(ex, pid, status))
+        if (!known && !execd_desktop_reaped(ex, pid, status) &&
+            !execd_sudo_reaped(ex, pid, status) && !execd_pty_reaped(ex, pid, status))
             (void)execd_kernel_reaped(ex, pid, status);
     }
 }

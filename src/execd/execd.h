@@ -51,6 +51,7 @@ struct execd_kernel;
 struct execd_ctx;
 struct execd_logs;
 struct execd_desktop;
+struct execd_pty;
 
 struct execd {
     struct execd_config cfg;
@@ -69,6 +70,7 @@ struct execd {
     struct execd_kernel *warm;     /* the warm kernel nobody took yet, or NULL (kernel.c) */
     struct execd_logs *logs;       /* logs.c */
     struct execd_desktop *desktop; /* desktop.c: NULL until one is started */
+    struct execd_pty *ptys;        /* pty.c: PTY sessions, newest first */
     char *python_ok;               /* the interpreter that last started a kernel */
     char *kernel_dir;              /* short dir for kernel sockets when state_dir is deep */
     const char *shell;             /* /bin/bash, else /bin/sh */
@@ -202,6 +204,17 @@ void execd_desktop_a11y(struct execd *ex, struct evhttp_request *req);
 void execd_desktop_recording_get(struct execd *ex, struct evhttp_request *req);
 void execd_desktop_recording_start(struct execd *ex, struct evhttp_request *req);
 void execd_desktop_recording_stop(struct execd *ex, struct evhttp_request *req);
+
+/* ---- pty.c, pty_ws.c: PTY sessions over WebSocket (COMPAT 2.6) ---- */
+void execd_pty_create(struct execd *ex, struct evhttp_request *req);
+void execd_pty_get(struct execd *ex, struct evhttp_request *req, const char *id);
+void execd_pty_delete(struct execd *ex, struct evhttp_request *req, const char *id);
+void execd_pty_attach(struct execd *ex, struct evhttp_request *req, const char *id);
+/* A reaped child: true when it was a PTY session's process. */
+bool execd_pty_reaped(struct execd *ex, pid_t pid, int status);
+void execd_pty_signal_all(struct execd *ex, int sig);
+bool execd_pty_any_running(const struct execd *ex);
+void execd_pty_free_all(struct execd *ex);
 
 /* ---- metrics.c ---- */
 void execd_metrics_get(struct execd *ex, struct evhttp_request *req);

@@ -275,6 +275,7 @@ on_stop_timer(int fd, short what, void *arg)
     sbx_warn("children still running after %d s: killing them", STOP_GRACE_SEC);
     execd_cmd_signal_all(ex, SIGKILL);
     execd_kernel_signal_all(ex, SIGKILL);
+    execd_pty_signal_all(ex, SIGKILL);
     if (ex->pid1)
         (void)kill(-1, SIGKILL);
     event_base_loopexit(ex->base, NULL);
@@ -283,7 +284,7 @@ on_stop_timer(int fd, short what, void *arg)
 static bool
 children_left(const struct execd *ex)
 {
-    return execd_cmd_any_running(ex) || execd_kernel_any_alive(ex);
+    return execd_cmd_any_running(ex) || execd_kernel_any_alive(ex) || execd_pty_any_running(ex);
 }
 
 static void
@@ -299,6 +300,7 @@ begin_stop(struct execd *ex, int sig)
     execd_desktop_free(ex); /* stops its processes (SIGTERM, then SIGKILL after 0.5 s) */
     execd_cmd_signal_all(ex, sig);
     execd_kernel_signal_all(ex, SIGTERM); /* a kernel ignores SIGINT when idle */
+    execd_pty_signal_all(ex, SIGHUP);     /* what a terminal's hangup sends */
     if (ex->pid1)
         (void)kill(-1, sig); /* PID 1 of a pid namespace: every other process is ours */
     bool none_left = execd_cmd_reap(ex);
@@ -349,6 +351,7 @@ teardown(struct execd *ex)
     execd_cmd_free_all(ex); /* before sessions: a running command points at its session */
     execd_session_free_all(ex);
     execd_code_free_all(ex);
+    execd_pty_free_all(ex);   /* after the connections: their clients are gone */
     execd_kernel_cleanup(ex); /* no kernel outlives execd */
     execd_desktop_free(ex);
     struct event *evs[] = {ex->sig_chld, ex->sig_term, ex->sig_int, ex->stop_timer};

@@ -1053,6 +1053,18 @@ execd_upload_install(struct execd *ex)
 }
 
 void
+execd_upload_forget(struct bufferevent *bev)
+{
+    for (struct conn *c = conns; c; c = c->next) {
+        if (c->bev == bev) {
+            conn_drop(c, NULL, NULL);
+            return;
+        }
+    }
+    (void)evbuffer_remove_cb(bufferevent_get_input(bev), on_input_idle, bev);
+}
+
+void
 execd_upload_stop(struct execd *ex)
 {
     (void)ex;

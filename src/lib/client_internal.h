@@ -62,6 +62,12 @@ char *client_escape(sbx_client *c, const char *s);
  * headers the server asked clients to send. Caller frees *base and the list. */
 int client_execd_endpoint(sbx_client *c, const char *id, char **base, struct curl_slist **headers);
 
+/* A request to execd of sandbox `id` at req->path (with its query), through the endpoint the
+ * server gives; the answer's body in *out (NUL-terminated, "" when empty). Non-2xx: an error
+ * with execd's {code, message}. desktop.c. */
+int client_execd_call(sbx_client *c, const char *id, const sbx_desktop_request *req, char **out,
+                      size_t *out_len);
+
 /* strdup that reports SBX_ENOMEM through the handle. */
 char *client_strdup(sbx_client *c, const char *s);
 

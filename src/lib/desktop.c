@@ -1,6 +1,7 @@
 /*
  * desktop.c - sbx_desktop_call(): a sandbox's desktop endpoints (execd's /desktop/..., through
- * the server's router like every execd call). docs/desktop.md lists them.
+ * the server's router like every execd call; docs/desktop.md lists them), on client_execd_call,
+ * which sbx_pty_open (pty.c) uses too.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +47,7 @@ perform(sbx_client *c, const char *method, const char *json_body, struct curl_sl
     (void)curl_easy_setopt(c->curl, CURLOPT_WRITEDATA, resp);
     CURLcode rc = curl_easy_perform(c->curl);
     if (rc != CURLE_OK)
-        return client_fail(c, rc == CURLE_WRITE_ERROR ? SBX_ELIMIT : SBX_EIO, "desktop: %s",
+        return client_fail(c, rc == CURLE_WRITE_ERROR ? SBX_ELIMIT : SBX_EIO, "execd: %s",
                            curl_easy_strerror(rc));
     long status = 0;
     (void)curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
@@ -56,20 +57,17 @@ perform(sbx_client *c, const char *method, const char *json_body, struct curl_sl
 }
 
 int
-sbx_desktop_call(sbx_client *c, const char *id, const sbx_desktop_request *req, char **out,
-                 size_t *out_len)
+client_execd_call(sbx_client *c, const char *id, const sbx_desktop_request *req, char **out,
+                  size_t *out_len)
 {
     *out = NULL;
     if (out_len)
         *out_len = 0;
-    if (check_path(c, req->path) < 0)
-        return -SBX_EINVAL;
     char *base = NULL;
     struct curl_slist *ep = NULL;
     int ret = client_execd_endpoint(c, id, &base, &ep);
     char *url = NULL;
-    if (ret == 0 &&
-        asprintf(&url, "%s/desktop%s", base, strcmp(req->path, "/") ? req->path : "") < 0)
+    if (ret == 0 && asprintf(&url, "%s%s", base, req->path) < 0)
         ret = client_fail(c, SBX_ENOMEM, "out of memory");
     struct curl_slist *h = NULL;
     if (ret == 0)
@@ -107,4 +105,23 @@ sbx_desktop_call(sbx_client *c, const char *id, const sbx_desktop_request *req, 
     if (out_len)
         *out_len = resp.len;
     return 0;
+}
+
+int
+sbx_desktop_call(sbx_client *c, const char *id, const sbx_desktop_request *req, char **out,
+                 size_t *out_len)
+{
+    *out = NULL;
+    if (out_len)
+        *out_len = 0;
+    if (check_path(c, req->path) < 0)
+        return -SBX_EINVAL;
+    char *path = NULL;
+    if (asprintf(&path, "/desktop%s", strcmp(req->path, "/") ? req->path : "") < 0)
+        return client_fail(c, SBX_ENOMEM, "out of memory");
+    sbx_desktop_request r = *req;
+    r.path = path;
+    int ret = client_execd_call(c, id, &r, out, out_len);
+    free(path);
+    return ret;
 }

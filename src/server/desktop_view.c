@@ -37,7 +37,7 @@
 #include "common/xalloc.h"
 #include "common/util.h"
 #include "server/srvutil.h"
-#include "server/websocket.h"
+#include "common/websocket.h"
 
 #define VNC_PORT      5900
 #define TOKENS_MAX    4096

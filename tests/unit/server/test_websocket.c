@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-#include "server/websocket.h"
+#include "common/websocket.h"
 
 static void
 test_accept_key(void **state)
@@ -154,6 +154,41 @@ test_head(void **state)
     assert_int_equal(h[9], 0);
 }
 
+/* The client side: a masked frame we build parses as a client frame; a server's frame parses
+ * with sbx_ws_parse_server and a masked one is refused there. */
+static void
+test_client_side(void **state)
+{
+    (void)state;
+    const uint8_t mask[4] = {1, 2, 3, 4};
+    uint8_t buf[14 + 300];
+    uint8_t payload[300];
+    for (size_t i = 0; i < sizeof(payload); i++)
+        payload[i] = (uint8_t)i;
+    size_t hl = sbx_ws_head_masked(buf, SBX_WS_BINARY, sizeof(payload), mask);
+    assert_int_equal(hl, 8); /* 2 + 2 (126 form) + 4 of mask */
+    memcpy(buf + hl, payload, sizeof(payload));
+    sbx_ws_mask(buf + hl, sizeof(payload), mask);
+    struct sbx_ws_frame f;
+    const char *why = NULL;
+    assert_int_equal(sbx_ws_parse(buf, hl + sizeof(payload), 1024, &f, &why),
+                     (long)(hl + sizeof(payload)));
+    assert_int_equal(f.op, SBX_WS_BINARY);
+    assert_memory_equal(f.payload, payload, sizeof(payload));
+    /* masked: not a server's frame */
+    hl = sbx_ws_head_masked(buf, SBX_WS_TEXT, 2, mask);
+    assert_int_equal(sbx_ws_parse_server(buf, hl + 2, 1024, &f, &why), -1);
+    assert_non_null(strstr(why, "must not be masked"));
+    /* a server's frame */
+    hl = sbx_ws_head(buf, SBX_WS_TEXT, 2);
+    buf[hl] = 'h';
+    buf[hl + 1] = 'i';
+    assert_int_equal(sbx_ws_parse_server(buf, hl + 2, 1024, &f, &why), (long)hl + 2);
+    assert_int_equal(f.len, 2);
+    assert_memory_equal(f.payload, "hi", 2);
+    assert_int_equal(sbx_ws_parse_server(buf, hl + 1, 1024, &f, &why), 0);
+}
+
 int
 main(void)
 {
@@ -163,6 +198,7 @@ main(void)
         cmocka_unit_test(test_parse_two_frames),
         cmocka_unit_test(test_parse_violations),
         cmocka_unit_test(test_head),
+        cmocka_unit_test(test_client_side),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

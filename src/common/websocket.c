@@ -1,7 +1,7 @@
 /*
- * websocket.c - RFC 6455 for the server side: accept key (nettle's SHA-1 and base64) and frames.
+ * websocket.c - RFC 6455: accept key (nettle's SHA-1 and base64) and frames, both directions.
  */
-#include "server/websocket.h"
+#include "common/websocket.h"
 
 #include <nettle/base64.h>
 #include <nettle/sha1.h>
@@ -74,8 +74,9 @@ payload_len(const uint8_t *buf, size_t n, size_t *hl, uint64_t *len)
     return 1;
 }
 
-long
-sbx_ws_parse(uint8_t *buf, size_t n, size_t max, struct sbx_ws_frame *out, const char **why)
+/* One frame; masked: a client's frame (must be masked), else a server's (must not be). */
+static long
+parse(uint8_t *buf, size_t n, size_t max, bool masked, struct sbx_ws_frame *out, const char **why)
 {
     if (n < 2)
         return 0;
@@ -84,8 +85,10 @@ sbx_ws_parse(uint8_t *buf, size_t n, size_t max, struct sbx_ws_frame *out, const
         return fail(why, "reserved bits set (no extension was agreed)");
     if (!known_op(op))
         return fail(why, "unknown opcode");
-    if (!(buf[1] & 0x80))
+    if (masked && !(buf[1] & 0x80))
         return fail(why, "client frames must be masked");
+    if (!masked && (buf[1] & 0x80))
+        return fail(why, "server frames must not be masked");
     size_t hl = 2;
     uint64_t len = 0;
     int r = payload_len(buf, n, &hl, &len);
@@ -96,14 +99,42 @@ sbx_ws_parse(uint8_t *buf, size_t n, size_t max, struct sbx_ws_frame *out, const
         return fail(why, "control frames must be whole and at most 125 bytes");
     if (len > max)
         return fail(why, "frame larger than the limit");
-    if (n < hl + 4 || n - hl - 4 < len)
+    size_t ml = masked ? 4 : 0;
+    if (n < hl + ml || n - hl - ml < len)
         return 0;
-    const uint8_t *mask = buf + hl;
-    uint8_t *p = buf + hl + 4;
-    for (size_t i = 0; i < len; i++)
-        p[i] ^= mask[i & 3];
+    uint8_t *p = buf + hl + ml;
+    if (masked)
+        sbx_ws_mask(p, (size_t)len, buf + hl);
     *out = (struct sbx_ws_frame){.op = op, .fin = fin, .payload = p, .len = (size_t)len};
-    return (long)(hl + 4 + len);
+    return (long)(hl + ml + len);
+}
+
+long
+sbx_ws_parse(uint8_t *buf, size_t n, size_t max, struct sbx_ws_frame *out, const char **why)
+{
+    return parse(buf, n, max, true, out, why);
+}
+
+long
+sbx_ws_parse_server(uint8_t *buf, size_t n, size_t max, struct sbx_ws_frame *out, const char **why)
+{
+    return parse(buf, n, max, false, out, why);
+}
+
+void
+sbx_ws_mask(uint8_t *p, size_t n, const uint8_t mask[4])
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] ^= mask[i & 3];
+}
+
+size_t
+sbx_ws_head_masked(uint8_t head[14], enum sbx_ws_op op, size_t len, const uint8_t mask[4])
+{
+    size_t hl = sbx_ws_head(head, op, len);
+    head[1] |= 0x80;
+    memcpy(head + hl, mask, 4);
+    return hl + 4;
 }
 
 size_t
