@@ -197,15 +197,12 @@ desktop_user(struct sbx_desktop_opts *o, sbx_error **err)
     const char *want = getenv("SBX_DESKTOP_USER"); // NOLINT(concurrency-mt-unsafe): one thread
     if (!want || !*want)
         return 0;
-    sbx_autofclose FILE *f = fopen("/etc/passwd", "re");
     struct passwd pw;
-    struct passwd *res = NULL;
     char buf[4096];
-    while (f && fgetpwent_r(f, &pw, buf, sizeof buf, &res) == 0) {
-        char uid[16];
-        snprintf(uid, sizeof uid, "%u", (unsigned)pw.pw_uid);
-        if (strcmp(pw.pw_name, want) != 0 && strcmp(uid, want) != 0)
-            continue;
+    char by_uid[24];
+    (void)snprintf(by_uid, sizeof by_uid, "#%.20s", want); /* a uid: its entry */
+    bool numeric = strspn(want, "0123456789") == strlen(want);
+    if (execd_find_user(numeric ? by_uid : want, &pw, buf, sizeof buf)) {
         if (pw.pw_uid == 0 || pw.pw_uid == geteuid())
             return 0; /* ourselves: what the desktop is without a user */
         if (geteuid() != 0)

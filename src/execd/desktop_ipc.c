@@ -225,22 +225,7 @@ execd_desktop_ipc_start(struct execd *ex, struct evconnlistener **out, sbx_error
         return 0;
     if (write_module(err) < 0)
         return -SBX_EGENERIC;
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    (void)snprintf(sa.sun_path, sizeof sa.sun_path, "%s", IPC_SOCK);
-    (void)unlink(IPC_SOCK);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || chmod(IPC_SOCK, 0666) < 0) {
-        int e = errno;
-        if (fd >= 0)
-            (void)close(fd);
-        return sbx_error_set(err, SBX_EGENERIC, e, "desktop socket %s", IPC_SOCK);
-    }
-    *out = evconnlistener_new(ex->base, on_accept, ex, LEV_OPT_CLOSE_ON_FREE, 64, fd);
-    if (!*out) {
-        (void)close(fd);
-        return sbx_error_set(err, SBX_EGENERIC, 0, "listen on %s", IPC_SOCK);
-    }
-    return 0;
+    return execd_unix_listen(ex, IPC_SOCK, SOCK_STREAM, on_accept, out, err);
 }
 
 void

@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <event2/listener.h>
 #include <jansson.h>
 
 #include "common/error.h"
@@ -115,6 +116,10 @@ void execd_uuid4(char *buf, bool dashes);
 void execd_rfc3339(char *buf, size_t n, int64_t wall_ms);
 /* Append s[0..n) as a JSON string literal (quotes included); invalid UTF-8 becomes U+FFFD. */
 void execd_json_quote(struct evbuffer *out, const char *s, size_t n);
+/* A listening unix socket (SOCK_STREAM or SOCK_SEQPACKET) at path, mode 0666, cb(ex) per
+ * connection; an old socket file there is replaced. */
+int execd_unix_listen(struct execd *ex, const char *path, int type, evconnlistener_cb cb,
+                      struct evconnlistener **out, sbx_error **err);
 /* Constant-time string equality (length leaks, content does not). */
 bool execd_token_equal(const char *a, const char *b);
 

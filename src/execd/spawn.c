@@ -186,6 +186,20 @@ lookup_groups(struct execd_spawn *sp)
     }
 }
 
+bool
+execd_find_user(const char *want, struct passwd *pw, char *buf, size_t n)
+{
+    sbx_autofclose FILE *f = fopen("/etc/passwd", "re");
+    struct passwd *res = NULL;
+    while (f && fgetpwent_r(f, pw, buf, n, &res) == 0) {
+        char uid[16];
+        (void)snprintf(uid, sizeof uid, "#%u", (unsigned)pw->pw_uid);
+        if (strcmp(pw->pw_name, want) == 0 || strcmp(uid, want) == 0)
+            return true;
+    }
+    return false;
+}
+
 void
 execd_spawn_set_user(struct execd_spawn *sp, uint32_t uid, bool has_gid, uint32_t gid)
 {

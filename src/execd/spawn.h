@@ -6,6 +6,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <pwd.h>
 #include <sys/types.h>
 
 #include "common/buf.h"
@@ -32,6 +33,9 @@ struct execd_spawn {
     size_t ngroups;
 };
 
+/* The /etc/passwd entry (no NSS: execd is static) named `want`, or of uid N for "#N" (sudo's
+ * form); its strings live in buf. */
+bool execd_find_user(const char *want, struct passwd *pw, char *buf, size_t n);
 /* Run as uid (gid given, or the passwd entry's, or uid), with the user's groups. */
 void execd_spawn_set_user(struct execd_spawn *sp, uint32_t uid, bool has_gid, uint32_t gid);
 

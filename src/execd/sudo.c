@@ -141,20 +141,6 @@ password_ok(const char *name, const char *password)
     return false;
 }
 
-static bool
-find_user(const char *want, struct passwd *pw, char *buf, size_t n)
-{
-    sbx_autofclose FILE *f = fopen("/etc/passwd", "re");
-    struct passwd *res = NULL;
-    while (f && fgetpwent_r(f, pw, buf, n, &res) == 0) {
-        char uid[16];
-        snprintf(uid, sizeof uid, "#%u", (unsigned)pw->pw_uid);
-        if (strcmp(pw->pw_name, want) == 0 || strcmp(uid, want) == 0)
-            return true;
-    }
-    return false;
-}
-
 /* argv[0] on sudo's secure_path (sudo never uses the caller's PATH). */
 static char *
 resolve(const char *prog)
@@ -277,7 +263,7 @@ start_command(struct sudo_req *r, const struct ucred *cr, const char **code, cha
     char uid[16];
     snprintf(uid, sizeof uid, "#%u", (unsigned)cr->uid);
     *code = "SUDO_DENIED";
-    if (!find_user(uid, &caller, cbuf, sizeof cbuf)) {
+    if (!execd_find_user(uid, &caller, cbuf, sizeof cbuf)) {
         snprintf(msg, msgn, "you do not exist in the passwd database");
         return -1;
     }
@@ -293,7 +279,7 @@ start_command(struct sudo_req *r, const struct ucred *cr, const char **code, cha
     }
     json_t *argv_j = json_object_get(r->j, "argv");
     const char *tname = json_string_value(json_object_get(r->j, "user"));
-    if (!find_user(tname ? tname : "root", &target, tbuf, sizeof tbuf)) {
+    if (!execd_find_user(tname ? tname : "root", &target, tbuf, sizeof tbuf)) {
         *code = "SUDO_USAGE";
         snprintf(msg, msgn, "unknown user %.64s", tname ? tname : "root");
         return -1;
@@ -483,23 +469,7 @@ execd_sudo_start(struct execd *ex, sbx_error **err)
 {
     if (listener)
         return 0;
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    (void)snprintf(sa.sun_path, sizeof sa.sun_path, "%s", SUDO_SOCK);
-    (void)unlink(SUDO_SOCK);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    /* 0666: anyone may ask; the credentials the kernel gives decide */
-    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || chmod(SUDO_SOCK, 0666) < 0) {
-        int e = errno;
-        if (fd >= 0)
-            (void)close(fd);
-        return sbx_error_set(err, SBX_EGENERIC, e, "sudo socket %s", SUDO_SOCK);
-    }
-    listener = evconnlistener_new(ex->base, on_accept, ex, LEV_OPT_CLOSE_ON_FREE, 16, fd);
-    if (!listener) {
-        (void)close(fd);
-        return sbx_error_set(err, SBX_EGENERIC, 0, "listen on %s", SUDO_SOCK);
-    }
-    return 0;
+    return execd_unix_listen(ex, SUDO_SOCK, SOCK_SEQPACKET, on_accept, &listener, err);
 }
 
 void

@@ -1,12 +1,18 @@
 /*
  * util.c - ids, timestamps, JSON string quoting, constant-time comparison.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <event2/buffer.h>
+#include <event2/listener.h>
 
 #include "common/util.h"
 #include "execd/execd.h"
@@ -108,4 +114,30 @@ execd_token_equal(const char *a, const char *b)
     for (size_t i = 0; i < lb; i++)
         diff |= (unsigned char)(a[i < la ? i : 0] ^ b[i]);
     return diff == 0;
+}
+
+/* A listening unix socket at path (an old one there replaced), 0666: who may do what is
+ * decided per connection (the peer's credentials), not by the file's mode. */
+int
+execd_unix_listen(struct execd *ex, const char *path, int type, evconnlistener_cb cb,
+                  struct evconnlistener **out, sbx_error **err)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    if (strlen(path) >= sizeof sa.sun_path)
+        return sbx_error_set(err, SBX_EINVAL, 0, "socket path too long: %s", path);
+    (void)snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+    (void)unlink(path);
+    int fd = socket(AF_UNIX, type | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0 || chmod(path, 0666) < 0) {
+        int e = errno;
+        if (fd >= 0)
+            (void)close(fd);
+        return sbx_error_set(err, SBX_EGENERIC, e, "socket %s", path);
+    }
+    *out = evconnlistener_new(ex->base, cb, ex, LEV_OPT_CLOSE_ON_FREE, 64, fd);
+    if (!*out) {
+        (void)close(fd);
+        return sbx_error_set(err, SBX_EGENERIC, 0, "listen on %s", path);
+    }
+    return 0;
 }

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,8 @@ struct sbx_mgr {
     size_t n_workers;
     pthread_t reaper;
     bool reaper_started;
+    /* sandboxes with renew-on-access: while none has it, a router request takes no lock for it */
+    atomic_size_t renewers;
     bool stopping;
 };
 
@@ -81,6 +84,8 @@ static void
 add_entry(struct sbx_mgr *m, struct entry *e)
 {
     sbx_record_spec_hash(e->sb, e->spec_hash);
+    if (sbx_api_renew_seconds(e->sb->extensions))
+        atomic_fetch_add(&m->renewers, 1);
     if (m->n == m->cap) {
         m->cap = m->cap ? m->cap * 2 : 64;
         m->items = sbx_xrealloc(m->items, m->cap * sizeof(struct entry *));
@@ -97,6 +102,8 @@ remove_entry(struct sbx_mgr *m, struct entry *e)
             break;
         }
     }
+    if (sbx_api_renew_seconds(e->sb->extensions))
+        atomic_fetch_sub(&m->renewers, 1);
     sbx_record_free(e->sb);
     sbx_error_clear(&e->create_err);
     free(e);
@@ -810,6 +817,8 @@ sbx_mgr_store_check(struct sbx_mgr *m, sbx_error **err)
 void
 sbx_mgr_touch(struct sbx_mgr *m, const char *id)
 {
+    if (atomic_load(&m->renewers) == 0) /* the common case: nothing to renew */
+        return;
     pthread_mutex_lock(&m->mu);
     struct entry *e = find(m, id);
     if (e)

@@ -171,7 +171,10 @@ def load(e, tar):
         c.close()
 
 
-def docker(new_server, tar):
+def on_engine(new_server, tar, tag, body, what="img-docker"):
+    """tar loaded into a private dockerd (or podman), a server with the docker provider on it
+    started, body(server, image ref, engine kind) run; then the engine stopped, and nothing of
+    it may be left on the host. Without an engine here: said, and skipped."""
     setup = eng.Setup("any")
     try:
         setup.start()
@@ -189,13 +192,9 @@ def docker(new_server, tar):
             'providers = { supported = ["docker"]; default = "docker";\n'
             '  docker = { socket = "%s"; network = "none"; cgroup_parent = "%s";\n'
             '             stop_timeout_s = 5; pull = "never"; }; };\n'
-            % (e.socket, e.cgroup_parent)), tag="img-docker")
+            % (e.socket, e.cgroup_parent)), tag=what)
         s.start()
-        ref = "localhost/" + TAG if e.kind == "podman" else TAG
-        sid = create(s, ref)
-        exercise(s, sid, "docker (%s)" % e.kind)
-        check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
-        desktop_env(s, ref, e.kind)
+        body(s, "localhost/" + tag if e.kind == "podman" else tag, e.kind)
         wait_for(lambda: not e.containers(), "the container to go", 30)
         check(s.stop() == 0, "clean stop")
         ok = True
@@ -203,6 +202,15 @@ def docker(new_server, tar):
         left = setup.stop()
         if ok and left:
             raise Fail("the engine left host changes behind: %r" % left)
+
+
+def docker(new_server, tar):
+    def body(s, ref, kind):
+        sid = create(s, ref)
+        exercise(s, sid, "docker (%s)" % kind)
+        check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+        desktop_env(s, ref, kind)
+    on_engine(new_server, tar, TAG, body)
 
 
 def test(new_server):

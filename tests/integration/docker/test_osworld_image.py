@@ -23,9 +23,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "desktop"))
 sys.path.insert(0, os.path.join(ROOT, "sdk", "python"))
 sys.path.insert(0, HERE)
 
-import engine as eng  # noqa: E402
 from harness import Fail, Skip, check, main, wait_for  # noqa: E402
-from test_desktop_image import SCRIPTS, image, load  # noqa: E402
+from test_desktop_image import SCRIPTS, image, on_engine  # noqa: E402
 
 TAG = "sbx-osworld:test"
 PASSWORD = "osworld-pw"  # not the default: the placeholder must carry the configured one
@@ -171,39 +170,15 @@ def needs_chrome(env):
 def docker(new_server, tar):
     import sbx
     from sbx.desktop_env import DesktopEnv
-    setup = eng.Setup("any")
-    try:
-        setup.start()
-    except eng.EngineError as ex:
-        left = setup.stop()
-        if left:
-            raise Fail("host changes left behind: %r" % left)
-        print("docker part skipped: %s" % ex)
-        return
-    ok = False
-    try:
-        e = setup.engine
-        load(e, tar)
-        s = new_server(config_text=(
-            'providers = { supported = ["docker"]; default = "docker";\n'
-            '  docker = { socket = "%s"; network = "none"; cgroup_parent = "%s";\n'
-            '             stop_timeout_s = 5; pull = "never"; }; };\n'
-            % (e.socket, e.cgroup_parent)), tag="osworld-docker")
-        s.start()
-        ref = "localhost/" + TAG if e.kind == "podman" else TAG
+
+    def body(s, ref, kind):
         client = sbx.Client("127.0.0.1:%d" % s.port, s.key)
         with DesktopEnv(provider_name="docker", snapshot_name=ref, client=client,
                         client_password=PASSWORD, memory="2Gi", cpu="2",
                         cache_dir=os.path.join(s.tmp, "cache")) as env:
             machine(env)
-        wait_for(lambda: not e.containers(), "the container to go", 30)
-        check(s.stop() == 0, "clean stop")
-        print("ok   the OSWorld image on docker (%s)" % e.kind, flush=True)
-        ok = True
-    finally:
-        left = setup.stop()
-        if ok and left:
-            raise Fail("the engine left host changes behind: %r" % left)
+        print("ok   the OSWorld image on docker (%s)" % kind, flush=True)
+    on_engine(new_server, tar, TAG, body, "osworld-docker")
 
 
 def test(new_server):

@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "desktop"))
 import harness  # noqa: E402
 from cdp import HandshakeError  # noqa: E402
-from harness import check  # noqa: E402
+from harness import check, rss_kib  # noqa: E402
 from ptyclient import Term  # noqa: E402
 
 
@@ -24,14 +24,6 @@ def new_session(ex, body=None):
     r = ex.json("POST", "/pty", body if body is not None else {}, expect=201)
     check(set(r) == {"session_id"}, "create answer: %r" % r)
     return r["session_id"]
-
-
-def rss_kib(pid):
-    with open("/proc/%d/status" % pid) as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def test_crud(ex):
