@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <jansson.h>
+
 #include "common/error.h"
 
 struct sbx_image_store;
@@ -94,6 +96,37 @@ int sbx_image_unpin(struct sbx_image_store *s, const char *owner, sbx_error **er
 int sbx_image_resolve(struct sbx_image **out, struct sbx_image_store *s, const char *ref,
                       sbx_error **err);
 void sbx_image_free(struct sbx_image *img);
+
+/* ---- commit and export (commit.c) ---- */
+
+/* Write dir, an overlayfs upper dir (a sandbox's writable layer: the caller keeps it from
+ * changing meanwhile), to out_fd as an uncompressed OCI layer tar: overlay whiteouts become
+ * `.wh.` entries, opaque directories get `.wh..wh..opq`, only user.* and security.capability
+ * xattrs are kept, symlinks are never followed. *diff_id (caller frees): the tar's sha256. */
+int sbx_image_layer_write(const char *dir, int out_fd, char **diff_id, uint64_t *size,
+                          sbx_error **err);
+
+struct sbx_image_commit_opts {
+    const char *base;    /* manifest digest of the image the layer goes on */
+    int layer_fd;        /* the layer tar (sbx_image_layer_write), read from its start */
+    const char *diff_id; /* its sha256 */
+    const char *name;    /* the new image's name */
+    const char *comment; /* its history line (created_by) */
+    json_t *labels;      /* added to the config's Labels (string values), or NULL */
+};
+
+/* A new image `name`: base's layers plus the layer (stored gzip-compressed), base's config
+ * with the layer added. *out_digest (optional): the new manifest's digest. */
+int sbx_image_commit(struct sbx_image_store *s, const struct sbx_image_commit_opts *o,
+                     char **out_digest, sbx_error **err);
+
+/* Write image ref to out_fd as a tar that is an OCI image layout (oci-layout, index.json,
+ * blobs/) and a `docker save` archive (manifest.json) at once: `docker load`, podman, skopeo
+ * and sbx_image_import all read it. */
+int sbx_image_export(struct sbx_image_store *s, const char *ref, int out_fd, sbx_error **err);
+
+/* The config's Labels of image ref (an object, maybe empty; caller owns it). */
+int sbx_image_labels(struct sbx_image_store *s, const char *ref, json_t **out, sbx_error **err);
 
 /* "<state_dir>/images", or the default root when state_dir is NULL. Caller frees. */
 char *sbx_image_default_root(const char *state_dir);
