@@ -443,6 +443,28 @@ sbx_rt_upper_unkeep(struct sbx_rt *rt, const char *id, sbx_error **err)
 }
 
 int
+sbx_rt_upper_files(struct sbx_rt *rt, const char *id, char **out, sbx_error **err)
+{
+    if (!sbx_rt_valid_id(id))
+        return sbx_error_set(err, SBX_EINVAL, 0, "invalid sandbox id `%s`", id);
+    sbx_autofree char *img = sbx_xasprintf("%s/%s/layer.img", rt->upper_dir, id);
+    if (access(img, F_OK) == 0)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "the writable layer of `%s` is a capped file system of its own "
+                             "(providers.native.upper_size), mounted only inside the sandbox",
+                             id);
+    char *dir = sbx_xasprintf("%s/%s/upper", rt->upper_dir, id);
+    struct stat st;
+    if (lstat(dir, &st) < 0 || !S_ISDIR(st.st_mode)) {
+        free(dir);
+        return sbx_error_set(err, SBX_ENOTFOUND, 0, "sandbox `%s` has no writable layer on disk",
+                             id);
+    }
+    *out = dir;
+    return 0;
+}
+
+int
 sbx_rt_upper_remove(struct sbx_rt *rt, const char *id, sbx_error **err)
 {
     if (!sbx_rt_valid_id(id))

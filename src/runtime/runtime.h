@@ -201,6 +201,10 @@ bool sbx_rt_upper_kept(const char *state_dir, const char *id);
 /* Remove the writable layer kept for id (nothing to do when there is none). SBX_ECONFLICT while
  * a record of id exists: a sandbox may still run on it. */
 int sbx_rt_upper_remove(struct sbx_rt *rt, const char *id, sbx_error **err);
+/* The directory of id's files on its disk layer (the overlay's upper dir, as the host sees it;
+ * caller frees). SBX_EINVAL for a capped layer (its file system is mounted only inside the
+ * sandbox), SBX_ENOTFOUND when the layer is not on disk. */
+int sbx_rt_upper_files(struct sbx_rt *rt, const char *id, char **out, sbx_error **err);
 /* Undo sbx_rt_upper_keep (nothing to do when id's layer is not kept): the next destroy of id, or
  * gc once its record is gone, removes the layer. For a delete that destroys asynchronously
  * (sbx_rt_destroy_async): a crash before the teardown finished leaves nothing kept. */

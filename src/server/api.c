@@ -20,6 +20,7 @@
 #include "server/launch.h"
 #include "server/meta.h"
 #include "server/publish.h"
+#include "server/snapshot.h"
 #include "server/srvutil.h"
 
 #define PAGE_SIZE_MAX 200
@@ -56,7 +57,10 @@ sandbox_json(const struct sbx_record *sb, bool full)
     set_time(o, "createdAt", sb->created_ms);
     if (sb->expires_ms)
         set_time(o, "expiresAt", sb->expires_ms);
-    if (full && sb->image) {
+    const char *snap = json_string_value(json_object_get(sb->priv, SBX_SNAPSHOT_PRIV));
+    if (full && snap)
+        (void)json_object_set_new(o, "snapshotId", json_string(snap));
+    else if (full && sb->image) {
         /* image.auth holds registry credentials: used by the provider's pull, never shown. */
         json_t *image = json_copy(sb->image);
         (void)json_object_del(image, "auth");
@@ -127,11 +131,6 @@ static int
 check_image(const json_t *body, struct sbx_reply *out)
 {
     json_t *image = json_object_get(body, "image");
-    json_t *snap = json_object_get(body, "snapshotId");
-    if (snap && !json_is_null(snap)) {
-        sbx_reply_error(out, 400, "SANDBOX::API_NOT_SUPPORTED", "snapshots are not supported");
-        return -1;
-    }
     json_t *uri = json_object_get(image, "uri");
     if (!json_is_object(image) || !json_is_string(uri) || json_string_length(uri) == 0) {
         sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
@@ -499,6 +498,9 @@ build_record(const json_t *body, const char *prov, int64_t timeout_s)
         sbx_srv_random_hex(token, 32);
         (void)json_object_set_new(sb->priv, SBX_ACCESS_TOKEN_PRIV, json_string(token));
     }
+    json_t *snap = json_object_get(body, "snapshotId");
+    if (json_is_string(snap))
+        (void)json_object_set(sb->priv, SBX_SNAPSHOT_PRIV, snap);
     json_t *vols = json_object_get(body, "volumes");
     if (json_array_size(vols) > 0) /* the provider mounts them (checked above) */
         (void)json_object_set_new(sb->priv, "volumes", json_deep_copy(vols));
@@ -535,6 +537,42 @@ create_failed(struct sbx_reply *out, const sbx_error *err, const struct sbx_reco
         sbx_reply_from(out, err, "SANDBOX::SANDBOX_START_FAILED");
         out->status = 500;
     }
+}
+
+/* A create from a snapshot runs the snapshot's image (snapshot.c); the entrypoint defaults to
+ * `tail -f /dev/null` as in the reference server (COMPAT.md 1.4). Returns the body to create
+ * with (a new reference), or NULL with the error reply. */
+static json_t *
+restore_body(struct sbx_req *r, json_t *body, struct sbx_reply *out)
+{
+    json_t *snap = json_object_get(body, "snapshotId");
+    json_t *image = json_object_get(body, "image");
+    if (!snap || json_is_null(snap))
+        return json_incref(body);
+    if (image && !json_is_null(image)) {
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
+                        "Exactly one of image or snapshotId must be provided.");
+        return NULL;
+    }
+    if (!json_is_string(snap) || !sbx_srv_is_uuid(json_string_value(snap))) {
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
+                        "`snapshotId` must be the id of a snapshot");
+        return NULL;
+    }
+    sbx_autoerror sbx_error *err = NULL;
+    sbx_autofree char *name = NULL;
+    if (sbx_snaps_image(r->srv->snaps, json_string_value(snap), &name, &err) < 0) {
+        sbx_reply_from(out, err, NULL);
+        if (sbx_error_code(err) == SBX_ENOTFOUND)
+            out->status = 400;
+        return NULL;
+    }
+    json_t *b = json_deep_copy(body);
+    (void)json_object_set_new(b, "image", json_pack("{s:s}", "uri", name));
+    json_t *ep = json_object_get(b, "entrypoint");
+    if (!ep || json_is_null(ep))
+        (void)json_object_set_new(b, "entrypoint", json_pack("[s,s,s]", "tail", "-f", "/dev/null"));
+    return b;
 }
 
 static void
@@ -589,7 +627,10 @@ h_create(struct sbx_req *r, struct sbx_reply *out)
     json_t *body = NULL;
     if (parse_body(r, out, &body) < 0)
         return;
-    do_create(r, body, out);
+    json_t *b = json_is_object(body) ? restore_body(r, body, out) : json_incref(body);
+    if (b)
+        do_create(r, b, out);
+    json_decref(b);
     json_decref(body);
 }
 
@@ -1015,6 +1056,14 @@ sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out)
         return;
     case SBX_ROUTE_DESKTOP_VIEW:
         sbx_view_mint(r, out);
+        return;
+    case SBX_ROUTE_SNAPSHOT_CREATE:
+    case SBX_ROUTE_SNAPSHOT_LIST:
+    case SBX_ROUTE_SNAPSHOT_GET:
+    case SBX_ROUTE_SNAPSHOT_DELETE:
+    case SBX_ROUTE_SNAPSHOT_EXPORT:
+    case SBX_ROUTE_SNAPSHOT_IMPORT:
+        sbx_api_snapshots(r, out);
         return;
     case SBX_ROUTE_UNSUPPORTED:
         sbx_reply_error(out, 501, "SANDBOX::API_NOT_SUPPORTED", "%s %s is not supported", r->method,

@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/cleanup.h"
 #include "common/log.h"
@@ -25,6 +27,7 @@
 #include "server/connguard.h"
 #include "server/desktop_view.h"
 #include "server/metrics.h"
+#include "server/snapshot.h"
 #include "server/srvutil.h"
 
 /* An idle keep-alive connection (or a client that stops sending mid-request) is closed after
@@ -94,7 +97,7 @@ sbx_http_common_headers(struct sbx_req *r, struct MHD_Response *resp)
 }
 
 static enum MHD_Result
-send_json(struct sbx_req *r, int status, json_t *body)
+send_json_loc(struct sbx_req *r, int status, json_t *body, const char *location)
 {
     char *text = body ? json_dumps(body, JSON_COMPACT) : NULL;
     struct MHD_Response *resp =
@@ -102,6 +105,8 @@ send_json(struct sbx_req *r, int status, json_t *body)
              : MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     if (text)
         (void)MHD_add_response_header(resp, "Content-Type", "application/json");
+    if (location)
+        (void)MHD_add_response_header(resp, "Location", location);
     if (r->close)
         (void)MHD_add_response_header(resp, "Connection", "close");
     sbx_http_common_headers(r, resp);
@@ -109,6 +114,12 @@ send_json(struct sbx_req *r, int status, json_t *body)
     MHD_destroy_response(resp);
     r->done = true;
     return ret;
+}
+
+static enum MHD_Result
+send_json(struct sbx_req *r, int status, json_t *body)
+{
+    return send_json_loc(r, status, body, NULL);
 }
 
 enum MHD_Result
@@ -126,9 +137,42 @@ sbx_http_send_error(struct sbx_req *r, int status, const char *code, const char 
 }
 
 static enum MHD_Result
+send_file(struct sbx_req *r, struct sbx_reply *rep)
+{
+    struct stat st;
+    int fd = rep->file_fd;
+    rep->file_fd = -1;
+    if (fstat(fd, &st) < 0) {
+        (void)close(fd);
+        return sbx_http_send_error(r, 500, "GENERAL::INTERNAL_ERROR", "stat the reply's file");
+    }
+    /* MHD owns fd from here (closed with the response). */
+    struct MHD_Response *resp = MHD_create_response_from_fd((uint64_t)st.st_size, fd);
+    if (!resp) {
+        (void)close(fd);
+        return sbx_http_send_error(r, 500, "GENERAL::INTERNAL_ERROR", "file response");
+    }
+    (void)MHD_add_response_header(resp, "Content-Type", rep->file_type);
+    sbx_http_common_headers(r, resp);
+    enum MHD_Result ret = MHD_queue_response(r->conn, (unsigned)rep->status, resp);
+    MHD_destroy_response(resp);
+    r->done = true;
+    return ret;
+}
+
+static enum MHD_Result
 send_reply(struct sbx_req *r, struct sbx_reply *rep)
 {
     enum MHD_Result ret;
+    if (rep->file_fd > 0 && rep->status < 400) {
+        ret = send_file(r, rep);
+        json_decref(rep->body);
+        free(rep->message);
+        free(rep->location);
+        return ret;
+    }
+    if (rep->file_fd > 0)
+        (void)close(rep->file_fd);
     /* An error is {code, message}; a handler may add fields to that envelope (/health). */
     bool envelope = json_is_string(json_object_get(rep->body, "code")) &&
                     json_is_string(json_object_get(rep->body, "message"));
@@ -136,9 +180,10 @@ send_reply(struct sbx_req *r, struct sbx_reply *rep)
         ret = sbx_http_send_error(r, rep->status, rep->code ? rep->code : "GENERAL::UNKNOWN_ERROR",
                                   rep->message ? rep->message : "error");
     else
-        ret = send_json(r, rep->status, rep->body);
+        ret = send_json_loc(r, rep->status, rep->body, rep->location);
     json_decref(rep->body);
     free(rep->message);
+    free(rep->location);
     return ret;
 }
 
@@ -242,12 +287,20 @@ send_preflight(struct sbx_req *r)
     return ret;
 }
 
+static uint64_t
+body_limit(const struct sbx_req *r)
+{
+    /* A snapshot archive goes to a temp file on the image store's disk, not to memory. */
+    return r->route.id == SBX_ROUTE_SNAPSHOT_IMPORT ? SBX_SNAPSHOT_IMPORT_MAX
+                                                    : (uint64_t)r->srv->cfg->max_body_bytes;
+}
+
 static enum MHD_Result
 check_body_size(struct sbx_req *r)
 {
     const char *cl = sbx_req_header(r, "Content-Length");
     uint64_t n = 0;
-    if (cl && sbx_parse_u64(cl, &n, NULL) == 0 && n > (uint64_t)r->srv->cfg->max_body_bytes)
+    if (cl && sbx_parse_u64(cl, &n, NULL) == 0 && n > body_limit(r))
         return sbx_http_send_error(r, 413, "GENERAL::PAYLOAD_TOO_LARGE",
                                    "request body is larger than the limit");
     return MHD_YES;
@@ -357,6 +410,21 @@ final_call(struct sbx_req *r)
     return send_reply(r, &rep);
 }
 
+/* The body of a snapshot import, streamed to an unlinked temp file (r->upload_fd). */
+static enum MHD_Result
+upload_data(struct sbx_req *r, const char *data, size_t n)
+{
+    if (r->too_big)
+        return MHD_YES;
+    if (r->upload_fd <= 0)
+        r->upload_fd = sbx_snaps_tmpfile(r->srv->snaps);
+    r->upload_len += n;
+    if (r->upload_fd < 0 || r->upload_len > SBX_SNAPSHOT_IMPORT_MAX ||
+        sbx_write_all(r->upload_fd, data, n) < 0)
+        r->too_big = true; /* answered 413 (or the temp file's error) at the end */
+    return MHD_YES;
+}
+
 static enum MHD_Result
 request_step(struct sbx_req *r, struct MHD_Connection *conn, const char *url, const char *method,
              const char *data, size_t *data_size)
@@ -378,6 +446,8 @@ request_step(struct sbx_req *r, struct MHD_Connection *conn, const char *url, co
         *data_size = 0;
         if (r->route.id == SBX_ROUTE_PROXY)
             return sbx_proxy_data(r, data, n);
+        if (r->route.id == SBX_ROUTE_SNAPSHOT_IMPORT)
+            return upload_data(r, data, n);
         if (!r->too_big && sbx_buf_append(&r->body, data, n, NULL) < 0)
             r->too_big = true;
         return MHD_YES;
@@ -412,6 +482,8 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!r)
         return;
     sbx_proxy_free(r->proxy);
+    if (r->upload_fd > 0)
+        (void)close(r->upload_fd);
     /* A secret's value travelled in this body: do not leave it in freed memory. */
     if (r->sensitive && r->body.data)
         sodium_memzero(r->body.data, r->body.cap);

@@ -16,6 +16,8 @@
 #include "server/manager.h"
 #include "server/route.h"
 
+struct sbx_snaps;
+
 struct sbx_srv {
     const struct sbx_server_config *cfg;
     struct sbx_mgr *mgr;
@@ -32,6 +34,7 @@ struct sbx_srv {
     size_t n_splices;
     struct sbx_connguard *guard; /* connguard.c: head deadlines */
     struct sbx_publisher *pub;   /* publish.c: sandbox ports on host ports */
+    struct sbx_snaps *snaps;     /* snapshot.c */
 };
 
 struct sbx_proxy;
@@ -64,6 +67,8 @@ struct sbx_req {
     bool sensitive; /* the body holds a secret: wiped when the request ends */
     bool close;     /* answer with Connection: close (the rest of the stream is not trusted) */
     struct sbx_proxy *proxy;
+    int upload_fd;       /* snapshot import: the body in a temp file (> 0 when open) */
+    uint64_t upload_len; /* bytes of it */
 };
 
 /* What an API handler produces: status + JSON body, or an error envelope. */
@@ -72,7 +77,11 @@ struct sbx_reply {
     json_t *body;     /* owned; NULL = empty body */
     const char *code; /* error code when status >= 400 */
     char *message;    /* owned */
-    const char *location;
+    char *location;   /* owned: a Location header */
+    /* A file body instead of JSON (status < 400): file_fd (owned, sent from offset 0 to its
+     * end, closed by the server) with this Content-Type; file_fd is -1 or 0 when unused. */
+    int file_fd;
+    const char *file_type;
 };
 
 void sbx_reply_error(struct sbx_reply *out, int status, const char *code, const char *fmt, ...)

@@ -744,6 +744,42 @@ sbx_mgr_start(struct sbx_mgr *m, const char *id, sbx_error **err)
     return lifecycle_op(m, id, &o, err);
 }
 
+/* Busy (so no stop, delete or pause runs meanwhile) but in the same state: a snapshot is not a
+ * lifecycle transition, and the router keeps serving the sandbox around the freeze. */
+int
+sbx_mgr_snapshot(struct sbx_mgr *m, const char *id, struct sbx_snapshot_capture *c, char *provider,
+                 sbx_error **err)
+{
+    if (ensure_prov(m, id, err) < 0)
+        return -SBX_EUNAVAIL;
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = NULL;
+    int r = acquire_with_prov(m, id, &e, err);
+    if (r >= 0 && !state_in(e->sb->state, "Running|Paused|Stopped"))
+        r = sbx_error_set(err, SBX_ECONFLICT, 0,
+                          "sandbox `%s` is %s; a snapshot needs it Running, Paused or Stopped", id,
+                          e->sb->state);
+    else if (r >= 0 && !e->prov->ops->snapshot)
+        r = sbx_error_set(err, SBX_EINVAL, 0, "provider `%s` cannot snapshot sandboxes",
+                          e->prov->name);
+    if (r < 0) {
+        pthread_mutex_unlock(&m->mu);
+        return r;
+    }
+    (void)snprintf(provider, SBX_NAME_MAX, "%s", e->prov->name);
+    e->busy = true;
+    struct sbx_record *work = sbx_record_dup(e->sb);
+    pthread_mutex_unlock(&m->mu);
+    r = e->prov->ops->snapshot(e->prov, work, c, err);
+    sbx_record_free(work);
+    pthread_mutex_lock(&m->mu);
+    set_idle(m, e);
+    if (r < 0)
+        count_error(e, err ? *err : NULL);
+    pthread_mutex_unlock(&m->mu);
+    return r;
+}
+
 int
 sbx_mgr_renew(struct sbx_mgr *m, const char *id, int64_t expires_ms, sbx_error **err)
 {

@@ -56,6 +56,11 @@ int sbx_mgr_resume(struct sbx_mgr *mgr, const char *id, sbx_error **err);
 int sbx_mgr_stop(struct sbx_mgr *mgr, const char *id, sbx_error **err);
 /* Start a Stopped sandbox again (state Running once its execd answers). */
 int sbx_mgr_start(struct sbx_mgr *mgr, const char *id, sbx_error **err);
+/* Capture sandbox id's filesystem for a snapshot (provider.h: snapshot) while no other
+ * operation runs on it. SBX_ECONFLICT unless it is Running, Paused or Stopped; SBX_EINVAL when
+ * its provider cannot snapshot. *provider (SBX_NAME_MAX) gets the provider's name. */
+int sbx_mgr_snapshot(struct sbx_mgr *mgr, const char *id, struct sbx_snapshot_capture *c,
+                     char *provider, sbx_error **err);
 /* Set a new expiry (ms since the epoch). SBX_ECONFLICT when the sandbox has no expiry. */
 int sbx_mgr_renew(struct sbx_mgr *mgr, const char *id, int64_t expires_ms, sbx_error **err);
 /* Apply a JSON merge patch to the metadata; the merged result is validated. */

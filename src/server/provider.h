@@ -39,6 +39,18 @@ struct sbx_provider_status {
 
 struct sbx_provider;
 
+/* What a provider's snapshot captured; snapshot.c makes an image of the server's store of it. */
+struct sbx_snapshot_capture {
+    const char *tmp_dir; /* in: for temp files (the image store's file system) */
+    int fd;              /* out: an unlinked temp file, read from its start */
+    /* out: true - fd holds an uncompressed layer tar (diff_id) to stack on the store's image
+     * `base` (a manifest digest); false - fd holds an image archive (`docker save`) */
+    bool is_layer;
+    char *base;
+    char *diff_id;
+    uint64_t frozen_us; /* how long the sandbox's processes were stopped for the copy */
+};
+
 /* Fill a status (state word, class, reason). */
 void sbx_provider_status_set(struct sbx_provider_status *out, const char *state,
                              enum sbx_state_class cls, const char *reason);
@@ -54,6 +66,11 @@ struct sbx_provider_ops {
     /* Freeze / thaw. NULL: the provider cannot pause (the API answers 400). */
     int (*pause)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
     int (*resume)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
+    /* Optional (NULL: the provider cannot snapshot). Capture the sandbox's filesystem into c,
+     * consistent: its processes stopped for the copy (and let go after it unless it was
+     * paused). Called for Running, Paused and Stopped sandboxes, nothing else running on it. */
+    int (*snapshot)(struct sbx_provider *p, const struct sbx_record *sb,
+                    struct sbx_snapshot_capture *c, sbx_error **err);
     /* Stop everything and remove every resource. Idempotent; works on half-made creates. */
     int (*delete)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
     /* The live state of the sandbox. */

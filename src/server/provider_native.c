@@ -460,6 +460,56 @@ native_resume(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     return 0;
 }
 
+/* The layer's files are read as the host sees them (<state>/upper/<id>/upper) while the
+ * sandbox's cgroup is frozen: nothing in it can write, rename or swap a path for a symlink
+ * during the walk, and the walk follows no symlink (sbx_image_layer_write). A paused sandbox
+ * stays paused, a stopped one has nothing running. */
+static int
+native_snapshot(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_snapshot_capture *c,
+                sbx_error **err)
+{
+    struct native_data *d = ndata(p);
+    const char *base = json_string_value(json_object_get(sb->priv, "image_digest"));
+    if (upper_of(d, sb) == SBX_RT_UPPER_TMPFS)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "sandbox `%s` keeps its writable layer in memory "
+                             "(providers.native.upper = \"tmpfs\"): it cannot be snapshotted",
+                             sb->id);
+    if (!base)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "sandbox `%s` runs the built-in `host` image (the host's own "
+                             "/usr): only sandboxes of OCI images can be snapshotted",
+                             sb->id);
+    sbx_autofree char *dir = NULL;
+    if (sbx_rt_upper_files(d->rt, sb->id, &dir, err) < 0)
+        return sbx_error_wrap(err, "snapshot `%s`", sb->id);
+    bool running = !json_is_true(json_object_get(sb->priv, "stopped"));
+    bool freeze = running && !json_is_true(json_object_get(sb->priv, "paused"));
+    struct sbx_rt_sandbox *h = NULL;
+    if (freeze && get_handle(d, sb->id, &h, err) < 0)
+        return sbx_error_wrap(err, "snapshot `%s`", sb->id);
+    c->fd = open(c->tmp_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (c->fd < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "temp file in `%s`", c->tmp_dir);
+    uint64_t t0 = sbx_now_ns();
+    if (freeze && sbx_rt_pause(h, err) < 0)
+        return sbx_error_wrap(err, "freeze `%s` for its snapshot", sb->id);
+    int r = sbx_image_layer_write(dir, c->fd, &c->diff_id, NULL, err);
+    sbx_autoerror sbx_error *terr = NULL;
+    if (freeze && sbx_rt_resume(h, &terr) < 0) {
+        sbx_error_log("sandbox %s: thaw after its snapshot: %s", sb->id, sbx_error_msg(terr));
+        if (r == 0)
+            r = sbx_error_set(err, SBX_EIO, 0, "thaw `%s` after its snapshot: %s", sb->id,
+                              sbx_error_msg(terr));
+    }
+    c->frozen_us = (sbx_now_ns() - t0) / 1000;
+    if (r < 0)
+        return sbx_error_wrap(err, "snapshot `%s`", sb->id);
+    c->is_layer = true;
+    c->base = sbx_xstrdup(base);
+    return 0;
+}
+
 struct gone_job {
     struct native_data *d; /* outlives the job: sbx_rt_close waits for async destroys */
     char id[SBX_UUID_LEN + 1];
@@ -638,6 +688,7 @@ static const struct sbx_provider_ops native_ops = {
     .start = native_start,
     .stop = native_stop,
     .pause = native_pause,
+    .snapshot = native_snapshot,
     .resume = native_resume,
     .delete = native_delete,
     .status = native_status,

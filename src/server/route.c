@@ -86,8 +86,8 @@ match_sandbox_sub(const char *method, const struct segs *s, struct sbx_route_mat
         return pick(method, "GET", SBX_ROUTE_DIAG_LOGS);
     if (s->n == 4 && seg_is(s, 2, "diagnostics") && seg_is(s, 3, "events"))
         return pick(method, "GET", SBX_ROUTE_DIAG_EVENTS);
-    if (seg_is(s, 2, "snapshots"))
-        return SBX_ROUTE_UNSUPPORTED;
+    if (s->n == 3 && seg_is(s, 2, "snapshots"))
+        return pick(method, "POST", SBX_ROUTE_SNAPSHOT_CREATE);
     return SBX_ROUTE_NOT_FOUND;
 }
 
@@ -164,6 +164,27 @@ match_desktop(const char *method, const char *path, struct sbx_route_match *m)
     return SBX_ROUTE_NOT_FOUND;
 }
 
+/* /snapshots, /snapshots/{id}, /snapshots/{id}/export */
+static enum sbx_route_id
+match_snapshots(const char *method, const char *path, struct sbx_route_match *m)
+{
+    struct segs s;
+    split(path, &s);
+    if (s.n == 1)
+        return pick(method, "GET", SBX_ROUTE_SNAPSHOT_LIST);
+    if (s.n > 3 || s.len[1] == 0)
+        return SBX_ROUTE_NOT_FOUND;
+    if (s.n == 2 && seg_is(&s, 1, "import") && strcmp(method, "POST") == 0)
+        return SBX_ROUTE_SNAPSHOT_IMPORT;
+    copy_seg(m->snapshot_id, &s, 1);
+    if (s.n == 3)
+        return seg_is(&s, 2, "export") ? pick(method, "GET", SBX_ROUTE_SNAPSHOT_EXPORT)
+                                       : SBX_ROUTE_NOT_FOUND;
+    if (strcmp(method, "GET") == 0)
+        return SBX_ROUTE_SNAPSHOT_GET;
+    return pick(method, "DELETE", SBX_ROUTE_SNAPSHOT_DELETE);
+}
+
 static enum sbx_route_id
 match(const char *method, const char *path, struct sbx_route_match *m)
 {
@@ -181,8 +202,9 @@ match(const char *method, const char *path, struct sbx_route_match *m)
         return match_secrets(method, path, m);
     if (strncmp(path, "/desktop/", 9) == 0)
         return match_desktop(method, path, m);
-    if (strcmp(path, "/snapshots") == 0 || strncmp(path, "/snapshots/", 11) == 0 ||
-        strcmp(path, "/pools") == 0 || strncmp(path, "/pools/", 7) == 0)
+    if (strcmp(path, "/snapshots") == 0 || strncmp(path, "/snapshots/", 11) == 0)
+        return match_snapshots(method, path, m);
+    if (strcmp(path, "/pools") == 0 || strncmp(path, "/pools/", 7) == 0)
         return SBX_ROUTE_UNSUPPORTED;
     return SBX_ROUTE_NOT_FOUND;
 }

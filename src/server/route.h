@@ -30,14 +30,20 @@ enum sbx_route_id {
     SBX_ROUTE_SECRET_GET,  /* GET /admin/secrets/{name}: names and dates, never values */
     SBX_ROUTE_SECRET_SET,  /* PUT /admin/secrets/{name} */
     SBX_ROUTE_SECRET_DELETE,
-    SBX_ROUTE_DESKTOP_VIEW,   /* POST /sandboxes/{id}/desktop/view: a view token */
-    SBX_ROUTE_DESKTOP_VNC,    /* GET /sandboxes/{id}/desktop/vnc: WebSocket (key or token) */
-    SBX_ROUTE_DESKTOP_PAGE,   /* GET /desktop/view/{id}: the live-view page (public, static) */
-    SBX_ROUTE_DESKTOP_STATIC, /* GET /desktop/static/{file}: its script and style (rest) */
-    SBX_ROUTE_NOVNC,          /* GET /desktop/novnc/{path}: Debian's noVNC (rest) */
-    SBX_ROUTE_DIAG_LOGS,      /* GET /sandboxes/{id}/diagnostics/logs?scope= */
-    SBX_ROUTE_DIAG_EVENTS,    /* GET /sandboxes/{id}/diagnostics/events?scope= */
-    SBX_ROUTE_METRICS,        /* GET /metrics: Prometheus (the key unless metrics_auth=false) */
+    SBX_ROUTE_DESKTOP_VIEW,    /* POST /sandboxes/{id}/desktop/view: a view token */
+    SBX_ROUTE_DESKTOP_VNC,     /* GET /sandboxes/{id}/desktop/vnc: WebSocket (key or token) */
+    SBX_ROUTE_DESKTOP_PAGE,    /* GET /desktop/view/{id}: the live-view page (public, static) */
+    SBX_ROUTE_DESKTOP_STATIC,  /* GET /desktop/static/{file}: its script and style (rest) */
+    SBX_ROUTE_NOVNC,           /* GET /desktop/novnc/{path}: Debian's noVNC (rest) */
+    SBX_ROUTE_DIAG_LOGS,       /* GET /sandboxes/{id}/diagnostics/logs?scope= */
+    SBX_ROUTE_DIAG_EVENTS,     /* GET /sandboxes/{id}/diagnostics/events?scope= */
+    SBX_ROUTE_METRICS,         /* GET /metrics: Prometheus (the key unless metrics_auth=false) */
+    SBX_ROUTE_SNAPSHOT_CREATE, /* POST /sandboxes/{id}/snapshots */
+    SBX_ROUTE_SNAPSHOT_LIST,   /* GET /snapshots */
+    SBX_ROUTE_SNAPSHOT_GET,    /* GET /snapshots/{id} */
+    SBX_ROUTE_SNAPSHOT_DELETE, /* DELETE /snapshots/{id} */
+    SBX_ROUTE_SNAPSHOT_EXPORT, /* GET /snapshots/{id}/export (sbx: the image as an archive) */
+    SBX_ROUTE_SNAPSHOT_IMPORT, /* POST /snapshots/import (sbx: such an archive, streamed) */
 };
 
 #define SBX_ROUTE_SEG_MAX    64
@@ -45,9 +51,10 @@ enum sbx_route_id {
 
 struct sbx_route_match {
     enum sbx_route_id id;
-    char sandbox_id[SBX_ROUTE_SEG_MAX + 1]; /* raw segment ("" when too long) */
-    char port[SBX_ROUTE_SEG_MAX + 1];       /* raw segment */
-    char secret[SBX_ROUTE_SECRET_MAX + 1];  /* admin: the raw secret name segment */
+    char sandbox_id[SBX_ROUTE_SEG_MAX + 1];  /* raw segment ("" when too long) */
+    char port[SBX_ROUTE_SEG_MAX + 1];        /* raw segment */
+    char secret[SBX_ROUTE_SECRET_MAX + 1];   /* admin: the raw secret name segment */
+    char snapshot_id[SBX_ROUTE_SEG_MAX + 1]; /* /snapshots/{id}: raw segment */
     /* proxy: the path after the port ("" or starting with '/'), in path; desktop static and
      * noVNC routes: the path after their prefix */
     const char *rest;

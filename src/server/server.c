@@ -26,6 +26,7 @@
 #include "server/publish.h"
 #include "server/secretsrv.h"
 #include "server/srvutil.h"
+#include "server/snapshot.h"
 #include "server/store.h"
 
 int
@@ -119,6 +120,7 @@ struct parts {
     struct sbx_store *store;
     struct sbx_registry *reg;
     struct sbx_mgr *mgr;
+    struct sbx_snaps *snaps;
     struct sbx_srv srv;
 };
 
@@ -152,6 +154,9 @@ open_parts(struct parts *p, sbx_error **err)
                               .wait_usable_ms = p->cfg.wait_usable_s * 1000};
     if (sbx_mgr_new(&mo, &p->mgr, err) < 0)
         return -SBX_EGENERIC;
+    if (sbx_snaps_open(&p->snaps, p->store, p->mgr, dir, err) < 0)
+        return -SBX_EGENERIC;
+    p->srv.snaps = p->snaps;
     p->srv.cfg = &p->cfg;
     p->srv.mgr = p->mgr;
     p->srv.reg = p->reg;
@@ -166,6 +171,7 @@ close_parts(struct parts *p)
 {
     sbx_publish_stop(&p->srv);
     sbx_http_stop(&p->srv);
+    sbx_snaps_close(p->snaps);
     sbx_mgr_free(p->mgr);
     sbx_registry_free(p->reg);
     sbx_srv_secrets_free(p->secrets);

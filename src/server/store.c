@@ -33,6 +33,8 @@ static const char *const migrations[] = {
     "CREATE INDEX sandboxes_created ON sandboxes(created_at);",
     /* 2: the last lifecycle transitions, for the diagnostics API (written with the row) */
     "ALTER TABLE sandboxes ADD COLUMN events TEXT NOT NULL DEFAULT '[]';",
+    /* 3: snapshots (snapshot.c), one JSON document per row */
+    "CREATE TABLE snapshots (id TEXT PRIMARY KEY, doc TEXT NOT NULL);",
 };
 
 static int
@@ -300,6 +302,67 @@ sbx_store_load(struct sbx_store *st, void (*fn)(struct sbx_record *sb, void *ud)
     }
     while ((rc = sqlite3_step(s)) == SQLITE_ROW)
         fn(row_to_sandbox(s), ud);
+    if (rc != SQLITE_DONE)
+        r = db_error(st->db, err, "read");
+out:
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
+    return r;
+}
+
+/* ---- snapshots: one JSON document per row (snapshot.c owns the shape) ---- */
+
+static int
+doc_stmt(struct sbx_store *st, const char *sql, const char *id, const json_t *doc, sbx_error **err)
+{
+    pthread_mutex_lock(&st->mu);
+    sqlite3_stmt *s = NULL;
+    int r = 0;
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK)
+        r = db_error(st->db, err, "prepare");
+    if (r == 0) {
+        bind_text(s, 1, id);
+        if (doc)
+            bind_json(s, 2, doc);
+        if (sqlite3_step(s) != SQLITE_DONE)
+            r = db_error(st->db, err, "write");
+    }
+    sqlite3_finalize(s);
+    pthread_mutex_unlock(&st->mu);
+    return r;
+}
+
+int
+sbx_store_snapshot_put(struct sbx_store *st, const char *id, const json_t *doc, sbx_error **err)
+{
+    return doc_stmt(st, "INSERT OR REPLACE INTO snapshots VALUES (?1, ?2)", id, doc, err);
+}
+
+int
+sbx_store_snapshot_delete(struct sbx_store *st, const char *id, sbx_error **err)
+{
+    return doc_stmt(st, "DELETE FROM snapshots WHERE id = ?1", id, NULL, err);
+}
+
+int
+sbx_store_snapshot_load(struct sbx_store *st, void (*fn)(json_t *doc, void *ud), void *ud,
+                        sbx_error **err)
+{
+    pthread_mutex_lock(&st->mu);
+    sqlite3_stmt *s = NULL;
+    int r = 0;
+    int rc = 0;
+    if (sqlite3_prepare_v2(st->db, "SELECT doc FROM snapshots", -1, &s, NULL) != SQLITE_OK) {
+        r = db_error(st->db, err, "prepare");
+        goto out;
+    }
+    while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+        json_t *doc = col_json(s, 0, false);
+        if (json_is_object(doc))
+            fn(doc, ud);
+        else
+            json_decref(doc);
+    }
     if (rc != SQLITE_DONE)
         r = db_error(st->db, err, "read");
 out:

@@ -7,6 +7,8 @@
 #ifndef SBX_SERVER_STORE_H
 #define SBX_SERVER_STORE_H
 
+#include <jansson.h>
+
 #include "common/error.h"
 #include "server/sandbox.h"
 
@@ -21,9 +23,16 @@ int sbx_store_delete(struct sbx_store *st, const char *id, sbx_error **err);
 /* Call fn for every row (fn takes ownership of the record). */
 int sbx_store_load(struct sbx_store *st, void (*fn)(struct sbx_record *sb, void *ud), void *ud,
                    sbx_error **err);
-/* The schema version of an open store. */
+/* Snapshot rows (snapshot.c): a JSON document per id. load calls fn for each row (fn takes
+ * ownership of the document). */
+int sbx_store_snapshot_put(struct sbx_store *st, const char *id, const json_t *doc,
+                           sbx_error **err);
+int sbx_store_snapshot_delete(struct sbx_store *st, const char *id, sbx_error **err);
+int sbx_store_snapshot_load(struct sbx_store *st, void (*fn)(json_t *doc, void *ud), void *ud,
+                            sbx_error **err);
 /* 0 when the store can be written (its write lock taken and released). */
 int sbx_store_check(struct sbx_store *st, sbx_error **err);
+/* The schema version of an open store. */
 int sbx_store_version(struct sbx_store *st);
 
 #endif
