@@ -56,9 +56,19 @@ PLAN = [
      "POST /code python `1+1` to its result, 2 s after the create: the warm kernel answers"),
     ("code", "code.warm.create", "SBX_WARM_KERNEL=python, at once",
      "create -> POST /code python `1+1` to its result, no pause (the warm kernel still starting)"),
+    ("snapshot", "snapshot.capture", "10 MB layer, to the 202 (captured)",
+     "POST /sandboxes/{id}/snapshots -> 202 (the files captured, the sandbox frozen for the copy)"),
+    ("snapshot", "snapshot.ready", "10 MB layer, to Ready (image written)",
+     "POST /sandboxes/{id}/snapshots -> GET says Ready (the image written)"),
+    ("snapshot", "snapshot.restore", "create from snapshotId",
+     "create from the snapshot -> first command result"),
+    ("snapshot", "snapshot.create", "create from the image",
+     "create from the snapshot's base image -> first command result (the restore's reference)"),
     ("api", "api.get", "GET /v1/sandboxes/{id}", "wrk, 2 threads, 16 connections"),
     ("api", "api.list", "GET /v1/sandboxes", "wrk, 2 threads, 16 connections"),
 ]
+
+PLAN_INDEX = {rid: (variant, what) for _, rid, variant, what in PLAN}
 
 PEER_SKIPS = [
     (
@@ -165,6 +175,18 @@ class Lifecycle:
         resp = self.api.call("POST", "/sandboxes", body, expect=(200, 201, 202))
         sid = resp["id"]
         PROVIDER["name"] = PROVIDER["name"] or resp.get("provider") or resp.get("extensions", {}).get("provider")
+        with self.lock:
+            self.live.add(sid)
+        return sid
+
+    def create_from(self, snapshot):
+        """A sandbox restored from a snapshot (entrypoint: the server's default)."""
+        body = {"snapshotId": snapshot, "timeout": 900,
+                "resourceLimits": {"cpu": "1", "memory": "512Mi"},
+                "metadata": {"sbx-bench": str(os.getpid())}}
+        if self.provider:
+            body["extensions"] = {"provider": self.provider}
+        sid = self.api.call("POST", "/sandboxes", body, expect=(202,))["id"]
         with self.lock:
             self.live.add(sid)
         return sid
@@ -496,6 +518,67 @@ def section_code(lc, cfg, work):
             codes.append(c)
         record(work, latency_record("code", rid, variant, what, samples, codes,
                                     {"ratio_key": "code.cold"}))
+
+
+# ------------------------------------------------------------------ 11. snapshots
+def snapshot_base(lc):
+    """A BusyBox image imported as a snapshot (POST /snapshots/import): its id."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                    "scripts"))
+    import busybox_image
+    resp = lc.api.call("POST", "/snapshots/import", busybox_image.archive("sbx-bench/busybox:1"),
+                       expect=(201,))
+    return resp["id"]
+
+
+def restore_sample(lc, snap):
+    t0 = time.monotonic()
+    sid = lc.create_from(snap)
+    try:
+        ok = run_command(lc.execd(sid, True), "true")
+        return time.monotonic() - t0, 0 if ok else 1
+    finally:
+        lc.delete(sid)
+
+
+def snapshot_sample(lc, sid):
+    """(202 latency, Ready latency, snapshot id)."""
+    t0 = time.monotonic()
+    snap = lc.api.call("POST", f"/sandboxes/{sid}/snapshots", {}, expect=(202,))["id"]
+    t_capture = time.monotonic() - t0
+    while lc.api.call("GET", f"/snapshots/{snap}")["status"]["state"] == "Creating":
+        time.sleep(0.002)
+    return t_capture, time.monotonic() - t0, snap
+
+
+def section_snapshot(lc, cfg, work):
+    runs = max(3, cfg["exec_warm"])
+    base = snapshot_base(lc)
+    src = lc.create_from(base)
+    execd = lc.execd(src, True)
+    run_command(execd, "dd if=/dev/urandom of=/root/ten bs=1M count=10 2>/dev/null")
+    cap, ready, codes, snaps = [], [], [], []
+    for _ in range(runs):
+        c, r, snap = snapshot_sample(lc, src)
+        cap.append(c)
+        ready.append(r)
+        codes.append(0)
+        snaps.append(snap)
+    lc.delete(src)
+    for rid, samples in (("snapshot.capture", cap), ("snapshot.ready", ready)):
+        variant, what = PLAN_INDEX[rid]
+        record(work, latency_record("snapshot", rid, variant, what, samples, codes))
+    for rid, snap in (("snapshot.restore", snaps[0]), ("snapshot.create", base)):
+        samples, rcodes = [], []
+        for _ in range(runs):
+            t, c = restore_sample(lc, snap)
+            samples.append(t)
+            rcodes.append(c)
+        variant, what = PLAN_INDEX[rid]
+        record(work, latency_record("snapshot", rid, variant, what, samples, rcodes,
+                                    {"ratio_key": "snapshot.create"}))
+    for snap in snaps + [base]:
+        lc.api.call("DELETE", f"/snapshots/{snap}", expect=(204,))
 
 
 # ------------------------------------------------------------------ 4. density
@@ -1035,6 +1118,9 @@ def cmd_run(args):
         if wanted(args, "code"):
             run_section("code", lambda: section_code(lc, cfg, w), w,
                         {"code.cold", "code.warm", "code.warm.create"})
+        if wanted(args, "snapshot"):
+            run_section("snapshot", lambda: section_snapshot(lc, cfg, w), w,
+                        {"snapshot.capture", "snapshot.ready", "snapshot.restore", "snapshot.create"})
         if wanted(args, "api"):
             run_section("api", lambda: section_api(lc, cfg, w), w, {"api.get", "api.list"})
         if wanted(args, "density"):

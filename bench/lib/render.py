@@ -71,6 +71,16 @@ SECTIONS = [
         "still starting. Issue target: the first Python result <= 100 ms.",
     ),
     (
+        "snapshot",
+        "11. Snapshots",
+        "A sandbox of a BusyBox image (imported as a snapshot) with 10 MB of random data written: "
+        "`POST /sandboxes/{id}/snapshots` until its 202 (the writable layer copied while the "
+        "sandbox is frozen, then thawed) and until GET says Ready (the layer compressed and "
+        "committed into the image store); a create from the snapshot to its first command result "
+        "next to a create from the base image. Issue targets: capture <= 50 ms plus the copy of "
+        "10 MB; restore as fast as a create.",
+    ),
+    (
         "api",
         "7. API throughput",
         "wrk against the lifecycle API (2 threads; the server shares the 2 cores with wrk).",

@@ -454,7 +454,8 @@ sbx_image_commit(struct sbx_image_store *s, const struct sbx_image_commit_opts *
     int ret = sbx_image_manifest_load(&base, s, o->base, err);
     if (ret < 0)
         return sbx_error_wrap(err, "base image %s", o->base);
-    struct sbx_image_desc config = {0}, layer = {.media_type = sbx_xstrdup(MT_OCI_LAYER_GZ)};
+    struct sbx_image_desc config = {0};
+    struct sbx_image_desc layer = {.media_type = sbx_xstrdup(MT_OCI_LAYER_GZ)};
     ret = gzip_blob(s, o->layer_fd, &layer.digest, &layer.size, err);
     if (ret == 0)
         ret = new_config(s, base.config.digest, o, &config, err);

@@ -8,11 +8,14 @@
 #include "server/docker_api.h"
 
 #include <curl/curl.h>
+#include <errno.h>
 #include <pthread.h>
 #include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "common/buf.h"
 #include "common/cleanup.h"
@@ -66,6 +69,9 @@ sbx_docker_socket(const struct sbx_docker *d)
 
 struct sink {
     struct sbx_buf buf;
+    CURL *curl;   /* to read the status in the write callback */
+    int out_fd;   /* > 0: a 2xx answer's body goes here (an error's stays in buf) */
+    int io_errno; /* a failed write to out_fd */
     size_t (*line_fn)(struct sink *s, const char *line, size_t n); /* streaming mode */
     void *ud;
     bool overflow;
@@ -91,6 +97,15 @@ on_body(char *ptr, size_t size, size_t nmemb, void *ud)
 {
     struct sink *s = ud;
     size_t n = size * nmemb;
+    long st = 0;
+    if (s->out_fd > 0 && curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &st) == CURLE_OK &&
+        st >= 200 && st < 300) {
+        if (sbx_write_all(s->out_fd, ptr, n) < 0) {
+            s->io_errno = errno;
+            return 0;
+        }
+        return n;
+    }
     if (sbx_buf_append(&s->buf, ptr, n, NULL) < 0) {
         s->overflow = true;
         return 0; /* abort: the answer is bigger than any answer we expect */
@@ -151,11 +166,39 @@ headers_for(const struct sbx_docker_req *req)
     struct curl_slist *h = NULL;
     if (req->body)
         h = curl_slist_append(h, "Content-Type: application/json");
+    if (req->in_fd > 0)
+        h = curl_slist_append(h, "Content-Type: application/x-tar");
     if (req->auth) {
         sbx_autofree char *line = sbx_xasprintf("X-Registry-Auth: %s", req->auth);
         h = curl_slist_append(h, line);
     }
     return h;
+}
+
+static size_t
+on_upload(char *buf, size_t size, size_t nmemb, void *ud)
+{
+    int fd = *(int *)ud;
+    for (;;) {
+        ssize_t n = read(fd, buf, size * nmemb);
+        if (n >= 0)
+            return (size_t)n;
+        if (errno != EINTR)
+            return CURL_READFUNC_ABORT;
+    }
+}
+
+/* POST the file at fd (from its current offset to its end) as the body. */
+static void
+set_upload(CURL *c, const int *fd)
+{
+    struct stat st;
+    off_t at = lseek(*fd, 0, SEEK_CUR);
+    curl_off_t size = fstat(*fd, &st) == 0 && at >= 0 ? (curl_off_t)(st.st_size - at) : -1;
+    (void)curl_easy_setopt(c, CURLOPT_POST, 1L);
+    (void)curl_easy_setopt(c, CURLOPT_READFUNCTION, on_upload);
+    (void)curl_easy_setopt(c, CURLOPT_READDATA, (void *)fd);
+    (void)curl_easy_setopt(c, CURLOPT_POSTFIELDSIZE_LARGE, size);
 }
 
 static int
@@ -177,14 +220,20 @@ perform(struct sbx_docker *d, const struct sbx_docker_req *req, struct sink *s, 
     (void)curl_easy_setopt(c, CURLOPT_HTTPHEADER, h);
     (void)curl_easy_setopt(c, CURLOPT_WRITEFUNCTION, on_body);
     (void)curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
-    if (strcmp(req->method, "POST") == 0) {
+    s->curl = c;
+    s->out_fd = req->out_fd;
+    if (req->in_fd > 0) {
+        set_upload(c, &req->in_fd);
+    } else if (strcmp(req->method, "POST") == 0) {
         (void)curl_easy_setopt(c, CURLOPT_POSTFIELDS, body ? body : "");
     } else if (strcmp(req->method, "GET") != 0) {
         (void)curl_easy_setopt(c, CURLOPT_CUSTOMREQUEST, req->method);
     }
     CURLcode rc = curl_easy_perform(c);
     int r = 0;
-    if (s->overflow)
+    if (s->io_errno)
+        r = sbx_error_set(err, SBX_EIO, s->io_errno, "docker: %s: write the answer", req->what);
+    else if (s->overflow)
         r = sbx_error_set(err, SBX_EIO, 0, "docker: %s: the answer is larger than %u bytes",
                           req->what, MAX_RESPONSE);
     else if (rc != CURLE_OK)

@@ -32,6 +32,8 @@ struct sbx_docker_req {
     long timeout_s;     /* whole request; 0 = the client's default (60 s) */
     const char *what;   /* for error messages: "start container `sbx-x`" */
     const int *ok;      /* extra statuses that count as success (0-terminated), or NULL */
+    int in_fd;          /* > 0: POST this file (from its offset) as application/x-tar */
+    int out_fd;         /* > 0: a 2xx answer's body is written here, not parsed (resp NULL) */
 };
 
 /* One request. 2xx (and req->ok) -> 0 with *status and *resp (parsed JSON, NULL when the body

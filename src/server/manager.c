@@ -755,6 +755,8 @@ sbx_mgr_snapshot(struct sbx_mgr *m, const char *id, struct sbx_snapshot_capture 
     pthread_mutex_lock(&m->mu);
     struct entry *e = NULL;
     int r = acquire_with_prov(m, id, &e, err);
+    if (r >= 0 && !e)
+        r = -SBX_ENOTFOUND; /* (acquire sets e whenever it succeeds) */
     if (r >= 0 && !state_in(e->sb->state, "Running|Paused|Stopped"))
         r = sbx_error_set(err, SBX_ECONFLICT, 0,
                           "sandbox `%s` is %s; a snapshot needs it Running, Paused or Stopped", id,

@@ -41,6 +41,7 @@ struct sbx_provider;
 
 /* What a provider's snapshot captured; snapshot.c makes an image of the server's store of it. */
 struct sbx_snapshot_capture {
+    const char *id;      /* in: the snapshot's id */
     const char *tmp_dir; /* in: for temp files (the image store's file system) */
     int fd;              /* out: an unlinked temp file, read from its start */
     /* out: true - fd holds an uncompressed layer tar (diff_id) to stack on the store's image

@@ -32,7 +32,9 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "image/image.h"
 #include "server/docker_api.h"
+#include "server/snapshot.h"
 #include "server/launch.h"
 #include "server/procutil.h"
 #include "server/provider.h"
@@ -233,27 +235,47 @@ record_live(struct sbx_record *sb, const json_t *info)
 
 /* ---- create ---- */
 
+static int snapshot_image_load(struct docker_data *d, const char *ref, sbx_error **err);
+
+static bool
+is_snapshot_image(const char *ref)
+{
+    return strncmp(ref, SBX_SNAPSHOT_REPO ":", strlen(SBX_SNAPSHOT_REPO) + 1) == 0;
+}
+
+/* Does the engine have image ref? */
+static int
+image_present(struct docker_data *d, const char *ref, bool *present, sbx_error **err)
+{
+    sbx_autofree char *path = sbx_xasprintf("/images/%s/json", ref);
+    sbx_autofree char *what = sbx_xasprintf("inspect image `%s`", ref);
+    static const int ok[] = {404, 0};
+    struct sbx_docker_req req = {.method = "GET", .path = path, .what = what, .ok = ok};
+    long status = 0;
+    int r = sbx_docker_call(d->api, &req, &status, NULL, err);
+    *present = r == 0 && status == 200;
+    return r;
+}
+
 static int
 ensure_image(struct docker_data *d, const struct sbx_record *sb, const char *ref, sbx_error **err)
 {
+    bool present = false;
+    int r = 0;
+    /* A snapshot's image is never pulled: loaded from sbx's store when the engine lacks it. */
+    if (is_snapshot_image(ref)) {
+        if ((r = image_present(d, ref, &present, err)) < 0 || present)
+            return r;
+        return snapshot_image_load(d, ref, err);
+    }
     if (d->pull == PULL_NEVER)
         return 0;
-    if (d->pull == PULL_MISSING) {
-        sbx_autofree char *path = sbx_xasprintf("/images/%s/json", ref);
-        sbx_autofree char *what = sbx_xasprintf("inspect image `%s`", ref);
-        static const int ok[] = {404, 0};
-        struct sbx_docker_req req = {.method = "GET", .path = path, .what = what, .ok = ok};
-        long status = 0;
-        int r = sbx_docker_call(d->api, &req, &status, NULL, err);
-        if (r < 0)
-            return r;
-        if (status == 200)
-            return 0;
-    }
+    if (d->pull == PULL_MISSING && ((r = image_present(d, ref, &present, err)) < 0 || present))
+        return r;
     sbx_autofree char *pull = sbx_docker_pull_ref(ref);
     sbx_autofree char *registry = sbx_docker_ref_registry(pull);
     char *auth = sbx_docker_auth_header(json_object_get(sb->image, "auth"), registry);
-    int r = sbx_docker_pull(d->api, pull, auth, d->pull_timeout_s, err);
+    r = sbx_docker_pull(d->api, pull, auth, d->pull_timeout_s, err);
     free(auth);
     return r;
 }
@@ -673,6 +695,104 @@ docker_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     return 0;
 }
 
+/* ---- snapshots ---- */
+
+/* The engine's own commit (the container paused for it unless it is paused or stopped
+ * already), saved as an archive for sbx's image store; the engine's copy of the image is
+ * removed again (a restore on docker loads it from sbx's store, snapshot_image_load). */
+/* The engine's answers are about the engine, not about what the API was asked: an engine that
+ * refuses (400) or fails is a failed snapshot (SBX_EIO), not an unsupported one. */
+static int
+engine_failed(sbx_error **err, sbx_error *inner)
+{
+    int code = sbx_error_code(inner);
+    if (code != SBX_EUNAVAIL && code != SBX_ETIMEDOUT)
+        code = SBX_EIO;
+    return sbx_error_set(err, code, 0, "%s", sbx_error_msg(inner));
+}
+
+/* Save image ref into an unlinked temp file of tmp_dir (*fd), then drop the engine's copy. */
+static int
+save_image(struct docker_data *d, const char *ref, const char *tmp_dir, int *fd, sbx_error **err)
+{
+    *fd = open(tmp_dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+    if (*fd < 0)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "temp file in `%s`", tmp_dir);
+    sbx_autofree char *get = sbx_xasprintf("/images/%s/get", ref);
+    sbx_autofree char *what = sbx_xasprintf("save image `%s`", ref);
+    struct sbx_docker_req save = {
+        .method = "GET", .path = get, .what = what, .timeout_s = 600, .out_fd = *fd};
+    sbx_autoerror sbx_error *serr = NULL;
+    int r = sbx_docker_call(d->api, &save, NULL, NULL, &serr) < 0 ? engine_failed(err, serr) : 0;
+    sbx_autofree char *del = sbx_xasprintf("/images/%s", ref);
+    struct sbx_docker_req rm = {
+        .method = "DELETE", .path = del, .what = "remove the committed image"};
+    sbx_autoerror sbx_error *rerr = NULL;
+    if (sbx_docker_call(d->api, &rm, NULL, NULL, &rerr) < 0)
+        sbx_warn("%s", sbx_error_msg(rerr));
+    return r;
+}
+
+/* The engine's own commit (the container paused for it unless it is paused or stopped
+ * already), saved as an archive for sbx's image store; the engine's copy of the image is
+ * removed again (a restore on docker loads it from sbx's store, snapshot_image_load). */
+static int
+docker_snapshot(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_snapshot_capture *c,
+                sbx_error **err)
+{
+    struct docker_data *d = ddata(p);
+    char name[SBX_UUID_LEN + 5];
+    cname(sb, name);
+    bool pause = !priv_true(sb, "stopped") && !priv_true(sb, "paused");
+    sbx_autofree char *commit = sbx_xasprintf("/commit?container=%s&repo=%s&tag=%s&pause=%d", name,
+                                              SBX_SNAPSHOT_REPO, c->id, pause);
+    sbx_autofree char *what = sbx_xasprintf("commit container `%s`", name);
+    json_t *none = json_object(); /* the engine wants a JSON body (no config changes) */
+    struct sbx_docker_req req = {
+        .method = "POST", .path = commit, .what = what, .timeout_s = 600, .body = none};
+    uint64_t t0 = sbx_now_ns();
+    sbx_autoerror sbx_error *cerr = NULL;
+    int r = sbx_docker_call(d->api, &req, NULL, NULL, &cerr);
+    json_decref(none);
+    c->frozen_us = pause ? (sbx_now_ns() - t0) / 1000 : 0;
+    if (r < 0)
+        return engine_failed(err, cerr);
+    sbx_autofree char *ref = sbx_xasprintf("%s:%s", SBX_SNAPSHOT_REPO, c->id);
+    return save_image(d, ref, c->tmp_dir, &c->fd, err);
+}
+
+/* A snapshot's image is in sbx's store, not in a registry: exported from there and loaded. */
+static int
+snapshot_image_load(struct docker_data *d, const char *ref, sbx_error **err)
+{
+    sbx_autofree char *root = sbx_image_default_root(d->state_dir);
+    sbx_autofree char *tmp = sbx_xasprintf("%s/tmp", root);
+    struct sbx_image_store *st = NULL;
+    sbx_autoclose int fd = -1;
+    int r = sbx_image_store_open(&st, root, err);
+    if (r == 0 && (fd = open(tmp, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600)) < 0)
+        r = sbx_error_set(err, SBX_EGENERIC, errno, "temp file in `%s`", tmp);
+    if (r == 0)
+        r = sbx_image_export(st, ref, fd, err);
+    sbx_image_store_close(st);
+    if (r == 0 && lseek(fd, 0, SEEK_SET) < 0)
+        r = sbx_error_set(err, SBX_EIO, errno, "rewind the archive");
+    json_t *resp = NULL;
+    sbx_autofree char *what = sbx_xasprintf("load image `%s`", ref);
+    struct sbx_docker_req req = {.method = "POST",
+                                 .path = "/images/load?quiet=1",
+                                 .what = what,
+                                 .timeout_s = 600,
+                                 .in_fd = fd};
+    if (r == 0)
+        r = sbx_docker_call(d->api, &req, NULL, &resp, err);
+    const char *emsg = json_string_value(json_object_get(resp, "error"));
+    if (r == 0 && emsg)
+        r = sbx_error_set(err, SBX_EIO, 0, "docker: load image `%s`: %s", ref, emsg);
+    json_decref(resp);
+    return r < 0 ? sbx_error_wrap(err, "snapshot image `%s`", ref) : 0;
+}
+
 /* ---- state ---- */
 
 static int
@@ -780,6 +900,7 @@ static const struct sbx_provider_ops docker_ops = {
     .pause = docker_pause,
     .resume = docker_resume,
     .delete = docker_delete,
+    .snapshot = docker_snapshot,
     .status = docker_status,
     .connect = docker_connect,
     .reconcile = docker_reconcile,

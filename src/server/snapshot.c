@@ -444,8 +444,8 @@ h_create(struct sbx_snaps *s, struct sbx_req *r, struct sbx_reply *out)
     }
     struct job *j = sbx_xcalloc(1, sizeof *j);
     j->s = s;
-    j->cap = (struct sbx_snapshot_capture){.tmp_dir = s->tmp_dir, .fd = -1};
     sbx_srv_uuid4(j->id);
+    j->cap = (struct sbx_snapshot_capture){.id = j->id, .tmp_dir = s->tmp_dir, .fd = -1};
     (void)snprintf(j->sandbox, sizeof j->sandbox, "%.36s", sandbox);
     char prov[SBX_NAME_MAX] = "";
     sbx_autoerror sbx_error *err = NULL;

@@ -264,7 +264,9 @@ class Engine:
             f.write('[containers]\ndefault_ulimits = ["nofile=20000:20000", '
                     '"nproc=32768:32768"]\n[engine]\nruntime = "runc"\n'
                     'cgroup_manager = "cgroupfs"\nevents_logger = "file"\n'
-                    'static_dir = "%s/static"\nvolume_path = "%s/volumes"\n' % (d, d))
+                    'static_dir = "%s/static"\nvolume_path = "%s/volumes"\n'
+                    # buildah (podman's commit) reads the network dir from here, not the flag
+                    '[network]\nnetwork_config_dir = "%s/networks"\n' % (d, d, d))
         with open(os.path.join(d, "storage.conf"), "w") as f:
             f.write('[storage]\ndriver = "overlay"\ngraphroot = "%s/root"\nrunroot = "%s/run"\n'
                     % (d, d))

@@ -7,7 +7,8 @@ container and its files, also across a server restart; find-or-create starts a s
 delete removes the container; registry
 auth from image.auth (never echoed or logged); bad input; the engine going down (clear 5xx,
 server alive, sandboxes kept) and coming back; `reach = "address"` on a bridge network
-(dockerd); and the provider-level probe (stop/start keeps the filesystem, status classes).
+(dockerd); the provider-level probe (stop/start keeps the filesystem, status classes); and
+snapshots across providers (docker -> docker, docker -> native, native -> docker).
 
   test_docker.py SBX ENGINE PROBE     ENGINE: dockerd or podman (the other is the fallback)
 Skips (77) only when neither engine can start."""
@@ -21,7 +22,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "server"))
 sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "scripts"))
 
+import busybox_image  # noqa: E402
 import engine as eng  # noqa: E402
 from harness import Fail, Skip, check, host_address, main, wait_for  # noqa: E402
 
@@ -502,6 +505,74 @@ def isolation(new_server, e):
         subprocess.run(["rm", "-rf", "/run/sbx/net/" + bridge], capture_output=True)
 
 
+def snapshot_ready(s, sid):
+    r = s.request("POST", "/v1/sandboxes/%s/snapshots" % sid, None, timeout=300)
+    check(r.status == 202, "snapshot of %s: %r" % (sid, r))
+    snap = r.json()["id"]
+
+    def ready():
+        st = s.request("GET", "/v1/snapshots/" + snap).json()["status"]
+        check(st["state"] != "Failed", "snapshot failed: %r" % st)
+        return st["state"] == "Ready"
+    wait_for(ready, "snapshot %s Ready" % snap, timeout=300)
+    return snap
+
+
+def restore(s, snap, provider):
+    r = s.request("POST", "/v1/sandboxes", {
+        "snapshotId": snap, "provider": provider, "entrypoint": ["sleep", "3600"],
+        "resourceLimits": {"cpu": "500m", "memory": "128Mi"}}, timeout=300)
+    check(r.status == 202, "restore %s on %s: %r" % (snap, provider, r))
+    return r.json()["id"]
+
+
+def snapshots(new_server, e):
+    """Snapshots across providers: a docker sandbox's (the engine's commit, saved into sbx's
+    image store) restored on docker and on native; a native sandbox's restored on docker (the
+    image exported from sbx's store and loaded into the engine). Files written and files of the
+    image deleted arrive; the source keeps running."""
+    s = new_server(config_text=config(e).replace('supported = ["docker", "process"]',
+                                                 'supported = ["docker", "native"]'),
+                   tag="docker-snap")
+    archive = os.path.join(s.tmp, "busybox.tar")
+    busybox_image.write(archive, "sbx-test/local:1")
+    subprocess.run([s.sbx, "image", "import", "--state-dir", s.state, archive], check=True,
+                   capture_output=True)
+    s.start()
+    r = create(s, e.image)
+    check(r.status == 202, "docker sandbox: %r" % r)
+    src = r.json()["id"]
+    inside(s, src, "mkdir -p /root && echo from-docker > /root/f && rm /bin/vi")
+    snap = snapshot_ready(s, src)
+    check(inside(s, src, "echo alive") == ["alive"], "the docker source runs on")
+    check(container(e, src)["State"]["Status"] == "running", "not left paused")
+    status, _ = eng.api(e.socket, "GET", "/images/sbx.local/snapshots:%s/json" % snap)
+    check(status == 404, "the engine's committed copy is removed after the save")
+    for prov in ("docker", "native"):
+        d = restore(s, snap, prov)
+        out = inside(s, d, "cat /root/f; ls /bin/vi 2>/dev/null | wc -l")
+        check(out == ["from-docker", "0"], "docker snapshot on %s: %r" % (prov, out))
+        check(s.request("DELETE", "/v1/sandboxes/" + d).status == 204, "delete restored")
+    r = s.request("POST", "/v1/sandboxes", {
+        "image": {"uri": "sbx-test/local:1"}, "provider": "native",
+        "entrypoint": ["sleep", "3600"], "resourceLimits": {"cpu": "1", "memory": "256Mi"}})
+    if r.status != 202:
+        print("skip native -> docker: no native sandbox here: %r" % r)
+    else:
+        nat = r.json()["id"]
+        inside(s, nat, "echo from-native > /root/n && rm /etc/base-file")
+        nsnap = snapshot_ready(s, nat)
+        d = restore(s, nsnap, "docker")
+        out = inside(s, d, "cat /root/n; ls /etc/base-file 2>/dev/null | wc -l")
+        check(out == ["from-native", "0"], "native snapshot on docker: %r" % out)
+        check(s.request("DELETE", "/v1/sandboxes/" + d).status == 204, "delete restored")
+        s.request("DELETE", "/v1/sandboxes/" + nat)
+        print("ok   snapshots: native -> docker")
+    s.request("DELETE", "/v1/sandboxes/" + src)
+    print("ok   snapshots: docker -> docker, docker -> native")
+    check(s.stop() == 0, "clean stop")
+
+
 def run(new_server, setup):
     e = setup.engine
     e.image = setup.image
@@ -518,6 +589,7 @@ def run(new_server, setup):
     registry_auth(s, e, setup)
     engine_down(s, e, sid)
     check(s.stop() == 0, "clean stop")
+    snapshots(new_server, e)
     isolation(new_server, e)
     reach_address(new_server, e)
     if e.kind == "podman":

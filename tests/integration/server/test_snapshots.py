@@ -17,8 +17,13 @@ import sqlite3
 import subprocess
 import tarfile
 
-import busybox_image
+import sys
+
 from harness import Skip, check, main, wait_for
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..",
+                                "scripts"))
+import busybox_image  # noqa: E402
 
 CONFIG = 'providers = { supported = ["native"]; default = "native"; };\n'
 IMAGE = "sbx-test/busybox:1"

@@ -1,6 +1,6 @@
 """A BusyBox image as a `docker save` archive (static busybox, its applet links, /tmp, /etc
-with a passwd and a marker file), for server tests that need an OCI image of their own; no
-registry, no network. Debian's busybox-static provides /bin/busybox (scripts/deps.sh)."""
+with a passwd and a marker file), for tests and the bench that need an OCI image of their
+own; no registry, no network. Debian's busybox-static provides /bin/busybox (scripts/deps.sh)."""
 import hashlib
 import io
 import json
@@ -37,8 +37,15 @@ def layer_bytes() -> bytes:
     return buf.getvalue()
 
 
-def write(out: str, tag: str) -> None:
-    """Write the archive to out, naming the image tag."""
+def archive(tag: str) -> bytes:
+    """The archive's bytes, naming the image tag."""
+    buf = io.BytesIO()
+    write(buf, tag)
+    return buf.getvalue()
+
+
+def write(out, tag: str) -> None:
+    """Write the archive to out (a path or a binary file object), naming the image tag."""
     layer = layer_bytes()
     diff = "sha256:" + hashlib.sha256(layer).hexdigest()
     config = json.dumps({"architecture": ARCH, "os": "linux",
@@ -47,7 +54,8 @@ def write(out: str, tag: str) -> None:
     chex = hashlib.sha256(config).hexdigest()
     manifest = json.dumps([{"Config": chex + ".json", "RepoTags": [tag],
                             "Layers": ["layer.tar"]}]).encode()
-    with tarfile.open(out, "w") as t:
+    opened = tarfile.open(out, "w") if isinstance(out, str) else tarfile.open(fileobj=out, mode="w")
+    with opened as t:
         for name, data in (("manifest.json", manifest), (chex + ".json", config),
                            ("layer.tar", layer)):
             ti = tarfile.TarInfo(name)
