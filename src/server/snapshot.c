@@ -486,6 +486,7 @@ h_create(struct sbx_snaps *s, struct sbx_req *r, struct sbx_reply *out)
 struct list_q {
     json_t *states;
     const char *sandbox;
+    const char *name;
     int64_t page, page_size;
     const char *bad;
 };
@@ -508,6 +509,16 @@ q_sandbox(const char *v, void *ud)
         q->bad = "sandboxId";
     else
         q->sandbox = sbx_xstrdup(v); /* freed by h_list */
+}
+
+static void
+q_name(const char *v, void *ud)
+{
+    struct list_q *q = ud;
+    if (!v || !*v)
+        q->bad = "name";
+    else
+        q->name = sbx_xstrdup(v); /* freed by h_list */
 }
 
 static void
@@ -536,6 +547,9 @@ static bool
 list_keep(const json_t *doc, const struct list_q *q)
 {
     if (q->sandbox && strcmp(json_string_value(json_object_get(doc, "sandboxId")), q->sandbox) != 0)
+        return false;
+    const char *name = json_string_value(json_object_get(doc, "name"));
+    if (q->name && (!name || strcmp(name, q->name) != 0))
         return false;
     if (json_array_size(q->states) == 0)
         return true;
@@ -594,6 +608,7 @@ h_list(struct sbx_snaps *s, struct sbx_req *r, struct sbx_reply *out)
     struct list_q q = {.states = json_array(), .page = 1, .page_size = 20};
     sbx_req_query_each(r, "state", q_state, &q);
     sbx_req_query_each(r, "sandboxId", q_sandbox, &q);
+    sbx_req_query_each(r, "name", q_name, &q);
     sbx_req_query_each(r, "page", q_page, &q);
     sbx_req_query_each(r, "pageSize", q_page_size, &q);
     if (q.bad) {
@@ -605,6 +620,7 @@ h_list(struct sbx_snaps *s, struct sbx_req *r, struct sbx_reply *out)
     }
     json_decref(q.states);
     free((char *)q.sandbox);
+    free((char *)q.name);
 }
 
 /* ---- one snapshot ---- */

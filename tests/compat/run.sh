@@ -36,6 +36,10 @@ else
 providers = { supported = ["native", "process"]; default = "native"; };
 CONF
 fi
+# an OCI image of our own for the native snapshot scenario (the host image has no layers)
+python3 "$here/../../scripts/busybox_image.py" "$state/busybox.tar" sbx-test/busybox:1 &&
+  "$sbx" image import --state-dir "$state" "$state/busybox.tar" >/dev/null ||
+  { echo "could not import the BusyBox test image"; exit 1; }
 "$sbx" serve --listen "127.0.0.1:$port" --state-dir "$state" --config "$state/sbx.conf" \
   >"$state/server.log" 2>&1 &
 pid=$!

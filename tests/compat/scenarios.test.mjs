@@ -219,6 +219,50 @@ test("renew", async () => {
   assert.ok(ttl > 1_700_000 && ttl <= 1_800_000, `renewed to about 30 minutes, got ${ttl} ms`);
 });
 
+test("snapshots: create, Ready, list, restore with snapshotId, delete", async (t) => {
+  const manager = SandboxManager.create({ connectionConfig: config });
+  try {
+    if (provider === "process") {
+      const sbx = await make();
+      await assert.rejects(manager.createSnapshot(sbx.id), (err) => {
+        assert.match(String(err.error?.code ?? err.message), /API_NOT_SUPPORTED/);
+        return true;
+      });
+      return;
+    }
+    // native: the BusyBox image run.sh imported (the built-in host image has no OCI layers)
+    const src = await make({ image: provider === "native" ? "sbx-test/busybox:1" : image });
+    await src.commands.run("mkdir -p /root && echo kept > /root/k");
+    const snap = await manager.createSnapshot(src.id, { name: `snap-${suite}` });
+    assert.equal(snap.sandboxId, src.id);
+    assert.ok(snap.createdAt instanceof Date);
+    let info = snap;
+    for (let i = 0; i < 300 && info.status.state !== "Ready"; i++) {
+      assert.notEqual(info.status.state, "Failed", JSON.stringify(info.status));
+      await new Promise((r) => setTimeout(r, 100));
+      info = await manager.getSnapshot(snap.id);
+    }
+    assert.equal(info.status.state, "Ready");
+    const listed = await manager.listSnapshots({ sandboxId: src.id, states: ["Ready"] });
+    assert.deepEqual(listed.items.map((i) => i.id), [snap.id]);
+    const byName = await manager.listSnapshots({ name: `snap-${suite}` });
+    assert.deepEqual(byName.items.map((i) => i.id), [snap.id]);
+    const restored = await Sandbox.create({
+      connectionConfig: config, snapshotId: snap.id, timeoutSeconds: 600,
+      resource: { cpu: "1", memory: "512Mi" }, metadata: { suite }, extensions: { provider },
+      readyTimeoutSeconds: 60,
+    });
+    created.push(restored);
+    const r = await restored.commands.run("cat /root/k");
+    assert.deepEqual(r.logs.stdout.map((m) => m.text), ["kept"]);
+    assert.equal((await restored.getInfo()).snapshotId, snap.id);
+    await manager.deleteSnapshot(snap.id);
+    await assert.rejects(manager.getSnapshot(snap.id));
+  } finally {
+    await manager.close();
+  }
+});
+
 test("manager: list with metadata and state filters", async () => {
   const sbx = await make({ metadata: { suite, role: "listed" } });
   const manager = SandboxManager.create({ connectionConfig: config });

@@ -127,12 +127,14 @@ def listing(s, src, snap):
     check(items["pagination"]["totalItems"] >= 2, "pagination: %r" % items)
     mine = s.request("GET", "/v1/snapshots?sandboxId=" + src).json()["items"]
     check([i["id"] for i in mine] == [snap], "sandboxId filter: %r" % mine)
+    named = s.request("GET", "/v1/snapshots?name=first").json()["items"]
+    check([i["id"] for i in named] == [snap], "name filter: %r" % named)
     check(s.request("GET", "/v1/snapshots?state=Failed").json()["items"] == [],
           "state filter: none failed")
     both = s.request("GET", "/v1/snapshots?state=Ready&state=Creating&pageSize=1").json()
     check(len(both["items"]) == 1 and both["pagination"]["hasNextPage"],
           "pageSize 1: %r" % both)
-    for q in ("page=0", "pageSize=201", "pageSize=x", "sandboxId="):
+    for q in ("page=0", "pageSize=201", "pageSize=x", "sandboxId=", "name="):
         r = s.request("GET", "/v1/snapshots?" + q)
         check(r.status == 400 and "code" in r.json(), "bad %s: %r" % (q, r))
     s.request("DELETE", "/v1/sandboxes/" + other)
