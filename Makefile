@@ -1,9 +1,9 @@
 # The README's two commands:
 #   make run    install what is missing, build (release), start the server on 127.0.0.1
 #   make test   install what is missing, build the dev preset (ASan/UBSan), run every test
-# and the rest: make build | lint | bench | clean | desktop-image | osworld-image
+# and the rest: make build | lint | bench | torture | clean | desktop-image | osworld-image
 
-.PHONY: all deps build run test lint ci bench clean desktop-image osworld-image
+.PHONY: all deps build run test lint ci bench torture clean desktop-image osworld-image
 all: build
 
 deps:
@@ -29,6 +29,13 @@ ci:
 
 bench:
 	@bench/run
+
+# kill -9 of the server across 1000 mixed operations, with faults (tests/torture; CI runs a
+# short form as the CTest torture/short). ARGS adds flags, e.g. ARGS="--seed 42".
+torture: deps
+	@cmake --preset dev >/dev/null
+	@cmake --build build/dev
+	@python3 tests/torture/torture.py build/dev/sbx $(ARGS)
 
 # The desktop image for the docker provider and OCI sandboxes (docs/desktop.md)
 desktop-image:

@@ -442,6 +442,16 @@ sbx_rt_upper_unkeep(struct sbx_rt *rt, const char *id, sbx_error **err)
     return 0;
 }
 
+bool
+sbx_rt_knows(struct sbx_rt *rt, const char *id)
+{
+    if (!sbx_rt_valid_id(id))
+        return false;
+    sbx_autofree char *rec = sbx_xasprintf("%s/%s", rt->run_dir, id);
+    sbx_autofree char *layer = sbx_xasprintf("%s/%s", rt->upper_dir, id);
+    return access(rec, F_OK) == 0 || access(layer, F_OK) == 0;
+}
+
 int
 sbx_rt_upper_files(struct sbx_rt *rt, const char *id, char **out, sbx_error **err)
 {

@@ -201,6 +201,9 @@ bool sbx_rt_upper_kept(const char *state_dir, const char *id);
 /* Remove the writable layer kept for id (nothing to do when there is none). SBX_ECONFLICT while
  * a record of id exists: a sandbox may still run on it. */
 int sbx_rt_upper_remove(struct sbx_rt *rt, const char *id, sbx_error **err);
+/* True while id has a runtime record or a writable layer (running, stopped, or not yet torn
+ * down). */
+bool sbx_rt_knows(struct sbx_rt *rt, const char *id);
 /* The directory of id's files on its disk layer (the overlay's upper dir, as the host sees it;
  * caller frees). SBX_EINVAL for a capped layer (its file system is mounted only inside the
  * sandbox), SBX_ENOTFOUND when the layer is not on disk. */

@@ -22,6 +22,7 @@
 /* Compiled (and linked to sbx_runtime) only when src/runtime is part of the build. */
 #ifdef SBX_HAVE_RUNTIME
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -38,6 +39,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "image/image.h"
 #include "runtime/native.h"
 #include "runtime/runtime.h"
 #include "server/launch.h"
@@ -628,6 +630,12 @@ native_reconcile(struct sbx_provider *p, struct sbx_record *sb, struct sbx_provi
         sbx_provider_status_set(out, "dead", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
         return 0;
     }
+    /* The freezer must agree with the record: a pause (or a snapshot's freeze) cut short by a
+     * crash leaves the cgroup frozen while the record says it runs (its commands would hang),
+     * a resume cut short leaves it thawed while the record says paused. */
+    bool paused = json_is_true(json_object_get(sb->priv, "paused"));
+    if ((paused ? sbx_rt_pause(h, &aerr) : sbx_rt_resume(h, &aerr)) < 0)
+        sbx_warn("sandbox %s: %s", sb->id, sbx_error_msg(aerr));
     record_pid(sb, h);
     return native_status(p, sb, out, err);
 }
@@ -862,6 +870,28 @@ configure_bridge(struct native_data *d, const json_t *settings, sbx_error **err)
     return r < 0 ? sbx_error_wrap(err, "providers.native") : 0;
 }
 
+/* Image pins of sandboxes that are gone: a delete answers once the sandbox is killed and drops
+ * its pin after the teardown (release_gone); a server killed in between leaves the pin, whose
+ * owner neither the store (the row went with the answer) nor the runtime (gc removed its record
+ * and layer) knows any more, and the image's layers would never be collected. Called at start,
+ * before any create: a pin without a runtime record or layer belongs to no live sandbox (a
+ * stopped one keeps its layer). */
+static void
+sweep_pins(struct native_data *d)
+{
+    sbx_autofree char *root = sbx_image_default_root(d->state_dir);
+    sbx_autofree char *dir = sbx_xasprintf("%s/pins", root);
+    sbx_autoclosedir DIR *pins = opendir(dir);
+    struct dirent *e;
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): this DIR stream is private to this call */
+    while (pins && (e = readdir(pins))) {
+        if (e->d_name[0] == '.' || sbx_rt_knows(d->rt, e->d_name))
+            continue;
+        sbx_info("provider `native`: dropping the image pin of gone sandbox %s", e->d_name);
+        sbx_native_image_unpin(d->state_dir, e->d_name);
+    }
+}
+
 int
 sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *env,
                         struct sbx_provider **out, sbx_error **err)
@@ -923,6 +953,7 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
     sbx_autoerror sbx_error *gerr = NULL;
     if (sbx_rt_gc(&gs, d->rt, false, &gerr) < 0)
         sbx_warn("provider `native`: %s", sbx_error_msg(gerr));
+    sweep_pins(d);
     d->execd = execd ? sbx_xstrdup(execd) : sbx_launch_default_execd(env->exe_dir);
     if (sbx_vols_open(&d->vols, env->state_dir, json_object_get(settings, "allowed_host_paths"),
                       err) < 0) {
