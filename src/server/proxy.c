@@ -38,6 +38,7 @@
 #include "common/xalloc.h"
 #include "server/api_fields.h"
 #include "server/httpd.h"
+#include "server/httphead.h"
 #include "server/metrics.h"
 #include "server/srvutil.h"
 
@@ -393,95 +394,8 @@ skip_response_header(const char *k)
     return strncasecmp(k, "Access-Control-", 15) == 0;
 }
 
-#define MAX_UP_HEADERS 128
-
-/* The upstream's header lines, checked. */
-struct up_head {
-    char *name[MAX_UP_HEADERS];
-    char *value[MAX_UP_HEADERS];
-    size_t n;
-    const char *why; /* set when the head is refused */
-};
-
-static bool
-tchar(unsigned char c)
-{
-    return c > 0x20 && c < 0x7f && !strchr("\"(),/:;<=>?@[\\]{}", c);
-}
-
-static bool
-content_length_ok(const char *v, int64_t *out)
-{
-    if (!*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 18)
-        return false;
-    return sbx_parse_i64(v, out, NULL) == 0;
-}
-
-/* The upstream is the sandbox, i.e. hostile: its head is parsed strictly (RFC 9112), and a
- * head two parsers could read differently is refused (502) rather than guessed at. Lines end
- * in CRLF, and nothing else ends or splits one: a bare CR or LF, a NUL or another control in
- * a line, obs-fold, a name that is not a token, a Content-Length that is not digits or
- * disagrees with another, one next to Transfer-Encoding, or a transfer coding other than
- * chunked. Parsed in place (NUL-terminating names and values). */
-static int
-check_head(char *lines, struct up_head *h, struct sbx_proxy *p)
-{
-    int64_t cl = -1;
-    bool te = false;
-    h->n = 0;
-    for (char *line = lines; *line;) {
-        char *eol = strstr(line, "\r\n");
-        if (!eol)
-            return h->why = "a header line does not end in CRLF", -1;
-        *eol = '\0';
-        char *next = eol + 2;
-        for (char *c = line; *c; c++) {
-            if ((unsigned char)*c < 0x20 && *c != '\t')
-                return h->why = "a control character (bare CR or LF?) in a header line", -1;
-            if (*c == 0x7f)
-                return h->why = "a DEL in a header line", -1;
-        }
-        if (*line == ' ' || *line == '\t')
-            return h->why = "obsolete line folding", -1;
-        char *colon = strchr(line, ':');
-        if (!colon || colon == line)
-            return h->why = "a header line without a name", -1;
-        *colon = '\0';
-        for (char *c = line; *c; c++) {
-            if (!tchar((unsigned char)*c))
-                return h->why = "a header name that is not a token", -1;
-        }
-        char *v = colon + 1;
-        v += strspn(v, " \t");
-        size_t vl = strlen(v);
-        while (vl > 0 && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
-            v[--vl] = '\0';
-        if (strcasecmp(line, "Content-Length") == 0) {
-            int64_t n = -1;
-            if (!content_length_ok(v, &n) || (cl >= 0 && n != cl))
-                return h->why = "a bad or conflicting Content-Length", -1;
-            cl = n;
-        }
-        if (strcasecmp(line, "Transfer-Encoding") == 0) {
-            if (strcasecmp(v, "chunked") != 0 || te)
-                return h->why = "a transfer coding other than one `chunked`", -1;
-            te = true;
-        }
-        if (h->n == MAX_UP_HEADERS)
-            return h->why = "too many header lines", -1;
-        h->name[h->n] = line;
-        h->value[h->n++] = v;
-        line = next;
-    }
-    if (te && cl >= 0)
-        return h->why = "both Content-Length and Transfer-Encoding", -1;
-    p->resp_chunked = te;
-    p->remaining = cl;
-    return 0;
-}
-
 static void
-add_headers(const struct up_head *h, struct MHD_Response *resp)
+add_headers(const struct sbx_http_head *h, struct MHD_Response *resp)
 {
     for (size_t i = 0; i < h->n; i++) {
         if (!skip_response_header(h->name[i]))
@@ -520,12 +434,10 @@ dechunk_step(struct sbx_proxy *p, char *out, size_t max)
     case CH_SIZE: {
         if (dechunk_line(p, &line) < 0)
             return -1;
-        /* 1-15 hex digits, then nothing or `;extensions`: strtoull's leniency (signs,
-         * spaces, "0x") is how two parsers come to disagree on where a body ends. */
-        size_t digits = strspn(line, "0123456789abcdefABCDEF");
-        if (digits == 0 || digits > 15 || (line[digits] && line[digits] != ';'))
+        int64_t size = sbx_http_chunk_size(line);
+        if (size < 0)
             return -1;
-        p->chunk_left = strtoull(line, NULL, 16);
+        p->chunk_left = (uint64_t)size;
         p->cst = p->chunk_left ? CH_DATA : CH_TRAILER;
         return 0;
     }
@@ -746,12 +658,14 @@ no_body(struct sbx_req *r, int status)
 static enum MHD_Result
 answer(struct sbx_req *r, struct sbx_proxy *p, int status, char *header_lines)
 {
-    struct up_head h = {0};
-    if (check_head(header_lines, &h, p) < 0) {
+    struct sbx_http_head h = {0};
+    if (sbx_http_head_parse(header_lines, &h) < 0) {
         char msg[160];
         (void)snprintf(msg, sizeof msg, "the sandbox sent a malformed response head: %s", h.why);
         return sbx_http_send_error(r, 502, "SANDBOX::PROXY_ERROR", msg);
     }
+    p->resp_chunked = h.chunked;
+    p->remaining = h.content_length;
     struct MHD_Response *resp = NULL;
     if (status == 101) {
         /* Only an upgrade the client asked for: a 101 it did not ask for would hand the
@@ -787,11 +701,8 @@ read_final_head(struct sbx_proxy *p, char **end, int *status)
         **end = '\0';
         p->off = (size_t)(*end - p->buf) + 4;
         /* "HTTP/1.x NNN": exactly, before anything else is read from the head */
-        if (strncmp(p->buf, "HTTP/1.", 7) != 0 || !strchr("01", p->buf[7]) || p->buf[8] != ' ' ||
-            strspn(p->buf + 9, "0123456789") != 3 || (p->buf[12] != ' ' && p->buf[12] != '\r'))
-            return -1;
-        *status = (p->buf[9] - '0') * 100 + (p->buf[10] - '0') * 10 + (p->buf[11] - '0');
-        if (*status < 100 || *status > 599)
+        *status = sbx_http_status_line(p->buf, (size_t)(*end - p->buf) + 4);
+        if (*status < 0)
             return -1;
         if (*status >= 200 || *status == 101)
             return 0;
@@ -819,7 +730,7 @@ sbx_proxy_end(struct sbx_req *r)
                                                "request was sent, without an answer"
                                              : "the sandbox sent no valid response");
     /* The head is NUL-terminated at its blank line: put back the CRLF that ends the last
-     * header line, so that every line check_head sees ends in CRLF. (MHD copies what it is
+     * header line, so that every line sbx_http_head_parse sees ends in CRLF. (MHD copies what it is
      * given, so parsing in place is fine.) */
     memcpy(end, "\r\n", 3);
     char *lines = strstr(p->buf, "\r\n") + 2; /* after the status line: there is one */

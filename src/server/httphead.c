@@ -1,0 +1,130 @@
+/*
+ * httphead.c - parsing a sandbox's HTTP response head for the router.
+ *
+ * The upstream is the sandbox, i.e. hostile: its head is parsed strictly (RFC 9112), and a head
+ * two parsers could read differently is refused (the router answers 502) rather than guessed
+ * at. Request smuggling and response splitting need exactly such disagreements.
+ */
+#include "server/httphead.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/util.h"
+
+int
+sbx_http_status_line(const char *buf, size_t len)
+{
+    if (len < 13 || strncmp(buf, "HTTP/1.", 7) != 0 || !strchr("01", buf[7]) || buf[7] == '\0' ||
+        buf[8] != ' ' || strspn(buf + 9, "0123456789") < 3 || (buf[12] != ' ' && buf[12] != '\r'))
+        return -1;
+    int status = (buf[9] - '0') * 100 + (buf[10] - '0') * 10 + (buf[11] - '0');
+    return status < 100 || status > 599 ? -1 : status;
+}
+
+static bool
+tchar(unsigned char c)
+{
+    return c > 0x20 && c < 0x7f && !strchr("\"(),/:;<=>?@[\\]{}", c);
+}
+
+static bool
+content_length_ok(const char *v, int64_t *out)
+{
+    if (!*v || strspn(v, "0123456789") != strlen(v) || strlen(v) > 18)
+        return false;
+    return sbx_parse_i64(v, out, NULL) == 0;
+}
+
+/* Lines end in CRLF, and nothing else ends or splits one: a bare CR or LF, a NUL or another
+ * control in a line, obs-fold, a name that is not a token. */
+static const char *
+line_fault(const char *line)
+{
+    for (const char *c = line; *c; c++) {
+        if ((unsigned char)*c < 0x20 && *c != '\t')
+            return "a control character (bare CR or LF?) in a header line";
+        if (*c == 0x7f)
+            return "a DEL in a header line";
+    }
+    if (*line == ' ' || *line == '\t')
+        return "obsolete line folding";
+    return NULL;
+}
+
+/* A Content-Length that is not digits or disagrees with another, one next to
+ * Transfer-Encoding, or a transfer coding other than chunked: refused. */
+static const char *
+framing_fault(const char *name, const char *v, struct sbx_http_head *h)
+{
+    if (strcasecmp(name, "Content-Length") == 0) {
+        int64_t n = -1;
+        if (!content_length_ok(v, &n) || (h->content_length >= 0 && n != h->content_length))
+            return "a bad or conflicting Content-Length";
+        h->content_length = n;
+    }
+    if (strcasecmp(name, "Transfer-Encoding") == 0) {
+        if (strcasecmp(v, "chunked") != 0 || h->chunked)
+            return "a transfer coding other than one `chunked`";
+        h->chunked = true;
+    }
+    return NULL;
+}
+
+static char *
+trim_value(char *v)
+{
+    v += strspn(v, " \t");
+    size_t vl = strlen(v);
+    while (vl > 0 && (v[vl - 1] == ' ' || v[vl - 1] == '\t'))
+        v[--vl] = '\0';
+    return v;
+}
+
+int
+sbx_http_head_parse(char *lines, struct sbx_http_head *h)
+{
+    h->n = 0;
+    h->chunked = false;
+    h->content_length = -1;
+    for (char *line = lines; *line;) {
+        char *eol = strstr(line, "\r\n");
+        if (!eol)
+            return h->why = "a header line does not end in CRLF", -1;
+        *eol = '\0';
+        char *next = eol + 2;
+        if ((h->why = line_fault(line)))
+            return -1;
+        char *colon = strchr(line, ':');
+        if (!colon || colon == line)
+            return h->why = "a header line without a name", -1;
+        *colon = '\0';
+        for (char *c = line; *c; c++) {
+            if (!tchar((unsigned char)*c))
+                return h->why = "a header name that is not a token", -1;
+        }
+        char *v = trim_value(colon + 1);
+        if ((h->why = framing_fault(line, v, h)))
+            return -1;
+        if (h->n == SBX_HTTP_MAX_HEADERS)
+            return h->why = "too many header lines", -1;
+        h->name[h->n] = line;
+        h->value[h->n++] = v;
+        line = next;
+    }
+    if (h->chunked && h->content_length >= 0)
+        return h->why = "both Content-Length and Transfer-Encoding", -1;
+    return 0;
+}
+
+int64_t
+sbx_http_chunk_size(const char *line)
+{
+    /* strtoull's leniency (signs, spaces, "0x") is how two parsers come to disagree on where
+     * a body ends: the digits are checked first. */
+    size_t digits = strspn(line, "0123456789abcdefABCDEF");
+    if (digits == 0 || digits > 15 || (line[digits] && line[digits] != ';'))
+        return -1;
+    return (int64_t)strtoull(line, NULL, 16);
+}
