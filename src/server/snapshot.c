@@ -565,7 +565,8 @@ list_keep(const json_t *doc, const struct list_q *q)
 static int
 by_created_desc(const void *a, const void *b)
 {
-    const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+    const json_t *x = *(json_t *const *)a;
+    const json_t *y = *(json_t *const *)b;
     int c = strcmp(json_string_value(json_object_get(y, "createdAt")),
                    json_string_value(json_object_get(x, "createdAt")));
     return c ? c
@@ -577,8 +578,9 @@ static json_t *
 list_json(struct sbx_snaps *s, const struct list_q *q)
 {
     pthread_mutex_lock(&s->mu);
-    size_t n = json_object_size(s->items), kept = 0;
-    json_t **all = sbx_xcalloc(n + 1, sizeof *all);
+    size_t n = json_object_size(s->items);
+    size_t kept = 0;
+    json_t **all = sbx_xcalloc(n + 1, sizeof(json_t *));
     const char *k;
     json_t *doc;
     json_object_foreach (s->items, k, doc) {
@@ -586,7 +588,7 @@ list_json(struct sbx_snaps *s, const struct list_q *q)
             all[kept++] = public_json(doc);
     }
     pthread_mutex_unlock(&s->mu);
-    qsort(all, kept, sizeof *all, by_created_desc);
+    qsort(all, kept, sizeof(json_t *), by_created_desc);
     struct sbx_page pg;
     sbx_page_calc(kept, (size_t)q->page, (size_t)q->page_size, &pg);
     json_t *items = json_array();
