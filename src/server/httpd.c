@@ -311,7 +311,8 @@ first_call(struct sbx_req *r)
     if (r->route.id == SBX_ROUTE_PREFLIGHT)
         return send_preflight(r);
     bool public_metrics = r->route.id == SBX_ROUTE_METRICS && r->srv->cfg->metrics_public;
-    if (sbx_route_needs_auth(r->route.id) && !public_metrics && !secure_access_ok(r)) {
+    if (sbx_route_needs_auth(r->route.id) && !public_metrics && !secure_access_ok(r) &&
+        !(r->route.id == SBX_ROUTE_PROXY && sbx_proxy_ws_key_ok(r))) {
         bool ok = false;
         enum MHD_Result ret = check_auth(r, &ok);
         if (!ok)
