@@ -23,6 +23,7 @@
 #include "server/api_fields.h"
 #include "server/apierr.h"
 #include "server/connguard.h"
+#include "server/console.h"
 #include "server/desktop_view.h"
 #include "server/metrics.h"
 #include "server/srvutil.h"
@@ -348,6 +349,8 @@ final_call(struct sbx_req *r)
         return sbx_proxy_end(r);
     if (sbx_view_owns(r->route.id))
         return sbx_view_handle(r);
+    if (sbx_console_owns(r->route.id))
+        return sbx_console_handle(r);
     if (r->route.id == SBX_ROUTE_METRICS)
         return send_metrics(r);
     if (r->too_big)

@@ -38,6 +38,9 @@ enum sbx_route_id {
     SBX_ROUTE_DIAG_LOGS,      /* GET /sandboxes/{id}/diagnostics/logs?scope= */
     SBX_ROUTE_DIAG_EVENTS,    /* GET /sandboxes/{id}/diagnostics/events?scope= */
     SBX_ROUTE_METRICS,        /* GET /metrics: Prometheus (the key unless metrics_auth=false) */
+    SBX_ROUTE_CONSOLE_PAGE,   /* GET /console, /console/: the web console (public, static) */
+    SBX_ROUTE_CONSOLE_STATIC, /* GET /console/static/{file}: its script and style (rest) */
+    SBX_ROUTE_SERVER_INFO,    /* GET /admin/server: version, providers, limits, images */
 };
 
 #define SBX_ROUTE_SEG_MAX    64
