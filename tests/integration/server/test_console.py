@@ -1,0 +1,409 @@
+#!/usr/bin/env python3
+"""The web console (/console/, issue 17) in real headless Chromium over the DevTools protocol:
+a real `sbx serve` (native provider, the `host` image; the process provider when this host
+cannot make native sandboxes), sandboxes created through the API, one of them with hostile
+values (an extension called `name`, another extension, its image and its logs hold
+`<script>`, `<img onerror>` and `"onerror=` strings). The page must: ask for the key and keep
+it off cookies, list the sandboxes, show the hostile values as text (no dialog opens, the
+DOM's text equals the raw value), delete from the page (the API then says 404), run a command
+and show its output, drive a PTY shell through the router's WebSocket (the key as a
+subprotocol, never forwarded), list, upload and download files, show events and logs, and
+the server page (providers, limits, secrets set and removed). Screenshots of the main pages
+are written to the build directory (argv[2], else the current directory).
+
+  argv[1] = the sbx binary (sbx-execd next to it)
+"""
+import json
+import os
+import re
+import shutil
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "desktop"))
+from cdp import Browser, HandshakeError, WebSocket  # noqa: E402
+from harness import Skip, check, main, wait_for  # noqa: E402
+from test_router import start_app  # noqa: E402
+
+CONFIG = 'providers = { supported = ["native", "process"]; default = "native"; };\n'
+SCRIPT = "<script>alert(1)</script>"
+ONERR = '"onerror=alert(1) x="'
+IMG = "<img src=x onerror=alert(1)>"
+SHOTS = sys.argv[2] if len(sys.argv) > 2 else os.getcwd()
+
+
+def js(v):
+    return json.dumps(v)
+
+
+def check_http(s):
+    """Headers, content types, routes and bad input, without a browser."""
+    r = s.request("GET", "/console/", key=False)
+    csp = r.header("Content-Security-Policy") or ""
+    check(r.status == 200 and r.header("Content-Type") == "text/html; charset=utf-8",
+          "the page: %r" % r)
+    for d in ("default-src 'self'", "script-src 'self'", "style-src 'self'",
+              "frame-ancestors 'none'", "object-src 'none'", "base-uri 'none'"):
+        check(d in csp, "CSP has %s: %r" % (d, csp))
+    check("unsafe-inline" not in csp and "unsafe-eval" not in csp, "no unsafe-*: %r" % csp)
+    check(r.header("X-Content-Type-Options") == "nosniff" and r.header("X-Frame-Options") ==
+          "DENY", "nosniff and DENY: %r" % r.headers)
+    check(r.header("Set-Cookie") is None, "no cookie")
+    check(b"<script>" not in r.body and b"<style" not in r.body and b"style=" not in r.body and
+          not re.search(rb"\son[a-z]+=", r.body), "no inline script, style or handler")
+    check(s.request("GET", "/console", key=False).status == 200, "/console too")
+    for f, t in (("console.js", "text/javascript"), ("console.css", "text/css")):
+        r = s.request("GET", "/console/static/" + f, key=False)
+        check(r.status == 200 and r.header("Content-Type").startswith(t) and
+              r.header("X-Content-Type-Options") == "nosniff", "%s: %r" % (f, r))
+    for bad, key in (("/console/static/../api-key", False), ("/console/static/nope.js", False),
+                     ("/console/static/%2e%2e/api-key", False), ("/console/x", True)):
+        r = s.request("GET", bad, key=key)
+        check(r.status == 404 and set(r.json()) == {"code", "message"}, "%s: %r" % (bad, r))
+    r = s.request("POST", "/console/")
+    check(r.status == 405 and r.json()["code"], "POST /console/: %r" % r)
+    js_text = s.request("GET", "/console/static/console.js", key=False).body
+    for sink in (b"innerHTML", b"outerHTML", b"insertAdjacentHTML", b"document.write", b"eval("):
+        check(sink not in js_text.replace(b"no innerHTML, insertAdjacentHTML or document.write",
+                                          b""), "the console's script uses no %s" % sink)
+    # GET /admin/server: the key, then its fields
+    check(s.request("GET", "/v1/admin/server", key=False).status == 401, "server info needs key")
+    check(s.request("GET", "/v1/admin/server", key="nope").status == 401, "wrong key")
+    r = s.request("DELETE", "/v1/admin/server")
+    check(r.status == 405 and set(r.json()) == {"code", "message"}, "DELETE server info: %r" % r)
+    info = s.request("GET", "/v1/admin/server").json()
+    check(info["version"] and info["providers"]["supported"] == ["native", "process"] and
+          info["providers"]["default"] == "native" and info["limits"]["maxSandboxes"] > 0 and
+          isinstance(info["images"], list) and "publicAddr" not in info, "server info %r" % info)
+    print("ok   HTTP: CSP, nosniff, DENY, types, 404/405 {code,message}, /admin/server",
+          flush=True)
+
+
+def check_ws_key(s, sid):
+    """The router takes the API key as a WebSocket subprotocol, and forwards neither it nor
+    the marker: execd's PTY WebSocket answers with the marker picked by the router."""
+    r = s.request("POST", "/v1/sandboxes/%s/proxy/44772/pty" % sid, {})
+    check(r.status == 201, "pty: %r" % r)
+    pty = r.json()["session_id"]
+    url = "ws://127.0.0.1:%d/v1/sandboxes/%s/proxy/44772/pty/%s/ws" % (s.port, sid, pty)
+    good = "sbx-api-key." + s.key.encode().hex()
+    for protos, want in ((["sbx-console", "sbx-api-key." + "00" * 32], 401),
+                         (["sbx-console", "sbx-api-key.zz"], 401),
+                         (["sbx-console", "sbx-api-key." + s.key.encode().hex()[:-2]], 401),
+                         (["sbx-console"], 401)):
+        try:
+            WebSocket(url, timeout=10, protocols=protos).close()
+            raise AssertionError("let in with %r" % protos)
+        except HandshakeError as e:
+            check(e.status == want, "%r: %d" % (protos, e.status))
+    # not a WebSocket upgrade: the subprotocol is no key for plain requests
+    r = s.request("GET", "/v1/sandboxes/%s/proxy/44772/pty/%s" % (sid, pty), key=False,
+                  headers={"Sec-WebSocket-Protocol": good})
+    check(r.status == 401, "a plain GET with the key as a subprotocol: %r" % r)
+    ws = WebSocket(url, timeout=10, protocols=["sbx-console", good])
+    check(ws.protocol == "sbx-console", "the router answers sbx-console: %r" % ws.head)
+    hello = json.loads(ws.recv())
+    check(hello["type"] == "connected", "connected: %r" % hello)
+    ws.close()
+    s.request("DELETE", "/v1/sandboxes/%s/proxy/44772/pty/%s" % (sid, pty))
+    # what the sandbox receives: the other subprotocols, never the key nor the marker (an app
+    # in the sandbox echoes the request's headers)
+    port = 18000 + os.getpid() % 1000
+    start_app(s, sid, port)
+    r = s.request("GET", "/v1/sandboxes/%s/proxy/%d/echo" % (sid, port), key=False, headers={
+        "Upgrade": "websocket", "Connection": "Upgrade", "Sec-WebSocket-Version": "13",
+        "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ==",
+        "Sec-WebSocket-Protocol": "sbx-console, chat, %s" % good})
+    check(r.status == 200, "the echo through the router: %r" % r)
+    seen = r.json()["headers"]
+    check(seen.get("Sec-WebSocket-Protocol") == "chat" and s.key not in r.body.decode() and
+          s.key.encode().hex() not in r.body.decode() and "OPEN-SANDBOX-API-KEY" not in seen,
+          "the sandbox saw: %r" % seen)
+    print("ok   router: the key as a WebSocket subprotocol (wrong, cut or absent: 401; never "
+          "forwarded)", flush=True)
+
+
+def text_of(page, sel):
+    return page.eval("(() => { const e = document.querySelector(%s); return e ? e.textContent "
+                     ": null; })()" % js(sel))
+
+
+def click(page, sel):
+    page.eval("document.querySelector(%s).click()" % js(sel))
+
+
+def no_dialogs(page, where):
+    d = page.dialogs()
+    check(not d, "%s: a JavaScript dialog opened (an XSS): %r" % (where, d))
+    check(page.eval("window.__pwned === undefined"), "%s: injected code ran" % where)
+
+
+def shot(page, name):
+    page.eval("document.getElementById('toast').className = ''")  # no toast over the page
+    time.sleep(0.3)
+    path = os.path.join(SHOTS, "console-%s.png" % name)
+    with open(path, "wb") as f:
+        f.write(page.screenshot())
+    print("     screenshot %s" % path, flush=True)
+
+
+def wait_page(page, expr, what, timeout=30):
+    try:
+        page.wait_for("!!(%s)" % expr, timeout)
+    except TimeoutError:
+        print("the page reported:\n  %s" % "\n  ".join(page.problems()[-20:]), flush=True)
+        raise AssertionError("timed out: " + what)
+
+
+def sign_in(page, s):
+    wait_page(page, "document.body.dataset.view === 'login'", "the sign-in form")
+    page.eval("document.getElementById('key').value = 'wrong'; "
+              "document.getElementById('login').requestSubmit()")
+    wait_page(page, "document.getElementById('login-error').textContent.includes('refused')",
+              "a wrong key refused")
+    page.eval("document.getElementById('key').value = %s; "
+              "document.getElementById('login').requestSubmit()" % js(s.key))
+    wait_page(page, "document.body.dataset.view === 'list'", "the list after sign-in")
+    check(page.eval("document.cookie") == "", "no cookie: %r" % page.eval("document.cookie"))
+    check(page.eval("sessionStorage.getItem('sbx-console-key')") == s.key, "key in the tab")
+    check(page.eval("localStorage.length") == 0, "nothing in localStorage")
+
+
+def check_list(page, s, ids, hostile):
+    wait_page(page, "document.body.dataset.loaded === '1' && %s.every((id) => "
+              "document.querySelector('tr.sandbox[data-id=\"' + id + '\"]'))" % js(ids),
+              "every sandbox in the list")
+    row = "tr.sandbox[data-id=%s]" % js(hostile)
+    check(text_of(page, row + " .name") == SCRIPT, "the hostile name as text: %r" %
+          text_of(page, row + " .name"))
+    check(text_of(page, row + " td.image") == ONERR + IMG, "the hostile image as text: %r" %
+          text_of(page, row + " td.image"))
+    check(page.eval("document.querySelectorAll('script').length") == 1, "no script element added")
+    check(page.eval("document.querySelectorAll('img').length") == 0, "no img element added")
+    no_dialogs(page, "the list")
+    # the filter
+    page.eval("{ const t = document.getElementById('filter-text'); t.value = 'web-1'; "
+              "t.dispatchEvent(new Event('input')); }")
+    check(page.eval("document.querySelectorAll('tr.sandbox').length") == 1, "filtered to one")
+    page.eval("{ const t = document.getElementById('filter-text'); t.value = ''; "
+              "t.dispatchEvent(new Event('input')); }")
+    print("ok   list: %d sandboxes, hostile values as text, filter" % len(ids), flush=True)
+
+
+def check_delete(page, s, sid):
+    click(page, "tr.sandbox[data-id=%s] button[data-verb=delete]" % js(sid))
+    wait_page(page, "document.querySelector('.modal button.danger')", "the confirmation")
+    click(page, ".modal button.danger")
+    wait_for(lambda: s.request("GET", "/v1/sandboxes/" + sid).status == 404,
+             "the delete from the page", 30)
+    wait_page(page, "!document.querySelector('tr.sandbox[data-id=%s]')" % js(sid),
+              "the row gone")
+    print("ok   delete from the page: the API says 404", flush=True)
+
+
+def check_pause_resume(page, s, sid):
+    click(page, "tr.sandbox[data-id=%s] button[data-verb=pause]" % js(sid))
+    wait_for(lambda: s.request("GET", "/v1/sandboxes/" + sid).json()["status"]["state"] ==
+             "Paused", "pause from the page", 30)
+    wait_page(page, "document.querySelector('tr.sandbox[data-id=%s] button[data-verb=resume]')"
+              % js(sid), "the resume button")
+    click(page, "tr.sandbox[data-id=%s] button[data-verb=resume]" % js(sid))
+    wait_for(lambda: s.request("GET", "/v1/sandboxes/" + sid).json()["status"]["state"] ==
+             "Running", "resume from the page", 30)
+    print("ok   pause and resume from the page", flush=True)
+
+
+def check_create(page, s):
+    before = {x["id"] for x in s.request("GET", "/v1/sandboxes?pageSize=200").json()["items"]}
+    click(page, "#new-sandbox")
+    wait_page(page, "document.getElementById('c-image')", "the create form")
+    page.eval("document.getElementById('c-metadata').value = 'team=from-form'; "
+              "document.getElementById('c-timeout').value = '900'; "
+              "document.getElementById('create').requestSubmit()")
+    wait_page(page, "!document.getElementById('create')", "the form closed", 60)
+    items = s.request("GET", "/v1/sandboxes?pageSize=200").json()["items"]
+    new = [x for x in items if x["id"] not in before]
+    check(len(new) == 1 and new[0]["metadata"] == {"team": "from-form"} and
+          new[0]["status"]["state"] == "Running" and new[0].get("expiresAt"),
+          "created from the form: %r" % new)
+    print("ok   create from the form", flush=True)
+    return new[0]["id"]
+
+
+def check_sandbox_page(page, s, sid, base):
+    page.eval("location.hash = %s" % js("#/sandbox/" + sid))
+    wait_page(page, "document.getElementById('inspect') && "
+              "document.getElementById('inspect').textContent.includes(%s)" % js(sid),
+              "the overview")
+    check(SCRIPT in text_of(page, "#inspect") and "<script" not in page.eval(
+        "document.getElementById('inspect').innerHTML.replace(/&lt;script/g, '')"),
+        "inspect shows the raw JSON as text")
+    chips = page.eval("Array.from(document.querySelectorAll('.chips .chip'), (e) => "
+                      "e.textContent)")
+    check("note=" + ONERR in chips and "name=" + SCRIPT in chips, "extensions as text: %r" % chips)
+    no_dialogs(page, "the overview")
+    shot(page, "sandbox")
+    # events and logs: the entrypoint printed a hostile line
+    page.eval("location.hash = %s" % js("#/sandbox/%s/events" % sid))
+    wait_page(page, "(document.getElementById('logs') || {}).textContent && "
+              "document.getElementById('logs').textContent.includes(%s)" % js(IMG),
+              "the container's log line", 30)
+    check("lifecycle" in text_of(page, "#events") and "Running" in text_of(page, "#events"),
+          "lifecycle events: %r" % text_of(page, "#events"))
+    no_dialogs(page, "events and logs")
+    shot(page, "events")
+    print("ok   sandbox page: inspect, extensions, events, logs (hostile line as text)",
+          flush=True)
+
+
+def check_runner(page, sid):
+    page.eval("location.hash = %s" % js("#/sandbox/%s/terminal" % sid))
+    wait_page(page, "document.getElementById('run-command')", "the runner")
+    page.eval("document.getElementById('run-command').value = "
+              "'for i in 1 2 3; do echo line-$i; done; echo \"%s\" >&2; exit 3'; "
+              "document.getElementById('run').requestSubmit()" % IMG.replace('"', '\\"'))
+    wait_page(page, "document.getElementById('run-status').textContent === 'exit 3'",
+              "the command's exit", 30)
+    out = text_of(page, "#run-output")
+    check(out == "line-1\nline-2\nline-3\n%s\n" % IMG, "the command's output: %r" % out)
+    no_dialogs(page, "the runner")
+    print("ok   command runner: streamed output, stderr, exit code", flush=True)
+
+
+def check_terminal(page, sid):
+    click(page, "#term-connect")
+    wait_page(page, "document.getElementById('term-status').textContent.startsWith('connected')",
+              "the terminal connected", 30)
+    # keystrokes as a person types them: CDP key events on the focused terminal
+    page.eval("document.getElementById('term').focus()")
+    for ch in "echo term-$((6*7))":
+        page.call("Input.dispatchKeyEvent", type="keyDown", key=ch, text=ch)
+        page.call("Input.dispatchKeyEvent", type="keyUp", key=ch)
+    page.call("Input.dispatchKeyEvent", type="keyDown", key="Enter", code="Enter",
+              windowsVirtualKeyCode=13)
+    page.call("Input.dispatchKeyEvent", type="keyUp", key="Enter", code="Enter",
+              windowsVirtualKeyCode=13)
+    wait_page(page, "document.getElementById('term').textContent.includes('term-42')",
+              "the shell's answer in the terminal", 30)
+    shot(page, "terminal")
+    print("ok   terminal: a PTY shell through the router's WebSocket, typed into", flush=True)
+
+
+def check_files(page, s, sid):
+    weird = "/tmp/%s.txt" % IMG.replace("/", "")
+    s.run(sid, "mkdir -p /tmp/console-dir && printf 'hello' > '%s'" % weird)
+    page.eval("location.hash = %s" % js("#/sandbox/%s/files" % sid))
+    wait_page(page, "document.querySelector('tr.file[data-path=%s]')" % js(weird),
+              "the hostile file name listed")
+    check(text_of(page, "tr.file[data-path=%s] .fname" % js(weird)) == os.path.basename(weird),
+          "file name as text")
+    no_dialogs(page, "the file list")
+    # upload through the page (a File made in the page, set on the input)
+    page.eval("""(() => {
+        const dt = new DataTransfer();
+        dt.items.add(new File(['uploaded from the console\\n'], 'from-console.txt'));
+        const i = document.getElementById('upload');
+        i.files = dt.files;
+        i.dispatchEvent(new Event('change'));
+    })()""")
+    wait_page(page, "document.querySelector('tr.file[data-path=\"/tmp/from-console.txt\"]')",
+              "the uploaded file listed", 30)
+    out, _ = s.run(sid, "cat /tmp/from-console.txt")
+    check(out == ["uploaded from the console"], "the upload's content: %r" % out)
+    # download: the page fetches it with the key and hands the browser a blob
+    page.eval("""{ window.__dl = null;
+        const orig = URL.createObjectURL;
+        URL.createObjectURL = (b) => { b.text().then((t) => { window.__dl = t; });
+                                        return orig(b); }; }""")
+    click(page, "tr.file[data-path=%s] button" % js(weird))
+    wait_page(page, "window.__dl === 'hello'", "the download's content")
+    shot(page, "files")
+    print("ok   files: hostile name as text, upload, download", flush=True)
+
+
+def check_server_page(page, s):
+    page.eval("location.hash = '#/server'")
+    wait_page(page, "document.querySelector('#providers tbody tr')", "the providers")
+    names = page.eval("Array.from(document.querySelectorAll('#providers tbody tr td:first-child'),"
+                      " (e) => e.textContent)")
+    check(names == ["native", "process"], "providers: %r" % names)
+    # a secret set and removed from the page; its value never comes back
+    page.eval("document.getElementById('secret-name').value = 'CONSOLE_TEST'; "
+              "document.getElementById('secret-value').value = 's3cret-value'; "
+              "document.getElementById('secret-set').requestSubmit()")
+    wait_page(page, "Array.from(document.querySelectorAll('#secrets td'), (e) => e.textContent)"
+              ".includes('CONSOLE_TEST')", "the secret listed")
+    check(s.request("GET", "/v1/admin/secrets/CONSOLE_TEST").status == 200, "secret set")
+    check("s3cret-value" not in page.eval("document.body.textContent"), "value not shown")
+    shot(page, "server")
+    click(page, "#secrets tbody button.danger")
+    wait_page(page, "document.querySelector('.modal button.danger')", "the confirmation")
+    click(page, ".modal button.danger")
+    wait_for(lambda: s.request("GET", "/v1/admin/secrets/CONSOLE_TEST").status == 404,
+             "the secret removed", 15)
+    print("ok   server page: providers, limits, secrets set and removed", flush=True)
+
+
+def create(s, provider, **kw):
+    body = {"image": {"uri": "host"}, "entrypoint": ["sleep", "3600"], "timeout": 600,
+            "provider": provider}
+    body.update(kw)
+    r = s.request("POST", "/v1/sandboxes", body)
+    check(r.status == 202, "create: %r" % r)
+    return r.json()["id"]
+
+
+def run(factory):
+    if not shutil.which("chromium"):
+        raise Skip("chromium is not installed")
+    s = factory(config_text=CONFIG, tag="console")
+    s.start()
+    check_http(s)
+    provider = "native"
+    r = s.request("POST", "/v1/sandboxes", {"image": {"uri": "host"},
+                                            "entrypoint": ["sleep", "3600"], "timeout": 600})
+    if r.status != 202:
+        print("note: no native sandbox on this host (%r): the process provider" % r, flush=True)
+        provider = "process"
+        plain = create(s, provider)
+    else:
+        plain = r.json()["id"]
+    web = create(s, provider, metadata={"name": "web-1", "team": "a"})
+    # hostile values: the image (process: any string is accepted as an image name), an
+    # extension called `name`, another extension, and a line in its logs
+    hostile = create(s, "process", image={"uri": ONERR + IMG},
+                     entrypoint=["sh", "-c", 'echo "%s"; sleep 3600' % IMG],
+                     extensions={"name": SCRIPT, "note": ONERR})
+    doomed = create(s, provider, metadata={"name": "doomed"})
+    check_ws_key(s, web)
+    with Browser(1400, 1000) as b:
+        page = b.open("http://127.0.0.1:%d/console/" % s.port)
+        sign_in(page, s)
+        ids = [plain, web, hostile, doomed]
+        check_list(page, s, ids, hostile)
+        shot(page, "list")
+        check_delete(page, s, doomed)
+        check_pause_resume(page, s, web)
+        made = check_create(page, s)
+        check_sandbox_page(page, s, hostile, web)
+        check_runner(page, web)
+        check_terminal(page, web)
+        check_files(page, s, web)
+        check_server_page(page, s)
+        # the key goes with "Sign out"
+        click(page, "#signout")
+        wait_page(page, "document.body.dataset.view === 'login'", "signed out")
+        check(page.eval("sessionStorage.length") == 0, "the key forgotten")
+        no_dialogs(page, "the end")
+        bad = [p for p in page.problems() if "dialog" in p or "Content Security Policy" in p or
+               "exception" in p]
+        check(not bad, "the page reported: %r" % bad)
+    for sid in (plain, web, hostile, made):
+        s.request("DELETE", "/v1/sandboxes/" + sid)
+    check(s.stop() == 0, "the server exits 0 (sanitizers): %s" % s.log())
+
+
+if __name__ == "__main__":
+    t0 = time.time()
+    main(run)
