@@ -410,8 +410,10 @@
       for (const p of providers) if (!have.has(p)) provSel.appendChild(h('option', { value: p }, p));
       provSel.value = listState.provider;
     }
+    // The usage column is shown when the server exports per-sandbox figures at all.
     async function loadMetrics() {
       metrics = await sandboxMetrics();
+      $('sandboxes').classList.toggle('no-usage', !Object.keys(metrics).length);
       render();
     }
 
@@ -425,9 +427,9 @@
         h('div.grow'), text, stateSel, provSel,
         h('button#new-sandbox', { type: 'button', on: { click: () => showCreate(load) } },
           'New sandbox')),
-      h('div.card.flush', h('table.list#sandboxes',
-        h('thead', h('tr', ['Sandbox', 'State', 'Provider', 'Image', 'Age', 'Expires',
-                            'Usage', ''].map((t) => h('th', t)))),
+      h('div.card.flush', h('table.list.no-usage#sandboxes',
+        h('thead', h('tr', ['Sandbox', 'State', 'Provider', 'Image', 'Age', 'Expires']
+          .map((t) => h('th', t)), h('th.usage', 'Usage'), h('th'))),
         body)));
     api('GET', '/v1/admin/server').then((s) => {
       for (const p of s.providers.supported) providers.add(p);
@@ -516,7 +518,7 @@
     },
     h('h2', 'New sandbox'),
     h('div.grid2',
-      field('Image', f.image, '`host`, or an image reference the provider knows'),
+      field('Image', f.image, 'host (built in), or an image the provider knows'),
       field('Provider', f.provider),
       field('Entrypoint', f.entrypoint, 'words, or a JSON array'),
       field('Timeout (seconds)', f.timeout, 'empty: no expiry' + (server ? ', at most ' +

@@ -158,6 +158,7 @@ def wait_page(page, expr, what, timeout=30):
 
 def sign_in(page, s):
     wait_page(page, "document.body.dataset.view === 'login'", "the sign-in form")
+    shot(page, "login")
     page.eval("document.getElementById('key').value = 'wrong'; "
               "document.getElementById('login').requestSubmit()")
     wait_page(page, "document.getElementById('login-error').textContent.includes('refused')",
@@ -218,6 +219,7 @@ def check_create(page, s):
     before = {x["id"] for x in s.request("GET", "/v1/sandboxes?pageSize=200").json()["items"]}
     click(page, "#new-sandbox")
     wait_page(page, "document.getElementById('c-image')", "the create form")
+    shot(page, "create")
     page.eval("document.getElementById('c-metadata').value = 'team=from-form'; "
               "document.getElementById('c-timeout').value = '900'; "
               "document.getElementById('create').requestSubmit()")
@@ -322,6 +324,22 @@ def check_files(page, s, sid):
     print("ok   files: hostile name as text, upload, download", flush=True)
 
 
+def check_desktop_link(page, s, sid):
+    """The Desktop tab mints a view token and links the viewer (the viewer itself is
+    desktop/view's test)."""
+    page.eval("location.hash = %s" % js("#/sandbox/%s/desktop" % sid))
+    wait_page(page, "document.getElementById('desktop-mint')", "the desktop tab")
+    click(page, "#desktop-mint")
+    wait_page(page, "document.getElementById('desktop-open')", "the viewer link")
+    href = page.eval("document.getElementById('desktop-open').getAttribute('href')")
+    check(re.match(r"^/desktop/view/%s#token=[0-9a-f]{64}$" % sid, href), "link %r" % href)
+    check(page.eval("document.getElementById('desktop-open').rel") == "noopener noreferrer",
+          "the link opens without an opener")
+    r = s.request("GET", href.split("#")[0], key=False)
+    check(r.status == 200, "the viewer page: %r" % r)
+    print("ok   desktop tab: a viewer link with a view token of this sandbox", flush=True)
+
+
 def check_server_page(page, s):
     page.eval("location.hash = '#/server'")
     wait_page(page, "document.querySelector('#providers tbody tr')", "the providers")
@@ -390,6 +408,7 @@ def run(factory):
         check_runner(page, web)
         check_terminal(page, web)
         check_files(page, s, web)
+        check_desktop_link(page, s, web)
         check_server_page(page, s)
         # the key goes with "Sign out"
         click(page, "#signout")
