@@ -28,7 +28,7 @@
 
 #define CSP_CONSOLE                                                                         \
     "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data: blob:; " \
-    "connect-src 'self'; frame-src 'none'; object-src 'none'; base-uri 'none'; "            \
+    "connect-src 'self'; frame-src 'self'; object-src 'none'; base-uri 'none'; "            \
     "form-action 'none'; frame-ancestors 'none'"
 
 extern const unsigned char sbx_console_html[], sbx_console_js[], sbx_console_css[];

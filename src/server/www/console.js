@@ -991,28 +991,36 @@
   // ---- desktop: the live viewer (/desktop/view/<id>#token=...) with a view token ----
 
   function tabDesktop(id, sb, panel) {
-    const out = h('div#desktop-link');
+    const out = h('div#desktop-view');
+    const link = h('span');
     const has = sb && sb.extensions && sb.extensions['sbx.desktop'];
-    async function mint() {
+    async function show() {
       clear(out);
+      clear(link);
       try {
         const r = await api('POST', sbxPath(id) + '/desktop/view', { ttlSeconds: 3600 });
-        append(out, h('p', h('a.button#desktop-open', { href: r.path, target: '_blank',
-                                                         rel: 'noopener noreferrer' },
-          'Open the live desktop ↗')),
-          h('p.dim.small', 'The link holds a view token for this sandbox only, valid until ' +
-            r.expiresAt + '.'));
+        // the viewer page, framed (it allows this origin only) and in a tab of its own; the
+        // view token stays in the fragment
+        link.appendChild(h('a.button.ghost#desktop-open', { href: r.path, target: '_blank',
+                                                             rel: 'noopener noreferrer' },
+          'Open in a new tab ↗'));
+        append(out,
+          h('p.dim.small', 'A view token for this sandbox only, valid until ' + r.expiresAt +
+            '.'),
+          h('iframe.desktop#desktop-frame', { src: r.path, title: 'live desktop',
+                                              referrerpolicy: 'no-referrer' }));
       } catch (e) {
         out.appendChild(h('p.error', e.message));
       }
     }
-    append(panel, h('section.card', h('h2', 'Live desktop'),
-      h('p', has ? 'This sandbox was created with a desktop.'
-                 : 'This sandbox was not created with a desktop; if one was started inside ' +
-                   'it (POST /desktop/start through the router, or `sbx desktop start`), the ' +
-                   'viewer shows it.'),
-      h('button#desktop-mint', { type: 'button', on: { click: mint } }, 'Get a viewer link'),
+    append(panel, h('section.card', h('div.row', h('h2', 'Live desktop'), h('div.grow'), link,
+      h('button#desktop-mint', { type: 'button', on: { click: show } },
+        has ? 'Reconnect' : 'Show the desktop')),
+      has ? null : h('p.dim', 'This sandbox was not created with a desktop; one started ' +
+        'inside it later (POST /desktop/start through the router, or `sbx desktop start`) ' +
+        'shows here.'),
       out));
+    if (has) show();
     return null;
   }
 

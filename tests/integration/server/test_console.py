@@ -25,6 +25,8 @@ sys.path.insert(0, os.path.join(HERE, "..", "desktop"))
 from cdp import Browser, HandshakeError, WebSocket  # noqa: E402
 from harness import Skip, check, main, wait_for  # noqa: E402
 from test_router import start_app  # noqa: E402
+from test_desktop import png_rows  # noqa: E402
+from test_view import MARK, bbox  # noqa: E402
 
 CONFIG = 'providers = { supported = ["native", "process"]; default = "native"; };\n'
 SCRIPT = "<script>alert(1)</script>"
@@ -325,8 +327,8 @@ def check_files(page, s, sid):
 
 
 def check_desktop_link(page, s, sid):
-    """The Desktop tab mints a view token and links the viewer (the viewer itself is
-    desktop/view's test)."""
+    """The Desktop tab of a sandbox without a desktop: a view token minted on demand, the viewer
+    linked and framed (its page allows this origin to frame it; it says no desktop answers)."""
     page.eval("location.hash = %s" % js("#/sandbox/%s/desktop" % sid))
     wait_page(page, "document.getElementById('desktop-mint')", "the desktop tab")
     click(page, "#desktop-mint")
@@ -335,9 +337,46 @@ def check_desktop_link(page, s, sid):
     check(re.match(r"^/desktop/view/%s#token=[0-9a-f]{64}$" % sid, href), "link %r" % href)
     check(page.eval("document.getElementById('desktop-open').rel") == "noopener noreferrer",
           "the link opens without an opener")
-    r = s.request("GET", href.split("#")[0], key=False)
-    check(r.status == 200, "the viewer page: %r" % r)
-    print("ok   desktop tab: a viewer link with a view token of this sandbox", flush=True)
+    wait_page(page, "(() => { const d = document.getElementById('desktop-frame').contentDocument;"
+              " return d && d.title === 'sbx desktop' && d.body.dataset.state !== 'connecting';"
+              " })()", "the viewer framed, and done trying")
+    print("ok   desktop tab: a viewer link and frame with a view token of this sandbox",
+          flush=True)
+
+
+def check_desktop(page, s):
+    """A sandbox created with a desktop: its tab shows the live desktop, connected."""
+    missing = [p for p in ("Xvnc", "openbox", "xterm") if not shutil.which(p)]
+    if missing:
+        print("note: no desktop check (%s not installed)" % ", ".join(missing), flush=True)
+        return None
+    r = s.request("POST", "/v1/sandboxes", {"image": {"uri": "host"}, "timeout": 600,
+                                            "entrypoint": ["sleep", "3600"],
+                                            "provider": "native",
+                                            "extensions": {"sbx.desktop": "true"}})
+    if r.status != 202:
+        print("note: no desktop check (no native desktop here: %r)" % r, flush=True)
+        return None
+    sid = r.json()["id"]
+    r = s.request("POST", "/v1/sandboxes/%s/proxy/44772/command" % sid,
+                  {"command": "xterm -bg '#22aa44' -fg '#22aa44' -geometry 60x20+200+150",
+                   "background": True})
+    check(r.status == 200, "xterm started: %r" % r)
+    page.eval("location.hash = %s" % js("#/sandbox/%s/desktop" % sid))
+    wait_page(page, "(() => { const f = document.getElementById('desktop-frame'); const d = f &&"
+              " f.contentDocument; return d && d.body && d.body.dataset.state === 'connected';"
+              " })()", "the live desktop connected in the console", 60)
+    # the xterm's flat green, drawn by noVNC inside the console's frame
+    end = time.time() + 30
+    while True:
+        w, h, rows, bpp = png_rows(page.screenshot())
+        if bbox(w, h, rows, bpp, MARK) or time.time() > end:
+            break
+        time.sleep(0.5)
+    check(bbox(w, h, rows, bpp, MARK), "the desktop's xterm is drawn in the console")
+    shot(page, "desktop")
+    print("ok   desktop: the live desktop in the sandbox page", flush=True)
+    return sid
 
 
 def check_server_page(page, s):
@@ -409,6 +448,7 @@ def run(factory):
         check_terminal(page, web)
         check_files(page, s, web)
         check_desktop_link(page, s, web)
+        desk = check_desktop(page, s) if provider == "native" else None
         check_server_page(page, s)
         # the key goes with "Sign out"
         click(page, "#signout")
@@ -418,7 +458,9 @@ def run(factory):
         bad = [p for p in page.problems() if "dialog" in p or "Content Security Policy" in p or
                "exception" in p]
         check(not bad, "the page reported: %r" % bad)
-    for sid in (plain, web, hostile, made):
+    for sid in (plain, web, hostile, made, desk):
+        if sid is None:
+            continue
         s.request("DELETE", "/v1/sandboxes/" + sid)
     check(s.stop() == 0, "the server exits 0 (sanitizers): %s" % s.log())
 
