@@ -214,7 +214,27 @@ def check_pause_resume(page, s, sid):
     click(page, "tr.sandbox[data-id=%s] button[data-verb=resume]" % js(sid))
     wait_for(lambda: s.request("GET", "/v1/sandboxes/" + sid).json()["status"]["state"] ==
              "Running", "resume from the page", 30)
-    print("ok   pause and resume from the page", flush=True)
+    # stop (the files kept) and start again
+    click(page, "tr.sandbox[data-id=%s] button[data-verb=stop]" % js(sid))
+    wait_for(lambda: s.request("GET", "/v1/sandboxes/" + sid).json()["status"]["state"] ==
+             "Stopped", "stop from the page", 60)
+    wait_page(page, "document.querySelector('tr.sandbox[data-id=%s] button[data-verb=start]')"
+              % js(sid), "the start button")
+    click(page, "tr.sandbox[data-id=%s] button[data-verb=start]" % js(sid))
+    wait_for(lambda: s.request("GET", "/v1/sandboxes/" + sid).json()["status"]["state"] ==
+             "Running", "start from the page", 60)
+    # renew: one day from now
+    before = s.request("GET", "/v1/sandboxes/" + sid).json()["expiresAt"]
+    click(page, "tr.sandbox[data-id=%s] button[data-verb=renew]" % js(sid))
+    wait_page(page, "document.getElementById('renew-for')", "the renew dialog")
+    page.eval("document.getElementById('renew-for').value = '86400'; "
+              "document.querySelector('.modal button:not(.ghost)').click()")
+    wait_for(lambda: s.request("GET", "/v1/sandboxes/" + sid).json()["expiresAt"] > before,
+             "renew from the page", 30)
+    left = (time.mktime(time.strptime(s.request("GET", "/v1/sandboxes/" + sid).json()[
+        "expiresAt"][:19], "%Y-%m-%dT%H:%M:%S")) - time.mktime(time.gmtime()))
+    check(86000 < left <= 86400, "renewed for a day: %.0f s left" % left)
+    print("ok   pause, resume, stop, start and renew from the page", flush=True)
 
 
 def check_create(page, s):
