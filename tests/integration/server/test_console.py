@@ -13,11 +13,16 @@ are written to the build directory (argv[2], else the current directory).
 
   argv[1] = the sbx binary (sbx-execd next to it)
 """
+import hashlib
+import io
 import json
 import os
+import platform
 import re
 import shutil
+import subprocess
 import sys
+import tarfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -237,11 +242,15 @@ def check_pause_resume(page, s, sid):
     print("ok   pause, resume, stop, start and renew from the page", flush=True)
 
 
-def check_create(page, s):
+def check_create(page, s, image):
     before = {x["id"] for x in s.request("GET", "/v1/sandboxes?pageSize=200").json()["items"]}
     click(page, "#new-sandbox")
     wait_page(page, "document.getElementById('c-image')", "the create form")
     shot(page, "create")
+    if image:  # the busybox image of the store, its own sleep
+        page.eval("document.getElementById('c-image').value = %s; "
+                  "document.getElementById('c-entrypoint').value = '[\"sleep\", \"3600\"]'"
+                  % js(image))
     page.eval("document.getElementById('c-metadata').value = 'team=from-form'; "
               "document.getElementById('c-timeout').value = '900'; "
               "document.getElementById('create').requestSubmit()")
@@ -249,8 +258,12 @@ def check_create(page, s):
     items = s.request("GET", "/v1/sandboxes?pageSize=200").json()["items"]
     new = [x for x in items if x["id"] not in before]
     check(len(new) == 1 and new[0]["metadata"] == {"team": "from-form"} and
-          new[0]["status"]["state"] == "Running" and new[0].get("expiresAt"),
-          "created from the form: %r" % new)
+          new[0]["status"]["state"] == "Running" and new[0].get("expiresAt") and
+          new[0]["image"]["uri"] == (image or "host"), "created from the form: %r" % new)
+    if image:
+        out, _ = s.run(new[0]["id"], "ls /bin")
+        check(out == ["busybox", "cat", "echo", "ls", "sh", "sleep"],
+              "a sandbox of the busybox image (its /bin): %r" % out)
     print("ok   create from the form", flush=True)
     return new[0]["id"]
 
@@ -399,12 +412,16 @@ def check_desktop(page, s):
     return sid
 
 
-def check_server_page(page, s):
+def check_server_page(page, s, image):
     page.eval("location.hash = '#/server'")
     wait_page(page, "document.querySelector('#providers tbody tr')", "the providers")
     names = page.eval("Array.from(document.querySelectorAll('#providers tbody tr td:first-child'),"
                       " (e) => e.textContent)")
     check(names == ["native", "process"], "providers: %r" % names)
+    if image:
+        imgs = page.eval("Array.from(document.querySelectorAll('#images tbody tr td:first-child'),"
+                         " (e) => e.textContent)")
+        check(imgs == [image], "images: %r" % imgs)
     # a secret set and removed from the page; its value never comes back
     page.eval("document.getElementById('secret-name').value = 'CONSOLE_TEST'; "
               "document.getElementById('secret-value').value = 's3cret-value'; "
@@ -420,6 +437,41 @@ def check_server_page(page, s):
     wait_for(lambda: s.request("GET", "/v1/admin/secrets/CONSOLE_TEST").status == 404,
              "the secret removed", 15)
     print("ok   server page: providers, limits, secrets set and removed", flush=True)
+
+
+def busybox_image(s):
+    """A one-layer `docker save` tar of the host's static busybox, imported into the server's
+    image store as console/bb:1 (the server page lists it; the create form uses it)."""
+    layer = io.BytesIO()
+    with tarfile.open(fileobj=layer, mode="w") as t:
+        for d in ("bin", "tmp"):
+            info = tarfile.TarInfo(d)
+            info.type, info.mode = tarfile.DIRTYPE, 0o1777 if d == "tmp" else 0o755
+            t.addfile(info)
+        t.add("/bin/busybox", "bin/busybox")
+        for applet in ("sh", "sleep", "ls", "cat", "echo"):
+            info = tarfile.TarInfo("bin/" + applet)
+            info.type, info.linkname = tarfile.SYMTYPE, "busybox"
+            t.addfile(info)
+    layer = layer.getvalue()
+    arch = {"x86_64": "amd64", "aarch64": "arm64"}.get(platform.machine(), platform.machine())
+    config = json.dumps({"architecture": arch, "os": "linux",
+                         "config": {"Cmd": ["sh"], "Env": ["PATH=/bin"]},
+                         "rootfs": {"type": "layers", "diff_ids": [
+                             "sha256:" + hashlib.sha256(layer).hexdigest()]}}).encode()
+    cname = hashlib.sha256(config).hexdigest() + ".json"
+    manifest = json.dumps([{"Config": cname, "RepoTags": ["console/bb:1"],
+                            "Layers": ["layer.tar"]}]).encode()
+    path = os.path.join(s.tmp, "bb.tar")
+    with tarfile.open(path, "w") as t:
+        for name, data in ((cname, config), ("layer.tar", layer), ("manifest.json", manifest)):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            t.addfile(info, io.BytesIO(data))
+    r = subprocess.run([s.sbx, "image", "import", "--state-dir", s.state, path],
+                       capture_output=True, text=True, timeout=120)
+    check(r.returncode == 0, "image import: %r" % r)
+    return "docker.io/console/bb:1"
 
 
 def create(s, provider, **kw):
@@ -446,6 +498,7 @@ def run(factory):
         plain = create(s, provider)
     else:
         plain = r.json()["id"]
+    image = busybox_image(s) if provider == "native" else None
     web = create(s, provider, metadata={"name": "web-1", "team": "a"})
     # hostile values: the image (process: any string is accepted as an image name), an
     # extension called `name`, another extension, and a line in its logs
@@ -462,14 +515,14 @@ def run(factory):
         shot(page, "list")
         check_delete(page, s, doomed)
         check_pause_resume(page, s, web)
-        made = check_create(page, s)
+        made = check_create(page, s, image)
         check_sandbox_page(page, s, hostile, web)
         check_runner(page, web)
         check_terminal(page, web)
         check_files(page, s, web)
         check_desktop_link(page, s, web)
         desk = check_desktop(page, s) if provider == "native" else None
-        check_server_page(page, s)
+        check_server_page(page, s, image)
         # the key goes with "Sign out"
         click(page, "#signout")
         wait_page(page, "document.body.dataset.view === 'login'", "signed out")
