@@ -391,10 +391,25 @@ def check_desktop(page, s):
         print("note: no desktop check (no native desktop here: %r)" % r, flush=True)
         return None
     sid = r.json()["id"]
-    r = s.request("POST", "/v1/sandboxes/%s/proxy/44772/command" % sid,
-                  {"command": "xterm -bg '#22aa44' -fg '#22aa44' -geometry 60x20+200+150",
-                   "background": True})
-    check(r.status == 200, "xterm started: %r" % r)
+    def marker():
+        r = s.request("GET", "/v1/sandboxes/%s/proxy/44772/desktop/windows" % sid)
+        return r.status == 200 and any("marker" in w["title"] for w in r.json()["windows"])
+    for attempt in (1, 2):  # an xterm usually shows within 5 s; once in a while it does not
+        r = s.request("POST", "/v1/sandboxes/%s/proxy/44772/command" % sid,
+                      {"command": "xterm -title marker -bg '#22aa44' -fg '#22aa44' "
+                                  "-geometry 60x20+200+150", "background": True})
+        check(r.status == 200, "xterm started: %r" % r)
+        cmd = json.loads(r.body.decode().split("\n\n")[0])["text"]
+        try:
+            wait_for(marker, "the xterm's window on the desktop", 20)
+            break
+        except Exception:
+            log = s.request("GET", "/v1/sandboxes/%s/proxy/44772/command/%s/logs?cursor=0" %
+                            (sid, cmd))
+            print("note: no xterm window after 20 s (attempt %d); its output: %r" %
+                  (attempt, log.body[-500:]), flush=True)
+            if attempt == 2:
+                raise
     page.eval("location.hash = %s" % js("#/sandbox/%s/desktop" % sid))
     wait_page(page, "(() => { const f = document.getElementById('desktop-frame'); const d = f &&"
               " f.contentDocument; return d && d.body && d.body.dataset.state === 'connected';"
@@ -406,7 +421,10 @@ def check_desktop(page, s):
         if bbox(w, h, rows, bpp, MARK) or time.time() > end:
             break
         time.sleep(0.5)
-    check(bbox(w, h, rows, bpp, MARK), "the desktop's xterm is drawn in the console")
+    if not bbox(w, h, rows, bpp, MARK):
+        shot(page, "desktop-failed")
+        raise AssertionError("the desktop's xterm is not drawn in the console: %r" %
+                             page.problems()[-10:])
     shot(page, "desktop")
     print("ok   desktop: the live desktop in the sandbox page", flush=True)
     return sid
