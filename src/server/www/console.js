@@ -407,7 +407,9 @@
     }
     function syncProviders() {
       const have = new Set(Array.from(provSel.options, (o) => o.value));
-      for (const p of providers) if (!have.has(p)) provSel.appendChild(h('option', { value: p }, p));
+      for (const p of providers) {
+        if (!have.has(p)) provSel.appendChild(h('option', { value: p }, p));
+      }
       provSel.value = listState.provider;
     }
     // The usage column is shown when the server exports per-sandbox figures at all.
@@ -774,15 +776,30 @@
           else this.lines[this.row] = '';
           break;
         case 'J':
-          if (n === 2 || n === 3) { this.lines = ['']; this.row = 0; this.col = 0; }
-          else if (!n) { this.lines.length = this.row + 1; this.lines[this.row] = l.slice(0, this.col); }
+          if (n === 2 || n === 3) {
+            this.lines = [''];
+            this.row = 0;
+            this.col = 0;
+          } else if (!n) {
+            this.lines.length = this.row + 1;
+            this.lines[this.row] = l.slice(0, this.col);
+          }
           break;
         case 'C': this.col += n || 1; break;
         case 'D': this.col = Math.max(0, this.col - (n || 1)); break;
         case 'G': this.col = Math.max(0, (n || 1) - 1); break;
-        case 'P': this.lines[this.row] = l.slice(0, this.col) + l.slice(this.col + (n || 1)); break;
-        case '@': this.lines[this.row] = l.slice(0, this.col) + ' '.repeat(n || 1) + l.slice(this.col); break;
-        case 'H': if (!params) { this.row = Math.max(0, this.lines.length - 1); this.col = 0; } break;
+        case 'P':
+          this.lines[this.row] = l.slice(0, this.col) + l.slice(this.col + (n || 1));
+          break;
+        case '@':
+          this.lines[this.row] = l.slice(0, this.col) + ' '.repeat(n || 1) + l.slice(this.col);
+          break;
+        case 'H': // home: the top of what is shown is the last line here (no screen model)
+          if (!params) {
+            this.row = Math.max(0, this.lines.length - 1);
+            this.col = 0;
+          }
+          break;
         default: break; // colours (m), modes (h, l) and the rest: ignored
       }
     }
@@ -934,7 +951,11 @@
     window.addEventListener('resize', onResize);
     connectBtn.addEventListener('click', connect);
     endBtn.addEventListener('click', end);
-    cleanups.push(() => { window.removeEventListener('resize', onResize); if (ws) ws.close(); end(); });
+    cleanups.push(() => {
+      window.removeEventListener('resize', onResize);
+      if (ws) ws.close();
+      end();
+    });
 
     // the runner: POST /command, its events streamed as they come
     const cmdIn = h('input#run-command', { placeholder: 'a command, e.g. uname -a',

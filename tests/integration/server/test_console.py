@@ -557,5 +557,4 @@ def run(factory):
 
 
 if __name__ == "__main__":
-    t0 = time.time()
     main(run)
