@@ -254,7 +254,8 @@
     if (state === 'Running') a.push(['Pause', 'pause'], ['Stop', 'stop']);
     if (state === 'Paused') a.push(['Resume', 'resume'], ['Stop', 'stop']);
     if (state === 'Stopped') a.push(['Start', 'start']);
-    a.push(['Renew', 'renew'], ['Delete', 'delete', 'danger']);
+    if (state !== 'Failed') a.push(['Renew', 'renew']);
+    a.push(['Delete', 'delete', 'danger']);
     return a;
   }
 

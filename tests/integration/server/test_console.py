@@ -199,6 +199,23 @@ def check_list(page, s, ids, hostile):
     print("ok   list: %d sandboxes, hostile values as text, filter" % len(ids), flush=True)
 
 
+def check_failed(page, s, sid):
+    """A Failed sandbox: its badge and reason; its status message (which quotes the hostile
+    image name) as text on its page."""
+    row = "tr.sandbox[data-id=%s]" % js(sid)
+    check(text_of(page, row + " .badge") == "Failed" and
+          text_of(page, row + " td.image") == SCRIPT + IMG, "the Failed row")
+    page.eval("location.hash = %s" % js("#/sandbox/" + sid))
+    want = s.request("GET", "/v1/sandboxes/" + sid).json()["status"]["message"]
+    wait_page(page, "document.querySelector('span.msg')", "the status message")
+    check(text_of(page, "span.msg") == want and SCRIPT in want, "the message as text: %r" %
+          text_of(page, "span.msg"))
+    no_dialogs(page, "a Failed sandbox's page")
+    page.eval("location.hash = '#/sandboxes'")
+    wait_page(page, "document.querySelector(%s)" % js(row), "back to the list")
+    print("ok   a Failed sandbox: badge, image and status message as text", flush=True)
+
+
 def check_delete(page, s, sid):
     click(page, "tr.sandbox[data-id=%s] button[data-verb=delete]" % js(sid))
     wait_page(page, "document.querySelector('.modal button.danger')", "the confirmation")
@@ -524,12 +541,22 @@ def run(factory):
                      entrypoint=["sh", "-c", 'echo "%s"; sleep 3600' % IMG],
                      extensions={"name": SCRIPT, "note": ONERR})
     doomed = create(s, provider, metadata={"name": "doomed"})
+    # a create that fails on an image name that is markup: a Failed record whose status
+    # message holds the name
+    r = s.request("POST", "/v1/sandboxes", {"image": {"uri": SCRIPT + IMG}, "timeout": 600,
+                                            "entrypoint": ["sleep", "3600"],
+                                            "provider": "native"})
+    failed = [x["id"] for x in s.request("GET", "/v1/sandboxes?state=Failed").json()["items"]]
+    check(provider != "native" or (r.status >= 400 and len(failed) == 1),
+          "a Failed sandbox: %r %r" % (r, failed))
     check_ws_key(s, web)
     with Browser(1400, 1000) as b:
         page = b.open("http://127.0.0.1:%d/console/" % s.port)
         sign_in(page, s)
-        ids = [plain, web, hostile, doomed]
+        ids = [plain, web, hostile, doomed] + failed
         check_list(page, s, ids, hostile)
+        if failed:
+            check_failed(page, s, failed[0])
         shot(page, "list")
         check_delete(page, s, doomed)
         check_pause_resume(page, s, web)
@@ -549,7 +576,7 @@ def run(factory):
         bad = [p for p in page.problems() if "dialog" in p or "Content Security Policy" in p or
                "exception" in p]
         check(not bad, "the page reported: %r" % bad)
-    for sid in (plain, web, hostile, made, desk):
+    for sid in [plain, web, hostile, made, desk] + failed:
         if sid is None:
             continue
         s.request("DELETE", "/v1/sandboxes/" + sid)
