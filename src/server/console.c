@@ -9,8 +9,8 @@
  * The page asks for the API key and keeps it in the tab's sessionStorage; every call sends it
  * as the OPEN-SANDBOX-API-KEY header (never a cookie), so another site's page cannot make the
  * browser call the API with it (docs/security.md, "The web console"). The page's
- * Content-Security-Policy allows scripts, styles and connections from this origin only, no
- * inline script or style, and no framing.
+ * Content-Security-Policy allows scripts, styles, connections and frames (the desktop viewer)
+ * from this origin only, no inline script or style, and no page of any origin may frame it.
  */
 #include "server/console.h"
 
