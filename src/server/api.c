@@ -15,6 +15,7 @@
 #include "desktop/desktop.h"
 #include "server/api_diag.h"
 #include "server/api_fields.h"
+#include "server/console.h"
 #include "server/desktop_view.h"
 #include "server/httpd.h"
 #include "server/launch.h"
@@ -1065,6 +1066,9 @@ sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out)
     case SBX_ROUTE_SNAPSHOT_IMPORT:
         sbx_api_snapshots(r, out);
         return;
+    case SBX_ROUTE_SERVER_INFO:
+        sbx_api_server_info(r, out);
+        return;
     case SBX_ROUTE_UNSUPPORTED:
         sbx_reply_error(out, 501, "SANDBOX::API_NOT_SUPPORTED", "%s %s is not supported", r->method,
                         r->path);
@@ -1080,6 +1084,8 @@ sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out)
     case SBX_ROUTE_DESKTOP_PAGE:
     case SBX_ROUTE_DESKTOP_STATIC:
     case SBX_ROUTE_NOVNC:
+    case SBX_ROUTE_CONSOLE_PAGE: /* console.c */
+    case SBX_ROUTE_CONSOLE_STATIC:
     case SBX_ROUTE_METRICS: /* httpd.c: text, not JSON */
     default:
         sbx_reply_error(out, 404, "GENERAL::NOT_FOUND", "no route for %s", r->method);

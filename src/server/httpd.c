@@ -25,6 +25,7 @@
 #include "server/api_fields.h"
 #include "server/apierr.h"
 #include "server/connguard.h"
+#include "server/console.h"
 #include "server/desktop_view.h"
 #include "server/metrics.h"
 #include "server/snapshot.h"
@@ -364,7 +365,8 @@ first_call(struct sbx_req *r)
     if (r->route.id == SBX_ROUTE_PREFLIGHT)
         return send_preflight(r);
     bool public_metrics = r->route.id == SBX_ROUTE_METRICS && r->srv->cfg->metrics_public;
-    if (sbx_route_needs_auth(r->route.id) && !public_metrics && !secure_access_ok(r)) {
+    if (sbx_route_needs_auth(r->route.id) && !public_metrics && !secure_access_ok(r) &&
+        !(r->route.id == SBX_ROUTE_PROXY && sbx_proxy_ws_key_ok(r))) {
         bool ok = false;
         enum MHD_Result ret = check_auth(r, &ok);
         if (!ok)
@@ -400,6 +402,8 @@ final_call(struct sbx_req *r)
         return sbx_proxy_end(r);
     if (sbx_view_owns(r->route.id))
         return sbx_view_handle(r);
+    if (sbx_console_owns(r->route.id))
+        return sbx_console_handle(r);
     if (r->route.id == SBX_ROUTE_METRICS)
         return send_metrics(r);
     if (r->too_big)

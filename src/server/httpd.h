@@ -108,6 +108,10 @@ enum MHD_Result sbx_proxy_end(struct sbx_req *r);
 void sbx_proxy_free(struct sbx_proxy *p);
 /* Close every upgraded connection and wait until their threads are gone. */
 void sbx_proxy_close_upgraded(struct sbx_srv *srv);
+/* A WebSocket request through the router that offers the API key as the subprotocol
+ * `sbx-api-key.<hex of the key>` (a browser's WebSocket cannot send headers): true when that
+ * key is the server's. The router never forwards that subprotocol. */
+bool sbx_proxy_ws_key_ok(struct sbx_req *r);
 
 /* Queue a JSON error on the connection (adds X-Request-ID, CORS). */
 enum MHD_Result sbx_http_send_error(struct sbx_req *r, int status, const char *code,

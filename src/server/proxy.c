@@ -24,6 +24,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sodium.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -45,6 +46,11 @@
 #define HEAD_MAX   ((size_t)64 * 1024)
 #define IO_BUF     ((size_t)32 * 1024)
 #define POLL_SLICE 1000
+/* Subprotocols of the router's own (see sbx_proxy_ws_key_ok): the API key as a browser can
+ * send it on a WebSocket, and the name the router answers with when the sandbox picks none. */
+#define KEY_PROTO     "sbx-api-key."
+#define CONSOLE_PROTO "sbx-console"
+#define PROTO_HEADER  "Sec-WebSocket-Protocol"
 
 enum chunk_state {
     CH_SIZE,
@@ -64,6 +70,7 @@ struct sbx_proxy {
     bool chunked_up; /* we frame the request body as chunked */
     bool failed;     /* writing upstream failed */
     bool upgrade;    /* the client asked for an upgrade */
+    bool console;    /* sbx-console was offered: answered if the sandbox picks none */
     char *buf;       /* bytes read from upstream not yet consumed */
     size_t off, len, cap;
     bool resp_chunked;
@@ -131,13 +138,87 @@ skip_request_header(const char *k)
     return false;
 }
 
+/* Whether a subprotocol (n bytes at s) is one of the router's own, never forwarded. */
+static bool
+own_proto(const char *s, size_t n)
+{
+    return (n == sizeof CONSOLE_PROTO - 1 && memcmp(s, CONSOLE_PROTO, n) == 0) ||
+           (n >= sizeof KEY_PROTO - 1 && memcmp(s, KEY_PROTO, sizeof KEY_PROTO - 1) == 0);
+}
+
+/* Sec-WebSocket-Protocol without the router's own subprotocols (the key above all); nothing
+ * when none is left. */
+static void
+copy_protocols(struct sbx_buf *h, const char *v)
+{
+    bool first = true;
+    while (v && *v) {
+        v += strspn(v, " \t,");
+        size_t n = strcspn(v, " \t,");
+        if (n > 0 && !own_proto(v, n)) {
+            (void)sbx_buf_printf(h, NULL, "%s%.*s", first ? PROTO_HEADER ": " : ", ", (int)n, v);
+            first = false;
+        }
+        v += n;
+    }
+    if (!first)
+        (void)sbx_buf_append_str(h, "\r\n", NULL);
+}
+
 static enum MHD_Result
 copy_header(void *cls, enum MHD_ValueKind kind, const char *k, const char *v)
 {
     (void)kind;
-    if (!skip_request_header(k))
+    if (strcasecmp(k, PROTO_HEADER) == 0)
+        copy_protocols(cls, v);
+    else if (!skip_request_header(k))
         (void)sbx_buf_printf(cls, NULL, "%s: %s\r\n", k, v ? v : "");
     return MHD_YES;
+}
+
+struct proto_scan {
+    const char *key; /* the server's API key */
+    bool key_ok;     /* sbx-api-key.<hex> of that key was offered */
+    bool console;    /* sbx-console was offered */
+};
+
+static void
+scan_protocols(struct proto_scan *ps, const char *v)
+{
+    while (v && *v) {
+        v += strspn(v, " \t,");
+        size_t n = strcspn(v, " \t,");
+        size_t kp = sizeof KEY_PROTO - 1;
+        if (n == sizeof CONSOLE_PROTO - 1 && memcmp(v, CONSOLE_PROTO, n) == 0)
+            ps->console = true;
+        char key[129];
+        size_t klen = 0;
+        if (n > kp && memcmp(v, KEY_PROTO, kp) == 0 && n - kp < 2 * sizeof key &&
+            sodium_hex2bin((unsigned char *)key, sizeof key - 1, v + kp, n - kp, NULL, &klen,
+                           NULL) == 0) {
+            key[klen] = '\0';
+            ps->key_ok = ps->key_ok || (klen == strlen(key) && sbx_srv_secret_equal(key, ps->key));
+            sodium_memzero(key, sizeof key);
+        }
+        v += n;
+    }
+}
+
+static enum MHD_Result
+scan_header(void *cls, enum MHD_ValueKind kind, const char *k, const char *v)
+{
+    (void)kind;
+    if (strcasecmp(k, PROTO_HEADER) == 0)
+        scan_protocols(cls, v);
+    return MHD_YES;
+}
+
+static struct proto_scan
+offered_protocols(struct sbx_req *r)
+{
+    struct proto_scan ps = {.key = r->srv->api_key};
+    (void)MHD_get_connection_values(r->conn, MHD_HEADER_KIND, scan_header, &ps);
+    return ps;
 }
 
 static bool
@@ -146,6 +227,12 @@ wants_upgrade(struct sbx_req *r)
     const char *up = sbx_req_header(r, "Upgrade");
     const char *conn = sbx_req_header(r, "Connection");
     return up && conn && strcasestr(conn, "upgrade");
+}
+
+bool
+sbx_proxy_ws_key_ok(struct sbx_req *r)
+{
+    return wants_upgrade(r) && offered_protocols(r).key_ok;
 }
 
 static void
@@ -259,6 +346,7 @@ sbx_proxy_begin(struct sbx_req *r)
     p->fd = -1;
     p->remaining = -1;
     p->upgrade = wants_upgrade(r);
+    p->console = p->upgrade && offered_protocols(r).console;
     r->proxy = p;
     int port = sbx_route_port(r->route.port);
     if (!sbx_srv_is_uuid(r->route.sandbox_id))
@@ -677,6 +765,9 @@ answer(struct sbx_req *r, struct sbx_proxy *p, int status, char *header_lines)
         resp = MHD_create_response_for_upgrade(on_upgraded, p);
         add_headers(&h, resp);
         (void)MHD_add_response_header(resp, "Upgrade", sbx_req_header(r, "Upgrade"));
+        /* A browser fails a handshake that picks none of the subprotocols it offered. */
+        if (p->console && !MHD_get_response_header(resp, PROTO_HEADER))
+            (void)MHD_add_response_header(resp, PROTO_HEADER, CONSOLE_PROTO);
         return queue(r, resp, 101);
     }
     if (no_body(r, status)) {

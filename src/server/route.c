@@ -185,6 +185,20 @@ match_snapshots(const char *method, const char *path, struct sbx_route_match *m)
     return pick(method, "DELETE", SBX_ROUTE_SNAPSHOT_DELETE);
 }
 
+/* The web console: /console, /console/ (the page), /console/static/{f} (its files). */
+static enum sbx_route_id
+match_console(const char *method, const char *path, struct sbx_route_match *m)
+{
+    static const char stat[] = "/console/static/";
+    if (strcmp(path, "/console") == 0 || strcmp(path, "/console/") == 0)
+        return pick(method, "GET", SBX_ROUTE_CONSOLE_PAGE);
+    if (strncmp(path, stat, sizeof stat - 1) == 0) {
+        m->rest = path + sizeof stat - 1;
+        return pick(method, "GET", SBX_ROUTE_CONSOLE_STATIC);
+    }
+    return SBX_ROUTE_NOT_FOUND;
+}
+
 static enum sbx_route_id
 match(const char *method, const char *path, struct sbx_route_match *m)
 {
@@ -202,6 +216,10 @@ match(const char *method, const char *path, struct sbx_route_match *m)
         return match_secrets(method, path, m);
     if (strncmp(path, "/desktop/", 9) == 0)
         return match_desktop(method, path, m);
+    if (strcmp(path, "/admin/server") == 0)
+        return pick(method, "GET", SBX_ROUTE_SERVER_INFO);
+    if (strcmp(path, "/console") == 0 || strncmp(path, "/console/", 9) == 0)
+        return match_console(method, path, m);
     if (strcmp(path, "/snapshots") == 0 || strncmp(path, "/snapshots/", 11) == 0)
         return match_snapshots(method, path, m);
     if (strcmp(path, "/pools") == 0 || strncmp(path, "/pools/", 7) == 0)
@@ -236,7 +254,9 @@ int
 sbx_route_needs_auth(enum sbx_route_id id)
 {
     /* The desktop's VNC WebSocket checks the key or a view token itself (desktop_view.c); its
-     * page and files are static and public. */
+     * page and files are static and public, as are the console's (console.c: the page asks
+     * for the key and sends it as a header on each API call). */
     return id != SBX_ROUTE_HEALTH && id != SBX_ROUTE_PREFLIGHT && id != SBX_ROUTE_DESKTOP_VNC &&
-           id != SBX_ROUTE_DESKTOP_PAGE && id != SBX_ROUTE_DESKTOP_STATIC && id != SBX_ROUTE_NOVNC;
+           id != SBX_ROUTE_DESKTOP_PAGE && id != SBX_ROUTE_DESKTOP_STATIC &&
+           id != SBX_ROUTE_NOVNC && id != SBX_ROUTE_CONSOLE_PAGE && id != SBX_ROUTE_CONSOLE_STATIC;
 }

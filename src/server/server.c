@@ -213,6 +213,8 @@ sbx_server_run(const struct sbx_server_opts *opts, sbx_error **err)
     if (r >= 0) {
         sbx_info("sbx serve: listening on http://%s (state %s, providers: %s, default %s)",
                  p.cfg.listen, p.cfg.state_dir, sbx_registry_names(p.reg), p.cfg.default_provider);
+        sbx_info("sbx serve: web console at http://%s/console/ (sign in with %s/api-key)",
+                 p.cfg.public_addr ? p.cfg.public_addr : p.cfg.listen, p.cfg.state_dir);
         int sig = wait_for_signal(&set);
         sbx_info("sbx serve: signal %d, stopping (sandboxes keep running)", sig);
     }

@@ -143,6 +143,8 @@ class Page:
                 out.append("log %s: %s %s" % (e.get("level"), e.get("text"), e.get("url", "")))
             elif m["method"] == "Network.loadingFailed":
                 out.append("load failed: %s %s" % (p.get("errorText"), p.get("requestId")))
+            elif m["method"] == "Page.javascriptDialogOpening":
+                out.append("dialog %s: %s" % (p.get("type"), p.get("message")))
         return out
 
     def call(self, method, **params):
@@ -151,7 +153,8 @@ class Page:
         while True:
             msg = json.loads(self.ws.recv())
             if msg.get("method") in ("Runtime.exceptionThrown", "Runtime.consoleAPICalled",
-                                     "Log.entryAdded", "Network.loadingFailed"):
+                                     "Log.entryAdded", "Network.loadingFailed",
+                                     "Page.javascriptDialogOpening"):
                 self.events.append(msg)
             if msg.get("id") == self.next_id:
                 if "error" in msg:
@@ -175,6 +178,10 @@ class Page:
                 last = e
             time.sleep(0.1)
         raise TimeoutError("timed out waiting for %s (last error: %s)" % (expr, last))
+
+    def dialogs(self):
+        """The JavaScript dialogs (alert, confirm, prompt) the page opened."""
+        return [m["params"] for m in self.events if m["method"] == "Page.javascriptDialogOpening"]
 
     def screenshot(self):
         return base64.b64decode(self.call("Page.captureScreenshot", format="png")["data"])
