@@ -1,9 +1,9 @@
 # The README's two commands:
 #   make run    install what is missing, build (release), start the server on 127.0.0.1
 #   make test   install what is missing, build the dev preset (ASan/UBSan), run every test
-# and the rest: make build | lint | bench | torture | clean | desktop-image | osworld-image
+# and the rest: make build | lint | bench | torture | soak | clean | desktop-image | osworld-image
 
-.PHONY: all deps build run test lint ci bench torture clean desktop-image osworld-image
+.PHONY: all deps build run test lint ci bench torture soak clean desktop-image osworld-image
 all: build
 
 deps:
@@ -36,6 +36,11 @@ torture: deps
 	@cmake --preset dev >/dev/null
 	@cmake --build build/dev
 	@python3 tests/torture/torture.py build/dev/sbx $(ARGS)
+
+# 1000 sandboxes under exec and file traffic for 10 minutes, the release build: the server's
+# RSS and fds must stay flat (tests/torture/soak.py; CTest torture/soak-short is a short form)
+soak: build
+	@python3 tests/torture/soak.py build/release/sbx $(ARGS)
 
 # The desktop image for the docker provider and OCI sandboxes (docs/desktop.md)
 desktop-image:
