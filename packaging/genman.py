@@ -92,8 +92,8 @@ def verb_page(sbx, verb, summary, version):
     parts = list(blocks(text))
     if parts and parts[0][0].startswith("Usage:"):
         out += [".SH SYNOPSIS", ".nf"]
-        for line in parts.pop(0):
-            out.append(esc(re.sub(r"^(Usage:)?\s*", "", line)))
+        for line in parts.pop(0):  # "Usage: " and the indent below it go; deeper indent stays
+            out.append(esc(line[7:] if line[:7] in ("Usage: ", " " * 7) else line.strip()))
         out.append(".fi")
     out.append(".SH DESCRIPTION")
     for block in parts:
