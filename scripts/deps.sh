@@ -53,7 +53,7 @@ pkgs=(
   # runtime tests: `file` checks that static binaries are static
   file
   # zsh completion (completions/_sbx) is tested in a real zsh; man pages are rendered by groff
-  zsh groff-base
+  zsh groff-base man-db
   # the Debian package (make deb, tests/integration/deb): dpkg-buildpackage + debhelper, a
   # Debian 12 root made by mmdebstrap to install it in, systemd-analyze to check the unit
   dpkg-dev debhelper systemd
