@@ -55,8 +55,9 @@ pkgs=(
   # zsh completion (completions/_sbx) is tested in a real zsh; man pages are rendered by groff
   zsh groff-base man-db
   # the Debian package (make deb, tests/integration/deb): dpkg-buildpackage + debhelper, a
-  # Debian 12 root made by mmdebstrap to install it in, systemd-analyze to check the unit
-  dpkg-dev debhelper systemd
+  # Debian 12 root made by mmdebstrap to install it in, systemd-analyze to check the unit,
+  # systemd-nspawn to boot that root and drive sbx.service with systemctl
+  dpkg-dev debhelper systemd systemd-container
   # terminals: tmux drives `sbx shell` / `sbx exec -it` on a real terminal (client/shell-tmux);
   # nettle (libnettle.a: execd's WebSocket accept key) comes with the build's nettle-dev
   tmux nettle-dev

@@ -10,9 +10,16 @@
 #  5. the installed /usr/bin/sbx serve runs there with the default state dir (/var/lib/sbx)
 #     and finds /usr/lib/sbx/sbx-execd by itself: /health answers, a native sandbox and a
 #     process one are created and exec'd into through the installed CLI, a native sandbox
-#     outlives a kill -9 of the server and answers after the restart.
-# Everything runs in a mount and pid namespace of its own (unshare): when it ends, on success
-# or failure, the kernel unmounts the root's /proc, /sys, /dev and kills what it started.
+#     outlives a kill -9 of the server and answers after the restart;
+#  6. the same root booted with systemd (systemd-nspawn --boot): sbx.service, enabled by the
+#     package, starts at boot with the edited /etc/sbx/sbx.conf and makes /var/lib/sbx; a
+#     sandbox outlives `systemctl restart sbx` and `systemctl stop sbx` + `start` (KillMode=
+#     process), and, as a control, dies on a restart once a drop-in sets KillMode=control-group.
+#     The process provider there: nspawn on a cgroup v1 host gives the container read-only
+#     controller hierarchies, so native sandboxes cannot get their cgroups in it.
+# Steps 4-5 run in a mount and pid namespace of their own (unshare): when they end, on success
+# or failure, the kernel unmounts the root's /proc, /sys, /dev and kills what they started;
+# step 6's container is powered off, else killed by PID.
 # Native sandboxes get `network = "none"`: the host's sbx0 bridge belongs to the host's
 # servers. Nothing is contacted but the apt mirror of the host's sources.
 #   test_package.sh SOURCE_DIR OUTDIR
@@ -22,7 +29,7 @@ out=$2
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 [[ $(id -u) -eq 0 ]] || { echo "SKIP: needs root (mmdebstrap, chroot, mounts)"; exit 77; }
-for tool in mmdebstrap unshare dpkg-buildpackage curl; do
+for tool in mmdebstrap unshare dpkg-buildpackage curl systemd-nspawn nsenter; do
   command -v "$tool" >/dev/null || { echo "FAIL: $tool is missing (scripts/deps.sh installs it)"; exit 1; }
 done
 fails=0
@@ -77,17 +84,52 @@ if [[ ! -s $base ]]; then
   ok "made the Debian 12 root ($((SECONDS - t0)) s)"
 fi
 root=$(mktemp -d /var/tmp/sbx-deb-root.XXXXXX)
+nspawn=""
+cgname=sbx-deb-test-$$   # the sandboxes' cgroups: below this test's own, in this dir
+# nspawn --keep-unit leaves its payload/supervisor cgroups (empty) where this test runs
+nspawn_cgroups=()
+for h in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified /sys/fs/cgroup; do
+  own=$(awk -F: -v n="$([[ $h == */systemd ]] && echo name=systemd)" '$2 == n {print $3; exit}' /proc/self/cgroup)
+  for d in payload supervisor; do
+    [[ -d $h$own && ! -e ${h}${own%/}/$d ]] && nspawn_cgroups+=("${h}${own%/}/$d")
+  done
+done
+leader=""
 cleanup() {
+  # the container's init first: its pid namespace goes with it, whatever nspawn does
+  [[ -n $leader ]] && kill -KILL "$leader" 2>/dev/null
+  if [[ -n $nspawn ]] && kill -0 "$nspawn" 2>/dev/null; then
+    kill -TERM "$nspawn" 2>/dev/null
+    for _ in $(seq 50); do kill -0 "$nspawn" 2>/dev/null || break; sleep 0.2; done
+    kill -KILL "$nspawn" 2>/dev/null
+    wait "$nspawn" 2>/dev/null
+  fi
+  # nspawn's cgroups, and the sandboxes' should a server have died before `sbx gc --all`
+  # removed them (and their parent dir, which stays like the server's `sbx`); a cgroup whose
+  # last task is still being reaped refuses rmdir for a moment
+  local dirs=("${nspawn_cgroups[@]}") left
+  mapfile -t -O "${#dirs[@]}" dirs < <(find /sys/fs/cgroup -type d -name "$cgname" -prune 2>/dev/null)
+  for _ in $(seq 25); do
+    left=0
+    for d in "${dirs[@]}"; do
+      [[ -d $d ]] || continue
+      find "$d" -depth -type d -exec rmdir {} + 2>/dev/null
+      [[ -d $d ]] && left=1
+    done
+    ((left)) || break
+    sleep 0.2
+  done
   rm -rf --one-file-system "$root"
 }
 trap cleanup EXIT
 tar -C "$root" -xf "$base"
 cp "$deb" "$root/tmp/"
 cp -L /etc/resolv.conf "$root/etc/resolv.conf" 2>/dev/null || true
+# the host's package lists (the root has the same sources): no `apt-get update` unless stale
+cp -a /var/lib/apt/lists/. "$root/var/lib/apt/lists/" 2>/dev/null || true
 # no service starts from maintainer scripts in the root (there is no systemd running anyway)
 printf '#!/bin/sh\nexit 101\n' >"$root/usr/sbin/policy-rc.d" && chmod 755 "$root/usr/sbin/policy-rc.d"
 mkdir -p "$out/apt-archives/partial"
-cgname=sbx-deb-test-$$   # the sandboxes' cgroups: below this test's own, in this dir
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat >"$root/tmp/test.conf" <<CONF
 server = { listen = "127.0.0.1:$port"; };
@@ -203,11 +245,80 @@ INNER
 echo "installing and running it in the root ($((SECONDS - t0)) s so far)"
 unshare --mount --pid --fork --propagation private \
   bash "$root/tmp/inner.sh" "$root" "$out/apt-archives" "$(basename "$deb")" "$port" || fails=$((fails + 1))
-# the sandboxes' cgroups, should the server have died before `sbx gc --all` removed them
-# (and the parent dir, which stays like the server's `sbx`)
-find /sys/fs/cgroup -type d -name "$cgname" -prune -print 2>/dev/null | while read -r d; do
-  find "$d" -depth -type d -exec rmdir {} + 2>/dev/null || true
+
+# 6. the root booted with systemd: the unit as an operator gets it (checks that fail are
+# counted, not fatal, from here on)
+set +e
+rm -f "$root/usr/sbin/policy-rc.d"
+rm -rf "$root/var/lib/sbx" "$root/tmp/"*.sh
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat >"$root/etc/sbx/sbx.conf" <<CONF
+server = { listen = "127.0.0.1:$port"; };
+providers = { supported = ["process"]; default = "process"; };
+CONF
+echo "booting the root with systemd ($((SECONDS - t0)) s so far)"
+systemd-nspawn -D "$root" --boot --register=no --keep-unit --quiet --console=passive \
+  --machine="sbx-deb-$$" >"$out/nspawn.log" 2>&1 </dev/null &
+nspawn=$!
+leader=""
+for _ in $(seq 100); do
+  leader=$(pgrep -P "$nspawn" 2>/dev/null | head -1)
+  [[ -n $leader ]] && break
+  sleep 0.1
 done
+in_ct() { nsenter -t "$leader" -a /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LC_ALL=C.UTF-8 "$@"; }
+ct_cli() { in_ct env SBX_HOST="http://127.0.0.1:$port" sbx "$@"; }
+healthy() { # wait until the server answers
+  for _ in $(seq 150); do
+    curl -fsS "http://127.0.0.1:$port/health" >/dev/null 2>&1 && return 0
+    sleep 0.2
+  done
+  return 1
+}
+if [[ -n $leader ]] && healthy; then
+  ok "systemd started sbx.service at boot: /health answers ($((SECONDS - t0)) s)"
+  [[ $(in_ct systemctl is-active sbx.service) == active ]] && ok "systemctl is-active sbx: active" ||
+    fail "sbx.service is not active"
+  [[ $(stat -c %a "$root/var/lib/sbx") == 700 ]] && ok "StateDirectory made /var/lib/sbx 0700" ||
+    fail "/var/lib/sbx mode $(stat -c %a "$root/var/lib/sbx" 2>&1)"
+  id=$(ct_cli create -q 2>&1)
+  got=$(ct_cli exec "$id" -- 'echo in $(cut -d: -f3 /proc/self/cgroup | grep -m1 sbx)' 2>&1)
+  [[ $got == "in /system.slice/sbx.service" ]] && ok "a sandbox of the service: $got" ||
+    fail "create+exec under systemd: $id $got"
+  pid1=$(in_ct systemctl show -P MainPID sbx.service)
+  in_ct systemctl restart sbx.service
+  healthy || fail "no /health after systemctl restart sbx"
+  pid2=$(in_ct systemctl show -P MainPID sbx.service)
+  got=$(ct_cli exec "$id" -- 'echo still here' 2>&1)
+  [[ $pid1 != "$pid2" && $got == "still here" ]] &&
+    ok "the sandbox outlived systemctl restart sbx (server $pid1 -> $pid2)" ||
+    fail "after systemctl restart sbx (server $pid1 -> $pid2): $got"
+  in_ct systemctl stop sbx.service
+  pgrep -f "sbx-execd.*$id" >/dev/null && ok "systemctl stop sbx leaves the sandbox running" ||
+    fail "systemctl stop sbx killed the sandbox"
+  in_ct systemctl start sbx.service
+  healthy && got=$(ct_cli exec "$id" -- 'echo back' 2>&1)
+  [[ ${got:-} == back ]] && ok "systemctl start sbx re-adopts it" || fail "after stop+start: ${got:-}"
+  # the control: with systemd's default KillMode the same restart kills the sandbox
+  mkdir -p "$root/etc/systemd/system/sbx.service.d"
+  printf '[Service]\nKillMode=control-group\n' >"$root/etc/systemd/system/sbx.service.d/test.conf"
+  in_ct systemctl daemon-reload
+  mode=$(in_ct systemctl show -P KillMode sbx.service)
+  id=$(ct_cli create -q 2>&1)
+  in_ct systemctl restart sbx.service
+  healthy
+  got=$(ct_cli exec "$id" -- 'echo still here' 2>&1)
+  [[ $mode == control-group && $got != "still here" ]] &&
+    ok "control: with KillMode=control-group a restart kills it" ||
+    fail "control (KillMode=$mode): the sandbox outlived the restart, so the check above proves nothing"
+  in_ct systemctl poweroff 2>/dev/null
+  for _ in $(seq 100); do kill -0 "$nspawn" 2>/dev/null || break; sleep 0.2; done
+  kill -0 "$nspawn" 2>/dev/null && fail "the container did not power off" || ok "powered off"
+else
+  fail "sbx.service did not answer after boot"
+  [[ -n $leader ]] && in_ct journalctl -u sbx.service --no-pager | tail -20
+  tail -20 "$out/nspawn.log"
+fi
 echo "$((SECONDS - t0)) s"
 ((fails == 0)) && echo "deb/package: all passed" || echo "deb/package: $fails failed"
 exit $((fails > 0))
