@@ -96,9 +96,11 @@ for h in /sys/fs/cgroup/systemd /sys/fs/cgroup/unified /sys/fs/cgroup; do
 done
 leader=""
 cleanup() {
-  # the container's init first: its pid namespace goes with it, whatever nspawn does
-  [[ -n $leader ]] && kill -KILL "$leader" 2>/dev/null
+  set +e
   if [[ -n $nspawn ]] && kill -0 "$nspawn" 2>/dev/null; then
+    # the container's init first (nspawn's child, so its pid is still its own while nspawn
+    # runs): its pid namespace goes with it, whatever nspawn does
+    [[ -n $leader ]] && kill -KILL "$leader" 2>/dev/null
     kill -TERM "$nspawn" 2>/dev/null
     for _ in $(seq 50); do kill -0 "$nspawn" 2>/dev/null || break; sleep 0.2; done
     kill -KILL "$nspawn" 2>/dev/null
@@ -119,7 +121,7 @@ cleanup() {
     ((left)) || break
     sleep 0.2
   done
-  rm -rf --one-file-system "$root"
+  rm -rf --one-file-system "$root" 2>/dev/null || { sleep 1; rm -rf --one-file-system "$root"; }
 }
 trap cleanup EXIT
 tar -C "$root" -xf "$base"
@@ -155,12 +157,12 @@ mount --rbind /dev "$root/dev"
 mount -t tmpfs tmpfs "$root/run"
 mount --bind "$archives" "$root/var/cache/apt/archives"   # downloaded debs, kept between runs
 
-if in_root apt-get install -y -q --no-install-recommends "$deb" >/tmp/sbx-deb-apt.log 2>&1 ||
+if in_root apt-get install -y -q --no-install-recommends "$deb" >"$root/tmp/apt.log" 2>&1 ||
    { in_root apt-get update -q && in_root apt-get install -y -q --no-install-recommends "$deb"; } \
-     >>/tmp/sbx-deb-apt.log 2>&1; then
+     >>"$root/tmp/apt.log" 2>&1; then
   ok "apt-get install ./$(basename "$deb") in a clean Debian 12 root"
 else
-  cat /tmp/sbx-deb-apt.log; fail "apt-get install"; exit 1
+  cat "$root/tmp/apt.log"; fail "apt-get install"; exit 1
 fi
 [[ $(in_root dpkg-query -W -f='${Status}' sbx) == "install ok installed" ]] && ok "dpkg: installed" ||
   fail "dpkg status"
