@@ -1,9 +1,9 @@
 # The README's two commands:
 #   make run    install what is missing, build (release), start the server on 127.0.0.1
 #   make test   install what is missing, build the dev preset (ASan/UBSan), run every test
-# and the rest: make build | lint | bench | torture | soak | clean | desktop-image | osworld-image
+# and the rest: make build | deb | lint | bench | torture | soak | clean | desktop-image | osworld-image
 
-.PHONY: all deps build run test lint ci bench torture soak clean desktop-image osworld-image
+.PHONY: all deps build run test deb lint ci bench torture soak clean desktop-image osworld-image
 all: build
 
 deps:
@@ -20,6 +20,10 @@ test: deps
 	@cmake --preset dev >/dev/null
 	@cmake --build build/dev
 	@ctest --preset dev
+
+# The Debian package (debian/, docs/install.md): build/deb/sbx_VERSION_ARCH.deb
+deb:
+	@scripts/deb.sh
 
 lint: deps
 	@scripts/lint.sh build/dev

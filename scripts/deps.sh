@@ -3,7 +3,33 @@
 # Idempotent and silent when everything is already there. Needs root (or sudo) to install.
 #   scripts/deps.sh            build + run + test packages
 #   scripts/deps.sh --bench    also the benchmark tools
+#   scripts/deps.sh --deb      only what `make deb` needs: dpkg-dev and debian/control's
+#                              Build-Depends (apt-get build-dep), nothing for the tests
 set -euo pipefail
+
+if [[ "${1:-}" == "--deb" ]]; then
+  root=$(cd "$(dirname "$0")/.." && pwd)
+  if command -v dpkg-checkbuilddeps >/dev/null &&
+     (cd "$root" && dpkg-checkbuilddeps) >/dev/null 2>&1; then
+    exit 0
+  fi
+  sudo=""
+  [[ $(id -u) -eq 0 ]] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  echo "deps: installing dpkg-dev and the Build-Depends of debian/control" >&2
+  log=$(mktemp)
+  if ! { $sudo apt-get update -qq &&
+         $sudo apt-get install -y -qq --no-install-recommends dpkg-dev &&
+         $sudo apt-get build-dep -y -qq --no-install-recommends "$root"; } >"$log" 2>&1; then
+    cat "$log" >&2
+    rm -f "$log"
+    echo "deps: apt-get failed" >&2
+    exit 1
+  fi
+  rm -f "$log"
+  echo "deps: done" >&2
+  exit 0
+fi
 
 pkgs=(
   # build
@@ -26,6 +52,12 @@ pkgs=(
   docker-registry skopeo busybox-static apache2-utils attr zstd python3
   # runtime tests: `file` checks that static binaries are static
   file
+  # zsh completion (completions/_sbx) is tested in a real zsh; man pages are rendered by groff
+  zsh groff-base man-db
+  # the Debian package (make deb, tests/integration/deb): dpkg-buildpackage + debhelper, a
+  # Debian 12 root made by mmdebstrap to install it in, systemd-analyze to check the unit,
+  # systemd-nspawn to boot that root and drive sbx.service with systemctl
+  dpkg-dev debhelper systemd systemd-container
   # terminals: tmux drives `sbx shell` / `sbx exec -it` on a real terminal (client/shell-tmux);
   # nettle (libnettle.a: execd's WebSocket accept key) comes with the build's nettle-dev
   tmux nettle-dev

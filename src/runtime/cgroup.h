@@ -73,6 +73,17 @@ int sbx_cg_detect(const struct sbx_cg_ops **out, const char *root, sbx_error **e
  * text of /proc/self/cgroup; "/" when not listed. Caller frees. */
 char *sbx_cg_self_path(const char *self, const char *controller);
 
+/* v2: move process pid (the caller) out of its own cgroup into <own>/<leaf> when it is the
+ * only process there, so that its cgroup may enable controllers for the sandboxes' cgroups
+ * below it: v2 gives a cgroup that holds processes no domain controllers for its children
+ * ("no internal processes"), and systemd starts a service with Delegate=yes in the root of
+ * its delegated subtree (systemd 254's DelegateSubgroup= does this instead). Sandboxes are
+ * still planned from self (the text of /proc/self/cgroup before the move). Returns 1 when it
+ * moved pid, 0 when there was nothing to do (the root cgroup, another process beside it).
+ * fake: root is a plain directory tree (unit tests). */
+int sbx_cg_v2_leave_own(const char *root, const char *self, const char *leaf, pid_t pid, bool fake,
+                        sbx_error **err);
+
 /* The distinct dirs of cg (for the state record), in removal order. Returns the count. */
 /* In the process to move (single-threaded): join the cgroups whose `tasks` files open_join
  * opened, and close them. Writing "0" to `tasks` moves the calling thread without the global

@@ -58,6 +58,40 @@ v2_enable_controllers(const struct sbx_cg *cg, const char *dir, sbx_error **err)
     return 0;
 }
 
+int
+sbx_cg_v2_leave_own(const char *root, const char *self, const char *leaf, pid_t pid, bool fake,
+                    sbx_error **err)
+{
+    sbx_autofree char *own = sbx_cg_self_path(self, NULL);
+    if (strcmp(own, "/") == 0) /* the root cgroup may hold processes and delegate */
+        return 0;
+    sbx_autofree char *dir = sbx_xasprintf("%s%s", root, own);
+    sbx_autofree char *procs = sbx_xasprintf("%s/cgroup.procs", dir);
+    sbx_autofree char *text = NULL;
+    if (sbx_read_file(procs, 1 << 20, &text, NULL, err) < 0)
+        return sbx_error_wrap(err, "cgroup v2");
+    bool self_seen = false;
+    for (char *p = text; *p;) {
+        char *end = NULL;
+        long v = strtol(p, &end, 10);
+        if (end == p)
+            break;
+        if (v != (long)pid)
+            return 0; /* not alone: a shell's session, a container's init... */
+        self_seen = true;
+        p = end + strspn(end, "\n");
+    }
+    if (!self_seen)
+        return 0;
+    sbx_autofree char *sub = sbx_xasprintf("%s/%s", dir, leaf);
+    if (mkdir(sub, 0755) < 0 && errno != EEXIST)
+        return sbx_error_set(err, SBX_EGENERIC, errno, "mkdir `%s`", sub);
+    char v[32];
+    snprintf(v, sizeof v, "%d", (int)pid);
+    struct sbx_cg cg = {.fake = fake};
+    return sbx_cg_write(&cg, sub, "cgroup.procs", v, err) < 0 ? -SBX_EGENERIC : 1;
+}
+
 static int
 v2_set_limits(const struct sbx_cg *cg, const struct sbx_cg_limits *lim, sbx_error **err)
 {

@@ -156,6 +156,22 @@ aggregate_limits(struct sbx_rt *rt, const struct sbx_rt_config *cfg, sbx_error *
 
 static int mkfs_ext4(const char *img, sbx_error **err);
 
+/* cgroup v2: out of the root of a delegated subtree into a leaf of it (runtime.h). Not fatal:
+ * when it cannot move, a create that needs a controller says why. */
+static void
+leave_own_cgroup(const struct sbx_rt *rt, const char *leaf)
+{
+    sbx_autoerror sbx_error *e = NULL;
+    int r = sbx_cg_v2_leave_own(CG_ROOT, rt->self_cgroup, leaf, getpid(), false, &e);
+    sbx_autofree char *own = sbx_cg_self_path(rt->self_cgroup, NULL);
+    if (r == 1)
+        sbx_info("cgroup v2: moved into %s/%s; sandboxes go below %s", own, leaf, own);
+    else if (r < 0)
+        sbx_warn("cgroup v2: could not move into %s/%s (%s): the sandboxes' cgroups may lack "
+                 "controllers",
+                 own, leaf, sbx_error_msg(e));
+}
+
 static bool
 is_mountpoint(const char *dir, const char *parent)
 {
@@ -253,6 +269,8 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
         ret = sbx_read_file("/proc/self/cgroup", 1 << 16, &rt->self_cgroup, NULL, err);
     if (ret == 0)
         ret = sbx_cg_detect(&rt->cg_ops, "/sys/fs/cgroup", err);
+    if (ret == 0 && cfg && cfg->own_cgroup_leaf && rt->cg_ops == &sbx_cg_v2_ops)
+        leave_own_cgroup(rt, cfg->own_cgroup_leaf);
     if (ret == 0)
         ret = sbx_seccomp_build(&rt->seccomp, err);
     if (ret == 0)

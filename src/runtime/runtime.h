@@ -73,6 +73,11 @@ struct sbx_rt_config {
     /* All writable layers on one file system of this size (<state>/upper.img mounted on
      * <state>/upper): sandboxes together cannot fill the state dir's disk. 0 => none. */
     uint64_t total_disk_bytes;
+    /* cgroup v2: when the caller is alone in its own cgroup (a systemd service with
+     * Delegate=yes), move it into this child of it at open, so that its cgroup can enable
+     * controllers for the sandboxes' (sbx_cg_v2_leave_own); sandboxes are still made below
+     * the caller's original cgroup. NULL => stay (`sbx run`). */
+    const char *own_cgroup_leaf;
 };
 
 struct sbx_rt_volume {

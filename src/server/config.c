@@ -125,11 +125,54 @@ get_int(const config_setting_t *g, const char *key, int64_t min, int64_t *dst, s
     return 0;
 }
 
+/* The keys of each group. A key added here must be added to packaging/sbx.conf too (the
+ * installed /etc/sbx/sbx.conf and sbx.conf(5)): the test deb/conffile fails until it is. */
+static const char *const root_keys[] = {"server", "providers", "limits", "secrets", NULL};
+static const char *const server_keys[] = {"listen",          "state_dir",    "public_addr",
+                                          "publish_address", "metrics_auth", NULL};
+static const char *const limits_keys[] = {"max_timeout_seconds",
+                                          "max_sandboxes",
+                                          "max_body_bytes",
+                                          "create_workers",
+                                          "max_connections",
+                                          "max_connections_per_client",
+                                          "request_head_timeout_seconds",
+                                          "sandbox_memory",
+                                          "wait_usable_seconds",
+                                          NULL};
+static const char *const providers_keys[] = {"supported", "default", NULL};
+static const char *const secrets_keys[] = {"key_file", NULL};
+
+static void
+push_keys(char ***v, size_t *n, const char *prefix, const char *const *keys)
+{
+    for (; keys && *keys; keys++) {
+        *v = sbx_xrealloc(*v, (*n + 2) * sizeof **v);
+        (*v)[(*n)++] = sbx_xasprintf("%s.%s", prefix, *keys);
+        (*v)[*n] = NULL;
+    }
+}
+
+char **
+sbx_server_config_keys(void)
+{
+    char **v = sbx_xcalloc(1, sizeof *v);
+    size_t n = 0;
+    push_keys(&v, &n, "server", server_keys);
+    push_keys(&v, &n, "providers", providers_keys);
+    for (const struct sbx_provider_factory *f = sbx_provider_factories; f->name; f++) {
+        sbx_autofree char *prefix = sbx_xasprintf("providers.%s", f->name);
+        push_keys(&v, &n, prefix, f->keys);
+    }
+    push_keys(&v, &n, "limits", limits_keys);
+    push_keys(&v, &n, "secrets", secrets_keys);
+    return v;
+}
+
 static int
 parse_server(struct sbx_server_config *cfg, const config_setting_t *g, sbx_error **err)
 {
-    static const char *const keys[] = {"listen",          "state_dir",    "public_addr",
-                                       "publish_address", "metrics_auth", NULL};
+    const char *const *keys = server_keys;
     const config_setting_t *ma = config_setting_get_member(g, "metrics_auth");
     if (ma && config_setting_type(ma) != CONFIG_TYPE_BOOL)
         return sbx_error_set(err, SBX_EINVAL, 0, "`server.metrics_auth` must be true or false");
@@ -152,16 +195,7 @@ parse_server(struct sbx_server_config *cfg, const config_setting_t *g, sbx_error
 static int
 parse_limits(struct sbx_server_config *cfg, const config_setting_t *g, sbx_error **err)
 {
-    static const char *const keys[] = {"max_timeout_seconds",
-                                       "max_sandboxes",
-                                       "max_body_bytes",
-                                       "create_workers",
-                                       "max_connections",
-                                       "max_connections_per_client",
-                                       "request_head_timeout_seconds",
-                                       "sandbox_memory",
-                                       "wait_usable_seconds",
-                                       NULL};
+    const char *const *keys = limits_keys;
     if (check_keys(g, "limits", keys, err) < 0 ||
         get_int(g, "wait_usable_seconds", 1, &cfg->wait_usable_s, err) < 0 ||
         get_int(g, "max_timeout_seconds", 60, &cfg->max_timeout_s, err) < 0 ||
@@ -300,8 +334,7 @@ parse_providers(struct sbx_server_config *cfg, const config_setting_t *g, sbx_er
 static int
 parse_secrets(struct sbx_server_config *cfg, const config_setting_t *g, sbx_error **err)
 {
-    static const char *const keys[] = {"key_file", NULL};
-    if (check_keys(g, "secrets", keys, err) < 0 ||
+    if (check_keys(g, "secrets", secrets_keys, err) < 0 ||
         get_str(g, "key_file", "secrets", &cfg->secrets_key_file, err) < 0)
         return -SBX_EINVAL;
     return 0;
@@ -310,8 +343,7 @@ parse_secrets(struct sbx_server_config *cfg, const config_setting_t *g, sbx_erro
 static int
 parse_root(struct sbx_server_config *cfg, const config_setting_t *root, sbx_error **err)
 {
-    static const char *const keys[] = {"server", "providers", "limits", "secrets", NULL};
-    if (check_keys(root, "", keys, err) < 0)
+    if (check_keys(root, "", root_keys, err) < 0)
         return -SBX_EINVAL;
     const config_setting_t *g = NULL;
     if ((g = config_setting_get_member(root, "server")) && parse_server(cfg, g, err) < 0)

@@ -41,5 +41,8 @@ void sbx_server_config_defaults(struct sbx_server_config *cfg);
 int sbx_server_config_parse(struct sbx_server_config *cfg, const char *text, sbx_error **err);
 int sbx_server_config_load(struct sbx_server_config *cfg, const char *path, sbx_error **err);
 void sbx_server_config_dispose(struct sbx_server_config *cfg);
+/* Every key a config file may hold, dotted ("server.listen", "providers.native.execd", ...):
+ * a NULL-terminated array the caller frees (each string, then the array). */
+char **sbx_server_config_keys(void);
 
 #endif

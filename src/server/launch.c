@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "common/util.h"
 #include "common/xalloc.h"
 
 static const char launcher[] =
@@ -146,11 +147,28 @@ sbx_strv_free(char **v)
 }
 
 char *
+sbx_launch_installed_execd(const char *exe_dir)
+{
+    /* <prefix>/bin/sbx -> <prefix>/lib/sbx/sbx-execd; "/" or a relative dir has no parent. */
+    const char *slash = strrchr(exe_dir, '/');
+    size_t n = slash ? (size_t)(slash - exe_dir) : 0;
+    return sbx_xasprintf("%.*s/lib/sbx/sbx-execd", (int)n, exe_dir);
+}
+
+char *
 sbx_launch_default_execd(const char *exe_dir)
 {
-    char *path = sbx_xasprintf("%s/sbx-execd-static", exe_dir);
-    if (access(path, X_OK) == 0)
-        return path;
-    free(path);
+    static const char *const next_to[] = {"sbx-execd-static", "sbx-execd"};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(next_to); i++) {
+        char *path = sbx_xasprintf("%s/%s", exe_dir, next_to[i]);
+        if (access(path, X_OK) == 0)
+            return path;
+        free(path);
+    }
+    char *installed = sbx_launch_installed_execd(exe_dir);
+    if (access(installed, X_OK) == 0)
+        return installed;
+    free(installed);
+    /* Neither: the name an error message will show (the provider warns or fails on it). */
     return sbx_xasprintf("%s/sbx-execd", exe_dir);
 }

@@ -34,10 +34,13 @@ char **sbx_launch_env(const struct sbx_record *sb, const struct sbx_launch *l);
 char **sbx_launch_execd_argv(const struct sbx_record *sb, const struct sbx_launch *l);
 char **sbx_launch_execd_env(const struct sbx_record *sb, const struct sbx_launch *l);
 void sbx_strv_free(char **v);
-/* The execd binary next to the running sbx (exe_dir): sbx-execd-static when present (a
- * sanitizer build's sbx-execd is dynamic and cannot run in an image of another libc), else
- * sbx-execd. The caller frees. */
+/* The execd binary for the running sbx (exe_dir: its directory): next to it, sbx-execd-static
+ * when present (a sanitizer build's sbx-execd is dynamic and cannot run in an image of another
+ * libc), else sbx-execd (a build tree); else <exe_dir>/../lib/sbx/sbx-execd (the installed
+ * layout: /usr/bin/sbx, /usr/lib/sbx/sbx-execd; docs/install.md). The caller frees. */
 char *sbx_launch_default_execd(const char *exe_dir);
+/* <exe_dir>/../lib/sbx/sbx-execd, with the `..` resolved textually. The caller frees. */
+char *sbx_launch_installed_execd(const char *exe_dir);
 /* The launcher shell script: reads SBX_EXECD, SBX_EXECD_LISTEN (host:port), SBX_EXECD_TOKEN and
  * SBX_EXECD_STATE from its environment, unsets them, starts "$@" in the background and execs
  * execd. Run as `sh -c SCRIPT sbx-launch ENTRYPOINT...`. */

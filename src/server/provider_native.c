@@ -937,7 +937,10 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
         .cgroup_parent = json_string_value(json_object_get(settings, "cgroup_parent")),
         .net_ops = &d->net_ops,
         .netns_pool = pool ? (unsigned)json_integer_value(pool) : SBX_NATIVE_NETNS_POOL_DEFAULT,
-        .netns_pool_net = net};
+        .netns_pool_net = net,
+        /* cgroup v2 under systemd (Delegate=yes): the server into <own>/server, the sandboxes
+         * into <own>/<cgroup_parent>/<id> (docs/install.md "The unit") */
+        .own_cgroup_leaf = "server"};
     if (parse_limits(d, settings, &rc, err) < 0) {
         free_data(d);
         return -SBX_EINVAL;

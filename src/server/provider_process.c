@@ -465,6 +465,10 @@ sbx_provider_process_new(const json_t *settings, const struct sbx_provider_env *
         return sbx_error_set(err, SBX_EINVAL, 0, "`ping_timeout_ms` must be an integer >= 100");
     struct proc_data *d = sbx_xcalloc(1, sizeof *d);
     d->execd = execd ? sbx_xstrdup(execd) : sbx_xasprintf("%s/sbx-execd", env->exe_dir);
+    if (!execd && access(d->execd, X_OK) < 0) { /* installed: /usr/lib/sbx/sbx-execd */
+        free(d->execd);
+        d->execd = sbx_launch_installed_execd(env->exe_dir);
+    }
     d->sandboxes_dir = sbx_xasprintf("%s/sandboxes", env->state_dir);
     d->ping_timeout_ms = ping ? (int)json_integer_value(ping) : 10000;
     struct sbx_provider *p = sbx_xcalloc(1, sizeof *p);

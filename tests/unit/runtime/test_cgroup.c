@@ -211,6 +211,35 @@ test_partial_roles(void **state)
     assert_int_equal(sbx_rm_rf(root, NULL), 0);
 }
 
+/* A systemd service with Delegate=yes starts in the root of its subtree: alone there, the
+ * server moves into a leaf so that the root can enable controllers for the sandboxes. */
+static void
+test_v2_leave_own(void **state)
+{
+    (void)state;
+    sbx_autofree char *root = make_tmp();
+    sbx_autofree char *own = sbx_xasprintf("%s/unified/me", root);
+    sbx_autofree char *leaf = sbx_xasprintf("%s/unified/me/server", root);
+    assert_int_equal(sbx_mkdir_p(own, 0755, NULL), 0);
+    put(own, "cgroup.procs", "4242\n");
+    assert_int_equal(sbx_cg_v2_leave_own(root, self_text, "server", 4242, true, NULL), 1);
+    sbx_autofree char *moved = slurp(leaf, "cgroup.procs");
+    assert_string_equal(moved, "4242");
+    /* a restarted server: the leaf is there already */
+    assert_int_equal(sbx_cg_v2_leave_own(root, self_text, "server", 4242, true, NULL), 1);
+    /* not alone (a shell's session): stays */
+    put(own, "cgroup.procs", "4242\n77\n");
+    assert_int_equal(sbx_cg_v2_leave_own(root, self_text, "server", 4242, true, NULL), 0);
+    put(own, "cgroup.procs", "");
+    assert_int_equal(sbx_cg_v2_leave_own(root, self_text, "server", 4242, true, NULL), 0);
+    /* the root cgroup may hold processes and still delegate */
+    assert_int_equal(sbx_cg_v2_leave_own(root, "0::/\n", "server", 4242, true, NULL), 0);
+    /* no such cgroup: an error, not a move */
+    sbx_autoerror sbx_error *err = NULL;
+    assert_true(sbx_cg_v2_leave_own(root, "0::/gone\n", "server", 4242, true, &err) < 0);
+    assert_int_equal(sbx_rm_rf(root, NULL), 0);
+}
+
 static void
 test_detect(void **state)
 {
@@ -235,7 +264,7 @@ main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_self_path),  cmocka_unit_test(test_v2_backend),
         cmocka_unit_test(test_v1_backend), cmocka_unit_test(test_partial_roles),
-        cmocka_unit_test(test_detect),
+        cmocka_unit_test(test_detect),     cmocka_unit_test(test_v2_leave_own),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
