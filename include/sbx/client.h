@@ -169,7 +169,9 @@ typedef struct sbx_exec_options {
     }
 
 /** Run `command` (a shell command line) in the sandbox, streaming its output to the
- *  callbacks. *exit_code gets its exit status (-1 when killed by a signal). */
+ *  callbacks. *exit_code gets its exit status as a shell's $? gives it: 128+N when signal N
+ *  killed it (-1 only when execd named no signal it knows). Output arrives line by line (the
+ *  OpenSandbox wire); sbx_pty_open_opts() in pipe mode carries bytes as they are. */
 SBX_PUBLIC int sbx_exec(int *exit_code, sbx_client *c, const char *id, const char *command,
                         const sbx_exec_options *opts);
 
@@ -210,6 +212,23 @@ SBX_PUBLIC int sbx_desktop_view(char **url, sbx_client *c, const char *id, long 
 SBX_PUBLIC int sbx_pty_open(char **ws_url, char ***headers, sbx_client *c, const char *id,
                             const char *command);
 SBX_PUBLIC void sbx_pty_headers_free(char **headers);
+
+#define SBX_PTY_OPTIONS_VERSION 1
+
+typedef struct sbx_pty_options {
+    unsigned int version; /**< SBX_PTY_OPTIONS_VERSION (sbx_pty_options_init sets it) */
+    const char *command;  /**< run by the shell; NULL: an interactive shell */
+    const char *cwd;      /**< the process's directory; NULL: execd's */
+} sbx_pty_options;
+
+SBX_PUBLIC void sbx_pty_options_init(sbx_pty_options *opts);
+/** sbx_pty_open() with options. Attach with `?pty=0` for pipe mode: stdout and stderr apart,
+ *  stdin a pipe that the sbx extension message {"type":"eof"} closes. */
+SBX_PUBLIC int sbx_pty_open_opts(char **ws_url, char ***headers, sbx_client *c, const char *id,
+                                 const sbx_pty_options *opts);
+/** End a PTY session: its process group is killed, its output dropped. `session_id` is the
+ *  part of the WebSocket URL between "/pty/" and "/ws". */
+SBX_PUBLIC int sbx_pty_delete(sbx_client *c, const char *id, const char *session_id);
 
 #ifdef __cplusplus
 }

@@ -210,7 +210,8 @@ do_control(struct pty_client *c, const char *type, json_t *j)
         send_json(c, json_pack("{s:s}", "type", "pong"));
         return;
     }
-    bool known = !strcmp(type, "stdin") || !strcmp(type, "resize") || !strcmp(type, "signal");
+    bool known = !strcmp(type, "stdin") || !strcmp(type, "resize") || !strcmp(type, "signal") ||
+                 !strcmp(type, "eof");
     if (!known) {
         pty_client_error(c, "INVALID_FRAME", "unknown message type");
         return;
@@ -225,6 +226,10 @@ do_control(struct pty_client *c, const char *type, json_t *j)
             pty_client_error(c, "INVALID_FRAME", "stdin: data must be a string");
         else
             do_stdin(c, json_string_value(d), json_string_length(d));
+    } else if (strcmp(type, "eof") == 0) { /* sbx: close the process's stdin (pipe mode) */
+        const char *why = NULL;
+        if (pty_close_stdin(c->s, &why) < 0)
+            pty_client_error(c, "INVALID_FRAME", why);
     } else if (strcmp(type, "resize") == 0) {
         json_t *cols = json_object_get(j, "cols");
         json_t *rows = json_object_get(j, "rows");
@@ -328,6 +333,12 @@ on_read(struct bufferevent *bev, void *arg)
         size_t n = evbuffer_get_length(in);
         size_t want = n < PTY_MAX_MSG + 14 ? n : PTY_MAX_MSG + 14;
         uint8_t *buf = evbuffer_pullup(in, (ssize_t)want);
+        /* a stdin frame while stdin is full waits (parsing unmasks it: checked before) */
+        if (buf && (buf[0] & 0x0f) == SBX_WS_BINARY && c->s && c->s->holder == c &&
+            pty_stdin_stall(c->s)) {
+            bufferevent_disable(bev, EV_READ); /* TCP pushes back on the client */
+            return;
+        }
         struct sbx_ws_frame f;
         const char *why = NULL;
         long r = buf ? sbx_ws_parse(buf, want, PTY_MAX_MSG, &f, &why) : 0;
@@ -368,6 +379,15 @@ on_event(struct bufferevent *bev, short what, void *arg)
     if (what & BEV_EVENT_TIMEOUT)
         sbx_debug("pty: a client stopped reading or answering pings: dropped");
     client_free(c, true); /* EOF, error, timeout */
+}
+
+void
+pty_client_stdin_drained(struct pty_client *c)
+{
+    if (c->closing)
+        return;
+    bufferevent_enable(c->bev, EV_READ);
+    event_active(c->defer, EV_TIMEOUT, 0); /* the frames already buffered */
 }
 
 static void

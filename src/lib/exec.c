@@ -4,12 +4,13 @@
  * execd answers with a stream of bare JSON objects, one per event, each followed by a blank
  * line (COMPAT 2.3); `data:`-prefixed lines are accepted too. Exactly one `init` comes first,
  * then stdout/stderr lines, then one terminal event: `execution_complete` (exit 0) or `error`
- * (evalue = exit code).
+ * (evalue = exit code; -1 and the text "signal: NAME" for a signalled command).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/gosig.h"
 #include "lib/client_internal.h"
 
 /* One event line longer than this is a protocol violation (execd splits output by line,
@@ -37,9 +38,12 @@ deliver(struct exec_stream *s, sbx_output_cb cb, const char *text)
     return cb(text, len, s->opts->payload);
 }
 
+/* The exit code of an `error` event: evalue, or for a signalled command (evalue "-1",
+ * traceback "signal: killed", Go's text) 128 + the signal, as a shell's $? says. */
 static int
-parse_exit(const char *evalue)
+parse_exit(json_t *err)
 {
+    const char *evalue = json_string_value(json_object_get(err, "evalue"));
     if (!evalue)
         return -1;
     char *end = NULL;
@@ -47,6 +51,11 @@ parse_exit(const char *evalue)
     long v = strtol(evalue, &end, 10);
     if (errno || end == evalue || *end || v < -1 || v > 255)
         return -1;
+    if (v == -1) {
+        int sig = sbx_go_signal_parse(
+            json_string_value(json_array_get(json_object_get(err, "traceback"), 0)));
+        return sig ? 128 + sig : -1;
+    }
     return (int)v;
 }
 
@@ -69,8 +78,7 @@ on_event(struct exec_stream *s, json_t *ev)
         s->exit_code = 0;
     } else if (strcmp(type, "error") == 0) {
         s->terminal = 1;
-        json_t *err = json_object_get(ev, "error");
-        s->exit_code = parse_exit(json_string_value(json_object_get(err, "evalue")));
+        s->exit_code = parse_exit(json_object_get(ev, "error"));
     }
     if (stop)
         s->stopped = 1;

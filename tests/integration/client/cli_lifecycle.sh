@@ -73,7 +73,7 @@ check "works after resume" back "$("$sbx" exec "$id" -- echo back)"
 "$sbx" stop "$id"; check "stop" 0 $?
 check "state Stopped" Stopped "$("$sbx" ls | awk -v id="$id" '$1==id {print $2}')"
 "$sbx" stop "$id" 2>/dev/null; check "stop twice is a conflict" 1 $?
-"$sbx" exec "$id" -- true 2>/dev/null; check "exec in a stopped sandbox fails" 1 $?
+"$sbx" exec "$id" -- true 2>/dev/null; check "exec in a stopped sandbox fails: 125" 125 $?
 "$sbx" start "$id"; check "start" 0 $?
 check "files survive stop/start" kept "$("$sbx" exec "$id" -- sh -c 'cat $HOME/stop-marker')"
 "$sbx" start "$id" 2>/dev/null; check "start a running sandbox is a conflict" 1 $?
@@ -84,7 +84,7 @@ check "create --reuse-key twice: one sandbox" "$r1" "$r2"
 exp=$("$sbx" renew "$id" 3600); check "renew prints the new expiry" 1 "$([[ $exp == 20* ]] && echo 1)"
 "$sbx" rm "$id"; check "rm" 0 $?
 "$sbx" inspect "$id" 2>/dev/null; check "inspect after rm fails" 1 $?
-"$sbx" exec "$id" -- true 2>/dev/null; check "exec in a removed sandbox fails" 1 $?
+"$sbx" exec "$id" -- true 2>/dev/null; check "exec in a removed sandbox fails: 125" 125 $?
 # Many creates at once (the server creates on worker threads: a sandbox child cloned from a
 # multi-threaded process must not wait for threads it does not have).
 tmp=$(mktemp -d)

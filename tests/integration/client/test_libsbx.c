@@ -177,6 +177,14 @@ test_exec(void **state)
                      -SBX_ECONFLICT);
     assert_int_equal(stop.n, 2);
 
+    /* a signal comes back as a shell's $? (execd sends evalue -1, "signal: terminated") */
+    assert_int_equal(sbx_exec(&code, c, id, "kill -TERM $$", NULL), 0);
+    assert_int_equal(code, 128 + 15);
+    assert_int_equal(sbx_exec(&code, c, id, "kill -USR1 $$", NULL), 0);
+    assert_int_equal(code, 128 + 10);
+    assert_int_equal(sbx_exec(&code, c, id, "no-such-command-here", NULL), 0);
+    assert_int_equal(code, 127);
+
     assert_int_equal(sbx_exec(&code, c, "no-such-sandbox", "true", NULL), -SBX_ENOTFOUND);
     assert_int_equal(sbx_sandbox_delete(c, id), 0);
     free(id);
