@@ -146,6 +146,57 @@ full_id(const char *s)
     return true;
 }
 
+const char *
+sbx_cli_name(const sbx_sandbox *s)
+{
+    for (size_t i = 0; i < s->n_metadata; i++) {
+        if (strcmp(s->metadata[i].key, SBX_CLI_NAME_LABEL) == 0)
+            return s->metadata[i].value;
+    }
+    return NULL;
+}
+
+bool
+sbx_cli_name_valid(const char *name)
+{
+    size_t n = strlen(name);
+    static const char ok[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
+    return n >= 1 && n <= 63 && strspn(name, ok) == n && isalnum((unsigned char)name[0]) &&
+           isalnum((unsigned char)name[n - 1]);
+}
+
+static bool
+live(const sbx_sandbox *s)
+{
+    return strcmp(s->state, "Failed") != 0 && strcmp(s->state, "Terminated") != 0;
+}
+
+/* The sandbox named `arg`: a live one first (names are unique among those). */
+static const sbx_sandbox *
+by_name(sbx_sandbox **list, size_t n, const char *arg)
+{
+    const sbx_sandbox *hit = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = sbx_cli_name(list[i]);
+        if (name && strcmp(name, arg) == 0 && (!hit || live(list[i])))
+            hit = list[i];
+    }
+    return hit;
+}
+
+/* How many ids start with `arg`; the first one in out. */
+static size_t
+by_prefix(sbx_sandbox *const *list, size_t n, const char *arg, char out[37])
+{
+    size_t hits = 0;
+    size_t len = strlen(arg);
+    for (size_t i = 0; i < n; i++) {
+        if (list[i] && strncmp(list[i]->id, arg, len) == 0 && hits++ == 0)
+            (void)snprintf(out, 37, "%s", list[i]->id);
+    }
+    return hits;
+}
+
 int
 sbx_cli_resolve_id(sbx_client *c, const char *verb, const char *arg, char out[37])
 {
@@ -165,12 +216,14 @@ sbx_cli_resolve_id(sbx_client *c, const char *verb, const char *arg, char out[37
         (void)sbx_cli_fail(c, verb, "list sandboxes to find the id", ret);
         return -1;
     }
-    size_t hits = 0;
-    size_t len = strlen(arg);
-    for (size_t i = 0; i < n; i++) {
-        if (strncmp(list[i]->id, arg, len) == 0 && hits++ == 0)
-            (void)snprintf(out, 37, "%s", list[i]->id);
+    const sbx_sandbox *named = by_name(list, n, arg);
+    if (named) { /* as docker: a full id, else a name, else an id prefix */
+        (void)snprintf(out, 37, "%s", named->id);
+        sbx_sandbox_list_free(list, n);
+        return 0;
     }
+    size_t hits = by_prefix(list, n, arg, out);
+    size_t len = strlen(arg);
     if (hits > 1) {
         fprintf(stderr, "sbx %s: `%s` is the start of %zu sandbox ids:", verb, arg, hits);
         for (size_t i = 0; i < n; i++) {
@@ -179,7 +232,8 @@ sbx_cli_resolve_id(sbx_client *c, const char *verb, const char *arg, char out[37
         }
         fprintf(stderr, "; give more of the id\n");
     } else if (hits == 0) {
-        fprintf(stderr, "sbx %s: no sandbox id starts with `%s`\n", verb, arg);
+        fprintf(stderr, "sbx %s: no sandbox is named `%s` or has an id starting with it\n", verb,
+                arg);
     }
     sbx_sandbox_list_free(list, n);
     return hits == 1 ? 0 : -1;

@@ -9,11 +9,13 @@
 #include "cli/client_util.h"
 #include "common/cleanup.h"
 #include "common/util.h"
+#include "common/xalloc.h"
 
 struct create_args {
     struct sbx_cli_conn conn;
     sbx_create_options opts;
     struct sbx_cli_kvs env, metadata, limits;
+    const char *name;
     int quiet;
 };
 
@@ -53,6 +55,16 @@ parse_opt(struct create_args *a, int opt, char *arg)
     case 'q':
         a->quiet = 1;
         return 0;
+    case 'N':
+        if (!sbx_cli_name_valid(arg)) {
+            fprintf(stderr,
+                    "sbx create: --name `%s`: 1-63 letters, digits, `_`, `.`, `-`, "
+                    "starting and ending with a letter or digit\n",
+                    arg);
+            return -1;
+        }
+        a->name = arg;
+        return 0;
     case 'D':
         a->opts.desktop = arg ? arg : "true";
         return 0;
@@ -73,6 +85,7 @@ parse_args(struct create_args *a, int argc, char **argv)
         {"provider", required_argument, NULL, 'p'},
         {"reuse-key", required_argument, NULL, 'r'},
         {"quiet", no_argument, NULL, 'q'},
+        {"name", required_argument, NULL, 'N'},
         {"desktop", optional_argument, NULL, 'D'},
         SBX_CLI_CLIENT_LONGOPTS,
         {NULL, 0, NULL, 0},
@@ -85,6 +98,11 @@ parse_args(struct create_args *a, int argc, char **argv)
     if (optind < argc) {
         a->opts.entrypoint = (const char *const *)(argv + optind);
         a->opts.n_entrypoint = (size_t)(argc - optind);
+    }
+    if (a->name) { /* the name is a label the server keeps unique (409 on a clash) */
+        a->metadata.items =
+            sbx_xrealloc(a->metadata.items, (a->metadata.n + 1) * sizeof *a->metadata.items);
+        a->metadata.items[a->metadata.n++] = (sbx_kv){SBX_CLI_NAME_LABEL, a->name};
     }
     a->opts.env = a->env.items;
     a->opts.n_env = a->env.n;

@@ -48,6 +48,41 @@ check "exec -e and -w" "it's x|/tmp" "$("$sbx" exec -e V="it's x" -w /tmp "$id" 
 "$sbx" exec "$id" -- yes | head -c 4 >/dev/null; check "a closed stdout ends the command: 141" 141 "${PIPESTATUS[0]}"
 check "and kills it (no yes left running)" 0 "$("$sbx" exec "$id" -- 'pgrep -c -x yes || true')"
 
+# ---- names ----
+named=$("$sbx" create -q --provider "$provider" --timeout 600 --name web-1 -l team=blue)
+check "create --name" 0 $?
+check "exec by name" by-name "$("$sbx" exec web-1 -- echo by-name)"
+check "inspect by name" "$named" "$("$sbx" inspect -f '{{.ID}}' web-1)"
+check "ls shows the name (last, as docker ps)" web-1 "$("$sbx" ls | awk -v id="$named" '$1==id {print $NF}')"
+"$sbx" create -q --provider "$provider" --name web-1 2>"$tmp/err"; check "a name in use: fails" 1 $?
+check "naming the sandbox that has it" 1 "$(grep -c "in use by sandbox $named" "$tmp/err")"
+check "the 409 is the server's" 1 "$(grep -c 'HTTP 409' "$tmp/err")"
+"$sbx" create -q --provider "$provider" --name 'bad name' 2>/dev/null; check "a bad name: usage error" 2 $?
+"$sbx" create -q --provider "$provider" --name 'x-' 2>/dev/null; check "a name ending in '-': usage error" 2 $?
+# the name is the metadata label sbx/name: an SDK setting it through PATCH meets the same rule
+code=$(curl -s -o /dev/null -w '%{http_code}' -X PATCH -H "OPEN-SANDBOX-API-KEY: $SBX_API_KEY" \
+  -H 'Content-Type: application/json' -d '{"sbx/name":"web-1"}' "$SBX_HOST/v1/sandboxes/$id/metadata")
+check "PATCH to a name in use: 409" 409 "$code"
+code=$(curl -s -o /dev/null -w '%{http_code}' -X PATCH -H "OPEN-SANDBOX-API-KEY: $SBX_API_KEY" \
+  -H 'Content-Type: application/json' -d '{"sbx/name":"plain"}' "$SBX_HOST/v1/sandboxes/$id/metadata")
+check "PATCH to a free name: 200" 200 "$code"
+check "and the name works" "$id" "$("$sbx" inspect -f '{{.ID}}' plain)"
+"$sbx" rm web-1; check "rm by name" 0 $?
+again=$("$sbx" create -q --provider "$provider" --timeout 600 --name web-1)
+check "a removed sandbox's name is free again" 0 $?
+"$sbx" rm "$again" >/dev/null
+
+# ---- --format ----
+check "ls --format template" "$id|plain|Running|native" \
+  "$("$sbx" ls --format '{{.ID}}|{{.Name}}|{{.State}}|{{.Provider}}' | grep "^$id")"
+check "ls --format table: a header" "NAME	STATE" "$("$sbx" ls --format 'table {{.Name}}\t{{.State}}' | head -1)"
+check "ls --format json: JSON lines" "$id" "$("$sbx" ls --format json | python3 -c 'import json,sys; print(",".join(json.loads(l)["id"] for l in sys.stdin))')"
+check "{{.Metadata.KEY}} and {{json .Metadata}}" 'plain {"sbx/name": "plain"}' \
+  "$("$sbx" inspect -f '{{.Metadata.sbx/name}} {{json .Metadata}}' "$id" | python3 -c 'import json,sys; a,b=sys.stdin.read().split(" ",1); print(a, json.dumps(json.loads(b)))')"
+check "inspect --format json: one line each" 1 "$("$sbx" inspect --format json "$id" | wc -l)"
+"$sbx" ls --format '{{.Nope}}' 2>"$tmp/err"; check "an unknown field: usage error" 2 $?
+check "naming the fields" 1 "$(grep -c '.ID .Name .State' "$tmp/err")"
+
 "$sbx" rm "$id" >/dev/null
 echo "$passes passed, $fails failed"
 [[ $fails == 0 ]] || { tail -20 "$SBX_TEST_STATE/server.log"; exit 1; }

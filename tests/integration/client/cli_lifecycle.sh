@@ -25,7 +25,7 @@ check "exec by an id prefix" prefix-ok "$("$sbx" exec "${id:0:8}" -- echo prefix
 id2=$("$sbx" create -q --provider "$provider" --timeout 600 -l suite=cli2)
 check "inspect of two ids: one array" 2 "$("$sbx" inspect "$id" "$id2" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')"
 "$sbx" inspect zzzz 2>/tmp/sbx-cli-err.$$; check "an unknown prefix fails" 1 $?
-check "and says so" 1 "$(grep -c 'no sandbox id starts with `zzzz`' /tmp/sbx-cli-err.$$)"
+check "and says so" 1 "$(grep -c 'no sandbox is named `zzzz` or has an id starting with it' /tmp/sbx-cli-err.$$)"
 # a second sandbox whose id starts like the first one's (random ids: a few creates at most)
 extra=()
 for _ in $(seq 64); do
