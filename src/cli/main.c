@@ -86,8 +86,16 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "PTY session (docs/execd.md), job control and Ctrl-C inside the sandbox, the window\n"
         "size followed. Exits with the shell's exit code; stdin must be a "
         "terminal.\n\n" SBX_CLI_CLIENT_HELP),
-    CMD("cp", HEAVY(sbx_cmd_cp), "Copy a file into or out of a sandbox",
-        "Usage: sbx cp LOCAL ID:/PATH\n       sbx cp ID:/PATH LOCAL\n\n" SBX_CLI_CLIENT_HELP),
+    CMD("cp", HEAVY(sbx_cmd_cp), "Copy files or directories into or out of a sandbox",
+        "Usage: sbx cp LOCAL ID:/PATH\n       sbx cp ID:/PATH LOCAL\n"
+        "       sbx cp - ID:/DIR        (a tar stream from stdin, extracted in DIR)\n"
+        "       sbx cp ID:/PATH -       (PATH as a tar stream on stdout)\n\n"
+        "As docker cp. A file keeps its mode. A directory is copied whole (modes, symlinks as\n"
+        "symlinks): into an existing directory DST under its own name, else as DST (`DIR/.`\n"
+        "copies DIR's contents). Directories travel as a tar stream between this machine and\n"
+        "`tar` in the sandbox (as kubectl cp: the image needs one); what comes into the\n"
+        "sandbox belongs to its user, what comes out to yours, and a name outside the copied\n"
+        "directory (`..`, absolute, through a symlink) is refused.\n\n" SBX_CLI_CLIENT_HELP),
     CMD("pause", HEAVY(sbx_cmd_pause), "Pause (freeze) sandboxes",
         "Usage: sbx pause ID...\n\n" SBX_CLI_CLIENT_HELP),
     CMD("resume", HEAVY(sbx_cmd_resume), "Resume paused sandboxes",

@@ -53,6 +53,8 @@ struct term {
     int n_int;       /* SIGINTs forwarded */
     long timeout_ms; /* 0: none */
     bool timed_out;
+    int in_fd;  /* the command's stdin comes from here (pipe mode; else the terminal) */
+    int out_fd; /* its stdout goes here */
 };
 
 static int sig_w = -1;
@@ -322,8 +324,7 @@ on_frame(struct term *t, const struct sbx_ws_frame *f)
         uint8_t ch = f->payload[0];
         size_t skip = ch == 0x03 ? 9 : 1; /* replay frames carry their offset */
         if (f->len >= skip &&
-            !write_all(ch == 0x02 ? STDERR_FILENO : STDOUT_FILENO, f->payload + skip,
-                       f->len - skip) &&
+            !write_all(ch == 0x02 ? STDERR_FILENO : t->out_fd, f->payload + skip, f->len - skip) &&
             errno == EPIPE) {
             t->out_broken = true; /* as a local `cmd | head`: the command is ended */
             t->done = true;
@@ -403,7 +404,7 @@ static bool
 on_stdin(struct term *t)
 {
     uint8_t buf[32768];
-    ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+    ssize_t n = read(t->in_fd, buf, sizeof(buf));
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return true;
     if (n <= 0 && t->pipe)
@@ -488,7 +489,7 @@ loop(struct term *t)
     if (t->in.len && !parse_frames(t))
         return 0;
     while (!t->done) {
-        fds[1].fd = t->stdin_done ? -1 : STDIN_FILENO;
+        fds[1].fd = t->stdin_done ? -1 : t->in_fd;
         int r = poll(fds, 3, poll_timeout(t, deadline));
         if (r < 0 && errno == EINTR)
             continue;
@@ -600,8 +601,13 @@ sbx_cli_term_opts(sbx_client *c, const char *verb, const char *id,
     sbx_pty_options_init(&po);
     po.command = o->command;
     po.cwd = o->cwd;
-    struct term t = {
-        .verb = verb, .sock = -1, .sig_r = -1, .exit_code = -1, .timeout_ms = o->timeout_ms};
+    struct term t = {.verb = verb,
+                     .sock = -1,
+                     .sig_r = -1,
+                     .exit_code = -1,
+                     .timeout_ms = o->timeout_ms,
+                     .in_fd = STDIN_FILENO,
+                     .out_fd = STDOUT_FILENO};
     return attach(c, &t, id, &po);
 }
 
@@ -625,7 +631,9 @@ sbx_cli_pipe(sbx_client *c, const char *verb, const char *id, const struct sbx_c
                      .exit_code = -1,
                      .pipe = true,
                      .stdin_done = !o->stdin_open,
-                     .timeout_ms = o->timeout_ms};
+                     .timeout_ms = o->timeout_ms,
+                     .in_fd = o->in_fd > 0 ? o->in_fd : STDIN_FILENO,
+                     .out_fd = o->out_fd > 0 ? o->out_fd : STDOUT_FILENO};
     (void)signal(SIGPIPE, SIG_IGN); /* a closed stdout is seen as EPIPE */
     return attach(c, &t, id, &po);
 }

@@ -25,6 +25,8 @@ struct sbx_cli_pipe_opts {
     const char *cwd;
     bool stdin_open;
     long timeout_ms;
+    int in_fd;  /* pipe mode: stdin from here (0: ours) */
+    int out_fd; /* pipe mode: stdout to here (0: ours) */
 };
 int sbx_cli_pipe(sbx_client *c, const char *verb, const char *id,
                  const struct sbx_cli_pipe_opts *o);

@@ -30,6 +30,7 @@
 #define PTY_KEEP_SEC     600 /* an exited session is kept this long for replay */
 #define PTY_PING_SEC     30
 #define PTY_DEADLINE_SEC 60 /* nothing read from a client (or its queue stuck) this long */
+#define PTY_LINGER_SEC   5  /* after our close: how long the client's own close is waited for */
 #define PTY_MARKS        1024
 #define PTY_CLOSE_TAKEN  4001
 
@@ -58,7 +59,8 @@ struct pty_client {
     uint64_t replay_end; /* output below this offset goes out as replay frames */
     bool need_offset;    /* bytes were skipped: the next frame says where it is */
     bool viewer;
-    bool closing; /* a close frame is queued: freed once it is sent */
+    bool closing;   /* a close frame is queued: freed once it is sent */
+    bool lingering; /* it is sent and our side shut: reading until the client closes */
 };
 
 struct execd_pty {

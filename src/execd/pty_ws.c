@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <strings.h>
 
 #include <event2/buffer.h>
@@ -123,7 +124,7 @@ pty_client_close(struct pty_client *c, int code, const char *reason)
     ws_send(c, SBX_WS_CLOSE, pre, 2, reason, rl);
     c->closing = true;
     detach(c);
-    bufferevent_disable(c->bev, EV_READ);
+    /* reading goes on (and discards): see linger() */
     /* freed by the write callback once the frame is out; now if nothing is queued at all */
     if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
         event_active(c->defer, EV_TIMEOUT, 0);
@@ -356,13 +357,34 @@ on_read(struct bufferevent *bev, void *arg)
         evbuffer_drain(in, evbuffer_get_length(in));
 }
 
+/* Our close frame is out: shut our side (FIN after the last byte) and wait for the client to
+ * close its own, reading and discarding what it still sends (a close frame, a pong, stdin
+ * that crossed our close). Closing at once with unread input would make the kernel answer
+ * with a reset, and a reset makes the client's kernel drop the output it has not read yet:
+ * the end of the stream would be lost (a fast command whose client sent anything late). */
+static void
+linger(struct pty_client *c)
+{
+    if (c->lingering)
+        return;
+    c->lingering = true;
+    evutil_socket_t fd = bufferevent_getfd(c->bev);
+    if (fd < 0 || shutdown(fd, SHUT_WR) < 0) {
+        client_free(c, true);
+        return;
+    }
+    struct timeval t = {.tv_sec = PTY_LINGER_SEC};
+    bufferevent_set_timeouts(c->bev, &t, NULL);
+    bufferevent_enable(c->bev, EV_READ); /* EOF, an error or the timeout: on_event frees it */
+}
+
 static void
 on_write(struct bufferevent *bev, void *arg)
 {
     struct pty_client *c = arg;
     if (c->closing) {
         if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-            client_free(c, true);
+            linger(c);
         return;
     }
     struct execd_pty *s = c->s;
@@ -407,7 +429,7 @@ on_defer(evutil_socket_t fd, short what, void *arg)
     if (!c->closing)
         on_read(c->bev, c); /* bytes that came with the request head */
     else if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
-        client_free(c, true); /* else the write callback frees it once all is sent */
+        linger(c); /* else the write callback does once all is sent */
 }
 
 /* ---- the handshake ---- */
