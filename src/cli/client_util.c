@@ -80,9 +80,10 @@ sbx_cli_connect(const struct sbx_cli_conn *conn, const char *verb)
     opts.host = conn->host;
     opts.api_key = conn->api_key;
     sbx_client *c = NULL;
-    int ret = sbx_client_new(&c, &opts);
-    if (ret < 0) {
-        fprintf(stderr, "sbx %s: cannot set up the client: %s\n", verb, sbx_strerror(ret));
+    sbx_err *err = NULL;
+    if (sbx_client_new(&c, &opts, &err) < 0) {
+        fprintf(stderr, "sbx %s: cannot set up the client: %s\n", verb, sbx_err_message(err));
+        sbx_err_free(err);
         return NULL;
     }
     return c;
@@ -149,11 +150,7 @@ full_id(const char *s)
 const char *
 sbx_cli_name(const sbx_sandbox *s)
 {
-    for (size_t i = 0; i < s->n_metadata; i++) {
-        if (strcmp(s->metadata[i].key, SBX_CLI_NAME_LABEL) == 0)
-            return s->metadata[i].value;
-    }
-    return NULL;
+    return sbx_sandbox_metadata_get(s, SBX_CLI_NAME_LABEL);
 }
 
 bool
@@ -168,7 +165,8 @@ sbx_cli_name_valid(const char *name)
 static bool
 live(const sbx_sandbox *s)
 {
-    return strcmp(s->state, "Failed") != 0 && strcmp(s->state, "Terminated") != 0;
+    return strcmp(sbx_sandbox_state(s), "Failed") != 0 &&
+           strcmp(sbx_sandbox_state(s), "Terminated") != 0;
 }
 
 /* The sandbox named `arg`: a live one first (names are unique among those). */
@@ -191,8 +189,8 @@ by_prefix(sbx_sandbox *const *list, size_t n, const char *arg, char out[37])
     size_t hits = 0;
     size_t len = strlen(arg);
     for (size_t i = 0; i < n; i++) {
-        if (list[i] && strncmp(list[i]->id, arg, len) == 0 && hits++ == 0)
-            (void)snprintf(out, 37, "%s", list[i]->id);
+        if (list[i] && strncmp(sbx_sandbox_id(list[i]), arg, len) == 0 && hits++ == 0)
+            (void)snprintf(out, 37, "%s", sbx_sandbox_id(list[i]));
     }
     return hits;
 }
@@ -218,7 +216,7 @@ sbx_cli_resolve_id(sbx_client *c, const char *verb, const char *arg, char out[37
     }
     const sbx_sandbox *named = by_name(list, n, arg);
     if (named) { /* as docker: a full id, else a name, else an id prefix */
-        (void)snprintf(out, 37, "%s", named->id);
+        (void)snprintf(out, 37, "%s", sbx_sandbox_id(named));
         sbx_sandbox_list_free(list, n);
         return 0;
     }
@@ -227,8 +225,8 @@ sbx_cli_resolve_id(sbx_client *c, const char *verb, const char *arg, char out[37
     if (hits > 1) {
         fprintf(stderr, "sbx %s: `%s` is the start of %zu sandbox ids:", verb, arg, hits);
         for (size_t i = 0; i < n; i++) {
-            if (strncmp(list[i]->id, arg, len) == 0)
-                fprintf(stderr, " %s", list[i]->id);
+            if (strncmp(sbx_sandbox_id(list[i]), arg, len) == 0)
+                fprintf(stderr, " %s", sbx_sandbox_id(list[i]));
         }
         fprintf(stderr, "; give more of the id\n");
     } else if (hits == 0) {

@@ -129,9 +129,9 @@ sbx_cmd_create(int argc, char **argv)
         else if (ret < 0)
             rc = sbx_cli_fail(c, "create", "create sandbox", ret);
         else {
-            printf("%s\n", s->id);
+            printf("%s\n", sbx_sandbox_id(s));
             if (!a.quiet)
-                fprintf(stderr, "sbx create: %s is %s\n", s->id, s->state);
+                fprintf(stderr, "sbx create: %s is %s\n", sbx_sandbox_id(s), sbx_sandbox_state(s));
             rc = SBX_EXIT_OK;
         }
         sbx_sandbox_free(s);

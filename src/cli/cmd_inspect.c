@@ -62,11 +62,11 @@ sbx_cmd_inspect(int argc, char **argv)
             continue;
         }
         int ret = sbx_sandbox_get(&s, c, id);
-        json_t *j = ret == 0 && !format ? json_loads(s->json, 0, NULL) : NULL;
+        json_t *j = ret == 0 && !format ? json_loads(sbx_sandbox_json(s), 0, NULL) : NULL;
         if (ret < 0)
             rc = sbx_cli_fail(c, "inspect", argv[i], ret);
         else if (format)
-            sbx_cli_format_one(stdout, format, s->json);
+            sbx_cli_format_one(stdout, format, sbx_sandbox_json(s));
         else if (j)
             (void)json_array_append_new(all, j);
         sbx_sandbox_free(s);

@@ -80,8 +80,10 @@ print_table(sbx_sandbox **list, size_t n)
            "NAME");
     for (size_t i = 0; i < n; i++) {
         const sbx_sandbox *s = list[i];
-        printf("%-36s  %-10s  %-24.24s  %-20.20s  %-24s  %s\n", s->id, s->state, or_dash(s->image),
-               or_dash(s->created_at), s->expires_at ? s->expires_at : "never",
+        printf("%-36s  %-10s  %-24.24s  %-20.20s  %-24s  %s\n", sbx_sandbox_id(s),
+               sbx_sandbox_state(s), or_dash(sbx_sandbox_image(s)),
+               or_dash(sbx_sandbox_created_at(s)),
+               sbx_sandbox_expires_at(s) ? sbx_sandbox_expires_at(s) : "never",
                or_dash(sbx_cli_name(s)));
     }
 }
@@ -110,9 +112,9 @@ sbx_cmd_ls(int argc, char **argv)
         if (ret == 0 && a.format)
             sbx_cli_format_header(stdout, a.format);
         for (size_t i = 0; ret == 0 && a.format && i < n; i++)
-            sbx_cli_format_one(stdout, a.format, list[i]->json);
+            sbx_cli_format_one(stdout, a.format, sbx_sandbox_json(list[i]));
         for (size_t i = 0; ret == 0 && a.quiet && i < n; i++)
-            printf("%s\n", list[i]->id); /* -q: ids, as docker ps */
+            printf("%s\n", sbx_sandbox_id(list[i])); /* -q: ids, as docker ps */
         if (ret == 0 && !a.format && !a.quiet)
             print_table(list, n);
         sbx_sandbox_list_free(list, n);
