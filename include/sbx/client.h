@@ -115,8 +115,9 @@ SBX_PUBLIC const char *sbx_sandbox_json(const sbx_sandbox *s);
 SBX_PUBLIC void sbx_sandbox_free(sbx_sandbox *s);
 SBX_PUBLIC void sbx_sandbox_list_free(sbx_sandbox **list, size_t n);
 
-/* 2 added reuse_key, 3 desktop; older versions (without them) are still accepted. */
-#define SBX_CREATE_OPTIONS_VERSION 3
+/* 2 added reuse_key, 3 desktop, 4 extensions; older versions (without them) are still
+ * accepted. */
+#define SBX_CREATE_OPTIONS_VERSION 4
 
 typedef struct sbx_create_options {
     unsigned int version;          /**< SBX_CREATE_OPTIONS_VERSION */
@@ -138,11 +139,16 @@ typedef struct sbx_create_options {
     /** A desktop started with the sandbox (sbx extension, version >= 3): "true" for
      *  1280x800, or "WxH[xD][,wm=openbox|none]" (docs/desktop.md). NULL: none. */
     const char *desktop;
+    /** More `extensions` of the request (version >= 4), e.g. {"sbx.publish", "80:8080"}
+     *  (docs/server.md "Published ports"). */
+    const sbx_kv *extensions;
+    size_t n_extensions;
 } sbx_create_options;
 
-#define SBX_CREATE_OPTIONS_INIT                                                                   \
-    {                                                                                             \
-        SBX_CREATE_OPTIONS_VERSION, NULL, NULL, 0, NULL, 0, NULL, 0, NULL, 0, 0, NULL, NULL, NULL \
+#define SBX_CREATE_OPTIONS_INIT                                                                    \
+    {                                                                                              \
+        SBX_CREATE_OPTIONS_VERSION, NULL, NULL, 0, NULL, 0, NULL, 0, NULL, 0, 0, NULL, NULL, NULL, \
+            NULL, 0                                                                                \
     }
 
 SBX_PUBLIC void sbx_create_options_init(sbx_create_options *opts);

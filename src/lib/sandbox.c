@@ -274,6 +274,11 @@ create_body(const sbx_create_options *o)
         (reuse && json_object_set_new(ext, "reuseKey", json_string(reuse))) ||
         (desk && json_object_set_new(ext, "sbx.desktop", json_string(desk))))
         bad = 1;
+    for (size_t i = 0; !bad && o->version >= 4 && i < o->n_extensions; i++) {
+        const sbx_kv *kv = &o->extensions[i];
+        if (kv->key && kv->value && json_object_set_new(ext, kv->key, json_string(kv->value)))
+            bad = 1;
+    }
     if (!bad && json_object_size(ext))
         bad = json_object_set(b, "extensions", ext);
     json_decref(ext);

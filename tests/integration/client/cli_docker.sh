@@ -60,24 +60,48 @@ check "20 fast 600 kB outputs, none cut short" 0 "$short"
 mkdir -p "$tmp/tree/sub/deeper"
 echo hello >"$tmp/tree/a.txt"; head -c 300000 /dev/urandom >"$tmp/tree/sub/bin"
 chmod 750 "$tmp/tree/sub/bin"; ln -s a.txt "$tmp/tree/link"; touch "$tmp/tree/sub/deeper/sp ace"
+r=$("$sbx" exec "$id" -- mktemp -d /tmp/sbx-cp-test-XXXXXX) # the process provider shares /tmp
 listing() { (cd "$1" && find . -printf '%y %m %p %l\n' | sort); }
-"$sbx" cp "$tmp/tree" "$id:/tmp/t1"; check "cp DIR ID:/new: rc" 0 $?
+"$sbx" cp "$tmp/tree" "$id:$r/t1"; check "cp DIR ID:/new: rc" 0 $?
 check "the new path is the copy" "$(listing "$tmp/tree")" \
-  "$("$sbx" exec "$id" -- "cd /tmp/t1 && find . -printf '%y %m %p %l\n' | sort")"
-check "contents identical" "$(sha256sum <"$tmp/tree/sub/bin")" "$("$sbx" exec "$id" -- sha256sum </dev/null /tmp/t1/sub/bin | cut -c1-64)  -"
-check "owned by the sandbox's user" root "$("$sbx" exec "$id" -- stat -c %U /tmp/t1/a.txt)"
-"$sbx" cp "$tmp/tree" "$id:/tmp/t1"; check "cp DIR ID:/existing-dir: rc" 0 $?
+  "$("$sbx" exec "$id" -- "cd $r/t1 && find . -printf '%y %m %p %l\n' | sort")"
+check "contents identical" "$(sha256sum <"$tmp/tree/sub/bin")" "$("$sbx" exec "$id" -- sha256sum </dev/null $r/t1/sub/bin | cut -c1-64)  -"
+check "owned by the sandbox's user" root "$("$sbx" exec "$id" -- stat -c %U $r/t1/a.txt)"
+"$sbx" cp "$tmp/tree" "$id:$r/t1"; check "cp DIR ID:/existing-dir: rc" 0 $?
 check "lands inside, under its name" "$(listing "$tmp/tree")" \
-  "$("$sbx" exec "$id" -- "cd /tmp/t1/tree && find . -printf '%y %m %p %l\n' | sort")"
-"$sbx" cp "$id:/tmp/t1" "$tmp/back"; check "cp ID:/dir LOCAL-new: rc" 0 $?
+  "$("$sbx" exec "$id" -- "cd $r/t1/tree && find . -printf '%y %m %p %l\n' | sort")"
+"$sbx" cp "$id:$r/t1" "$tmp/back"; check "cp ID:/dir LOCAL-new: rc" 0 $?
 check "out again: the same tree" "$(listing "$tmp/tree")" "$(cd "$tmp/back" && find . -path ./tree -prune -o -printf '%y %m %p %l\n' | sort)"
 check "out again: the same bytes" "$(sha256sum <"$tmp/tree/sub/bin")" "$(sha256sum <"$tmp/back/sub/bin")"
-mkdir "$tmp/into"; "$sbx" cp "$id:/tmp/t1/sub" "$tmp/into"; check "cp ID:/dir LOCAL-dir: rc" 0 $?
+mkdir "$tmp/into"; "$sbx" cp "$id:$r/t1/sub" "$tmp/into"; check "cp ID:/dir LOCAL-dir: rc" 0 $?
 check "lands inside, under its name" "$(sha256sum <"$tmp/tree/sub/bin")" "$(sha256sum <"$tmp/into/sub/bin")"
-"$sbx" cp "$id:/tmp/t1" - | tar -t >"$tmp/names"; check "cp ID:/dir -: a tar stream" 0 $?
+"$sbx" cp "$id:$r/t1" - | tar -t >"$tmp/names"; check "cp ID:/dir -: a tar stream" 0 $?
 check "named by the directory" 1 "$(grep -cx 't1/sub/bin' "$tmp/names")"
-tar -c -C "$tmp/tree" . | "$sbx" cp - "$id:/tmp/t2"; check "cp - ID:/dir: from a tar stream" 0 $?
-check "extracted there" hello "$("$sbx" exec "$id" -- cat /tmp/t2/a.txt)"
+tar -c -C "$tmp/tree" . | "$sbx" cp - "$id:$r/t2"; check "cp - ID:/dir: from a tar stream" 0 $?
+check "extracted there" hello "$("$sbx" exec "$id" -- cat $r/t2/a.txt)"
+"$sbx" exec "$id" -- rm -rf "$r"
+
+# ---- docker's flags: -p publishes, --cpus/-m limit, -i/-t/-c refused with a pointer ----
+pub=$("$sbx" create -q --provider "$provider" --timeout 600 -p 18765:8080 -p 9000/tcp --cpus 0.5 -m 256m)
+check "create -p -p --cpus -m" 0 $?
+ep() { curl -s -H "OPEN-SANDBOX-API-KEY: $SBX_API_KEY" "$SBX_HOST/v1/sandboxes/$pub/endpoints/$1" |
+       python3 -c 'import json,sys; print(json.load(sys.stdin).get("published",""))'; }
+check "-p HOSTPORT:PORT: published at HOSTPORT" "127.0.0.1:18765" "$(ep 8080)"
+check "-p PORT: published at a free port" 1 "$([[ $(ep 9000) =~ ^127\.0\.0\.1:[0-9]+$ ]] && echo 1)"
+"$sbx" rm "$pub" >/dev/null
+for flag in -i -t "-c 512"; do
+  # shellcheck disable=SC2086
+  "$sbx" create -q $flag --provider "$provider" 2>"$tmp/err"; rc=$?
+  check "create $flag: refused (usage)" 2 "$rc"
+  check "create $flag: says what to use" 1 "$(grep -c -e 'sbx exec -it' -e '--cpus' "$tmp/err")"
+done
+"$sbx" create -q -m 12x --provider "$provider" 2>/dev/null; check "create -m 12x: usage error" 2 $?
+"$sbx" create -q -p 1.2.3.4:80:80 --provider "$provider" 2>/dev/null; check "create -p IP:..: usage error" 2 $?
+if [[ $provider == native ]]; then
+  check "run -i: stdin is the command's" piped "$(echo piped | "$sbx" run -i --rm -m 64m -- cat)"
+  "$sbx" run -t -- true 2>"$tmp/err"; check "run -t: refused" 2 $?
+  check "run -t: says what to use" 1 "$(grep -c 'sbx exec -it' "$tmp/err")"
+fi
 
 # ---- names ----
 named=$("$sbx" create -q --provider "$provider" --timeout 600 --name web-1 -l team=blue)
@@ -104,7 +128,7 @@ check "a removed sandbox's name is free again" 0 $?
 "$sbx" rm "$again" >/dev/null
 
 # ---- --format ----
-check "ls --format template" "$id|plain|Running|native" \
+check "ls --format template" "$id|plain|Running|$provider" \
   "$("$sbx" ls --format '{{.ID}}|{{.Name}}|{{.State}}|{{.Provider}}' | grep "^$id")"
 check "ls --format table: a header" "NAME	STATE" "$("$sbx" ls --format 'table {{.Name}}\t{{.State}}' | head -1)"
 check "ls --format json: JSON lines" "$id" "$("$sbx" ls --format json | python3 -c 'import json,sys; print(",".join(json.loads(l)["id"] for l in sys.stdin))')"
