@@ -164,6 +164,8 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "pull fetches from an OCI registry (HTTPS; plain HTTP with --insecure and always for\n"
         "localhost/127.0.0.1). The password comes from stdin (--password-stdin) or\n"
         "SBX_REGISTRY_PASSWORD; the username from --username or SBX_REGISTRY_USERNAME.\n"
+        "pull prints the manifest digest; on a terminal (stderr) it also shows each layer as\n"
+        "docker pull does: downloading with its bytes, complete, or already there.\n"
         "import reads an OCI image layout tar or a `docker save` tar.\n"
         "rm removes the name and garbage-collects unused blobs and layers.\n\n"
         "Options (all subcommands): --state-dir DIR (store in DIR/images; default\n"

@@ -181,7 +181,7 @@ sbx_global_cleanup(void)
 
 struct sbx_err {
     int code;
-    char msg[512];
+    char msg[1024]; /* as the handle's message */
 };
 
 int
