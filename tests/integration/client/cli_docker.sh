@@ -80,6 +80,36 @@ check "named by the directory" 1 "$(grep -cx 't1/sub/bin' "$tmp/names")"
 tar -c -C "$tmp/tree" . | "$sbx" cp - "$id:$r/t2"; check "cp - ID:/dir: from a tar stream" 0 $?
 check "extracted there" hello "$("$sbx" exec "$id" -- cat $r/t2/a.txt)"
 "$sbx" exec "$id" -- rm -rf "$r"
+# a hostile sandbox (its `tar` replaced, first on its PATH) sends names outside the copied
+# directory, an absolute one and one through a symlink: refused, nothing lands outside
+cat >"$tmp/evil-tar" <<'EVIL'
+#!/usr/bin/env python3
+import io, sys, tarfile
+out = tarfile.open(fileobj=sys.stdout.buffer, mode="w|")
+def add(name, data=b"x", **kw):
+    ti = tarfile.TarInfo(name)
+    ti.size = len(data)
+    for k, v in kw.items():
+        setattr(ti, k, v)
+    out.addfile(ti, io.BytesIO(data) if ti.isfile() else None)
+add("d/ok.txt", b"fine")
+add("d/lnk", b"", type=tarfile.SYMTYPE, linkname="/tmp")
+add("d/lnk/escape-link.txt")
+add("d/../escape-dotdot.txt")
+add("/tmp/escape-abs.txt")
+out.close()
+EVIL
+evil=$("$sbx" create -q --provider "$provider" --timeout 600 \
+  -e PATH=/tmp/sbx-evil-bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin)
+"$sbx" exec -i "$evil" -- 'mkdir -p /tmp/sbx-evil-bin /tmp/sbx-evil-src/d && cat >/tmp/sbx-evil-bin/tar && chmod +x /tmp/sbx-evil-bin/tar' <"$tmp/evil-tar"
+mkdir "$tmp/safe"
+"$sbx" cp "$evil:/tmp/sbx-evil-src/d" "$tmp/safe/x" 2>"$tmp/err"; check "a hostile tar: cp fails" 1 $?
+check "and says what it refused" 1 "$(grep -c 'refused\|Path contains\|symlink' "$tmp/err" | awk '{print ($1>0)}')"
+check "the harmless entry before it landed" fine "$(cat "$tmp/safe/x/ok.txt" 2>/dev/null)"
+check "nothing written outside the destination" "" \
+  "$(find "$tmp" /tmp -maxdepth 3 -name 'escape-*' 2>/dev/null)"
+"$sbx" exec "$evil" -- rm -rf /tmp/sbx-evil-bin /tmp/sbx-evil-src
+"$sbx" rm "$evil" >/dev/null
 
 # ---- docker's flags: -p publishes, --cpus/-m limit, -i/-t/-c refused with a pointer ----
 pub=$("$sbx" create -q --provider "$provider" --timeout 600 -p 18765:8080 -p 9000/tcp --cpus 0.5 -m 256m)
