@@ -36,6 +36,8 @@
 
 #define TERM_MAX_FRAME (16u << 20)
 #define TERM_HEAD_MAX  (64u << 10)
+#define TERM_OUT_HIGH  (256u << 10) /* queued for the server: stdin is not read above this */
+#define TERM_OUT_MAX   (64u << 20)  /* a server that reads nothing at all for this long */
 
 struct term {
     const char *verb;
@@ -43,8 +45,9 @@ struct term {
     int sig_r; /* self-pipe: signals to the loop */
     bool raw;
     struct termios saved;
-    struct sbx_buf in; /* bytes from the server not parsed yet */
-    int exit_code;     /* -1 until the exit message */
+    struct sbx_buf in;  /* bytes from the server not parsed yet */
+    struct sbx_buf out; /* frames for the server not sent yet (the socket was full) */
+    int exit_code;      /* -1 until the exit message */
     bool done;
     /* pipe mode (`sbx exec` without -t): ?pty=0, the local stdio as they are */
     bool pipe;
@@ -109,6 +112,30 @@ send_all(int fd, const void *p, size_t n)
     return 0;
 }
 
+/* Send what waits in t->out without blocking: the loop never waits on a full socket while
+ * the server has output for us (a command that writes much before it reads its stdin would
+ * otherwise never be read, and never read). Sent in the loop when the socket is writable. */
+static int
+flush_out(struct term *t)
+{
+    size_t off = 0;
+    while (off < t->out.len) {
+        ssize_t w = send(t->sock, t->out.data + off, t->out.len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (w <= 0)
+            return -1;
+        off += (size_t)w;
+    }
+    if (off) {
+        memmove(t->out.data, t->out.data + off, t->out.len - off);
+        t->out.len -= off;
+    }
+    return 0;
+}
+
 static int
 ws_send(struct term *t, enum sbx_ws_op op, const void *pre, size_t pn, const void *p, size_t n)
 {
@@ -124,9 +151,9 @@ ws_send(struct term *t, enum sbx_ws_op op, const void *pre, size_t pn, const voi
     if (n)
         memcpy(frame + hl + pn, p, n);
     sbx_ws_mask(frame + hl, pn + n, mask);
-    int r = send_all(t->sock, frame, hl + pn + n);
+    int r = sbx_buf_append(&t->out, frame, hl + pn + n, NULL);
     free(frame);
-    return r;
+    return r < 0 ? -1 : flush_out(t);
 }
 
 static int
@@ -489,14 +516,18 @@ loop(struct term *t)
     if (t->in.len && !parse_frames(t))
         return 0;
     while (!t->done) {
-        fds[1].fd = t->stdin_done ? -1 : t->in_fd;
+        /* stdin is read only while what we have for the server is small: no unbounded queue */
+        fds[1].fd = t->stdin_done || t->out.len >= TERM_OUT_HIGH ? -1 : t->in_fd;
+        fds[0].events = (short)(POLLIN | (t->out.len ? POLLOUT : 0));
         int r = poll(fds, 3, poll_timeout(t, deadline));
         if (r < 0 && errno == EINTR)
             continue;
         if (r < 0)
             break;
         bool go = true;
-        if (fds[0].revents)
+        if ((fds[0].revents & POLLOUT) && flush_out(t) < 0)
+            go = false;
+        if (go && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)))
             go = on_socket(t);
         if (go && !t->done && fds[1].revents)
             go = on_stdin(t);
@@ -571,6 +602,7 @@ attach(sbx_client *c, struct term *t, const char *id, const sbx_pty_options *po)
         return SBX_TERM_FAILED;
     }
     sbx_buf_init(&t->in, TERM_MAX_FRAME + 64);
+    sbx_buf_init(&t->out, TERM_OUT_MAX);
     int rc = install_signals(t) < 0 ? SBX_TERM_FAILED : run_session(t, ws, headers);
     restore(t);
     /* A session that ended is removed (execd keeps at most 64); pipe mode also ends one that
@@ -579,6 +611,7 @@ attach(sbx_client *c, struct term *t, const char *id, const sbx_pty_options *po)
     if (sid && (t->pipe || t->exit_code >= 0))
         (void)sbx_pty_delete(c, id, sid);
     sbx_buf_dispose(&t->in);
+    sbx_buf_dispose(&t->out);
     sbx_pty_headers_free(headers);
     free(ws);
     if (t->sock >= 0)
