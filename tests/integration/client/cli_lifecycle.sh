@@ -92,7 +92,7 @@ pids=()
 for i in $(seq 16); do "$sbx" create -q --provider "$provider" >"$tmp/$i" 2>&1 & pids+=($!); done
 wait "${pids[@]}" # not a bare wait: the server is a background job of this shell too
 ok=0
-for i in $(seq 16); do [[ $(cat "$tmp/$i") =~ ^[0-9a-f-]{36}$ ]] && ok=$((ok+1)); done
+for i in $(seq 16); do [[ $(cat "$tmp/$i") =~ ^[0-9a-f-]{36}$ ]] && ok=$((ok+1)) || echo "create $i: $(cat "$tmp/$i")"; done
 check "16 concurrent creates all succeed" 16 "$ok"
 for i in $(seq 16); do "$sbx" rm "$(cat "$tmp/$i")" 2>/dev/null; done
 rm -rf "$tmp"

@@ -186,6 +186,9 @@ test_exec(void **state)
     assert_int_equal(code, 128 + 15);
     assert_int_equal(sbx_exec(&code, c, id, "kill -USR1 $$", NULL), 0);
     assert_int_equal(code, 128 + 10);
+    /* a signal Go has no name for: "signal: signal 34" */
+    assert_int_equal(sbx_exec(&code, c, id, "kill -34 $$", NULL), 0);
+    assert_int_equal(code, 128 + 34);
     assert_int_equal(sbx_exec(&code, c, id, "no-such-command-here", NULL), 0);
     assert_int_equal(code, 127);
 
