@@ -1,6 +1,6 @@
 # bash completion for sbx: verbs, each verb's flags and sandbox ids.
 # Verbs and flags are read from `sbx --help` and `sbx VERB --help` when completing, so this file
-# never lists them itself and cannot drift from the binary; sandbox ids come from `sbx ls -q`
+# never lists them itself and cannot drift from the binary; sandbox ids and names come from `sbx ls`
 # (the server of SBX_HOST, or of a --host/-H already on the line).
 #   source completions/sbx.bash     (or install as /usr/share/bash-completion/completions/sbx)
 
@@ -44,7 +44,7 @@ _sbx() {
   fi
   if _sbx_takes_id "$verb"; then
     local ids
-    ids=$("$sbx" ls -q "${host[@]}" 2>/dev/null)
+    ids=$("$sbx" ls --format '{{.ID}} {{.Name}}' "${host[@]}" 2>/dev/null)
     [[ $verb == cp ]] && ids=$(printf '%s:\n' $ids)
     mapfile -t COMPREPLY < <(compgen -W "$ids" -- "$cur")
     [[ $verb == cp ]] && compopt -o nospace 2>/dev/null

@@ -9,6 +9,11 @@
  * - Input pointers are borrowed for the duration of the call only.
  * - The library never writes to stdout/stderr and never aborts: out of memory is SBX_ENOMEM.
  * - A client handle is not thread-safe: use one handle per thread (handles are cheap).
+ * - Call sbx_global_init() once at the start of the program (before threads), and
+ *   sbx_global_cleanup() at its end.
+ * - Options structs: fill them with their *_options_init() (or the *_OPTIONS_INIT macro in
+ *   C), then set fields; `version` lets a newer library accept an older caller's struct.
+ * - Objects the library returns are opaque handles read through accessor functions.
  */
 #ifndef SBX_CLIENT_H
 #define SBX_CLIENT_H
@@ -22,6 +27,20 @@ extern "C" {
 #endif
 
 typedef struct sbx_client sbx_client;
+
+/** Process-wide setup (libcurl's global state): call once before any other sbx function and
+ *  before starting threads. 0, or a negative sbx_errc. Calls nest: each needs a cleanup. */
+SBX_PUBLIC int sbx_global_init(void);
+/** Undo sbx_global_init() (the last of nested calls does the work). */
+SBX_PUBLIC void sbx_global_cleanup(void);
+
+/** A failure where there is no client handle to hold it (sbx_client_new). */
+typedef struct sbx_err sbx_err;
+/** The negative sbx_errc of the failure. */
+SBX_PUBLIC int sbx_err_code(const sbx_err *e);
+/** A one-line message (borrowed from e; "" for NULL). */
+SBX_PUBLIC const char *sbx_err_message(const sbx_err *e);
+SBX_PUBLIC void sbx_err_free(sbx_err *e);
 
 /** A key/value pair (environment, metadata, resource limits). */
 typedef struct sbx_kv {
@@ -49,8 +68,12 @@ typedef struct sbx_client_options {
         SBX_CLIENT_OPTIONS_VERSION, NULL, NULL, NULL, 0 \
     }
 
-/** Create a client. *out is set only on success; free with sbx_client_free(). */
-SBX_PUBLIC int sbx_client_new(sbx_client **out, const sbx_client_options *opts);
+SBX_PUBLIC void sbx_client_options_init(sbx_client_options *opts);
+
+/** Create a client. *out is set only on success; free with sbx_client_free(). opts may be
+ *  NULL (all defaults). On failure *err (when err is not NULL) gets what went wrong; free it
+ *  with sbx_err_free(). */
+SBX_PUBLIC int sbx_client_new(sbx_client **out, const sbx_client_options *opts, sbx_err **err);
 /** Free a client (NULL is fine). */
 SBX_PUBLIC void sbx_client_free(sbx_client *c);
 /** Message of the last failed call on this handle ("" if none). Borrowed; valid until the
@@ -59,27 +82,42 @@ SBX_PUBLIC const char *sbx_client_last_error(const sbx_client *c);
 /** The base URL the client talks to. Borrowed from the handle. */
 SBX_PUBLIC const char *sbx_client_host(const sbx_client *c);
 
-/** A sandbox as the server describes it. */
-typedef struct sbx_sandbox {
-    char *id;
-    char *state;      /**< Pending, Running, Paused, ... (unknown values are possible) */
-    char *reason;     /**< machine-readable reason of the state, or NULL */
-    char *message;    /**< human-readable message, or NULL */
-    char *image;      /**< image URI, or NULL */
-    char *created_at; /**< RFC 3339 */
-    char *expires_at; /**< RFC 3339, or NULL when the sandbox never expires */
-    char **entrypoint;
-    size_t n_entrypoint;
-    sbx_kv *metadata; /**< keys and values owned by this object */
-    size_t n_metadata;
-    char *json; /**< the whole JSON object as the server sent it */
-} sbx_sandbox;
+/** A sandbox as the server describes it: an opaque handle, read through the accessors below.
+ *  Every string returned is borrowed from the handle (valid until sbx_sandbox_free); NULL
+ *  when the server sent none. */
+typedef struct sbx_sandbox sbx_sandbox;
+
+SBX_PUBLIC const char *sbx_sandbox_id(const sbx_sandbox *s);
+/** Pending, Running, Paused, Stopped, ... (unknown values are possible). */
+SBX_PUBLIC const char *sbx_sandbox_state(const sbx_sandbox *s);
+/** Machine-readable reason of the state. */
+SBX_PUBLIC const char *sbx_sandbox_reason(const sbx_sandbox *s);
+SBX_PUBLIC const char *sbx_sandbox_message(const sbx_sandbox *s);
+SBX_PUBLIC const char *sbx_sandbox_image(const sbx_sandbox *s);
+/** RFC 3339. */
+SBX_PUBLIC const char *sbx_sandbox_created_at(const sbx_sandbox *s);
+/** RFC 3339; NULL when the sandbox never expires. */
+SBX_PUBLIC const char *sbx_sandbox_expires_at(const sbx_sandbox *s);
+SBX_PUBLIC size_t sbx_sandbox_entrypoint_count(const sbx_sandbox *s);
+/** Word i of the entrypoint (NULL past the end). */
+SBX_PUBLIC const char *sbx_sandbox_entrypoint(const sbx_sandbox *s, size_t i);
+SBX_PUBLIC size_t sbx_sandbox_metadata_count(const sbx_sandbox *s);
+/** Key and value of metadata label i (NULL past the end). */
+SBX_PUBLIC const char *sbx_sandbox_metadata_key(const sbx_sandbox *s, size_t i);
+SBX_PUBLIC const char *sbx_sandbox_metadata_value(const sbx_sandbox *s, size_t i);
+/** The value of label `key`, or NULL. */
+SBX_PUBLIC const char *sbx_sandbox_metadata_get(const sbx_sandbox *s, const char *key);
+/** The sandbox's name (the label sbx/name, `sbx create --name`), or NULL. */
+SBX_PUBLIC const char *sbx_sandbox_name(const sbx_sandbox *s);
+/** The whole JSON object as the server sent it. */
+SBX_PUBLIC const char *sbx_sandbox_json(const sbx_sandbox *s);
 
 SBX_PUBLIC void sbx_sandbox_free(sbx_sandbox *s);
 SBX_PUBLIC void sbx_sandbox_list_free(sbx_sandbox **list, size_t n);
 
-/* 2 added reuse_key, 3 desktop; older versions (without them) are still accepted. */
-#define SBX_CREATE_OPTIONS_VERSION 3
+/* 2 added reuse_key, 3 desktop, 4 extensions; older versions (without them) are still
+ * accepted. */
+#define SBX_CREATE_OPTIONS_VERSION 4
 
 typedef struct sbx_create_options {
     unsigned int version;          /**< SBX_CREATE_OPTIONS_VERSION */
@@ -101,12 +139,19 @@ typedef struct sbx_create_options {
     /** A desktop started with the sandbox (sbx extension, version >= 3): "true" for
      *  1280x800, or "WxH[xD][,wm=openbox|none]" (docs/desktop.md). NULL: none. */
     const char *desktop;
+    /** More `extensions` of the request (version >= 4), e.g. {"sbx.publish", "80:8080"}
+     *  (docs/server.md "Published ports"). */
+    const sbx_kv *extensions;
+    size_t n_extensions;
 } sbx_create_options;
 
-#define SBX_CREATE_OPTIONS_INIT                                                                   \
-    {                                                                                             \
-        SBX_CREATE_OPTIONS_VERSION, NULL, NULL, 0, NULL, 0, NULL, 0, NULL, 0, 0, NULL, NULL, NULL \
+#define SBX_CREATE_OPTIONS_INIT                                                                    \
+    {                                                                                              \
+        SBX_CREATE_OPTIONS_VERSION, NULL, NULL, 0, NULL, 0, NULL, 0, NULL, 0, 0, NULL, NULL, NULL, \
+            NULL, 0                                                                                \
     }
+
+SBX_PUBLIC void sbx_create_options_init(sbx_create_options *opts);
 
 /** Create a sandbox and wait until the server answers (it answers once it is Running). */
 SBX_PUBLIC int sbx_sandbox_create(sbx_sandbox **out, sbx_client *c, const sbx_create_options *opts);
@@ -127,6 +172,8 @@ typedef struct sbx_list_options {
     {                                              \
         SBX_LIST_OPTIONS_VERSION, NULL, 0, NULL, 0 \
     }
+
+SBX_PUBLIC void sbx_list_options_init(sbx_list_options *opts);
 
 /** List sandboxes (all pages). *out is an array of *n sandboxes; free with
  *  sbx_sandbox_list_free(). opts may be NULL. */
@@ -168,8 +215,12 @@ typedef struct sbx_exec_options {
         SBX_EXEC_OPTIONS_VERSION, NULL, NULL, 0, 0, NULL, NULL, NULL \
     }
 
+SBX_PUBLIC void sbx_exec_options_init(sbx_exec_options *opts);
+
 /** Run `command` (a shell command line) in the sandbox, streaming its output to the
- *  callbacks. *exit_code gets its exit status (-1 when killed by a signal). */
+ *  callbacks. *exit_code gets its exit status as a shell's $? gives it: 128+N when signal N
+ *  killed it (-1 only when execd named no signal it knows). Output arrives line by line (the
+ *  OpenSandbox wire); sbx_pty_open_opts() in pipe mode carries bytes as they are. */
 SBX_PUBLIC int sbx_exec(int *exit_code, sbx_client *c, const char *id, const char *command,
                         const sbx_exec_options *opts);
 
@@ -179,6 +230,104 @@ SBX_PUBLIC int sbx_upload(sbx_client *c, const char *id, const char *local_path,
 /** Copy the sandbox file `remote_path` to `local_path` (written to a temp file, then renamed). */
 SBX_PUBLIC int sbx_download(sbx_client *c, const char *id, const char *remote_path,
                             const char *local_path);
+
+/* ---- files (execd's /files and /directories) ----
+ * Paths are absolute paths in the sandbox. Structured answers are execd's JSON text (caller
+ * frees): FileInfo is {path, type (file|directory|symlink|other), size, modified_at,
+ * created_at, owner, group, mode (octal digits as a decimal int: 755)}. */
+
+/** The whole file `path` in *data (NUL-terminated, *len bytes without the NUL; caller frees). */
+SBX_PUBLIC int sbx_file_read(char **data, size_t *len, sbx_client *c, const char *id,
+                             const char *path);
+/** Write `len` bytes to `path` (created with its parent directories, replaced if it exists),
+ *  with permission bits `mode` (0: 0644). */
+SBX_PUBLIC int sbx_file_write(sbx_client *c, const char *id, const char *path, const void *data,
+                              size_t len, int mode);
+/** *json: {"PATH": FileInfo}. SBX_ENOTFOUND when it does not exist. */
+SBX_PUBLIC int sbx_file_info(char **json, sbx_client *c, const char *id, const char *path);
+/** Remove a file (a missing one is fine; a directory is refused: sbx_dir_remove). */
+SBX_PUBLIC int sbx_file_remove(sbx_client *c, const char *id, const char *path);
+/** Rename src to dst (dst's parent is created; an existing dst is never replaced). */
+SBX_PUBLIC int sbx_file_move(sbx_client *c, const char *id, const char *src, const char *dst);
+/** Set the permission bits (e.g. 0755). */
+SBX_PUBLIC int sbx_file_chmod(sbx_client *c, const char *id, const char *path, int mode);
+/** *json: [FileInfo] of the non-directories below `path` whose name matches the glob. */
+SBX_PUBLIC int sbx_file_search(char **json, sbx_client *c, const char *id, const char *path,
+                               const char *pattern);
+/** mkdir -p with permission bits `mode`. */
+SBX_PUBLIC int sbx_dir_create(sbx_client *c, const char *id, const char *path, int mode);
+/** rm -rf (never crosses mounts). */
+SBX_PUBLIC int sbx_dir_remove(sbx_client *c, const char *id, const char *path);
+/** *json: [FileInfo] below `path`, `depth` levels (0: 1), parents before children. */
+SBX_PUBLIC int sbx_dir_list(char **json, sbx_client *c, const char *id, const char *path,
+                            int depth);
+
+/* ---- background commands ---- */
+
+/** Start `command` in the background (opts: cwd, env, timeout; callbacks unused). *command_id
+ *  gets its id (caller frees). */
+SBX_PUBLIC int sbx_exec_background(char **command_id, sbx_client *c, const char *id,
+                                   const char *command, const sbx_exec_options *opts);
+/** *json: {id, content, running, started_at, exit_code?, finished_at?, error?}. */
+SBX_PUBLIC int sbx_command_status(char **json, sbx_client *c, const char *id,
+                                  const char *command_id);
+/** Its merged output from byte *cursor on, into *data (NUL-terminated, *len bytes; caller
+ *  frees); *cursor moves past it, so calling again gets what came since. */
+SBX_PUBLIC int sbx_command_logs(char **data, size_t *len, unsigned long long *cursor, sbx_client *c,
+                                const char *id, const char *command_id);
+/** SIGTERM to its process group, SIGKILL 3 s later. */
+SBX_PUBLIC int sbx_command_interrupt(sbx_client *c, const char *id, const char *command_id);
+
+/* ---- bash sessions: cwd and exported variables persist from one run to the next ---- */
+
+/** cwd: where it starts (NULL: execd's). *session_id: caller frees. */
+SBX_PUBLIC int sbx_session_create(char **session_id, sbx_client *c, const char *id,
+                                  const char *cwd);
+/** Run `command` in the session (stdout and stderr both come to on_stdout, one line per
+ *  call, as sbx_exec). *exit_code as sbx_exec's. */
+SBX_PUBLIC int sbx_session_run(int *exit_code, sbx_client *c, const char *id,
+                               const char *session_id, const char *command,
+                               const sbx_exec_options *opts);
+SBX_PUBLIC int sbx_session_delete(sbx_client *c, const char *id, const char *session_id);
+
+/* ---- code interpreting: contexts (a Python kernel, a bash session) and runs ---- */
+
+/** language: "python", "bash". cwd: NULL for execd's. *context_id: caller frees. */
+SBX_PUBLIC int sbx_code_context_create(char **context_id, sbx_client *c, const char *id,
+                                       const char *language, const char *cwd);
+SBX_PUBLIC int sbx_code_context_delete(sbx_client *c, const char *id, const char *context_id);
+
+#define SBX_CODE_OPTIONS_VERSION 1
+
+typedef struct sbx_code_options {
+    unsigned int version;    /**< SBX_CODE_OPTIONS_VERSION (sbx_code_options_init sets it) */
+    const char *context_id;  /**< NULL: the language's default context */
+    const char *language;    /**< with no context_id: "python", "bash"; NULL: a one-off command */
+    sbx_output_cb on_stdout; /**< output as the kernel sends it (not split into lines) */
+    sbx_output_cb on_stderr;
+    void *payload;
+} sbx_code_options;
+
+SBX_PUBLIC void sbx_code_options_init(sbx_code_options *opts);
+
+/** What a code run gave: opaque, read with the accessors below, freed with
+ *  sbx_code_result_free. An error in the code is not a failure of the call: the call returns
+ *  0 and sbx_code_result_error_name() says it (NameError, KeyboardInterrupt...). */
+typedef struct sbx_code_result sbx_code_result;
+
+SBX_PUBLIC int sbx_code_run(sbx_code_result **out, sbx_client *c, const char *id, const char *code,
+                            const sbx_code_options *opts);
+/** The text of the last result ("4" for 2+2), or NULL. Borrowed from r. */
+SBX_PUBLIC const char *sbx_code_result_text(const sbx_code_result *r);
+/** The last result's MIME bundle as JSON ({"text": ..., "image/png": ...}), or NULL. */
+SBX_PUBLIC const char *sbx_code_result_json(const sbx_code_result *r);
+/** The error's name and value, or NULL when the run succeeded. */
+SBX_PUBLIC const char *sbx_code_result_error_name(const sbx_code_result *r);
+SBX_PUBLIC const char *sbx_code_result_error_value(const sbx_code_result *r);
+/** The whole error {ename, evalue, traceback} as JSON, or NULL. */
+SBX_PUBLIC const char *sbx_code_result_error_json(const sbx_code_result *r);
+SBX_PUBLIC int sbx_code_result_execution_count(const sbx_code_result *r);
+SBX_PUBLIC void sbx_code_result_free(sbx_code_result *r);
 
 /** A request to the sandbox's desktop (docs/desktop.md): `path` is below /desktop, with its
  *  query ("/" for the status, "/screenshot?format=jpeg", "/action"); `method` NULL is GET;
@@ -210,6 +359,23 @@ SBX_PUBLIC int sbx_desktop_view(char **url, sbx_client *c, const char *id, long 
 SBX_PUBLIC int sbx_pty_open(char **ws_url, char ***headers, sbx_client *c, const char *id,
                             const char *command);
 SBX_PUBLIC void sbx_pty_headers_free(char **headers);
+
+#define SBX_PTY_OPTIONS_VERSION 1
+
+typedef struct sbx_pty_options {
+    unsigned int version; /**< SBX_PTY_OPTIONS_VERSION (sbx_pty_options_init sets it) */
+    const char *command;  /**< run by the shell; NULL: an interactive shell */
+    const char *cwd;      /**< the process's directory; NULL: execd's */
+} sbx_pty_options;
+
+SBX_PUBLIC void sbx_pty_options_init(sbx_pty_options *opts);
+/** sbx_pty_open() with options. Attach with `?pty=0` for pipe mode: stdout and stderr apart,
+ *  stdin a pipe that the sbx extension message {"type":"eof"} closes. */
+SBX_PUBLIC int sbx_pty_open_opts(char **ws_url, char ***headers, sbx_client *c, const char *id,
+                                 const sbx_pty_options *opts);
+/** End a PTY session: its process group is killed, its output dropped. `session_id` is the
+ *  part of the WebSocket URL between "/pty/" and "/ws". */
+SBX_PUBLIC int sbx_pty_delete(sbx_client *c, const char *id, const char *session_id);
 
 #ifdef __cplusplus
 }

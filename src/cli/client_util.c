@@ -80,9 +80,10 @@ sbx_cli_connect(const struct sbx_cli_conn *conn, const char *verb)
     opts.host = conn->host;
     opts.api_key = conn->api_key;
     sbx_client *c = NULL;
-    int ret = sbx_client_new(&c, &opts);
-    if (ret < 0) {
-        fprintf(stderr, "sbx %s: cannot set up the client: %s\n", verb, sbx_strerror(ret));
+    sbx_err *err = NULL;
+    if (sbx_client_new(&c, &opts, &err) < 0) {
+        fprintf(stderr, "sbx %s: cannot set up the client: %s\n", verb, sbx_err_message(err));
+        sbx_err_free(err);
         return NULL;
     }
     return c;
@@ -146,6 +147,54 @@ full_id(const char *s)
     return true;
 }
 
+const char *
+sbx_cli_name(const sbx_sandbox *s)
+{
+    return sbx_sandbox_metadata_get(s, SBX_CLI_NAME_LABEL);
+}
+
+bool
+sbx_cli_name_valid(const char *name)
+{
+    size_t n = strlen(name);
+    static const char ok[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.-";
+    return n >= 1 && n <= 63 && strspn(name, ok) == n && isalnum((unsigned char)name[0]) &&
+           isalnum((unsigned char)name[n - 1]);
+}
+
+static bool
+live(const sbx_sandbox *s)
+{
+    return strcmp(sbx_sandbox_state(s), "Failed") != 0 &&
+           strcmp(sbx_sandbox_state(s), "Terminated") != 0;
+}
+
+/* The sandbox named `arg`: a live one first (names are unique among those). */
+static const sbx_sandbox *
+by_name(sbx_sandbox **list, size_t n, const char *arg)
+{
+    const sbx_sandbox *hit = NULL;
+    for (size_t i = 0; i < n; i++) {
+        const char *name = sbx_cli_name(list[i]);
+        if (name && strcmp(name, arg) == 0 && (!hit || live(list[i])))
+            hit = list[i];
+    }
+    return hit;
+}
+
+/* How many ids start with `arg`; the first one in out. */
+static size_t
+by_prefix(sbx_sandbox *const *list, size_t n, const char *arg, char out[37])
+{
+    size_t hits = 0;
+    size_t len = strlen(arg);
+    for (size_t i = 0; i < n; i++) {
+        if (list[i] && strncmp(sbx_sandbox_id(list[i]), arg, len) == 0 && hits++ == 0)
+            (void)snprintf(out, 37, "%s", sbx_sandbox_id(list[i]));
+    }
+    return hits;
+}
+
 int
 sbx_cli_resolve_id(sbx_client *c, const char *verb, const char *arg, char out[37])
 {
@@ -165,21 +214,24 @@ sbx_cli_resolve_id(sbx_client *c, const char *verb, const char *arg, char out[37
         (void)sbx_cli_fail(c, verb, "list sandboxes to find the id", ret);
         return -1;
     }
-    size_t hits = 0;
-    size_t len = strlen(arg);
-    for (size_t i = 0; i < n; i++) {
-        if (strncmp(list[i]->id, arg, len) == 0 && hits++ == 0)
-            (void)snprintf(out, 37, "%s", list[i]->id);
+    const sbx_sandbox *named = by_name(list, n, arg);
+    if (named) { /* as docker: a full id, else a name, else an id prefix */
+        (void)snprintf(out, 37, "%s", sbx_sandbox_id(named));
+        sbx_sandbox_list_free(list, n);
+        return 0;
     }
+    size_t hits = by_prefix(list, n, arg, out);
+    size_t len = strlen(arg);
     if (hits > 1) {
         fprintf(stderr, "sbx %s: `%s` is the start of %zu sandbox ids:", verb, arg, hits);
         for (size_t i = 0; i < n; i++) {
-            if (strncmp(list[i]->id, arg, len) == 0)
-                fprintf(stderr, " %s", list[i]->id);
+            if (strncmp(sbx_sandbox_id(list[i]), arg, len) == 0)
+                fprintf(stderr, " %s", sbx_sandbox_id(list[i]));
         }
         fprintf(stderr, "; give more of the id\n");
     } else if (hits == 0) {
-        fprintf(stderr, "sbx %s: no sandbox id starts with `%s`\n", verb, arg);
+        fprintf(stderr, "sbx %s: no sandbox is named `%s` or has an id starting with it\n", verb,
+                arg);
     }
     sbx_sandbox_list_free(list, n);
     return hits == 1 ? 0 : -1;

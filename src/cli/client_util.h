@@ -5,6 +5,7 @@
 #ifndef SBX_CLI_CLIENT_UTIL_H
 #define SBX_CLI_CLIENT_UTIL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "sbx/client.h"
@@ -50,6 +51,14 @@ void sbx_cli_kvs_dispose(struct sbx_cli_kvs *kvs);
 /* A sandbox id from what the user typed: a full id as it is, else the one id that starts with
  * it (docker's id prefixes). 0, or -1 after printing why (none, or several: listed). */
 int sbx_cli_resolve_id(sbx_client *c, const char *verb, const char *arg, char out[37]);
+
+/* A sandbox's name is its metadata label sbx/name (the server keeps it unique). */
+#define SBX_CLI_NAME_LABEL "sbx/name"
+/* Its name, or NULL. Borrowed from s. */
+const char *sbx_cli_name(const sbx_sandbox *s);
+/* docker's [a-zA-Z0-9][a-zA-Z0-9_.-]*, within a label's rules: at most 63, ending with a
+ * letter or digit. */
+bool sbx_cli_name_valid(const char *name);
 
 /* `sbx VERB [options] ID...`: connect, call fn(c, id) for every id, report failures as
  * "sbx VERB: what ID: ...". Returns the exit code. */

@@ -1,6 +1,8 @@
 /*
- * cmd_exec.c - `sbx exec ID -- CMD...`: run a command in a sandbox, stream its output,
- * exit with its exit code. `-it`: on a terminal instead (a PTY session, term.c).
+ * cmd_exec.c - `sbx exec ID -- CMD...`: run a command in a sandbox, as `docker exec`: its
+ * output byte for byte (execd's pipe mode), stdin with -i, the exit code of the command
+ * (128+N when signal N killed it; 126/127 from the shell when it cannot run it) or 125
+ * when sbx itself failed. `-it`: on a terminal instead (a PTY session, term.c).
  */
 #include <getopt.h>
 #include <unistd.h>
@@ -16,55 +18,12 @@
 #include "common/util.h"
 #include "common/xalloc.h"
 
-static int
-put_line(FILE *out, const char *data, size_t len)
-{
-    (void)fwrite(data, 1, len, out);
-    (void)fputc('\n', out);
-    (void)fflush(out);
-    return 0;
-}
-
-static int
-on_stdout(const char *data, size_t len, void *payload)
-{
-    (void)payload;
-    return put_line(stdout, data, len);
-}
-
-static int
-on_stderr(const char *data, size_t len, void *payload)
-{
-    (void)payload;
-    return put_line(stderr, data, len);
-}
-
-/* One argument is a shell command line as is; several are quoted word by word. */
-static char *
-command_line(int argc, char **argv)
-{
-    if (argc == 1)
-        return sbx_xstrdup(argv[0]);
-    struct sbx_buf b;
-    sbx_buf_init(&b, 1 << 20);
-    for (int i = 0; i < argc; i++) {
-        if (i)
-            (void)sbx_buf_append_str(&b, " ", NULL);
-        (void)sbx_buf_append_str(&b, "'", NULL);
-        for (const char *p = argv[i]; *p; p++) {
-            if (*p == '\'')
-                (void)sbx_buf_append_str(&b, "'\\''", NULL);
-            else
-                (void)sbx_buf_append(&b, p, 1, NULL);
-        }
-        (void)sbx_buf_append_str(&b, "'", NULL);
-    }
-    return sbx_buf_steal(&b);
-}
+/* docker exec: 125 when the failure is sbx's, not the command's. */
+#define EXEC_OWN_FAILURE 125
 
 struct exec_args {
     struct sbx_cli_conn conn;
-    sbx_exec_options opts;
+    struct sbx_cli_pipe_opts opts;
     struct sbx_cli_kvs env;
     bool interactive; /* -i */
     bool tty;         /* -t */
@@ -87,7 +46,7 @@ parse_opt(struct exec_args *a, int opt, char *arg)
         a->tty = true;
         return 0;
     case 'T':
-        if (sbx_parse_u64(arg, &ms, NULL) < 0 || ms == 0) {
+        if (sbx_parse_u64(arg, &ms, NULL) < 0 || ms == 0 || ms > INT32_MAX) {
             fprintf(stderr, "sbx exec: --timeout wants milliseconds > 0\n");
             return -1;
         }
@@ -96,6 +55,14 @@ parse_opt(struct exec_args *a, int opt, char *arg)
     default:
         return sbx_cli_conn_opt(&a->conn, opt, arg) ? 0 : -1;
     }
+}
+
+static bool
+env_name_ok(const char *k)
+{
+    if (!*k || (*k >= '0' && *k <= '9'))
+        return false;
+    return k[strspn(k, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")] == '\0';
 }
 
 static int
@@ -115,14 +82,15 @@ parse_args(struct exec_args *a, int argc, char **argv)
         if (parse_opt(a, opt, optarg) < 0)
             return -1;
     }
-    if (a->interactive != a->tty) {
-        fprintf(stderr, "sbx exec: -i and -t go together (-it: the command on a terminal)\n");
+    if (a->tty && !a->interactive) {
+        fprintf(stderr, "sbx exec: -t needs -i (-it: the command on this terminal)\n");
         return -1;
     }
-    if (a->tty && (a->opts.cwd || a->env.n || a->opts.timeout_ms)) {
-        fprintf(stderr, "sbx exec: -it takes no --workdir, --env or --timeout (use the shell: "
-                        "cd DIR && K=V CMD)\n");
-        return -1;
+    for (size_t i = 0; i < a->env.n; i++) {
+        if (!env_name_ok(a->env.items[i].key)) {
+            fprintf(stderr, "sbx exec: --env: `%s` is not a variable name\n", a->env.items[i].key);
+            return -1;
+        }
     }
     /* ID, then the command (after an optional "--"); with -it the command is optional. */
     size_t need = a->tty ? 1 : 2;
@@ -131,57 +99,87 @@ parse_args(struct exec_args *a, int argc, char **argv)
         fprintf(stderr, "sbx exec: expected ID -- CMD... (see `sbx exec --help`)\n");
         return -1;
     }
-    a->opts.env = a->env.items;
-    a->opts.n_env = a->env.n;
-    a->opts.on_stdout = on_stdout;
-    a->opts.on_stderr = on_stderr;
+    a->opts.stdin_open = a->interactive;
     return 0;
 }
 
-/* -it: the command (or a shell) on a terminal. */
+static void
+append_quoted(struct sbx_buf *b, const char *s)
+{
+    (void)sbx_buf_append_str(b, "'", NULL);
+    for (const char *p = s; *p; p++) {
+        if (*p == '\'')
+            (void)sbx_buf_append_str(b, "'\\''", NULL);
+        else
+            (void)sbx_buf_append(b, p, 1, NULL);
+    }
+    (void)sbx_buf_append_str(b, "'", NULL);
+}
+
+/* One argument is a shell command line as is; several are quoted word by word. */
+static char *
+command_line(int argc, char **argv)
+{
+    if (argc == 1)
+        return sbx_xstrdup(argv[0]);
+    struct sbx_buf b;
+    sbx_buf_init(&b, 1 << 20);
+    for (int i = 0; i < argc; i++) {
+        if (i)
+            (void)sbx_buf_append_str(&b, " ", NULL);
+        append_quoted(&b, argv[i]);
+    }
+    return sbx_buf_steal(&b);
+}
+
+/* --env: `export K='V';` before the command (the shell runs both; with -it and no command,
+ * the shell's own: exports then `exec ${SHELL:-sh}`, so the variables are in it). */
+static char *
+with_env(const struct exec_args *a, char *cmd)
+{
+    if (!a->env.n)
+        return cmd;
+    struct sbx_buf b;
+    sbx_buf_init(&b, 1 << 20);
+    (void)sbx_buf_append_str(&b, "export", NULL);
+    for (size_t i = 0; i < a->env.n; i++) {
+        (void)sbx_buf_printf(&b, NULL, " %s=", a->env.items[i].key);
+        append_quoted(&b, a->env.items[i].value);
+    }
+    (void)sbx_buf_printf(&b, NULL, "; %s", cmd ? cmd : "exec \"${SHELL:-sh}\"");
+    free(cmd);
+    return sbx_buf_steal(&b);
+}
+
 static int
-exec_tty(struct exec_args *a, const char *arg_id, char *cmd)
+run(struct exec_args *a, const char *arg_id)
 {
     sbx_client *c = sbx_cli_connect(&a->conn, "exec");
     char id[37] = "";
-    int rc = SBX_EXIT_FAIL;
+    int rc = SBX_TERM_FAILED;
     if (c && sbx_cli_resolve_id(c, "exec", arg_id, id) == 0)
-        rc = sbx_cli_term(c, "exec", id, cmd);
+        rc = a->tty ? sbx_cli_term_opts(c, "exec", id, &a->opts)
+                    : sbx_cli_pipe(c, "exec", id, &a->opts);
     sbx_client_free(c);
-    return rc;
+    return rc == SBX_TERM_FAILED ? EXEC_OWN_FAILURE : rc;
 }
 
 int
 sbx_cmd_exec(int argc, char **argv)
 {
-    struct exec_args a = {.opts = SBX_EXEC_OPTIONS_INIT};
+    struct exec_args a = {0};
     if (parse_args(&a, argc, argv) < 0) {
         sbx_cli_kvs_dispose(&a.env);
-        return SBX_EXIT_USAGE;
+        return EXEC_OWN_FAILURE; /* docker exec: a usage error is 125 too */
     }
     const char *arg_id = argv[optind];
-    char id[37] = "";
     int first = optind + 1;
     if (first < argc && strcmp(argv[first], "--") == 0)
         first++;
-    char *cmd = first < argc ? command_line(argc - first, argv + first) : NULL;
-    if (a.tty) {
-        int rc = exec_tty(&a, arg_id, cmd);
-        free(cmd);
-        sbx_cli_kvs_dispose(&a.env);
-        return rc;
-    }
-    sbx_client *c = sbx_cli_connect(&a.conn, "exec");
-    int exit_code = -1;
-    bool found = c && sbx_cli_resolve_id(c, "exec", arg_id, id) == 0;
-    int ret = found ? sbx_exec(&exit_code, c, id, cmd, &a.opts) : -SBX_EGENERIC;
-    int rc = SBX_EXIT_FAIL;
-    if (found && ret < 0)
-        rc = sbx_cli_fail(c, "exec", id, ret);
-    else if (found)
-        rc = exit_code < 0 ? 128 + 9 : exit_code; /* killed by a signal: like a shell */
+    char *cmd = with_env(&a, first < argc ? command_line(argc - first, argv + first) : NULL);
+    a.opts.command = cmd;
+    int rc = run(&a, arg_id);
     free(cmd);
-    sbx_client_free(c);
     sbx_cli_kvs_dispose(&a.env);
     return rc;
 }

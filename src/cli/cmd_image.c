@@ -8,10 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "common/cleanup.h"
 #include "common/error.h"
+#include "common/util.h"
 #include "common/xalloc.h"
 #include "image/image.h"
 
@@ -120,6 +122,58 @@ read_password(const struct image_cli *o)
     return env ? sbx_xstrdup(env) : NULL;
 }
 
+/* ---- progress on a terminal, per layer, as docker pull shows it ---- */
+
+struct pull_view {
+    FILE *out;
+    uint64_t last_ms; /* the last redraw of the current layer's line */
+};
+
+static void
+human(char *buf, size_t n, uint64_t bytes)
+{
+    static const char *const units[] = {"B", "kB", "MB", "GB", "TB"};
+    double v = (double)bytes;
+    size_t u = 0;
+    while (v >= 1000 && u < 4) {
+        v /= 1000;
+        u++;
+    }
+    (void)snprintf(buf, n, u ? "%.1f%s" : "%.0f%s", v, units[u]);
+}
+
+static void
+on_progress(const struct sbx_image_progress *p, void *arg)
+{
+    struct pull_view *v = arg;
+    if (p->is_config)
+        return; /* as docker: layers only */
+    const char *hex = strchr(p->digest, ':');
+    char id[13];
+    (void)snprintf(id, sizeof id, "%.12s", hex ? hex + 1 : p->digest);
+    char done[16];
+    char total[16];
+    human(done, sizeof done, p->done);
+    human(total, sizeof total, p->total);
+    uint64_t now = sbx_now_ms();
+    switch (p->phase) {
+    case SBX_IMAGE_BLOB_CACHED:
+        fprintf(v->out, "%s: Already exists\n", id);
+        break;
+    case SBX_IMAGE_BLOB_DOWNLOADING:
+        if (p->done && p->done < p->total && now - v->last_ms < 100)
+            return; /* at most ten redraws a second */
+        v->last_ms = now;
+        fprintf(v->out, "\r\033[K%s: Downloading %s/%s (layer %d of %d)", id, done, total,
+                p->index + 1, p->n_layers);
+        break;
+    case SBX_IMAGE_BLOB_DONE:
+        fprintf(v->out, "\r\033[K%s: Pull complete %s\n", id, total);
+        break;
+    }
+    (void)fflush(v->out);
+}
+
 static int
 image_pull(struct sbx_image_store *s, struct image_cli *o, const char *ref)
 {
@@ -128,6 +182,12 @@ image_pull(struct sbx_image_store *s, struct image_cli *o, const char *ref)
     const char *user = o->username ? o->username : getenv("SBX_REGISTRY_USERNAME");
     struct sbx_image_pull_opts po = {
         .username = user, .password = password, .insecure = o->insecure, .platform = o->platform};
+    struct pull_view view = {.out = stderr};
+    if (isatty(STDERR_FILENO)) { /* to a terminal only: logs and pipes get the digest alone */
+        po.progress = on_progress;
+        po.progress_arg = &view;
+        fprintf(stderr, "Pulling %s\n", ref);
+    }
     sbx_autoerror sbx_error *err = NULL;
     sbx_autofree char *digest = NULL;
     if (sbx_image_pull(s, ref, &po, &digest, &err) < 0)

@@ -109,7 +109,31 @@ enum {
     OPT_STATE,
     OPT_CGROUP,
     OPT_UPPER,
+    OPT_RM,
+    OPT_NAME,
 };
+
+/* docker run flags that a one-shot local sandbox cannot honour: say why (RUN_REFUSED: the
+ * caller adds no "invalid value" message). */
+#define RUN_REFUSED (-1000)
+
+static int
+refuse_docker(int c)
+{
+    const char *why = c == 't'        ? "-t: no terminal for the command yet: `sbx create` then "
+                                        "`sbx exec -it ID`"
+                      : c == 'p'      ? "-p: no published ports on a local run: `sbx create -p`"
+                      : c == 'c'      ? "-c/--cpu-shares: relative CPU weights are not "
+                                        "supported: --cpus N"
+                      : c == 'd'      ? "-d: a run is in the foreground: `sbx create` for one "
+                                        "that lives on"
+                      : c == OPT_NAME ? "--name: a run sandbox is gone at exit: `sbx create "
+                                        "--name`"
+                                      : NULL;
+    if (why)
+        fprintf(stderr, "sbx run: %s\n", why);
+    return why ? RUN_REFUSED : -1;
+}
 
 static int
 apply_opt(struct run_opts *o, int c, const char *arg)
@@ -161,8 +185,13 @@ apply_opt(struct run_opts *o, int c, const char *arg)
         return arg[0] == '/' ? 0 : -1;
     case 'v':
         return parse_volume(o, arg);
+    case 'm':
+        return apply_opt(o, OPT_MEMORY, arg);
+    case 'i':    /* docker's -i: the caller's stdin is always the command's */
+    case OPT_RM: /* docker's --rm: a run sandbox is always removed */
+        return 0;
     default:
-        return -1;
+        return refuse_docker(c);
     }
 }
 
@@ -185,17 +214,25 @@ parse_args(struct run_opts *o, int argc, char **argv)
         {"env", required_argument, NULL, 'e'},
         {"workdir", required_argument, NULL, 'w'},
         {"volume", required_argument, NULL, 'v'},
+        {"interactive", no_argument, NULL, 'i'},
+        {"tty", no_argument, NULL, 't'},
+        {"rm", no_argument, NULL, OPT_RM},
+        {"detach", no_argument, NULL, 'd'},
+        {"publish", required_argument, NULL, 'p'},
+        {"cpu-shares", required_argument, NULL, 'c'},
+        {"name", required_argument, NULL, OPT_NAME},
         {0},
     };
     optind = 1;
     int c;
     /* "+": stop at the first non-option, so `sbx run ls -l` needs no "--". */
-    while ((c = getopt_long(argc, argv, "+e:w:v:", longopts, NULL)) != -1) {
-        if (c == '?' || apply_opt(o, c, optarg) < 0) {
-            if (c != '?')
-                fprintf(stderr, "sbx run: invalid value `%s` for %s\n", optarg, argv[optind - 1]);
+    while ((c = getopt_long(argc, argv, "+e:w:v:m:itdp:c:", longopts, NULL)) != -1) {
+        int r = c == '?' ? RUN_REFUSED : apply_opt(o, c, optarg);
+        if (r < 0 && r != RUN_REFUSED)
+            fprintf(stderr, "sbx run: invalid value `%s` for %s\n", optarg ? optarg : "",
+                    argv[optind - 1]);
+        if (r < 0)
             return -1;
-        }
     }
     /* Without CMD an OCI image's entrypoint + cmd run (filled in by resolve_image). */
     if (optind >= argc && (!o->image || strcmp(o->image, "host") == 0)) {

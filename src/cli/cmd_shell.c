@@ -23,6 +23,8 @@ sbx_cmd_shell(int argc, char **argv)
     int rc = SBX_EXIT_FAIL;
     if (sbx_cli_resolve_id(c, "shell", argv[optind], id) == 0)
         rc = sbx_cli_term(c, "shell", id, NULL);
+    if (rc == SBX_TERM_FAILED)
+        rc = SBX_EXIT_FAIL;
     sbx_client_free(c);
     return rc;
 }

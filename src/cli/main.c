@@ -27,49 +27,84 @@
 const struct sbx_cli_cmd sbx_cli_commands[] = {
     CMD("create", HEAVY(sbx_cmd_create), "Create a sandbox on a server and print its id",
         "Usage: sbx create [OPTIONS] [-- ENTRYPOINT...]\n\n"
-        "Create a sandbox and print its id once it is running.\n\n"
-        "  -i, --image URI      image (default: the built-in `host` image)\n"
-        "  -t, --timeout SECS   time to live, >= 60 (default: 0 = never expires)\n"
+        "Create a sandbox and print its id once it is running. Flags that docker create has\n"
+        "mean what they mean there (-e -l -m -p --cpus --name); -i/-t (stdin, a terminal for\n"
+        "the entrypoint) and -c (--cpu-shares, a relative weight) are refused with a pointer:\n"
+        "sbx has no attach (`sbx exec -it ID`) and limits CPUs, not weights.\n\n"
+        "      --image URI      image (default: the built-in `host` image)\n"
+        "      --timeout SECS   time to live, >= 60 (default: 0 = never expires)\n"
         "  -e, --env K=V        environment variable (repeatable)\n"
-        "  -l, --metadata K=V   metadata label (repeatable)\n"
-        "  -c, --limit K=V      resource limit, e.g. cpu=1, memory=512Mi (repeatable)\n"
-        "  -p, --provider NAME  provider (default: the server's default)\n"
+        "  -l, --label K=V      metadata label (repeatable; also --metadata)\n"
+        "      --cpus N         CPU limit (e.g. 0.5, 2): resourceLimits cpu=N\n"
+        "  -m, --memory SIZE    memory limit, b/k/m/g as docker (512m = 512Mi)\n"
+        "      --limit K=V      any resource limit, e.g. cpu=1, memory=512Mi (repeatable;\n"
+        "                       default without any: cpu=1, memory=2Gi)\n"
+        "  -p, --publish [HOSTPORT:]PORT   publish sandbox PORT on the server's\n"
+        "                       publish_address, at HOSTPORT or a free port (repeatable;\n"
+        "                       tcp; `sbx inspect` shows where; docs/server.md)\n"
+        "      --provider NAME  provider (default: the server's default)\n"
         "  -r, --reuse-key KEY  find-or-create: reuse the server's sandbox with this key and\n"
         "                       the same spec (started again if stopped)\n"
         "  --desktop[=SPEC]     with a desktop, up when the create answers: 1280x800, or\n"
         "                       SPEC = WxH[xD][,wm=openbox|none] (see `sbx desktop`)\n"
+        "      --name NAME      a name that every verb takes in place of the id; unique among\n"
+        "                       the server's sandboxes (409 otherwise), "
+        "[a-zA-Z0-9][a-zA-Z0-9_.-]*\n"
+        "                       ending with a letter or digit, at most 63 (a label's rules: it\n"
+        "                       is stored as the metadata label sbx/name)\n"
         "  -q, --quiet          print only the id\n" SBX_CLI_CLIENT_HELP),
     CMD("ls", HEAVY(sbx_cmd_ls), "List sandboxes",
-        "Usage: sbx ls [--json|--quiet] [--state STATE]... [--metadata K=V]...\n\n"
-        "  -j, --json           one JSON object per line instead of a table\n"
+        "Usage: sbx ls [--json|--quiet|--format FORMAT] [--state STATE]... [--metadata K=V]...\n\n"
+        "  -j, --json           one JSON object per line instead of a table (= --format json)\n"
         "  -q, --quiet          only the ids, one a line\n"
+        "      --format FORMAT  json (JSON lines), or a template as docker's: text with\n"
+        "                       {{.ID}} {{.Name}} {{.State}} {{.Reason}} {{.Message}} {{.Image}}\n"
+        "                       {{.Provider}} {{.Created}} {{.Expires}} {{.Entrypoint}}\n"
+        "                       {{.Metadata}} {{.Metadata.KEY}} {{.}}, {{json .FIELD}} for JSON,\n"
+        "                       \\t \\n escapes; `table TEMPLATE` prints a header first\n"
         "  -s, --state STATE    only sandboxes in STATE (repeatable: any of them)\n"
         "  -l, --metadata K=V   only sandboxes with this label (repeatable: all of "
         "them)\n" SBX_CLI_CLIENT_HELP),
     CMD("inspect", HEAVY(sbx_cmd_inspect), "Show sandboxes as JSON",
-        "Usage: sbx inspect ID...\n\n"
-        "The sandboxes as one JSON array (as docker inspect). An ID may be any unique start\n"
-        "of a sandbox's id, as in every verb that takes one.\n\n" SBX_CLI_CLIENT_HELP),
+        "Usage: sbx inspect [--format FORMAT] ID...\n\n"
+        "The sandboxes as one JSON array (as docker inspect). An ID may be a sandbox's name or\n"
+        "any unique start of its id, as in every verb that takes one.\n\n"
+        "  -f, --format FORMAT  each sandbox through FORMAT instead: json (JSON lines) or a\n"
+        "                       template (see `sbx ls --help`)\n" SBX_CLI_CLIENT_HELP),
     CMD("exec", HEAVY(sbx_cmd_exec), "Run a command in a sandbox, streaming its output",
         "Usage: sbx exec [OPTIONS] ID -- CMD [ARG...]\n"
         "       sbx exec -it ID [--] [CMD [ARG...]]\n\n"
-        "Run CMD in the sandbox, print its output as it comes, exit with its exit code.\n"
-        "A single CMD argument is a shell command line; several are quoted word by word.\n"
-        "With -it CMD runs on a terminal (a PTY session; a shell when there is no CMD):\n"
-        "keys go to it (Ctrl-C too), the window size follows; stdin must be a terminal.\n\n"
-        "  -i, --interactive    with -t: the local terminal is the command's\n"
-        "  -t, --tty            with -i: a terminal (pty) in the sandbox\n"
+        "Run CMD in the sandbox, as docker exec: its output byte for byte as it comes (stdout\n"
+        "and stderr apart), exit with its exit code. A single CMD argument is a shell command\n"
+        "line; several are quoted word by word. SIGINT, SIGTERM, SIGHUP, SIGQUIT are passed\n"
+        "on to it (a third Ctrl-C gives up and ends it). With -it CMD runs on a terminal (a\n"
+        "PTY session; a shell when there is no CMD): keys go to it (Ctrl-C too), the window\n"
+        "size follows; stdin must be a terminal.\n\n"
+        "  -i, --interactive    keep stdin open: ours is the command's (without -i it reads EOF)\n"
+        "  -t, --tty            a terminal (pty) in the sandbox; needs -i (docker allows -t\n"
+        "                       alone; sbx has no output-only terminal)\n"
         "  -w, --workdir DIR    working directory\n"
         "  -e, --env K=V        environment variable (repeatable)\n"
-        "      --timeout MS     kill the command after MS milliseconds\n" SBX_CLI_CLIENT_HELP),
+        "      --timeout MS     kill the command after MS milliseconds (sbx's; exit 137)\n\n"
+        "Exit status, as docker exec: the command's; 128+N when signal N killed it; 126 when\n"
+        "it cannot be executed, 127 when it is not found; 125 when sbx itself failed (no such\n"
+        "sandbox, the server unreachable, a usage error).\n\n" SBX_CLI_CLIENT_HELP),
     CMD("shell", HEAVY(sbx_cmd_shell), "An interactive shell in a sandbox",
         "Usage: sbx shell ID\n\n"
         "A shell (bash, else sh) in the sandbox on this terminal, as `sbx exec -it ID`: a\n"
         "PTY session (docs/execd.md), job control and Ctrl-C inside the sandbox, the window\n"
         "size followed. Exits with the shell's exit code; stdin must be a "
         "terminal.\n\n" SBX_CLI_CLIENT_HELP),
-    CMD("cp", HEAVY(sbx_cmd_cp), "Copy a file into or out of a sandbox",
-        "Usage: sbx cp LOCAL ID:/PATH\n       sbx cp ID:/PATH LOCAL\n\n" SBX_CLI_CLIENT_HELP),
+    CMD("cp", HEAVY(sbx_cmd_cp), "Copy files or directories into or out of a sandbox",
+        "Usage: sbx cp LOCAL ID:/PATH\n       sbx cp ID:/PATH LOCAL\n"
+        "       sbx cp - ID:/DIR        (a tar stream from stdin, extracted in DIR)\n"
+        "       sbx cp ID:/PATH -       (PATH as a tar stream on stdout)\n\n"
+        "As docker cp. A file keeps its mode. A directory is copied whole (modes, symlinks as\n"
+        "symlinks): into an existing directory DST under its own name, else as DST (`DIR/.`\n"
+        "copies DIR's contents). Directories travel as a tar stream between this machine and\n"
+        "`tar` in the sandbox (as kubectl cp: the image needs one); what comes into the\n"
+        "sandbox belongs to its user, what comes out to yours, and a name outside the copied\n"
+        "directory (`..`, absolute, through a symlink) is refused.\n\n" SBX_CLI_CLIENT_HELP),
     CMD("pause", HEAVY(sbx_cmd_pause), "Pause (freeze) sandboxes",
         "Usage: sbx pause ID...\n\n" SBX_CLI_CLIENT_HELP),
     CMD("resume", HEAVY(sbx_cmd_resume), "Resume paused sandboxes",
@@ -129,6 +164,8 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "pull fetches from an OCI registry (HTTPS; plain HTTP with --insecure and always for\n"
         "localhost/127.0.0.1). The password comes from stdin (--password-stdin) or\n"
         "SBX_REGISTRY_PASSWORD; the username from --username or SBX_REGISTRY_USERNAME.\n"
+        "pull prints the manifest digest; on a terminal (stderr) it also shows each layer as\n"
+        "docker pull does: downloading with its bytes, complete, or already there.\n"
         "import reads an OCI image layout tar or a `docker save` tar.\n"
         "rm removes the name and garbage-collects unused blobs and layers.\n\n"
         "Options (all subcommands): --state-dir DIR (store in DIR/images; default\n"
@@ -150,7 +187,7 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "Options:\n"
         "  --image I          image to run (default: host, a read-only view of this host)\n"
         "  --rootfs DIR       use DIR (read-only) as the root filesystem instead of an image\n"
-        "  --memory SIZE      memory limit (e.g. 256m, 1g)\n"
+        "  -m, --memory SIZE  memory limit (e.g. 256m, 1g)\n"
         "  --pids N           maximum number of processes (default 1024; 0: no limit)\n"
         "  --cpus N           CPU quota in CPUs (e.g. 0.5, 1.5)\n"
         "  --network MODE     none (default, loopback only) | bridge | host\n"
@@ -164,6 +201,9 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "                     or 1 GiB) | disk (under the state dir)\n"
         "  --state-dir D      state directory (default $SBX_STATE_DIR or /var/lib/sbx)\n"
         "  --cgroup-parent P  cgroup below the caller's own (default $SBX_CGROUP_PARENT or sbx)\n"
+        "  -i, --interactive  accepted (docker's): stdin is always the command's\n"
+        "      --rm           accepted (docker's): the sandbox is always removed\n"
+        "  (docker's -t, -d, -p, -c and --name are refused with what to use instead)\n"
         "\nExit status: CMD's status; 125 when sbx itself fails; 2 for usage errors.\n"),
     CMD("gc", sbx_cmd_gc, "Remove what crashed sandboxes left behind",
         "Usage: sbx gc [--all] [--state-dir D]\n\n"

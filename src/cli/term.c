@@ -30,11 +30,14 @@
 #include "cli/term.h"
 #include "common/buf.h"
 #include "common/cleanup.h"
+#include "common/util.h"
 #include "common/websocket.h"
 #include "common/xalloc.h"
 
 #define TERM_MAX_FRAME (16u << 20)
 #define TERM_HEAD_MAX  (64u << 10)
+#define TERM_OUT_HIGH  (256u << 10) /* queued for the server: stdin is not read above this */
+#define TERM_OUT_MAX   (64u << 20)  /* a server that reads nothing at all for this long */
 
 struct term {
     const char *verb;
@@ -42,9 +45,19 @@ struct term {
     int sig_r; /* self-pipe: signals to the loop */
     bool raw;
     struct termios saved;
-    struct sbx_buf in; /* bytes from the server not parsed yet */
-    int exit_code;     /* -1 until the exit message */
+    struct sbx_buf in;  /* bytes from the server not parsed yet */
+    struct sbx_buf out; /* frames for the server not sent yet (the socket was full) */
+    int exit_code;      /* -1 until the exit message */
     bool done;
+    /* pipe mode (`sbx exec` without -t): ?pty=0, the local stdio as they are */
+    bool pipe;
+    bool stdin_done; /* EOF sent (or stdin never forwarded) */
+    bool out_broken; /* our stdout or stderr is a closed pipe */
+    int n_int;       /* SIGINTs forwarded */
+    long timeout_ms; /* 0: none */
+    bool timed_out;
+    int in_fd;  /* the command's stdin comes from here (pipe mode; else the terminal) */
+    int out_fd; /* its stdout goes here */
 };
 
 static int sig_w = -1;
@@ -99,6 +112,30 @@ send_all(int fd, const void *p, size_t n)
     return 0;
 }
 
+/* Send what waits in t->out without blocking: the loop never waits on a full socket while
+ * the server has output for us (a command that writes much before it reads its stdin would
+ * otherwise never be read, and never read). Sent in the loop when the socket is writable. */
+static int
+flush_out(struct term *t)
+{
+    size_t off = 0;
+    while (off < t->out.len) {
+        ssize_t w = send(t->sock, t->out.data + off, t->out.len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        if (w <= 0)
+            return -1;
+        off += (size_t)w;
+    }
+    if (off) {
+        memmove(t->out.data, t->out.data + off, t->out.len - off);
+        t->out.len -= off;
+    }
+    return 0;
+}
+
 static int
 ws_send(struct term *t, enum sbx_ws_op op, const void *pre, size_t pn, const void *p, size_t n)
 {
@@ -114,9 +151,9 @@ ws_send(struct term *t, enum sbx_ws_op op, const void *pre, size_t pn, const voi
     if (n)
         memcpy(frame + hl + pn, p, n);
     sbx_ws_mask(frame + hl, pn + n, mask);
-    int r = send_all(t->sock, frame, hl + pn + n);
+    int r = sbx_buf_append(&t->out, frame, hl + pn + n, NULL);
     free(frame);
-    return r;
+    return r < 0 ? -1 : flush_out(t);
 }
 
 static int
@@ -276,7 +313,7 @@ upgrade(struct term *t, const char *url, char **headers)
 
 /* ---- frames from the server ---- */
 
-static void
+static bool
 write_all(int fd, const uint8_t *p, size_t n)
 {
     while (n > 0) {
@@ -284,10 +321,11 @@ write_all(int fd, const uint8_t *p, size_t n)
         if (w < 0 && errno == EINTR)
             continue;
         if (w <= 0)
-            return;
+            return false;
         p += w;
         n -= (size_t)w;
     }
+    return true;
 }
 
 static void
@@ -312,8 +350,12 @@ on_frame(struct term *t, const struct sbx_ws_frame *f)
     if (f->op == SBX_WS_BINARY && f->len >= 1) {
         uint8_t ch = f->payload[0];
         size_t skip = ch == 0x03 ? 9 : 1; /* replay frames carry their offset */
-        if (f->len >= skip)
-            write_all(ch == 0x02 ? STDERR_FILENO : STDOUT_FILENO, f->payload + skip, f->len - skip);
+        if (f->len >= skip &&
+            !write_all(ch == 0x02 ? STDERR_FILENO : t->out_fd, f->payload + skip, f->len - skip) &&
+            errno == EPIPE) {
+            t->out_broken = true; /* as a local `cmd | head`: the command is ended */
+            t->done = true;
+        }
     } else if (f->op == SBX_WS_TEXT) {
         on_text(t, f->payload, f->len);
     } else if (f->op == SBX_WS_PING) {
@@ -378,13 +420,22 @@ send_size(struct term *t)
         t, json_pack("{s:s, s:i, s:i}", "type", "resize", "cols", ws.ws_col, "rows", ws.ws_row));
 }
 
+static int
+send_eof(struct term *t)
+{
+    t->stdin_done = true;
+    return send_json(t, json_pack("{s:s}", "type", "eof"));
+}
+
 static bool
 on_stdin(struct term *t)
 {
     uint8_t buf[32768];
-    ssize_t n = read(STDIN_FILENO, buf, sizeof(buf));
+    ssize_t n = read(t->in_fd, buf, sizeof(buf));
     if (n < 0 && (errno == EINTR || errno == EAGAIN))
         return true;
+    if (n <= 0 && t->pipe)
+        return send_eof(t) == 0; /* the command reads EOF, as through a local pipe */
     if (n <= 0)
         return false; /* the terminal went away */
     uint8_t ch = 0x00;
@@ -399,7 +450,11 @@ on_sigpipe(struct term *t, int *sig)
     if (read(t->sig_r, &b, 1) != 1)
         return true;
     if (b == SIGWINCH)
-        return send_size(t) == 0;
+        return t->pipe || send_size(t) == 0;
+    if (t->pipe && (b != SIGINT || ++t->n_int < 3)) { /* docker's sig-proxy */
+        const char *name = sigabbrev_np(b);
+        return send_json(t, json_pack("{s:s, s:s}", "type", "signal", "signal", name)) == 0;
+    }
     *sig = b;
     return false;
 }
@@ -433,6 +488,20 @@ make_raw(struct term *t)
     return 0;
 }
 
+/* poll's timeout: what is left of --timeout; at the deadline the command is killed. */
+static int
+poll_timeout(struct term *t, int64_t deadline)
+{
+    if (!t->timeout_ms || t->timed_out)
+        return -1;
+    int64_t left = deadline - (int64_t)sbx_now_ms();
+    if (left > 0)
+        return left > INT32_MAX ? INT32_MAX : (int)left;
+    t->timed_out = true;
+    (void)send_json(t, json_pack("{s:s, s:s}", "type", "signal", "signal", "KILL"));
+    return -1;
+}
+
 /* Returns the signal that ended the session, 0 otherwise. */
 static int
 loop(struct term *t)
@@ -443,16 +512,22 @@ loop(struct term *t)
         {.fd = t->sig_r, .events = POLLIN},
     };
     int sig = 0;
+    int64_t deadline = (int64_t)sbx_now_ms() + t->timeout_ms;
     if (t->in.len && !parse_frames(t))
         return 0;
     while (!t->done) {
-        if (poll(fds, 3, -1) < 0) {
-            if (errno == EINTR)
-                continue;
+        /* stdin is read only while what we have for the server is small: no unbounded queue */
+        fds[1].fd = t->stdin_done || t->out.len >= TERM_OUT_HIGH ? -1 : t->in_fd;
+        fds[0].events = (short)(POLLIN | (t->out.len ? POLLOUT : 0));
+        int r = poll(fds, 3, poll_timeout(t, deadline));
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r < 0)
             break;
-        }
         bool go = true;
-        if (fds[0].revents)
+        if ((fds[0].revents & POLLOUT) && flush_out(t) < 0)
+            go = false;
+        if (go && (fds[0].revents & (POLLIN | POLLHUP | POLLERR)))
             go = on_socket(t);
         if (go && !t->done && fds[1].revents)
             go = on_stdin(t);
@@ -465,8 +540,10 @@ loop(struct term *t)
 }
 
 static char *
-attach_url(const char *ws)
+attach_url(const struct term *t, const char *ws)
 {
+    if (t->pipe)
+        return sbx_xasprintf("%s?pty=0", ws);
     struct winsize w;
     if (ioctl(STDIN_FILENO, TIOCGWINSZ, &w) == 0 && w.ws_col && w.ws_row)
         return sbx_xasprintf("%s?cols=%u&rows=%u", ws, w.ws_col, w.ws_row);
@@ -476,11 +553,24 @@ attach_url(const char *ws)
 static int
 run_session(struct term *t, const char *ws, char **headers)
 {
-    sbx_autofree char *url = attach_url(ws);
-    if (upgrade(t, url, headers) < 0 || make_raw(t) < 0)
-        return SBX_EXIT_FAIL;
+    sbx_autofree char *url = attach_url(t, ws);
+    if (upgrade(t, url, headers) < 0 || (!t->pipe && make_raw(t) < 0))
+        return SBX_TERM_FAILED;
+    if (t->pipe && t->stdin_done && send_eof(t) < 0)
+        return SBX_TERM_FAILED;
     int sig = loop(t);
     restore(t);
+    if (t->out_broken)
+        return 128 + SIGPIPE;
+    if (t->timed_out) {
+        fprintf(stderr, "sbx %s: timed out after %ld ms: the command was killed\n", t->verb,
+                t->timeout_ms);
+        return 128 + SIGKILL;
+    }
+    if (sig && t->pipe) {
+        fprintf(stderr, "sbx %s: SIG%s: the command was killed\n", t->verb, sigabbrev_np(sig));
+        return 128 + sig;
+    }
     if (sig) {
         fprintf(stderr, "sbx %s: SIG%s: the session stays in the sandbox until it exits\n", t->verb,
                 sigabbrev_np(sig));
@@ -488,35 +578,95 @@ run_session(struct term *t, const char *ws, char **headers)
     }
     if (t->exit_code < 0) {
         fprintf(stderr, "sbx %s: the connection ended before the session did\n", t->verb);
-        return SBX_EXIT_FAIL;
+        return SBX_TERM_FAILED;
     }
     return t->exit_code;
 }
 
+/* The session id in ".../pty/SESSION/ws". */
+static char *
+session_of(const char *ws)
+{
+    const char *p = strstr(ws, "/pty/");
+    const char *e = p ? strstr(p + 5, "/ws") : NULL;
+    return e ? sbx_xstrndup(p + 5, (size_t)(e - p - 5)) : NULL;
+}
+
+static int
+attach(sbx_client *c, struct term *t, const char *id, const sbx_pty_options *po)
+{
+    char *ws = NULL;
+    char **headers = NULL;
+    if (sbx_pty_open_opts(&ws, &headers, c, id, po) < 0) {
+        fprintf(stderr, "sbx %s: %s: %s\n", t->verb, id, sbx_client_last_error(c));
+        return SBX_TERM_FAILED;
+    }
+    sbx_buf_init(&t->in, TERM_MAX_FRAME + 64);
+    sbx_buf_init(&t->out, TERM_OUT_MAX);
+    int rc = install_signals(t) < 0 ? SBX_TERM_FAILED : run_session(t, ws, headers);
+    restore(t);
+    /* A session that ended is removed (execd keeps at most 64); pipe mode also ends one that
+     * still runs (a timeout, our stdout closed, the third Ctrl-C), as `docker exec` does. */
+    sbx_autofree char *sid = session_of(ws);
+    if (sid && (t->pipe || t->exit_code >= 0))
+        (void)sbx_pty_delete(c, id, sid);
+    sbx_buf_dispose(&t->in);
+    sbx_buf_dispose(&t->out);
+    sbx_pty_headers_free(headers);
+    free(ws);
+    if (t->sock >= 0)
+        close(t->sock);
+    return rc;
+}
+
 int
-sbx_cli_term(sbx_client *c, const char *verb, const char *id, const char *command)
+sbx_cli_term_opts(sbx_client *c, const char *verb, const char *id,
+                  const struct sbx_cli_pipe_opts *o)
 {
     if (!isatty(STDIN_FILENO)) {
         fprintf(stderr,
                 "sbx %s: stdin is not a terminal (a PTY session needs one; `sbx exec ID -- CMD`"
                 " runs a command without it)\n",
                 verb);
-        return SBX_EXIT_FAIL;
+        return SBX_TERM_FAILED;
     }
-    char *ws = NULL;
-    char **headers = NULL;
-    if (sbx_pty_open(&ws, &headers, c, id, command) < 0) {
-        fprintf(stderr, "sbx %s: %s: %s\n", verb, id, sbx_client_last_error(c));
-        return SBX_EXIT_FAIL;
-    }
-    struct term t = {.verb = verb, .sock = -1, .sig_r = -1, .exit_code = -1};
-    sbx_buf_init(&t.in, TERM_MAX_FRAME + 64);
-    int rc = install_signals(&t) < 0 ? SBX_EXIT_FAIL : run_session(&t, ws, headers);
-    restore(&t);
-    sbx_buf_dispose(&t.in);
-    sbx_pty_headers_free(headers);
-    free(ws);
-    if (t.sock >= 0)
-        close(t.sock);
-    return rc;
+    sbx_pty_options po;
+    sbx_pty_options_init(&po);
+    po.command = o->command;
+    po.cwd = o->cwd;
+    struct term t = {.verb = verb,
+                     .sock = -1,
+                     .sig_r = -1,
+                     .exit_code = -1,
+                     .timeout_ms = o->timeout_ms,
+                     .in_fd = STDIN_FILENO,
+                     .out_fd = STDOUT_FILENO};
+    return attach(c, &t, id, &po);
+}
+
+int
+sbx_cli_term(sbx_client *c, const char *verb, const char *id, const char *command)
+{
+    struct sbx_cli_pipe_opts o = {.command = command};
+    return sbx_cli_term_opts(c, verb, id, &o);
+}
+
+int
+sbx_cli_pipe(sbx_client *c, const char *verb, const char *id, const struct sbx_cli_pipe_opts *o)
+{
+    sbx_pty_options po;
+    sbx_pty_options_init(&po);
+    po.command = o->command;
+    po.cwd = o->cwd;
+    struct term t = {.verb = verb,
+                     .sock = -1,
+                     .sig_r = -1,
+                     .exit_code = -1,
+                     .pipe = true,
+                     .stdin_done = !o->stdin_open,
+                     .timeout_ms = o->timeout_ms,
+                     .in_fd = o->in_fd > 0 ? o->in_fd : STDIN_FILENO,
+                     .out_fd = o->out_fd > 0 ? o->out_fd : STDOUT_FILENO};
+    (void)signal(SIGPIPE, SIG_IGN); /* a closed stdout is seen as EPIPE */
+    return attach(c, &t, id, &po);
 }

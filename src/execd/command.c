@@ -22,6 +22,7 @@
 #include <event2/http.h>
 
 #include "common/cleanup.h"
+#include "common/gosig.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
@@ -128,31 +129,6 @@ cmd_prune(struct execd *ex)
     cmd_free(c);
 }
 
-static const char *
-signal_name(int sig)
-{
-    switch (sig) {
-    case SIGKILL:
-        return "killed";
-    case SIGTERM:
-        return "terminated";
-    case SIGINT:
-        return "interrupt";
-    case SIGHUP:
-        return "hangup";
-    case SIGQUIT:
-        return "quit";
-    case SIGABRT:
-        return "aborted";
-    case SIGSEGV:
-        return "segmentation fault";
-    case SIGPIPE:
-        return "broken pipe";
-    default:
-        return NULL;
-    }
-}
-
 /* Exit codes as Go's ProcessState reports them: a signal gives -1 (COMPAT 2.3). */
 static void
 cmd_set_status(struct execd_cmd *c, int status)
@@ -167,8 +143,8 @@ cmd_set_status(struct execd_cmd *c, int status)
     }
     int sig = WTERMSIG(status);
     c->exit_code = -1;
-    const char *name = signal_name(sig);
-    c->error = name ? sbx_xasprintf("signal: %s", name) : sbx_xasprintf("signal: %d", sig);
+    const char *name = sbx_go_signal_name(sig);
+    c->error = name ? sbx_xasprintf("signal: %s", name) : sbx_xasprintf("signal: signal %d", sig);
 }
 
 static void

@@ -177,6 +177,7 @@ pump_all(struct execd_pty *s)
 }
 
 static void keep_expired(evutil_socket_t fd, short what, void *arg);
+static void stdin_unstall(struct execd_pty *s);
 
 static void
 finish(struct execd_pty *s)
@@ -195,6 +196,7 @@ finish(struct execd_pty *s)
             close(*fds[i]);
         *fds[i] = -1;
     }
+    stdin_unstall(s);
     sbx_debug("pty %s: exited with %d after %llu bytes", s->id, s->exit_code,
               (unsigned long long)s->total);
     struct timeval tv = {.tv_sec = PTY_KEEP_SEC};
@@ -236,6 +238,27 @@ pty_resume(struct execd_pty *s)
 /* ---- stdin ---- */
 
 static void
+stdin_unstall(struct execd_pty *s)
+{
+    if (!s->stdin_full)
+        return;
+    s->stdin_full = false;
+    if (s->holder)
+        pty_client_stdin_drained(s->holder);
+}
+
+static void
+stdin_close(struct execd_pty *s)
+{
+    if (s->ev_in)
+        event_free(s->ev_in);
+    s->ev_in = NULL;
+    if (s->fd_in >= 0)
+        close(s->fd_in);
+    s->fd_in = -1;
+}
+
+static void
 on_stdin_writable(evutil_socket_t fd, short what, void *arg)
 {
     (void)what;
@@ -245,13 +268,46 @@ on_stdin_writable(evutil_socket_t fd, short what, void *arg)
         sbx_debug("pty %s: stdin: %s", s->id, strerrordesc_np(errno));
         evbuffer_drain(s->stdin_q, evbuffer_get_length(s->stdin_q));
     }
-    if (evbuffer_get_length(s->stdin_q) == 0)
+    size_t left = evbuffer_get_length(s->stdin_q);
+    if (left == 0 && s->ev_in)
         event_del(s->ev_in);
+    if (left == 0 && s->stdin_eof)
+        stdin_close(s);
+    if (left < PTY_STDIN_HIGH)
+        stdin_unstall(s);
+}
+
+bool
+pty_stdin_stall(struct execd_pty *s)
+{
+    if (!s->stdin_q || evbuffer_get_length(s->stdin_q) < PTY_STDIN_HIGH || s->finished)
+        return false;
+    s->stdin_full = true;
+    return true;
+}
+
+int
+pty_close_stdin(struct execd_pty *s, const char **why)
+{
+    if (!s->pipe_mode) {
+        *why = "eof: pipe mode only (on a terminal, send its EOF character, ^D)";
+        return -1;
+    }
+    if (s->stdin_eof || s->finished || s->reaped || s->fd_in < 0)
+        return 0;
+    s->stdin_eof = true;
+    if (evbuffer_get_length(s->stdin_q) == 0)
+        stdin_close(s);
+    return 0;
 }
 
 int
 pty_write_stdin(struct execd_pty *s, const void *p, size_t n, const char **why)
 {
+    if (s->stdin_eof) {
+        *why = "stdin is closed (eof was sent)";
+        return -1;
+    }
     if (s->finished || s->reaped || s->fd_in < 0) {
         *why = "the process has exited";
         return -1;

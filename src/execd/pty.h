@@ -25,10 +25,12 @@
 #define PTY_LAG_MAX      (512u << 10) /* the holder this far behind: the pty is not read */
 #define PTY_MAX_MSG      (64u << 10)  /* largest message from a client */
 #define PTY_STDIN_MAX    (1u << 20)   /* stdin waiting for the process */
+#define PTY_STDIN_HIGH   (512u << 10) /* this much waiting: the holder's frames are not read */
 #define PTY_MAX_SESSIONS 64
 #define PTY_KEEP_SEC     600 /* an exited session is kept this long for replay */
 #define PTY_PING_SEC     30
 #define PTY_DEADLINE_SEC 60 /* nothing read from a client (or its queue stuck) this long */
+#define PTY_LINGER_SEC   5  /* after our close: how long the client's own close is waited for */
 #define PTY_MARKS        1024
 #define PTY_CLOSE_TAKEN  4001
 
@@ -57,7 +59,8 @@ struct pty_client {
     uint64_t replay_end; /* output below this offset goes out as replay frames */
     bool need_offset;    /* bytes were skipped: the next frame says where it is */
     bool viewer;
-    bool closing; /* a close frame is queued: freed once it is sent */
+    bool closing;   /* a close frame is queued: freed once it is sent */
+    bool lingering; /* it is sent and our side shut: reading until the client closes */
 };
 
 struct execd_pty {
@@ -83,6 +86,8 @@ struct execd_pty {
     struct event *ev_in;
     struct event *keep; /* frees an exited session after PTY_KEEP_SEC */
     struct evbuffer *stdin_q;
+    bool stdin_eof;  /* sbx: the holder sent {"type":"eof"}: closed once stdin_q is written */
+    bool stdin_full; /* the holder is not read until stdin_q drains below PTY_STDIN_HIGH */
     uint8_t *ring;
     uint64_t total; /* bytes of output so far: the output offset */
     struct pty_mark marks[PTY_MARKS];
@@ -100,6 +105,11 @@ struct execd_pty *pty_find(struct execd *ex, const char *id);
 int pty_start(struct execd_pty *s, bool pipe_mode, sbx_error **err);
 /* Queue bytes for the process's stdin; -1 with *why when it cannot take them. */
 int pty_write_stdin(struct execd_pty *s, const void *p, size_t n, const char **why);
+/* Pipe mode: close the process's stdin once what is queued is written (sbx extension). */
+int pty_close_stdin(struct execd_pty *s, const char **why);
+/* True when stdin_q holds PTY_STDIN_HIGH or more: the caller stops reading its client (the
+ * flag is set; pty_client_stdin_drained() is called when it drains). */
+bool pty_stdin_stall(struct execd_pty *s);
 void pty_resize(struct execd_pty *s, unsigned cols, unsigned rows);
 /* A signal to the terminal's foreground process group (pipe mode: the process's group). */
 int pty_signal(struct execd_pty *s, int sig);
@@ -116,6 +126,8 @@ uint64_t pty_ring_start(const struct execd_pty *s);
 void pty_client_pump(struct pty_client *c);
 /* Close c with a close frame (code, reason); it is freed once the frame is sent. */
 void pty_client_close(struct pty_client *c, int code, const char *reason);
+/* The holder's stdin queue drained: read its frames again. */
+void pty_client_stdin_drained(struct pty_client *c);
 /* An error frame {"type":"error","code","error"}. */
 void pty_client_error(struct pty_client *c, const char *code, const char *msg);
 

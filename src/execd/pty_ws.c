@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <strings.h>
 
 #include <event2/buffer.h>
@@ -123,7 +124,7 @@ pty_client_close(struct pty_client *c, int code, const char *reason)
     ws_send(c, SBX_WS_CLOSE, pre, 2, reason, rl);
     c->closing = true;
     detach(c);
-    bufferevent_disable(c->bev, EV_READ);
+    /* reading goes on (and discards): see linger() */
     /* freed by the write callback once the frame is out; now if nothing is queued at all */
     if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
         event_active(c->defer, EV_TIMEOUT, 0);
@@ -210,7 +211,8 @@ do_control(struct pty_client *c, const char *type, json_t *j)
         send_json(c, json_pack("{s:s}", "type", "pong"));
         return;
     }
-    bool known = !strcmp(type, "stdin") || !strcmp(type, "resize") || !strcmp(type, "signal");
+    bool known = !strcmp(type, "stdin") || !strcmp(type, "resize") || !strcmp(type, "signal") ||
+                 !strcmp(type, "eof");
     if (!known) {
         pty_client_error(c, "INVALID_FRAME", "unknown message type");
         return;
@@ -225,6 +227,10 @@ do_control(struct pty_client *c, const char *type, json_t *j)
             pty_client_error(c, "INVALID_FRAME", "stdin: data must be a string");
         else
             do_stdin(c, json_string_value(d), json_string_length(d));
+    } else if (strcmp(type, "eof") == 0) { /* sbx: close the process's stdin (pipe mode) */
+        const char *why = NULL;
+        if (pty_close_stdin(c->s, &why) < 0)
+            pty_client_error(c, "INVALID_FRAME", why);
     } else if (strcmp(type, "resize") == 0) {
         json_t *cols = json_object_get(j, "cols");
         json_t *rows = json_object_get(j, "rows");
@@ -328,6 +334,12 @@ on_read(struct bufferevent *bev, void *arg)
         size_t n = evbuffer_get_length(in);
         size_t want = n < PTY_MAX_MSG + 14 ? n : PTY_MAX_MSG + 14;
         uint8_t *buf = evbuffer_pullup(in, (ssize_t)want);
+        /* a stdin frame while stdin is full waits (parsing unmasks it: checked before) */
+        if (buf && (buf[0] & 0x0f) == SBX_WS_BINARY && c->s && c->s->holder == c &&
+            pty_stdin_stall(c->s)) {
+            bufferevent_disable(bev, EV_READ); /* TCP pushes back on the client */
+            return;
+        }
         struct sbx_ws_frame f;
         const char *why = NULL;
         long r = buf ? sbx_ws_parse(buf, want, PTY_MAX_MSG, &f, &why) : 0;
@@ -345,13 +357,34 @@ on_read(struct bufferevent *bev, void *arg)
         evbuffer_drain(in, evbuffer_get_length(in));
 }
 
+/* Our close frame is out: shut our side (FIN after the last byte) and wait for the client to
+ * close its own, reading and discarding what it still sends (a close frame, a pong, stdin
+ * that crossed our close). Closing at once with unread input would make the kernel answer
+ * with a reset, and a reset makes the client's kernel drop the output it has not read yet:
+ * the end of the stream would be lost (a fast command whose client sent anything late). */
+static void
+linger(struct pty_client *c)
+{
+    if (c->lingering)
+        return;
+    c->lingering = true;
+    evutil_socket_t fd = bufferevent_getfd(c->bev);
+    if (fd < 0 || shutdown(fd, SHUT_WR) < 0) {
+        client_free(c, true);
+        return;
+    }
+    struct timeval t = {.tv_sec = PTY_LINGER_SEC};
+    bufferevent_set_timeouts(c->bev, &t, NULL);
+    bufferevent_enable(c->bev, EV_READ); /* EOF, an error or the timeout: on_event frees it */
+}
+
 static void
 on_write(struct bufferevent *bev, void *arg)
 {
     struct pty_client *c = arg;
     if (c->closing) {
         if (evbuffer_get_length(bufferevent_get_output(bev)) == 0)
-            client_free(c, true);
+            linger(c);
         return;
     }
     struct execd_pty *s = c->s;
@@ -368,6 +401,15 @@ on_event(struct bufferevent *bev, short what, void *arg)
     if (what & BEV_EVENT_TIMEOUT)
         sbx_debug("pty: a client stopped reading or answering pings: dropped");
     client_free(c, true); /* EOF, error, timeout */
+}
+
+void
+pty_client_stdin_drained(struct pty_client *c)
+{
+    if (c->closing)
+        return;
+    bufferevent_enable(c->bev, EV_READ);
+    event_active(c->defer, EV_TIMEOUT, 0); /* the frames already buffered */
 }
 
 static void
@@ -387,7 +429,7 @@ on_defer(evutil_socket_t fd, short what, void *arg)
     if (!c->closing)
         on_read(c->bev, c); /* bytes that came with the request head */
     else if (evbuffer_get_length(bufferevent_get_output(c->bev)) == 0)
-        client_free(c, true); /* else the write callback frees it once all is sent */
+        linger(c); /* else the write callback does once all is sent */
 }
 
 /* ---- the handshake ---- */

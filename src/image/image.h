@@ -29,11 +29,31 @@ struct sbx_image_store;
 /* The name of the runtime's built-in image; never stored here. */
 #define SBX_IMAGE_HOST "host"
 
+/* Where a pull is, for a progress display: one blob (the config, then each layer) at a time. */
+enum sbx_image_blob_phase {
+    SBX_IMAGE_BLOB_CACHED,      /* already in the store: not fetched */
+    SBX_IMAGE_BLOB_DOWNLOADING, /* done of total bytes so far (called as bytes arrive) */
+    SBX_IMAGE_BLOB_DONE,        /* fetched and verified */
+};
+
+struct sbx_image_progress {
+    const char *digest; /* "sha256:..." */
+    bool is_config;     /* the image config (index -1), not a layer */
+    int index;          /* layer index, 0 = bottom */
+    int n_layers;
+    enum sbx_image_blob_phase phase;
+    uint64_t done;
+    uint64_t total;
+};
+
 struct sbx_image_pull_opts {
     const char *username; /* NULL: anonymous (a Bearer token is still fetched when asked) */
     const char *password;
     bool insecure;        /* plain HTTP (always for localhost / 127.0.0.1 / ::1) */
     const char *platform; /* "os/arch[/variant]"; NULL: linux/<host arch> */
+    /* Optional: told about every blob as the pull goes (no I/O of its own expected). */
+    void (*progress)(const struct sbx_image_progress *p, void *arg);
+    void *progress_arg;
 };
 
 /* A resolved image: what the runtime needs to build a rootfs and the first process. */

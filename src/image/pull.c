@@ -49,7 +49,20 @@ struct resp {
     size_t max;                /* body limit (a blob: its size from the manifest) */
     struct sbx_blob_writer *w; /* set: a 200 body goes here */
     sbx_error *werr;
+    struct sbx_image_progress *prog; /* a blob's progress, told as its bytes arrive */
+    const struct sbx_image_pull_opts *opts;
 };
+
+static void
+tell(const struct sbx_image_pull_opts *o, struct sbx_image_progress *p,
+     enum sbx_image_blob_phase phase, uint64_t done)
+{
+    if (!o->progress || !p)
+        return;
+    p->phase = phase;
+    p->done = done;
+    o->progress(p, o->progress_arg);
+}
 
 static void
 resp_clear(struct resp *r)
@@ -122,7 +135,10 @@ on_body(char *data, size_t size, size_t nmemb, void *userdata)
             (void)sbx_error_set(&r->werr, SBX_EIO, 0, "blob is larger than its %zu bytes", r->max);
             return 0;
         }
-        return sbx_blob_writer_write(r->w, data, n, &r->werr) < 0 ? 0 : n;
+        if (sbx_blob_writer_write(r->w, data, n, &r->werr) < 0)
+            return 0;
+        tell(r->opts, r->prog, SBX_IMAGE_BLOB_DOWNLOADING, r->w->size);
+        return n;
     }
     size_t max = r->status == 200 ? r->max : ERRBODY_MAX;
     if (r->len + n > max)
@@ -371,18 +387,23 @@ fetch_manifest(struct reg *g, const char *reference, struct resp *r, char **out_
 }
 
 static int
-fetch_blob(struct reg *g, const struct sbx_image_desc *d, sbx_error **err)
+fetch_blob(struct reg *g, const struct sbx_image_desc *d, struct sbx_image_progress *p,
+           sbx_error **err)
 {
+    p->digest = d->digest;
+    p->total = d->size;
     if (sbx_image_blob_exists(g->s, d->digest)) {
         sbx_debug("blob %s: already in the store", d->digest);
+        tell(g->opts, p, SBX_IMAGE_BLOB_CACHED, d->size);
         return 0;
     }
+    tell(g->opts, p, SBX_IMAGE_BLOB_DOWNLOADING, 0);
     struct sbx_blob_writer w;
     int ret = sbx_blob_writer_open(&w, g->s, d->digest, err);
     if (ret < 0)
         return ret;
     sbx_autofree char *url = sbx_xasprintf("%s/v2/%s/blobs/%s", g->base, g->ref.repo, d->digest);
-    struct resp r = {.w = &w, .max = (size_t)d->size};
+    struct resp r = {.w = &w, .max = (size_t)d->size, .prog = p, .opts = g->opts};
     uint64_t t0 = sbx_now_ms();
     ret = get(g, url, NULL, &r, err);
     if (ret == 0 && r.status != 200)
@@ -392,9 +413,11 @@ fetch_blob(struct reg *g, const struct sbx_image_desc *d, sbx_error **err)
                             d->digest, (unsigned long long)w.size, (unsigned long long)d->size);
     if (ret == 0)
         ret = sbx_blob_writer_commit(&w, g->s, NULL, err);
-    if (ret == 0)
+    if (ret == 0) {
         sbx_debug("blob %s: %llu bytes in %llu ms", d->digest, (unsigned long long)w.size,
                   (unsigned long long)(sbx_now_ms() - t0));
+        tell(g->opts, p, SBX_IMAGE_BLOB_DONE, w.size);
+    }
     sbx_blob_writer_abort(&w);
     resp_clear(&r);
     return ret;
@@ -438,9 +461,12 @@ pull_blobs(struct reg *g, const char *digest, sbx_error **err)
         ret = sbx_image_manifest_parse(&m, data, n, err);
     if (ret < 0)
         return ret;
-    ret = fetch_blob(g, &m.config, err);
-    for (size_t i = 0; ret == 0 && i < m.n_layers; i++)
-        ret = fetch_blob(g, &m.layers[i], err);
+    struct sbx_image_progress p = {.is_config = true, .index = -1, .n_layers = (int)m.n_layers};
+    ret = fetch_blob(g, &m.config, &p, err);
+    for (size_t i = 0; ret == 0 && i < m.n_layers; i++) {
+        p = (struct sbx_image_progress){.index = (int)i, .n_layers = (int)m.n_layers};
+        ret = fetch_blob(g, &m.layers[i], &p, err);
+    }
     sbx_image_manifest_clear(&m);
     return ret;
 }

@@ -66,6 +66,13 @@ client_fail(sbx_client *c, int code, const char *fmt, ...)
     return -code;
 }
 
+int
+client_id_ok(const char *id)
+{
+    size_t n = id ? strlen(id) : 0;
+    return n >= 1 && n <= 64 && strspn(id, "0123456789abcdefABCDEF-") == n; /* uuids, 32-hex ids */
+}
+
 char *
 client_strdup(sbx_client *c, const char *s)
 {
@@ -151,21 +158,91 @@ resolve_settings(sbx_client *c, const sbx_client_options *opts)
     return 0;
 }
 
+static int global_refs; /* sbx_global_init calls not yet cleaned up */
+
 int
-sbx_client_new(sbx_client **out, const sbx_client_options *opts)
+sbx_global_init(void)
 {
-    if (!out || (opts && opts->version != SBX_CLIENT_OPTIONS_VERSION))
-        return -SBX_EINVAL;
-    *out = NULL;
-    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+    if (global_refs++ > 0)
+        return 0;
+    if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
+        global_refs = 0;
         return -SBX_EGENERIC;
+    }
+    return 0;
+}
+
+void
+sbx_global_cleanup(void)
+{
+    if (global_refs > 0 && --global_refs == 0)
+        curl_global_cleanup();
+}
+
+struct sbx_err {
+    int code;
+    char msg[1024]; /* as the handle's message */
+};
+
+int
+sbx_err_code(const sbx_err *e)
+{
+    return e ? e->code : 0;
+}
+
+const char *
+sbx_err_message(const sbx_err *e)
+{
+    return e ? e->msg : "";
+}
+
+void
+sbx_err_free(sbx_err *e)
+{
+    free(e);
+}
+
+/* Fill *err (when asked for) and return code (negative). */
+static int
+new_failed(sbx_err **err, int code, const char *msg)
+{
+    if (err && (*err = calloc(1, sizeof **err))) {
+        (*err)->code = code;
+        (void)snprintf((*err)->msg, sizeof(*err)->msg, "%s", msg);
+    }
+    return code;
+}
+
+void
+sbx_client_options_init(sbx_client_options *o)
+{
+    if (o)
+        *o = (sbx_client_options)SBX_CLIENT_OPTIONS_INIT;
+}
+
+int
+sbx_client_new(sbx_client **out, const sbx_client_options *opts, sbx_err **err)
+{
+    if (err)
+        *err = NULL;
+    if (!out)
+        return new_failed(err, -SBX_EINVAL, "sbx_client_new: out is NULL");
+    *out = NULL;
+    if (opts && opts->version != SBX_CLIENT_OPTIONS_VERSION)
+        return new_failed(err, -SBX_EINVAL,
+                          "sbx_client_new: options of an unknown version (use "
+                          "sbx_client_options_init)");
+    /* Without sbx_global_init libcurl initialises itself here (not thread-safe). */
+    if (!global_refs && curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+        return new_failed(err, -SBX_EGENERIC, "libcurl's global initialisation failed");
     sbx_client *c = calloc(1, sizeof *c);
     if (!c)
-        return -SBX_ENOMEM;
+        return new_failed(err, -SBX_ENOMEM, "out of memory");
     int ret = resolve_settings(c, opts);
     if (ret == 0 && !(c->curl = curl_easy_init()))
-        ret = -SBX_ENOMEM;
+        ret = client_fail(c, SBX_ENOMEM, "libcurl: cannot make a handle");
     if (ret < 0) {
+        (void)new_failed(err, ret, c->err);
         sbx_client_free(c);
         return ret;
     }

@@ -14,6 +14,21 @@
 
 #include "sbx/client.h"
 
+struct sbx_sandbox {
+    char *id;
+    char *state;
+    char *reason;
+    char *message;
+    char *image;
+    char *created_at;
+    char *expires_at;
+    char **entrypoint;
+    size_t n_entrypoint;
+    sbx_kv *metadata; /* keys and values owned by this object */
+    size_t n_metadata;
+    char *json;
+};
+
 /* Largest JSON answer we accept from a server (a list of many sandboxes fits easily). */
 #define SBX_CLIENT_MAX_BODY (64u << 20)
 
@@ -67,6 +82,9 @@ int client_execd_endpoint(sbx_client *c, const char *id, char **base, struct cur
  * with execd's {code, message}. desktop.c. */
 int client_execd_call(sbx_client *c, const char *id, const sbx_desktop_request *req, char **out,
                       size_t *out_len);
+
+/* An id that can go into a URL path as it is (execd's ids: hex and dashes). */
+int client_id_ok(const char *id);
 
 /* strdup that reports SBX_ENOMEM through the handle. */
 char *client_strdup(sbx_client *c, const char *s);

@@ -4,42 +4,37 @@
  * execd answers with a stream of bare JSON objects, one per event, each followed by a blank
  * line (COMPAT 2.3); `data:`-prefixed lines are accepted too. Exactly one `init` comes first,
  * then stdout/stderr lines, then one terminal event: `execution_complete` (exit 0) or `error`
- * (evalue = exit code).
+ * (evalue = exit code; -1 and the text "signal: NAME" for a signalled command).
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/gosig.h"
 #include "lib/client_internal.h"
 
 /* One event line longer than this is a protocol violation (execd splits output by line,
  * but a line may be long; 64 MiB bounds memory). */
 #define MAX_EVENT_LINE (64u << 20)
 
-struct exec_stream {
-    sbx_client *c;
-    const sbx_exec_options *opts;
-    struct client_buf line;
-    char *command_id;
-    int terminal;  /* a terminal event was seen */
-    int exit_code; /* from the terminal event */
-    int stopped;   /* a callback asked to stop */
-    int bad;       /* protocol error (message in the handle) */
-};
+#include "lib/stream.h"
 
 static int
 deliver(struct exec_stream *s, sbx_output_cb cb, const char *text)
 {
     if (!cb || !text)
         return 0;
-    /* An empty output line travels as "\n" (COMPAT 2.3). */
-    size_t len = strcmp(text, "\n") == 0 ? 0 : strlen(text);
-    return cb(text, len, s->opts->payload);
+    /* An empty output line travels as "\n" (COMPAT 2.3); code output is text as it is. */
+    size_t len = !s->raw && strcmp(text, "\n") == 0 ? 0 : strlen(text);
+    return cb(text, len, s->payload);
 }
 
+/* The exit code of an `error` event: evalue, or for a signalled command (evalue "-1",
+ * traceback "signal: killed", Go's text) 128 + the signal, as a shell's $? says. */
 static int
-parse_exit(const char *evalue)
+parse_exit(json_t *err)
 {
+    const char *evalue = json_string_value(json_object_get(err, "evalue"));
     if (!evalue)
         return -1;
     char *end = NULL;
@@ -47,6 +42,11 @@ parse_exit(const char *evalue)
     long v = strtol(evalue, &end, 10);
     if (errno || end == evalue || *end || v < -1 || v > 255)
         return -1;
+    if (v == -1) {
+        int sig = sbx_go_signal_parse(
+            json_string_value(json_array_get(json_object_get(err, "traceback"), 0)));
+        return sig ? 128 + sig : -1;
+    }
     return (int)v;
 }
 
@@ -61,16 +61,22 @@ on_event(struct exec_stream *s, json_t *ev)
     if (strcmp(type, "init") == 0 && text && !s->command_id) {
         s->command_id = strdup(text);
     } else if (strcmp(type, "stdout") == 0) {
-        stop = deliver(s, s->opts->on_stdout, text);
+        stop = deliver(s, s->on_stdout, text);
     } else if (strcmp(type, "stderr") == 0) {
-        stop = deliver(s, s->opts->on_stderr, text);
+        stop = deliver(s, s->on_stderr, text);
+    } else if (strcmp(type, "result") == 0) {
+        json_decref(s->result);
+        s->result = json_incref(json_object_get(ev, "results"));
+    } else if (strcmp(type, "execution_count") == 0) {
+        s->execution_count = (int)json_integer_value(json_object_get(ev, "execution_count"));
     } else if (strcmp(type, "execution_complete") == 0) {
         s->terminal = 1;
         s->exit_code = 0;
     } else if (strcmp(type, "error") == 0) {
         s->terminal = 1;
-        json_t *err = json_object_get(ev, "error");
-        s->exit_code = parse_exit(json_string_value(json_object_get(err, "evalue")));
+        json_decref(s->error);
+        s->error = json_incref(json_object_get(ev, "error"));
+        s->exit_code = parse_exit(s->error);
     }
     if (stop)
         s->stopped = 1;
@@ -169,7 +175,7 @@ stream_command(struct exec_stream *s, const char *base, struct curl_slist *ep_he
 {
     sbx_client *c = s->c;
     char *url = NULL;
-    if (asprintf(&url, "%s/command", base) < 0)
+    if (asprintf(&url, "%s%s", base, s->path) < 0)
         return client_fail(c, SBX_ENOMEM, "out of memory");
     struct curl_slist *h = NULL;
     int ret = client_prepare(c, url, &h);
@@ -194,6 +200,50 @@ stream_command(struct exec_stream *s, const char *base, struct curl_slist *ep_he
     return ret;
 }
 
+void
+sbx_exec_options_init(sbx_exec_options *o)
+{
+    if (o)
+        *o = (sbx_exec_options)SBX_EXEC_OPTIONS_INIT;
+}
+
+int
+client_stream_run(struct exec_stream *s, const char *id, json_t *body)
+{
+    sbx_client *c = s->c;
+    client_buf_init(&s->line, MAX_EVENT_LINE);
+    char *base = NULL;
+    struct curl_slist *ep_headers = NULL;
+    int ret = body ? client_execd_endpoint(c, id, &base, &ep_headers)
+                   : client_fail(c, SBX_ENOMEM, "out of memory");
+    char *payload = ret == 0 ? json_dumps(body, JSON_COMPACT) : NULL;
+    if (ret == 0 && !payload)
+        ret = client_fail(c, SBX_ENOMEM, "out of memory");
+    if (ret == 0)
+        ret = stream_command(s, base, ep_headers, payload);
+    if (ret == 0 && s->stopped) {
+        interrupt(c, base, ep_headers, s->command_id);
+        ret = client_fail(c, SBX_ECONFLICT, "stopped by the output callback");
+    } else if (ret == 0 && s->bad) {
+        ret = -SBX_EIO;
+    } else if (ret == 0 && !s->terminal) {
+        ret = client_fail(c, SBX_EIO, "the event stream ended without a result");
+    }
+    free(payload);
+    free(base);
+    curl_slist_free_all(ep_headers);
+    client_buf_free(&s->line);
+    return ret;
+}
+
+void
+client_stream_dispose(struct exec_stream *s)
+{
+    free(s->command_id);
+    json_decref(s->result);
+    json_decref(s->error);
+}
+
 int
 sbx_exec(int *exit_code, sbx_client *c, const char *id, const char *command,
          const sbx_exec_options *opts)
@@ -201,32 +251,70 @@ sbx_exec(int *exit_code, sbx_client *c, const char *id, const char *command,
     static const sbx_exec_options defaults = SBX_EXEC_OPTIONS_INIT;
     if (!c || !exit_code || !command || (opts && opts->version != SBX_EXEC_OPTIONS_VERSION))
         return c ? client_fail(c, SBX_EINVAL, "invalid arguments") : -SBX_EINVAL;
-    struct exec_stream s = {.c = c, .opts = opts ? opts : &defaults, .exit_code = -1};
-    client_buf_init(&s.line, MAX_EVENT_LINE);
-    char *base = NULL;
-    struct curl_slist *ep_headers = NULL;
-    int ret = client_execd_endpoint(c, id, &base, &ep_headers);
-    json_t *body = ret == 0 ? command_body(command, s.opts) : NULL;
-    char *payload = body ? json_dumps(body, JSON_COMPACT) : NULL;
-    if (ret == 0 && !payload)
-        ret = client_fail(c, SBX_ENOMEM, "out of memory");
-    if (ret == 0)
-        ret = stream_command(&s, base, ep_headers, payload);
-    if (ret == 0 && s.stopped) {
-        interrupt(c, base, ep_headers, s.command_id);
-        ret = client_fail(c, SBX_ECONFLICT, "stopped by the output callback");
-    } else if (ret == 0 && s.bad) {
-        ret = -SBX_EIO;
-    } else if (ret == 0 && !s.terminal) {
-        ret = client_fail(c, SBX_EIO, "the command's event stream ended without a result");
-    }
+    const sbx_exec_options *o = opts ? opts : &defaults;
+    struct exec_stream s = {.c = c,
+                            .path = "/command",
+                            .on_stdout = o->on_stdout,
+                            .on_stderr = o->on_stderr,
+                            .payload = o->payload,
+                            .exit_code = -1};
+    json_t *body = command_body(command, o);
+    int ret = client_stream_run(&s, id, body);
     if (ret == 0)
         *exit_code = s.exit_code;
     json_decref(body);
-    free(payload);
-    free(base);
-    curl_slist_free_all(ep_headers);
-    client_buf_free(&s.line);
-    free(s.command_id);
+    client_stream_dispose(&s);
+    return ret;
+}
+
+int
+sbx_exec_background(char **command_id, sbx_client *c, const char *id, const char *command,
+                    const sbx_exec_options *opts)
+{
+    static const sbx_exec_options defaults = SBX_EXEC_OPTIONS_INIT;
+    if (!c || !command_id || !command || (opts && opts->version != SBX_EXEC_OPTIONS_VERSION))
+        return c ? client_fail(c, SBX_EINVAL, "invalid arguments") : -SBX_EINVAL;
+    *command_id = NULL;
+    struct exec_stream s = {.c = c, .path = "/command", .exit_code = -1};
+    json_t *body = command_body(command, opts ? opts : &defaults);
+    if (body)
+        (void)json_object_set_new(body, "background", json_true());
+    int ret = client_stream_run(&s, id, body);
+    if (ret == 0 && !s.command_id)
+        ret = client_fail(c, SBX_EIO, "execd started the command without giving its id");
+    if (ret == 0) {
+        *command_id = s.command_id;
+        s.command_id = NULL;
+    }
+    json_decref(body);
+    client_stream_dispose(&s);
+    return ret;
+}
+
+int
+sbx_session_run(int *exit_code, sbx_client *c, const char *id, const char *session_id,
+                const char *command, const sbx_exec_options *opts)
+{
+    static const sbx_exec_options defaults = SBX_EXEC_OPTIONS_INIT;
+    if (!c || !exit_code || !command || !client_id_ok(session_id) ||
+        (opts && opts->version != SBX_EXEC_OPTIONS_VERSION))
+        return c ? client_fail(c, SBX_EINVAL, "invalid arguments") : -SBX_EINVAL;
+    const sbx_exec_options *o = opts ? opts : &defaults;
+    char *path = NULL;
+    if (asprintf(&path, "/session/%s/run", session_id) < 0)
+        return client_fail(c, SBX_ENOMEM, "out of memory");
+    struct exec_stream s = {.c = c,
+                            .path = path,
+                            .on_stdout = o->on_stdout,
+                            .on_stderr = o->on_stderr,
+                            .payload = o->payload,
+                            .exit_code = -1};
+    json_t *body = command_body(command, o);
+    int ret = client_stream_run(&s, id, body);
+    if (ret == 0)
+        *exit_code = s.exit_code;
+    json_decref(body);
+    client_stream_dispose(&s);
+    free(path);
     return ret;
 }

@@ -47,8 +47,15 @@ finish(sbx_client *c, CURLcode rc, const char *what, struct client_buf *body)
     return 0;
 }
 
+/* What an upload sends: a local file, or bytes in memory (data != NULL). */
+struct upload_src {
+    const char *local_path;
+    const void *data;
+    size_t len;
+};
+
 static curl_mime *
-upload_form(sbx_client *c, const char *local_path, const char *remote_path, mode_t mode)
+upload_form(sbx_client *c, const struct upload_src *src, const char *remote_path, mode_t mode)
 {
     /* The mode travels as an int whose decimal digits are the octal permission (755). */
     char octal[16];
@@ -65,7 +72,9 @@ upload_form(sbx_client *c, const char *local_path, const char *remote_path, mode
               curl_mime_type(p1, "application/json") != CURLE_OK ||
               curl_mime_data(p1, meta_s, CURL_ZERO_TERMINATED) != CURLE_OK ||
               curl_mime_name(p2, "file") != CURLE_OK ||
-              curl_mime_filedata(p2, local_path) != CURLE_OK ||
+              (src->data ? curl_mime_data(p2, src->data, src->len) != CURLE_OK ||
+                               curl_mime_filename(p2, "data") != CURLE_OK
+                         : curl_mime_filedata(p2, src->local_path) != CURLE_OK) ||
               curl_mime_type(p2, "application/octet-stream") != CURLE_OK;
     free(meta_s);
     if (bad) {
@@ -77,7 +86,7 @@ upload_form(sbx_client *c, const char *local_path, const char *remote_path, mode
 }
 
 static int
-do_upload(sbx_client *c, const char *base, struct curl_slist *ep, const char *local_path,
+do_upload(sbx_client *c, const char *base, struct curl_slist *ep, const struct upload_src *src,
           const char *remote_path, mode_t mode)
 {
     char *url = NULL;
@@ -87,7 +96,7 @@ do_upload(sbx_client *c, const char *base, struct curl_slist *ep, const char *lo
     struct client_buf body;
     client_buf_init(&body, 1 << 16);
     int ret = with_endpoint_headers(c, url, ep, &h);
-    curl_mime *form = ret == 0 ? upload_form(c, local_path, remote_path, mode) : NULL;
+    curl_mime *form = ret == 0 ? upload_form(c, src, remote_path, mode) : NULL;
     if (ret == 0 && !form)
         ret = -SBX_ENOMEM;
     if (ret == 0) {
@@ -120,8 +129,28 @@ sbx_upload(sbx_client *c, const char *id, const char *local_path, const char *re
     char *base = NULL;
     struct curl_slist *ep = NULL;
     int ret = client_execd_endpoint(c, id, &base, &ep);
+    struct upload_src src = {.local_path = local_path};
     if (ret == 0)
-        ret = do_upload(c, base, ep, local_path, remote_path, st.st_mode);
+        ret = do_upload(c, base, ep, &src, remote_path, st.st_mode);
+    free(base);
+    curl_slist_free_all(ep);
+    return ret;
+}
+
+int
+sbx_file_write(sbx_client *c, const char *id, const char *path, const void *data, size_t len,
+               int mode)
+{
+    if (!c || !path || (!data && len))
+        return c ? client_fail(c, SBX_EINVAL, "invalid arguments") : -SBX_EINVAL;
+    if (path[0] != '/')
+        return client_fail(c, SBX_EINVAL, "sandbox path `%s` is not absolute", path);
+    char *base = NULL;
+    struct curl_slist *ep = NULL;
+    int ret = client_execd_endpoint(c, id, &base, &ep);
+    struct upload_src src = {.data = data ? data : "", .len = len};
+    if (ret == 0)
+        ret = do_upload(c, base, ep, &src, path, (mode_t)(mode > 0 ? mode : 0644));
     free(base);
     curl_slist_free_all(ep);
     return ret;

@@ -44,9 +44,13 @@ endpoint_lines(sbx_client *c, struct curl_slist *h, char ***out)
 }
 
 static char *
-create_body(sbx_client *c, const char *command)
+create_body(sbx_client *c, const sbx_pty_options *o)
 {
-    json_t *j = command ? json_pack("{s:s}", "command", command) : json_object();
+    json_t *j = json_object();
+    if (j && o->command)
+        (void)json_object_set_new(j, "command", json_string(o->command));
+    if (j && o->cwd)
+        (void)json_object_set_new(j, "cwd", json_string(o->cwd));
     char *s = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
     if (!s)
@@ -54,12 +58,31 @@ create_body(sbx_client *c, const char *command)
     return s;
 }
 
+void
+sbx_pty_options_init(sbx_pty_options *o)
+{
+    if (o)
+        *o = (sbx_pty_options){.version = SBX_PTY_OPTIONS_VERSION};
+}
+
 int
 sbx_pty_open(char **ws, char ***headers, sbx_client *c, const char *id, const char *command)
 {
+    sbx_pty_options o;
+    sbx_pty_options_init(&o);
+    o.command = command;
+    return sbx_pty_open_opts(ws, headers, c, id, &o);
+}
+
+int
+sbx_pty_open_opts(char **ws, char ***headers, sbx_client *c, const char *id,
+                  const sbx_pty_options *opts)
+{
+    if (!ws || !headers || !c || !id || !opts || opts->version != SBX_PTY_OPTIONS_VERSION)
+        return c ? client_fail(c, SBX_EINVAL, "invalid arguments") : -SBX_EINVAL;
     *ws = NULL;
     *headers = NULL;
-    char *body = create_body(c, command);
+    char *body = create_body(c, opts);
     if (!body)
         return -SBX_ENOMEM;
     sbx_desktop_request req = {.method = "POST", .path = "/pty", .json_body = body};
@@ -99,4 +122,20 @@ sbx_pty_headers_free(char **headers)
         free(headers[i]);
     }
     free(headers);
+}
+
+int
+sbx_pty_delete(sbx_client *c, const char *id, const char *session_id)
+{
+    if (!c || !id || !session_id || !*session_id || strpbrk(session_id, "/?#%"))
+        return c ? client_fail(c, SBX_EINVAL, "invalid arguments") : -SBX_EINVAL;
+    char *path = NULL;
+    if (asprintf(&path, "/pty/%s", session_id) < 0)
+        return client_fail(c, SBX_ENOMEM, "out of memory");
+    sbx_desktop_request req = {.method = "DELETE", .path = path};
+    char *answer = NULL;
+    int ret = client_execd_call(c, id, &req, &answer, NULL);
+    free(answer);
+    free(path);
+    return ret;
 }

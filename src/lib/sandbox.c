@@ -46,6 +46,100 @@ sbx_sandbox_list_free(sbx_sandbox **list, size_t n)
 }
 
 /* Copy an optional string member; 0 or -1 on allocation failure. */
+const char *
+sbx_sandbox_id(const sbx_sandbox *s)
+{
+    return s ? s->id : NULL;
+}
+
+const char *
+sbx_sandbox_state(const sbx_sandbox *s)
+{
+    return s ? s->state : NULL;
+}
+
+const char *
+sbx_sandbox_reason(const sbx_sandbox *s)
+{
+    return s ? s->reason : NULL;
+}
+
+const char *
+sbx_sandbox_message(const sbx_sandbox *s)
+{
+    return s ? s->message : NULL;
+}
+
+const char *
+sbx_sandbox_image(const sbx_sandbox *s)
+{
+    return s ? s->image : NULL;
+}
+
+const char *
+sbx_sandbox_created_at(const sbx_sandbox *s)
+{
+    return s ? s->created_at : NULL;
+}
+
+const char *
+sbx_sandbox_expires_at(const sbx_sandbox *s)
+{
+    return s ? s->expires_at : NULL;
+}
+
+size_t
+sbx_sandbox_entrypoint_count(const sbx_sandbox *s)
+{
+    return s ? s->n_entrypoint : 0;
+}
+
+const char *
+sbx_sandbox_entrypoint(const sbx_sandbox *s, size_t i)
+{
+    return s && i < s->n_entrypoint ? s->entrypoint[i] : NULL;
+}
+
+size_t
+sbx_sandbox_metadata_count(const sbx_sandbox *s)
+{
+    return s ? s->n_metadata : 0;
+}
+
+const char *
+sbx_sandbox_metadata_key(const sbx_sandbox *s, size_t i)
+{
+    return s && i < s->n_metadata ? s->metadata[i].key : NULL;
+}
+
+const char *
+sbx_sandbox_metadata_value(const sbx_sandbox *s, size_t i)
+{
+    return s && i < s->n_metadata ? s->metadata[i].value : NULL;
+}
+
+const char *
+sbx_sandbox_metadata_get(const sbx_sandbox *s, const char *key)
+{
+    for (size_t i = 0; s && key && i < s->n_metadata; i++) {
+        if (strcmp(s->metadata[i].key, key) == 0)
+            return s->metadata[i].value;
+    }
+    return NULL;
+}
+
+const char *
+sbx_sandbox_name(const sbx_sandbox *s)
+{
+    return sbx_sandbox_metadata_get(s, "sbx/name");
+}
+
+const char *
+sbx_sandbox_json(const sbx_sandbox *s)
+{
+    return s ? s->json : NULL;
+}
+
 static int
 dup_member(char **dst, json_t *obj, const char *key)
 {
@@ -180,6 +274,11 @@ create_body(const sbx_create_options *o)
         (reuse && json_object_set_new(ext, "reuseKey", json_string(reuse))) ||
         (desk && json_object_set_new(ext, "sbx.desktop", json_string(desk))))
         bad = 1;
+    for (size_t i = 0; !bad && o->version >= 4 && i < o->n_extensions; i++) {
+        const sbx_kv *kv = &o->extensions[i];
+        if (kv->key && kv->value && json_object_set_new(ext, kv->key, json_string(kv->value)))
+            bad = 1;
+    }
     if (!bad && json_object_size(ext))
         bad = json_object_set(b, "extensions", ext);
     json_decref(ext);
@@ -188,6 +287,20 @@ create_body(const sbx_create_options *o)
         return NULL;
     }
     return b;
+}
+
+void
+sbx_create_options_init(sbx_create_options *o)
+{
+    if (o)
+        *o = (sbx_create_options)SBX_CREATE_OPTIONS_INIT;
+}
+
+void
+sbx_list_options_init(sbx_list_options *o)
+{
+    if (o)
+        *o = (sbx_list_options)SBX_LIST_OPTIONS_INIT;
 }
 
 int

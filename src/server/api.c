@@ -531,8 +531,10 @@ create_failed(struct sbx_reply *out, const sbx_error *err, const struct sbx_reco
         /* The provider could not be built (its secret is not set): the message says which
          * secret and how to set it; retrying after that works without a restart. */
         sbx_reply_from(out, err, "SANDBOX::PROVIDER_UNAVAILABLE");
-    } else if ((!done && code == SBX_ETIMEDOUT) || code == SBX_ELIMIT || code == SBX_EINVAL) {
-        /* limits, bad values, find-or-create waiting for a sandbox that stayed transient */
+    } else if ((!done && code == SBX_ETIMEDOUT) || code == SBX_ELIMIT || code == SBX_EINVAL ||
+               (!done && code == SBX_EEXISTS)) {
+        /* limits, bad values, find-or-create waiting for a sandbox that stayed transient, a
+         * name in use (409 SANDBOX::ALREADY_EXISTS) */
         sbx_reply_from(out, err, NULL);
     } else {
         sbx_reply_from(out, err, "SANDBOX::SANDBOX_START_FAILED");

@@ -411,6 +411,27 @@ wait_usable(struct sbx_mgr *m, struct entry *e, sbx_error **err)
     }
 }
 
+/* Another live sandbox than `self` named `name` (lock held): its entry, or NULL. */
+static struct entry *
+find_named(struct sbx_mgr *m, const char *name, const struct entry *self)
+{
+    for (size_t i = 0; name && i < m->n; i++) {
+        struct entry *e = m->items[i];
+        const char *n = sbx_record_name(e->sb);
+        if (e != self && n && strcmp(n, name) == 0 && !dead_state(e->sb->state))
+            return e;
+    }
+    return NULL;
+}
+
+static int
+name_taken(const char *name, const struct entry *other, sbx_error **err)
+{
+    return sbx_error_set(err, SBX_EEXISTS, 0,
+                         "the name `%s` is in use by sandbox %s (remove it or pick another)", name,
+                         other->sb->id);
+}
+
 /* Look for a sandbox to reuse for sb (lock held). 1 and *out when one was made usable, 0 when
  * none is left (create one), < 0 on error. Waits for busy candidates (a create or start of the
  * same key in progress), so creates with one key never race each other. */
@@ -483,6 +504,9 @@ sbx_mgr_create(struct sbx_mgr *m, struct sbx_record *sb, struct sbx_record **out
     pthread_mutex_lock(&m->mu);
     attach_prov(m, sb->provider, prov);
     r = sbx_record_reuse_key(sb) ? reuse(m, sb, hash, out, err) : 0;
+    struct entry *named = r == 0 ? find_named(m, sbx_record_name(sb), NULL) : NULL;
+    if (named)
+        r = name_taken(sbx_record_name(sb), named, err);
     if (r != 0) {
         pthread_mutex_unlock(&m->mu);
         sbx_record_free(sb);
@@ -812,6 +836,10 @@ sbx_mgr_patch_metadata(struct sbx_mgr *m, const char *id, const json_t *patch,
     json_t *merged = json_deep_copy(e->sb->metadata);
     sbx_merge_patch(merged, patch);
     int r = sbx_meta_validate(merged, err);
+    const char *name = json_string_value(json_object_get(merged, SBX_NAME_LABEL));
+    struct entry *named = r >= 0 && name ? find_named(m, name, e) : NULL;
+    if (named)
+        r = name_taken(name, named, err);
     if (r >= 0) {
         json_decref(e->sb->metadata);
         e->sb->metadata = json_incref(merged);

@@ -8,6 +8,7 @@
 
 #include "common/cleanup.h"
 #include "common/util.h"
+#include "server/sandbox.h"
 #include "server/srvutil.h"
 
 #define LABEL_MAX      63
@@ -80,6 +81,8 @@ sbx_meta_validate(const json_t *meta, sbx_error **err)
             return -SBX_EINVAL;
         if (!json_is_string(val))
             return sbx_error_set(err, SBX_EINVAL, 0, "metadata `%s`: value must be a string", key);
+        if (strcmp(key, SBX_NAME_LABEL) == 0 && json_string_length(val) == 0)
+            return sbx_error_set(err, SBX_EINVAL, 0, "metadata `%s`: a name cannot be empty", key);
         if (!label_ok(json_string_value(val), json_string_length(val), true))
             return sbx_error_set(err, SBX_EINVAL, 0,
                                  "metadata `%s`: value must be at most 63 alphanumerics, `-`, "

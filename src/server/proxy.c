@@ -20,6 +20,7 @@
  * path segments (also percent-encoded) are refused so the forwarded path means what it says.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -616,14 +617,110 @@ struct sbx_splice {
     size_t pending_len;
 };
 
-static int
-pump(int from, int to)
-{
+/* One direction of a splice: bytes read from `from` not yet written to `to`. Both sockets
+ * are non-blocking (MHD hands its socket over so): a side that does not read makes the other
+ * side's reads stop (its buffer stays full), never an error, and neither direction waits for
+ * the other (a client blocked sending stdin still gets its output). */
+struct flow {
+    int from;
+    int to;
     char buf[IO_BUF];
-    ssize_t n = read(from, buf, sizeof buf);
+    size_t off;
+    size_t len;
+};
+
+static bool
+would_block(void)
+{
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+}
+
+/* Read into an empty buffer when `from` has something. -1 at EOF or on an error. */
+static int
+flow_read(struct flow *f, short revents)
+{
+    if (f->len || !(revents & (POLLIN | POLLHUP | POLLERR)))
+        return 0;
+    ssize_t n = read(f->from, f->buf, sizeof f->buf);
+    if (n < 0 && would_block())
+        return 0;
     if (n <= 0)
         return -1;
-    return sbx_write_all(to, buf, (size_t)n);
+    f->off = 0;
+    f->len = (size_t)n;
+    return 0;
+}
+
+static int
+flow_write(struct flow *f, short revents)
+{
+    if (!f->len || !(revents & (POLLOUT | POLLERR | POLLHUP)))
+        return 0;
+    ssize_t n = write(f->to, f->buf + f->off, f->len);
+    if (n < 0 && would_block())
+        return 0;
+    if (n <= 0)
+        return -1;
+    f->off += (size_t)n;
+    f->len -= (size_t)n;
+    return 0;
+}
+
+/* The sandbox's side ended: the rest of its bytes to the client, then our FIN, then what the
+ * client still sends is read and dropped until it closes (at most LINGER_MS). Closing with
+ * unread input would reset the connection, and a reset makes the client's kernel drop the
+ * output the client has not read yet (the end of a command's output, its exit frame). */
+#define LINGER_MS 5000
+
+static void
+linger_client(int client, struct flow *u2c)
+{
+    (void)fcntl(client, F_SETFL, fcntl(client, F_GETFL) & ~O_NONBLOCK);
+    if ((u2c->len && sbx_write_all(client, u2c->buf + u2c->off, u2c->len) < 0) ||
+        shutdown(client, SHUT_WR) < 0)
+        return;
+    int64_t end = (int64_t)sbx_now_ms() + LINGER_MS;
+    char sink[4096];
+    for (;;) {
+        int64_t left = end - (int64_t)sbx_now_ms();
+        struct pollfd pfd = {.fd = client, .events = POLLIN};
+        if (left <= 0 || poll(&pfd, 1, (int)left) <= 0 || read(client, sink, sizeof sink) <= 0)
+            return;
+    }
+}
+
+static void
+splice_loop(int client, int up)
+{
+    bool up_done = false;
+    (void)fcntl(client, F_SETFL, fcntl(client, F_GETFL) | O_NONBLOCK);
+    (void)fcntl(up, F_SETFL, fcntl(up, F_GETFL) | O_NONBLOCK);
+    struct flow *c2u = sbx_xcalloc(1, sizeof *c2u);
+    struct flow *u2c = sbx_xcalloc(1, sizeof *u2c);
+    *c2u = (struct flow){.from = client, .to = up};
+    *u2c = (struct flow){.from = up, .to = client};
+    for (;;) {
+        struct pollfd pfd[2] = {
+            {.fd = client, .events = (short)((c2u->len ? 0 : POLLIN) | (u2c->len ? POLLOUT : 0))},
+            {.fd = up, .events = (short)((u2c->len ? 0 : POLLIN) | (c2u->len ? POLLOUT : 0))},
+        };
+        if (poll(pfd, 2, -1) < 0) {
+            if (errno == EINTR)
+                continue;
+            break;
+        }
+        if (flow_write(c2u, pfd[1].revents) < 0 || flow_write(u2c, pfd[0].revents) < 0 ||
+            flow_read(c2u, pfd[0].revents) < 0)
+            break;
+        if (flow_read(u2c, pfd[1].revents) < 0) {
+            up_done = true;
+            break;
+        }
+    }
+    if (up_done) /* the sandbox closed: what it sent last still goes to the client */
+        linger_client(client, u2c);
+    free(c2u);
+    free(u2c);
 }
 
 void
@@ -664,17 +761,9 @@ splice_main(void *arg)
     struct sbx_splice *j = arg;
     int client = j->link.client;
     int up = j->link.up;
-    if (j->pending_len == 0 || sbx_write_all(client, j->pending, j->pending_len) == 0) {
-        struct pollfd pfd[2] = {{.fd = client, .events = POLLIN}, {.fd = up, .events = POLLIN}};
-        for (;;) {
-            if (poll(pfd, 2, -1) < 0 && errno != EINTR)
-                break;
-            if ((pfd[0].revents & (POLLIN | POLLHUP | POLLERR)) && pump(client, up) < 0)
-                break;
-            if ((pfd[1].revents & (POLLIN | POLLHUP | POLLERR)) && pump(up, client) < 0)
-                break;
-        }
-    }
+    (void)fcntl(client, F_SETFL, fcntl(client, F_GETFL) & ~O_NONBLOCK);
+    if (j->pending_len == 0 || sbx_write_all(client, j->pending, j->pending_len) == 0)
+        splice_loop(client, up);
     struct sbx_srv *srv = j->srv;
     sbx_upgraded_unlink(srv, &j->link);
     (void)close(up);

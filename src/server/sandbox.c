@@ -95,6 +95,13 @@ sbx_record_reuse_key(const struct sbx_record *sb)
     return k && *k ? k : NULL;
 }
 
+const char *
+sbx_record_name(const struct sbx_record *sb)
+{
+    const char *n = json_string_value(json_object_get(sb->metadata, SBX_NAME_LABEL));
+    return n && *n ? n : NULL;
+}
+
 bool
 sbx_reuse_key_valid(const char *key)
 {

@@ -38,6 +38,10 @@ struct sbx_record {
 /* Find-or-create (sbx extension): a create whose `extensions` hold this key returns the
  * existing sandbox with the same key and spec when it can be made usable. */
 #define SBX_REUSE_KEY_EXT "reuseKey"
+/* A sandbox's name (`sbx create --name`): a metadata label, so that the OpenSandbox SDKs see
+ * it and can set it and filter on it; unique among the sandboxes that are not Failed or
+ * Terminated (409 otherwise). */
+#define SBX_NAME_LABEL    "sbx/name"
 #define SBX_REUSE_KEY_MAX 128
 #define SBX_SPEC_HASH_LEN 16
 
@@ -52,6 +56,8 @@ void sbx_record_set_state(struct sbx_record *sb, const char *state, const char *
 
 /* The record's reuse key (extensions.reuseKey), or NULL. Borrowed. */
 const char *sbx_record_reuse_key(const struct sbx_record *sb);
+/* The name label's value, NULL when none. */
+const char *sbx_record_name(const struct sbx_record *sb);
 /* True when key is a valid reuse key: 1-128 characters of [A-Za-z0-9._:/@=+-]. */
 bool sbx_reuse_key_valid(const char *key);
 /* What makes two sandboxes interchangeable - provider, image (not its registry credentials),

@@ -25,7 +25,7 @@ check "exec by an id prefix" prefix-ok "$("$sbx" exec "${id:0:8}" -- echo prefix
 id2=$("$sbx" create -q --provider "$provider" --timeout 600 -l suite=cli2)
 check "inspect of two ids: one array" 2 "$("$sbx" inspect "$id" "$id2" | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))')"
 "$sbx" inspect zzzz 2>/tmp/sbx-cli-err.$$; check "an unknown prefix fails" 1 $?
-check "and says so" 1 "$(grep -c 'no sandbox id starts with `zzzz`' /tmp/sbx-cli-err.$$)"
+check "and says so" 1 "$(grep -c 'no sandbox is named `zzzz` or has an id starting with it' /tmp/sbx-cli-err.$$)"
 # a second sandbox whose id starts like the first one's (random ids: a few creates at most)
 extra=()
 for _ in $(seq 64); do
@@ -73,7 +73,7 @@ check "works after resume" back "$("$sbx" exec "$id" -- echo back)"
 "$sbx" stop "$id"; check "stop" 0 $?
 check "state Stopped" Stopped "$("$sbx" ls | awk -v id="$id" '$1==id {print $2}')"
 "$sbx" stop "$id" 2>/dev/null; check "stop twice is a conflict" 1 $?
-"$sbx" exec "$id" -- true 2>/dev/null; check "exec in a stopped sandbox fails" 1 $?
+"$sbx" exec "$id" -- true 2>/dev/null; check "exec in a stopped sandbox fails: 125" 125 $?
 "$sbx" start "$id"; check "start" 0 $?
 check "files survive stop/start" kept "$("$sbx" exec "$id" -- sh -c 'cat $HOME/stop-marker')"
 "$sbx" start "$id" 2>/dev/null; check "start a running sandbox is a conflict" 1 $?
@@ -84,7 +84,7 @@ check "create --reuse-key twice: one sandbox" "$r1" "$r2"
 exp=$("$sbx" renew "$id" 3600); check "renew prints the new expiry" 1 "$([[ $exp == 20* ]] && echo 1)"
 "$sbx" rm "$id"; check "rm" 0 $?
 "$sbx" inspect "$id" 2>/dev/null; check "inspect after rm fails" 1 $?
-"$sbx" exec "$id" -- true 2>/dev/null; check "exec in a removed sandbox fails" 1 $?
+"$sbx" exec "$id" -- true 2>/dev/null; check "exec in a removed sandbox fails: 125" 125 $?
 # Many creates at once (the server creates on worker threads: a sandbox child cloned from a
 # multi-threaded process must not wait for threads it does not have).
 tmp=$(mktemp -d)
@@ -92,7 +92,7 @@ pids=()
 for i in $(seq 16); do "$sbx" create -q --provider "$provider" >"$tmp/$i" 2>&1 & pids+=($!); done
 wait "${pids[@]}" # not a bare wait: the server is a background job of this shell too
 ok=0
-for i in $(seq 16); do [[ $(cat "$tmp/$i") =~ ^[0-9a-f-]{36}$ ]] && ok=$((ok+1)); done
+for i in $(seq 16); do [[ $(cat "$tmp/$i") =~ ^[0-9a-f-]{36}$ ]] && ok=$((ok+1)) || echo "create $i: $(cat "$tmp/$i")"; done
 check "16 concurrent creates all succeed" 16 "$ok"
 for i in $(seq 16); do "$sbx" rm "$(cat "$tmp/$i")" 2>/dev/null; done
 rm -rf "$tmp"

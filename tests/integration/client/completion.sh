@@ -24,7 +24,7 @@ complete_line() { # words...: COMPREPLY for the last word
   COMP_WORDS=("$sbx" "$@"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); COMPREPLY=()
   _sbx
 }
-id=$("$sbx" create -q --provider process --timeout 600)
+id=$("$sbx" create -q --provider process --timeout 600 --name compl-1)
 
 complete_line ""
 check "verbs: create" create "${COMPREPLY[@]}"; check "verbs: serve" serve "${COMPREPLY[@]}"
@@ -38,6 +38,8 @@ complete_line inspect "${id:0:4}"
 check "inspect: the sandbox's id" "$id" "${COMPREPLY[@]}"
 complete_line exec ""
 check "exec: ids" "$id" "${COMPREPLY[@]}"
+complete_line exec "compl"
+check "exec: names" compl-1 "${COMPREPLY[@]}"
 complete_line cp "${id:0:6}"
 check "cp: ID: to go on with a path" "$id:" "${COMPREPLY[@]}"
 complete_line desktop "sh"

@@ -78,9 +78,11 @@ wait_for ex '^ex-EXIT=4$' && ok "exec -it: exit code 4" || fail "exec -it exit c
 out=$(echo | "$sbx" shell "$id" 2>&1); rc=$?
 [[ $rc == 1 && $out == *"not a terminal"* ]] && ok "stdin not a terminal: refused" ||
   fail "non-tty: rc $rc: $out"
-out=$("$sbx" exec -i "$id" -- true 2>&1); rc=$?
-[[ $rc == 2 && $out == *"-i and -t go together"* ]] && ok "-i alone: usage error" ||
-  fail "-i alone: rc $rc: $out"
+out=$("$sbx" exec -t "$id" -- true 2>&1); rc=$?
+[[ $rc == 125 && $out == *"-t needs -i"* ]] && ok "-t alone: usage error (125)" ||
+  fail "-t alone: rc $rc: $out"
+out=$(echo piped | "$sbx" exec -i "$id" -- cat 2>&1); rc=$?
+[[ $rc == 0 && $out == piped ]] && ok "-i alone: stdin on a pipe" || fail "-i alone: rc $rc: $out"
 
 "$sbx" rm "$id" >/dev/null
 [[ $fails == 0 ]] || { echo "$fails failed"; cat "$SBX_TEST_STATE/server.log" | tail -20; exit 1; }

@@ -38,7 +38,7 @@ static sbx_client *
 connect_client(void)
 {
     sbx_client *c = NULL;
-    assert_int_equal(sbx_client_new(&c, NULL), 0);
+    assert_int_equal(sbx_client_new(&c, NULL, NULL), 0);
     return c;
 }
 
@@ -58,9 +58,9 @@ make_sandbox(sbx_client *c, const char *role)
     int ret = sbx_sandbox_create(&s, c, &o);
     if (ret < 0)
         fail_msg("create: %s", sbx_client_last_error(c));
-    assert_string_equal(s->state, "Running");
-    assert_non_null(s->expires_at);
-    char *id = strdup(s->id);
+    assert_string_equal(sbx_sandbox_state(s), "Running");
+    assert_non_null(sbx_sandbox_expires_at(s));
+    char *id = strdup(sbx_sandbox_id(s));
     sbx_sandbox_free(s);
     return id;
 }
@@ -73,12 +73,16 @@ test_lifecycle(void **state)
     char *id = make_sandbox(c, "life");
     sbx_sandbox *s = NULL;
     assert_int_equal(sbx_sandbox_get(&s, c, id), 0);
-    assert_string_equal(s->id, id);
+    assert_string_equal(sbx_sandbox_id(s), id);
     int found_role = 0;
-    for (size_t i = 0; i < s->n_metadata; i++)
-        found_role |=
-            strcmp(s->metadata[i].key, "role") == 0 && strcmp(s->metadata[i].value, "life") == 0;
+    for (size_t i = 0; i < sbx_sandbox_metadata_count(s); i++)
+        found_role |= strcmp(sbx_sandbox_metadata_key(s, i), "role") == 0 &&
+                      strcmp(sbx_sandbox_metadata_value(s, i), "life") == 0;
     assert_true(found_role);
+    assert_string_equal(sbx_sandbox_metadata_get(s, "role"), "life");
+    assert_null(sbx_sandbox_metadata_get(s, "no-such-label"));
+    assert_true(sbx_sandbox_entrypoint_count(s) >= 1);
+    assert_null(sbx_sandbox_entrypoint(s, sbx_sandbox_entrypoint_count(s)));
     sbx_sandbox_free(s);
 
     const char *states[] = {"running"};
@@ -92,7 +96,7 @@ test_lifecycle(void **state)
     size_t n = 0;
     assert_int_equal(sbx_sandbox_list(&list, &n, c, &lo), 0);
     assert_int_equal(n, 1);
-    assert_string_equal(list[0]->id, id);
+    assert_string_equal(sbx_sandbox_id(list[0]), id);
     sbx_sandbox_list_free(list, n);
 
     assert_int_equal(sbx_sandbox_pause(c, id), 0);
@@ -103,7 +107,7 @@ test_lifecycle(void **state)
     assert_int_equal(sbx_sandbox_start(c, id), -SBX_ECONFLICT);
     assert_int_equal(sbx_sandbox_stop(c, id), 0);
     assert_int_equal(sbx_sandbox_get(&s, c, id), 0);
-    assert_string_equal(s->state, "Stopped");
+    assert_string_equal(sbx_sandbox_state(s), "Stopped");
     sbx_sandbox_free(s);
     assert_int_equal(sbx_sandbox_stop(c, id), -SBX_ECONFLICT);
     assert_int_equal(sbx_sandbox_start(c, id), 0);
@@ -131,13 +135,13 @@ test_reuse_key(void **state)
     sbx_sandbox *b = NULL;
     assert_int_equal(sbx_sandbox_create(&a, c, &o), 0);
     assert_int_equal(sbx_sandbox_create(&b, c, &o), 0);
-    assert_string_equal(a->id, b->id); /* found, not created */
+    assert_string_equal(sbx_sandbox_id(a), sbx_sandbox_id(b)); /* found, not created */
     o.version = 1; /* a version-1 caller: no reuse_key field, always a new sandbox */
     sbx_sandbox *v1 = NULL;
     assert_int_equal(sbx_sandbox_create(&v1, c, &o), 0);
-    assert_string_not_equal(v1->id, a->id);
-    assert_int_equal(sbx_sandbox_delete(c, a->id), 0);
-    assert_int_equal(sbx_sandbox_delete(c, v1->id), 0);
+    assert_string_not_equal(sbx_sandbox_id(v1), sbx_sandbox_id(a));
+    assert_int_equal(sbx_sandbox_delete(c, sbx_sandbox_id(a)), 0);
+    assert_int_equal(sbx_sandbox_delete(c, sbx_sandbox_id(v1)), 0);
     sbx_sandbox_free(a);
     sbx_sandbox_free(b);
     sbx_sandbox_free(v1);
@@ -176,6 +180,17 @@ test_exec(void **state)
     assert_int_equal(sbx_exec(&code, c, id, "while true; do echo y; sleep 0.01; done", &eo),
                      -SBX_ECONFLICT);
     assert_int_equal(stop.n, 2);
+
+    /* a signal comes back as a shell's $? (execd sends evalue -1, "signal: terminated") */
+    assert_int_equal(sbx_exec(&code, c, id, "kill -TERM $$", NULL), 0);
+    assert_int_equal(code, 128 + 15);
+    assert_int_equal(sbx_exec(&code, c, id, "kill -USR1 $$", NULL), 0);
+    assert_int_equal(code, 128 + 10);
+    /* a signal Go has no name for: "signal: signal 34" */
+    assert_int_equal(sbx_exec(&code, c, id, "kill -34 $$", NULL), 0);
+    assert_int_equal(code, 128 + 34);
+    assert_int_equal(sbx_exec(&code, c, id, "no-such-command-here", NULL), 0);
+    assert_int_equal(code, 127);
 
     assert_int_equal(sbx_exec(&code, c, "no-such-sandbox", "true", NULL), -SBX_ENOTFOUND);
     assert_int_equal(sbx_sandbox_delete(c, id), 0);
@@ -238,6 +253,116 @@ test_files(void **state)
     sbx_client_free(c);
 }
 
+/* Files, directories, background commands, sessions and code contexts (docs/execd.md). */
+static void
+test_execd_files(void **state)
+{
+    (void)state;
+    sbx_client *c = connect_client();
+    char *id = make_sandbox(c, "files-api");
+    const char bin[] = "a\0b\r\n\xff";
+    assert_int_equal(sbx_dir_create(c, id, "/tmp/api/sub", 0750), 0);
+    assert_int_equal(sbx_file_write(c, id, "/tmp/api/sub/f.bin", bin, sizeof bin, 0640), 0);
+    char *data = NULL;
+    size_t len = 0;
+    assert_int_equal(sbx_file_read(&data, &len, c, id, "/tmp/api/sub/f.bin"), 0);
+    assert_int_equal(len, sizeof bin);
+    assert_memory_equal(data, bin, sizeof bin);
+    free(data);
+    char *json = NULL;
+    assert_int_equal(sbx_file_info(&json, c, id, "/tmp/api/sub/f.bin"), 0);
+    assert_non_null(strstr(json, "\"mode\":640"));
+    free(json);
+    assert_int_equal(sbx_file_chmod(c, id, "/tmp/api/sub/f.bin", 0600), 0);
+    assert_int_equal(sbx_file_move(c, id, "/tmp/api/sub/f.bin", "/tmp/api/g.bin"), 0);
+    assert_int_equal(sbx_file_info(&json, c, id, "/tmp/api/sub/f.bin"), -SBX_ENOTFOUND);
+    assert_int_equal(sbx_file_info(&json, c, id, "/tmp/api/g.bin"), 0);
+    assert_non_null(strstr(json, "\"mode\":600"));
+    free(json);
+    assert_int_equal(sbx_dir_list(&json, c, id, "/tmp/api", 2), 0);
+    assert_non_null(strstr(json, "/tmp/api/sub"));
+    assert_non_null(strstr(json, "/tmp/api/g.bin"));
+    free(json);
+    assert_int_equal(sbx_file_search(&json, c, id, "/tmp/api", "*.bin"), 0);
+    assert_non_null(strstr(json, "g.bin"));
+    free(json);
+    assert_int_equal(sbx_file_remove(c, id, "/tmp/api/g.bin"), 0);
+    assert_int_equal(sbx_dir_remove(c, id, "/tmp/api"), 0);
+    assert_int_equal(sbx_file_info(&json, c, id, "/tmp/api"), -SBX_ENOTFOUND);
+    assert_int_equal(sbx_sandbox_delete(c, id), 0);
+    free(id);
+    sbx_client_free(c);
+}
+
+static void
+test_execd_commands(void **state)
+{
+    (void)state;
+    sbx_client *c = connect_client();
+    char *id = make_sandbox(c, "commands-api");
+    char *cmd = NULL;
+    assert_int_equal(sbx_exec_background(&cmd, c, id, "echo one; sleep 30", NULL), 0);
+    unsigned long long cursor = 0;
+    char *out = NULL;
+    size_t len = 0;
+    for (int i = 0; i < 100 && len == 0; i++) {
+        free(out);
+        out = NULL;
+        assert_int_equal(sbx_command_logs(&out, &len, &cursor, c, id, cmd), 0);
+        if (len == 0)
+            (void)usleep(20000);
+    }
+    assert_string_equal(out, "one\n");
+    assert_int_equal(cursor, 4);
+    free(out);
+    char *json = NULL;
+    assert_int_equal(sbx_command_status(&json, c, id, cmd), 0);
+    assert_non_null(strstr(json, "\"running\":true"));
+    free(json);
+    assert_int_equal(sbx_command_interrupt(c, id, cmd), 0);
+    free(cmd);
+
+    char *sid = NULL;
+    assert_int_equal(sbx_session_create(&sid, c, id, "/tmp"), 0);
+    int code = -2;
+    assert_int_equal(sbx_session_run(&code, c, id, sid, "export KEPT=yes; cd /", NULL), 0);
+    struct lines l = {0};
+    sbx_exec_options eo;
+    sbx_exec_options_init(&eo);
+    eo.on_stdout = collect;
+    eo.payload = &l;
+    assert_int_equal(sbx_session_run(&code, c, id, sid, "echo $KEPT $PWD; exit 3", &eo), 0);
+    assert_int_equal(code, 3);
+    assert_string_equal(l.text[0], "yes /");
+    assert_int_equal(sbx_session_delete(c, id, sid), 0);
+    assert_int_equal(sbx_session_run(&code, c, id, sid, "true", NULL), -SBX_ENOTFOUND);
+    free(sid);
+
+    char *ctx = NULL;
+    assert_int_equal(sbx_code_context_create(&ctx, c, id, "bash", NULL), 0);
+    sbx_code_options co;
+    sbx_code_options_init(&co);
+    co.context_id = ctx;
+    sbx_code_result *r = NULL;
+    assert_int_equal(sbx_code_run(&r, c, id, "export X=42", &co), 0);
+    assert_null(sbx_code_result_error_name(r));
+    sbx_code_result_free(r);
+    struct lines cl = {0};
+    co.on_stdout = collect;
+    co.payload = &cl;
+    assert_int_equal(sbx_code_run(&r, c, id, "echo $X", &co), 0);
+    int saw = 0; /* output as execd sends it: a bash context's lines, a kernel's text */
+    for (int i = 0; i < cl.n; i++)
+        saw |= strncmp(cl.text[i], "42", 2) == 0;
+    assert_true(saw);
+    sbx_code_result_free(r);
+    assert_int_equal(sbx_code_context_delete(c, id, ctx), 0);
+    free(ctx);
+    assert_int_equal(sbx_sandbox_delete(c, id), 0);
+    free(id);
+    sbx_client_free(c);
+}
+
 static void
 test_bad_arguments(void **state)
 {
@@ -245,8 +370,13 @@ test_bad_arguments(void **state)
     sbx_client *c = NULL;
     sbx_client_options bad = SBX_CLIENT_OPTIONS_INIT;
     bad.version = 99;
-    assert_int_equal(sbx_client_new(&c, &bad), -SBX_EINVAL);
+    sbx_err *err = NULL;
+    assert_int_equal(sbx_client_new(&c, &bad, &err), -SBX_EINVAL);
     assert_null(c);
+    assert_int_equal(sbx_err_code(err), -SBX_EINVAL);
+    assert_non_null(strstr(sbx_err_message(err), "version"));
+    sbx_err_free(err);
+    assert_int_equal(sbx_client_new(NULL, NULL, NULL), -SBX_EINVAL); /* no err: no crash */
     c = connect_client();
     sbx_sandbox *s = NULL;
     assert_int_equal(sbx_sandbox_get(&s, c, ""), -SBX_EINVAL);
@@ -259,12 +389,12 @@ test_bad_arguments(void **state)
 
     sbx_client_options wrong = SBX_CLIENT_OPTIONS_INIT;
     wrong.api_key = "wrong-key";
-    assert_int_equal(sbx_client_new(&c, &wrong), 0);
+    assert_int_equal(sbx_client_new(&c, &wrong, NULL), 0);
     assert_int_equal(sbx_sandbox_get(&s, c, "x"), -SBX_EPERM);
     sbx_client_free(c);
     sbx_client_options away = SBX_CLIENT_OPTIONS_INIT;
     away.host = "127.0.0.1:1";
-    assert_int_equal(sbx_client_new(&c, &away), 0);
+    assert_int_equal(sbx_client_new(&c, &away, NULL), 0);
     assert_int_equal(sbx_sandbox_get(&s, c, "x"), -SBX_EUNAVAIL);
     sbx_client_free(c);
     sbx_client_free(NULL);
@@ -318,9 +448,14 @@ main(int argc, char **argv)
         cmocka_unit_test_setup_teardown(test_reuse_key, redirect_stderr, check_stderr),
         cmocka_unit_test_setup_teardown(test_exec, redirect_stderr, check_stderr),
         cmocka_unit_test_setup_teardown(test_files, redirect_stderr, check_stderr),
+        cmocka_unit_test_setup_teardown(test_execd_files, redirect_stderr, check_stderr),
+        cmocka_unit_test_setup_teardown(test_execd_commands, redirect_stderr, check_stderr),
         cmocka_unit_test_setup_teardown(test_bad_arguments, redirect_stderr, check_stderr),
     };
+    if (sbx_global_init() < 0)
+        return 1;
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    sbx_global_cleanup();
     (void)unlink(errpath);
     return rc;
 }

@@ -130,6 +130,34 @@ def test_command_and_pipe(ex):
     print("ok - command + cwd, pipe mode (stdout/stderr channels), exit by signal, START_FAILED")
 
 
+def test_eof(ex):
+    """sbx: {"type":"eof"} closes a pipe-mode stdin; a fast command's output is whole even when
+    the client's message crosses execd's close (a lingering close, not a reset)."""
+    sid = new_session(ex, {"command": "wc -c"})
+    t = Term(ex, sid, "?pty=0")
+    for _ in range(4):
+        t.stdin(b"x" * 25000)  # messages are at most 64 KiB
+    t.send_json({"type": "eof"})
+    check(t.wait_msg("exit")["exit_code"] == 0, "exit %r" % t.msgs)
+    t.wait_close()
+    check(t.out.strip() == b"100000", "wc -c saw %r" % t.out)
+    for _ in range(20):
+        sid = new_session(ex, {"command": "head -c 600000 /dev/zero"})
+        t = Term(ex, sid, "?pty=0")
+        t.send_json({"type": "eof"})
+        t.wait_msg("exit")
+        t.wait_close()
+        check(len(t.out) == 600000, "output cut at %d bytes" % len(t.out))
+    sid = new_session(ex, {"command": "cat"})
+    t = Term(ex, sid)
+    t.send_json({"type": "eof"})
+    e = t.wait_msg("error")
+    check(e["code"] == "INVALID_FRAME" and "pipe mode" in e["error"], "eof on a pty: %r" % e)
+    t.send_json({"type": "signal", "signal": "KILL"})
+    t.wait_close()
+    print("ok - eof closes a pipe-mode stdin, refused on a pty; fast output whole (lingering close)")
+
+
 def test_clients(ex):
     sid = new_session(ex)
     a = Term(ex, sid)
@@ -296,7 +324,7 @@ def main():
     env = dict(os.environ, HOME=home, PS1="$ ")
     ex = harness.Execd(binary, env=env)
     try:
-        for t in (test_crud, test_shell, test_command_and_pipe, test_clients):
+        for t in (test_crud, test_shell, test_command_and_pipe, test_eof, test_clients):
             t(ex)
         test_flood(ex, binary or os.environ.get("EXECD_BIN", ""))
         test_bad_frames(ex)

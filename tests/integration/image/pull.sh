@@ -28,8 +28,9 @@ write_layout "$T/plain" 1 "$(write_image "$T/plain" amd64 "$T/zlayer1.tar" "$T/z
 push --dest-compress-format zstd "oci:$T/plain:1" "docker://$R/test/bbz:1"
 
 echo "== pull (gzip)"
-out=$(sbx pull "$R/test/bb:1")
+out=$(sbx pull "$R/test/bb:1" 2>"$T/pull.err")
 [[ $out == "sha256:$m_bb" ]] || die "pull printed '$out', want sha256:$m_bb"
+[[ ! -s $T/pull.err ]] || die "progress without a terminal: $(cat "$T/pull.err")"
 S=$T/state/images
 L1=$S/layers/sha256/$l1 L2=$S/layers/sha256/$l2
 [[ -d $L1 && -d $L2 ]] || die "layers not unpacked under $S/layers"
@@ -70,6 +71,18 @@ SBX_LOG_LEVEL=debug sbx pull "$R/test/bb:1" 2> "$T/log" >/dev/null
 [[ $(stat -c %i "$S/blobs/sha256/$l1") == "$ino" ]] || die "layer blob rewritten"
 
 echo "== zstd layers"
+echo "== progress per layer on a terminal (script(1) gives the pull a pty)"
+need script
+script -qec "$SBX image pull $R/test/bbz:1 --state-dir $T/state" /dev/null >"$T/tty.out" ||
+    die "pull on a terminal: $(cat "$T/tty.out")"
+tr '\r' '\n' <"$T/tty.out" >"$T/tty.lines"
+grep -q "^Pulling $R/test/bbz:1" "$T/tty.lines" || die "no Pulling line: $(cat "$T/tty.lines")"
+[[ $(grep -c 'Downloading .*(layer [12] of 2)' "$T/tty.lines") -ge 2 ]] ||
+    die "no per-layer download progress: $(cat "$T/tty.lines")"
+[[ $(grep -c ': Pull complete' "$T/tty.lines") == 2 ]] || die "not two completed layers: $(cat "$T/tty.lines")"
+script -qec "$SBX image pull $R/test/bbz:1 --state-dir $T/state" /dev/null >"$T/tty2.out"
+[[ $(tr '\r' '\n' <"$T/tty2.out" | grep -c ': Already exists') == 2 ]] ||
+    die "a second pull: not two cached layers: $(cat "$T/tty2.out")"
 out=$(sbx pull "$R/test/bbz:1")
 zman=$(curl -sf -H 'Accept: application/vnd.oci.image.manifest.v1+json' \
     "http://$R/v2/test/bbz/manifests/1")
