@@ -63,8 +63,8 @@ check "a verb's start: exec" exec; absent "only what matches" create
 complete "-" >"$work/out"
 check "before a verb: --version" --version
 for verb in $(cat "$work/verbs"); do
-  "$sbx" "$verb" --help 2>&1 | grep -oE -- '(^|[ ,\[(`])--?[a-zA-Z][a-zA-Z0-9-]*' \
-    | sed -E 's/^[ ,[(`]//' | sort -u >"$work/want"
+  "$sbx" "$verb" --help 2>&1 | grep -oE -- '(^|[ ,\[(`/])--?[a-zA-Z][a-zA-Z0-9-]*' \
+    | sed -E 's/^[ ,[(`/]//' | sort -u >"$work/want"
   complete "$verb" "-" | sort -u >"$work/got"
   same "$verb: the flags of its --help" "$work/want" "$work/got"
 done
