@@ -117,7 +117,7 @@ SBX_PUBLIC void sbx_sandbox_list_free(sbx_sandbox **list, size_t n);
 
 /* 2 added reuse_key, 3 desktop, 4 extensions; older versions (without them) are still
  * accepted. */
-#define SBX_CREATE_OPTIONS_VERSION 4
+#define SBX_CREATE_OPTIONS_VERSION 5
 
 typedef struct sbx_create_options {
     unsigned int version;          /**< SBX_CREATE_OPTIONS_VERSION */
@@ -143,12 +143,15 @@ typedef struct sbx_create_options {
      *  (docs/server.md "Published ports"). */
     const sbx_kv *extensions;
     size_t n_extensions;
+    /** Restore a snapshot (version >= 5): its id; `image` must then be NULL, and the entrypoint
+     *  defaults to the server's (`tail -f /dev/null`). NULL: create from `image`. */
+    const char *snapshot;
 } sbx_create_options;
 
 #define SBX_CREATE_OPTIONS_INIT                                                                    \
     {                                                                                              \
         SBX_CREATE_OPTIONS_VERSION, NULL, NULL, 0, NULL, 0, NULL, 0, NULL, 0, 0, NULL, NULL, NULL, \
-            NULL, 0                                                                                \
+            NULL, 0, NULL                                                                          \
     }
 
 SBX_PUBLIC void sbx_create_options_init(sbx_create_options *opts);
@@ -192,6 +195,21 @@ SBX_PUBLIC int sbx_sandbox_stop(sbx_client *c, const char *id);
 SBX_PUBLIC int sbx_sandbox_start(sbx_client *c, const char *id);
 /** Set the expiry to now + seconds. *expires_at (optional, caller frees) gets the new time. */
 SBX_PUBLIC int sbx_sandbox_renew(char **expires_at, sbx_client *c, const char *id, long seconds);
+
+/** Snapshots (docs/api.md "Snapshots"): answers are the server's JSON text (a Snapshot object,
+ *  or for a list `{"items": [...], "pagination": ...}`), caller frees. */
+/** Capture sandbox `id`'s files (name may be NULL); the snapshot is Ready once its image is
+ *  written (poll sbx_snapshot_get). */
+SBX_PUBLIC int sbx_snapshot_create(char **json, sbx_client *c, const char *id, const char *name);
+SBX_PUBLIC int sbx_snapshot_get(char **json, sbx_client *c, const char *snapshot_id);
+/** The snapshots (of sandbox `id` when not NULL), newest first, up to 200. */
+SBX_PUBLIC int sbx_snapshot_list(char **json, sbx_client *c, const char *id);
+SBX_PUBLIC int sbx_snapshot_delete(sbx_client *c, const char *snapshot_id);
+/** Write the snapshot's image to local_path as an archive (an OCI layout that is also a
+ *  `docker save` archive: docker load, podman, skopeo read it). */
+SBX_PUBLIC int sbx_snapshot_export(sbx_client *c, const char *snapshot_id, const char *local_path);
+/** Import such an archive (or any docker-save / OCI layout archive) as a new Ready snapshot. */
+SBX_PUBLIC int sbx_snapshot_import(char **json, sbx_client *c, const char *local_path);
 
 /** Output callbacks of sbx_exec(). `data` is one line without its newline (not
  *  NUL-terminated). Return 0 to go on, non-zero to stop the command (SBX_ECONFLICT). */

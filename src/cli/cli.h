@@ -48,6 +48,7 @@ int sbx_cmd_start(int argc, char **argv);
 int sbx_cmd_renew(int argc, char **argv);
 int sbx_cmd_rm(int argc, char **argv);
 int sbx_cmd_secret(int argc, char **argv);
+int sbx_cmd_snapshot(int argc, char **argv);
 int sbx_cmd_image(int argc, char **argv);
 int sbx_cmd_net(int argc, char **argv);
 int sbx_cmd_run(int argc, char **argv);

@@ -32,6 +32,7 @@ enum {
     OPT_LIMIT,
     OPT_PROVIDER,
     OPT_CPUS,
+    OPT_SNAPSHOT,
 };
 
 /* docker's -m SIZE (b, k, m, g: powers of 1024) as a resource quantity ("512Mi"). */
@@ -134,6 +135,9 @@ parse_opt(struct create_args *a, int opt, char *arg)
     case OPT_IMAGE:
         a->opts.image = arg;
         return 0;
+    case OPT_SNAPSHOT:
+        a->opts.snapshot = arg;
+        return 0;
     case OPT_TIMEOUT:
         return parse_timeout(arg, &a->opts.timeout_s);
     case 'e':
@@ -186,6 +190,7 @@ parse_args(struct create_args *a, int argc, char **argv)
 {
     static const struct option longopts[] = {
         {"image", required_argument, NULL, OPT_IMAGE},
+        {"snapshot", required_argument, NULL, OPT_SNAPSHOT},
         {"timeout", required_argument, NULL, OPT_TIMEOUT},
         {"env", required_argument, NULL, 'e'},
         {"label", required_argument, NULL, 'l'},

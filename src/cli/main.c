@@ -32,6 +32,8 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "the entrypoint) and -c (--cpu-shares, a relative weight) are refused with a pointer:\n"
         "sbx has no attach (`sbx exec -it ID`) and limits CPUs, not weights.\n\n"
         "      --image URI      image (default: the built-in `host` image)\n"
+        "      --snapshot SNAP  restore snapshot SNAP instead of an image (`sbx snapshot`);\n"
+        "                       the entrypoint defaults to `tail -f /dev/null`\n"
         "      --timeout SECS   time to live, >= 60 (default: 0 = never expires)\n"
         "  -e, --env K=V        environment variable (repeatable)\n"
         "  -l, --label K=V      metadata label (repeatable; also --metadata)\n"
@@ -139,6 +141,24 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "  view [--ttl SECONDS] a link to watch and drive it in a browser (noVNC); whoever\n"
         "                       holds it can, until it expires (default 1 "
         "hour)\n\n" SBX_CLI_CLIENT_HELP),
+    CMD("snapshot", HEAVY(sbx_cmd_snapshot), "Snapshots of sandboxes (create, ls, rm, export...)",
+        "Usage: sbx snapshot create ID [--name NAME] [--wait]\n"
+        "       sbx snapshot ls [--sandbox ID] [-q]\n"
+        "       sbx snapshot inspect SNAPSHOT...\n"
+        "       sbx snapshot rm SNAPSHOT...\n"
+        "       sbx snapshot export SNAPSHOT -o FILE\n"
+        "       sbx snapshot import FILE\n\n"
+        "A snapshot is a sandbox's files at the moment of `create` (the sandbox is frozen for the\n"
+        "copy), kept by the server as an image; `sbx create --snapshot SNAP` runs a new sandbox\n"
+        "from it, on any provider that runs images (native, docker). `export` writes it as one\n"
+        "archive that `docker load`, podman, skopeo and `sbx snapshot import` read (another\n"
+        "server, another machine). Sandboxes of the built-in `host` image cannot be\n"
+        "snapshotted (docs/api.md \"Snapshots\").\n\n"
+        "  -n, --name NAME      create: a name for the snapshot\n"
+        "  -w, --wait           create: wait until its image is written (Ready)\n"
+        "  -s, --sandbox ID     ls: only the snapshots of this sandbox\n"
+        "  -o, --output FILE    export: where the archive goes\n"
+        "  -q, --quiet          ls: only the ids\n" SBX_CLI_CLIENT_HELP),
     CMD("secret", sbx_cmd_secret, "Manage encrypted secrets (set, ls, rm)",
         "Usage: sbx secret set NAME [--from-env VAR]\n"
         "       sbx secret ls [--json]\n"

@@ -83,6 +83,10 @@ int client_execd_endpoint(sbx_client *c, const char *id, char **base, struct cur
 int client_execd_call(sbx_client *c, const char *id, const sbx_desktop_request *req, char **out,
                       size_t *out_len);
 
+/* GET url (endpoint headers ep, may be NULL; the key header is added) into local_path: a temp
+ * file next to it, renamed into place only when complete. */
+int client_download(sbx_client *c, const char *url, struct curl_slist *ep, const char *local_path);
+
 /* An id that can go into a URL path as it is (execd's ids: hex and dashes). */
 int client_id_ok(const char *id);
 

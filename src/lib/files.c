@@ -188,16 +188,10 @@ write_file(char *p, size_t size, size_t nmemb, void *userdata)
     return n;
 }
 
+/* GET url (with the endpoint headers ep, may be NULL) into fd. */
 static int
-fetch_to_fd(sbx_client *c, const char *base, struct curl_slist *ep, const char *remote, int fd)
+fetch_to_fd(sbx_client *c, const char *url, struct curl_slist *ep, int fd)
 {
-    char *epath = client_escape(c, remote);
-    char *url = NULL;
-    if (!epath || asprintf(&url, "%s/files/download?path=%s", base, epath) < 0) {
-        curl_free(epath);
-        return client_fail(c, SBX_ENOMEM, "out of memory");
-    }
-    curl_free(epath);
     struct curl_slist *h = NULL;
     struct download_sink d = {.fd = fd, .curl = c->curl};
     client_buf_init(&d.err_body, 1 << 16);
@@ -215,7 +209,6 @@ fetch_to_fd(sbx_client *c, const char *base, struct curl_slist *ep, const char *
     }
     curl_slist_free_all(h);
     client_buf_free(&d.err_body);
-    free(url);
     return ret;
 }
 
@@ -248,10 +241,8 @@ create_partial(const char *local_path, char **tmp)
 }
 
 int
-sbx_download(sbx_client *c, const char *id, const char *remote_path, const char *local_path)
+client_download(sbx_client *c, const char *url, struct curl_slist *ep, const char *local_path)
 {
-    if (!c || !remote_path || !local_path)
-        return c ? client_fail(c, SBX_EINVAL, "invalid arguments") : -SBX_EINVAL;
     char *tmp = NULL;
     int fd = create_partial(local_path, &tmp);
     if (fd < 0) {
@@ -261,11 +252,7 @@ sbx_download(sbx_client *c, const char *id, const char *remote_path, const char 
         free(tmp);
         return ret;
     }
-    char *base = NULL;
-    struct curl_slist *ep = NULL;
-    int ret = client_execd_endpoint(c, id, &base, &ep);
-    if (ret == 0)
-        ret = fetch_to_fd(c, base, ep, remote_path, fd);
+    int ret = fetch_to_fd(c, url, ep, fd);
     if (close(fd) < 0 && ret == 0)
         ret = client_fail(c, SBX_EIO, "close %s", tmp);
     /* Only a complete download replaces the destination. */
@@ -274,8 +261,29 @@ sbx_download(sbx_client *c, const char *id, const char *remote_path, const char 
                           strerror(errno)); // NOLINT(concurrency-mt-unsafe)
     if (ret < 0)
         (void)unlink(tmp);
+    free(tmp);
+    return ret;
+}
+
+int
+sbx_download(sbx_client *c, const char *id, const char *remote_path, const char *local_path)
+{
+    if (!c || !remote_path || !local_path)
+        return c ? client_fail(c, SBX_EINVAL, "invalid arguments") : -SBX_EINVAL;
+    char *base = NULL;
+    struct curl_slist *ep = NULL;
+    int ret = client_execd_endpoint(c, id, &base, &ep);
+    char *epath = ret == 0 ? client_escape(c, remote_path) : NULL;
+    char *url = NULL;
+    if (ret == 0 && (!epath || asprintf(&url, "%s/files/download?path=%s", base, epath) < 0)) {
+        url = NULL;
+        ret = client_fail(c, SBX_ENOMEM, "out of memory");
+    }
+    curl_free(epath);
+    if (ret == 0)
+        ret = client_download(c, url, ep, local_path);
+    free(url);
     free(base);
     curl_slist_free_all(ep);
-    free(tmp);
     return ret;
 }

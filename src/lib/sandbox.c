@@ -255,8 +255,10 @@ create_body(const sbx_create_options *o)
     static const char *const default_entry[] = {"tail", "-f", "/dev/null"};
     static const sbx_kv default_limits[] = {{"cpu", "1"}, {"memory", "2Gi"}};
     json_t *b = json_object();
-    json_t *image = json_pack("{s:s}", "uri", o->image ? o->image : "host");
+    const char *snap = o->version >= 5 ? o->snapshot : NULL;
+    json_t *image = snap ? json_null() : json_pack("{s:s}", "uri", o->image ? o->image : "host");
     json_t *entry = o->entrypoint ? string_array(o->entrypoint, o->n_entrypoint)
+                    : snap        ? json_null() /* the server's default for a restore */
                                   : string_array(default_entry, 3);
     json_t *limits = o->resource_limits ? kv_object(o->resource_limits, o->n_resource_limits)
                                         : kv_object(default_limits, 2);
@@ -265,8 +267,9 @@ create_body(const sbx_create_options *o)
               json_object_set_new(b, "resourceLimits", limits) < 0 ||
               json_object_set_new(b, "env", kv_object(o->env, o->n_env)) < 0 ||
               json_object_set_new(b, "metadata", kv_object(o->metadata, o->n_metadata)) < 0 ||
-              json_object_set_new(b, "timeout",
-                                  o->timeout_s > 0 ? json_integer(o->timeout_s) : json_null()) < 0;
+              json_object_set_new(
+                  b, "timeout", o->timeout_s > 0 ? json_integer(o->timeout_s) : json_null()) < 0 ||
+              (snap && json_object_set_new(b, "snapshotId", json_string(snap)) < 0);
     const char *reuse = o->version >= 2 ? o->reuse_key : NULL;
     const char *desk = o->version >= 3 ? o->desktop : NULL;
     json_t *ext = json_object();
@@ -309,6 +312,8 @@ sbx_sandbox_create(sbx_sandbox **out, sbx_client *c, const sbx_create_options *o
     if (!out || !c || !opts || opts->version < 1 || opts->version > SBX_CREATE_OPTIONS_VERSION)
         return c ? client_fail(c, SBX_EINVAL, "invalid arguments") : -SBX_EINVAL;
     *out = NULL;
+    if (opts->version >= 5 && opts->snapshot && opts->image)
+        return client_fail(c, SBX_EINVAL, "give an image or a snapshot, not both");
     json_t *body = create_body(opts);
     if (!body)
         return client_fail(c, SBX_EINVAL, "invalid create options (NULL key or value?)");

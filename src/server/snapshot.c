@@ -778,10 +778,18 @@ h_import(struct sbx_snaps *s, struct sbx_req *r, struct sbx_reply *out)
         rc = sbx_image_import(st, path, image, NULL, &err);
     json_t *doc = rc == 0 ? imported_record(st, id, image) : NULL;
     sbx_image_store_close(st);
+    if (rc < 0 && (sbx_error_code(err) == SBX_EIO || sbx_error_code(err) == SBX_EINVAL)) {
+        /* the reason without the temp file's /proc path the importer was given */
+        const char *why = strrchr(sbx_error_msg(err), '`');
+        why = why && strstr(why, ": ") ? strstr(why, ": ") + 2 : sbx_error_msg(err);
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
+                        "the body is not an image archive (sbx snapshot export, docker save, an "
+                        "OCI layout): %s",
+                        why);
+        return;
+    }
     if (rc < 0) {
         sbx_reply_from(out, err, NULL);
-        if (sbx_error_code(err) == SBX_EIO || sbx_error_code(err) == SBX_EINVAL)
-            out->status = 400;
         return;
     }
     out->body = public_json(doc);
