@@ -13,6 +13,7 @@
 
 #include "cli/cli.h"
 #include "cli/run_stdio.h"
+#include "cli/run_tty.h"
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "common/xalloc.h"
@@ -42,6 +43,8 @@ struct run_opts {
     struct sbx_native_image image_ref; /* an OCI image's pinned layers */
     char *image_argv[MAX_ITEMS + 1];   /* the image's entrypoint + cmd when no CMD is given */
     char id[40];
+    bool tty;         /* -t: a terminal of its own for the command */
+    bool interactive; /* -i: the caller's stdin is copied to that terminal */
 };
 
 static int
@@ -120,9 +123,7 @@ enum {
 static int
 refuse_docker(int c)
 {
-    const char *why = c == 't'        ? "-t: no terminal for the command yet: `sbx create` then "
-                                        "`sbx exec -it ID`"
-                      : c == 'p'      ? "-p: no published ports on a local run: `sbx create -p`"
+    const char *why = c == 'p'        ? "-p: no published ports on a local run: `sbx create -p`"
                       : c == 'c'      ? "-c/--cpu-shares: relative CPU weights are not "
                                         "supported: --cpus N"
                       : c == 'd'      ? "-d: a run is in the foreground: `sbx create` for one "
@@ -187,7 +188,12 @@ apply_opt(struct run_opts *o, int c, const char *arg)
         return parse_volume(o, arg);
     case 'm':
         return apply_opt(o, OPT_MEMORY, arg);
-    case 'i':    /* docker's -i: the caller's stdin is always the command's */
+    case 'i': /* docker's -i; without -t the caller's stdin is always the command's */
+        o->interactive = true;
+        return 0;
+    case 't':
+        o->tty = true;
+        return 0;
     case OPT_RM: /* docker's --rm: a run sandbox is always removed */
         return 0;
     default:
@@ -429,16 +435,34 @@ run(struct run_opts *o, sbx_error **err)
     (void)sigprocmask(SIG_BLOCK, &fwd, NULL);
     struct sbx_rt_sandbox *sb = NULL;
     struct sbx_rt_exit ex = {.code = -1};
-    struct sbx_run_stdio io;
-    ret = sbx_run_stdio_setup(&io, o->spec.stdio);
-    if (ret < 0)
-        ret = sbx_error_set(err, SBX_EGENERIC, -ret, "pipe for the command's stdio");
+    struct sbx_run_stdio io = {0};
+    struct sbx_run_tty tty = {.master = -1, .slave = -1, .stop = {-1, -1}, .winch = -1};
+    if (o->tty) {
+        /* the window size goes to the terminal (run_tty.c), not as a signal to the command */
+        sigdelset(&fwd, SIGWINCH);
+        ret = sbx_run_tty_open(&tty, o->interactive);
+        if (ret < 0)
+            ret = sbx_error_set(err, SBX_EGENERIC, -ret, "a terminal for the command");
+        for (int i = 0; ret == 0 && i < 3; i++)
+            o->spec.stdio[i] = tty.slave;
+        o->spec.tty = true;
+    } else {
+        ret = sbx_run_stdio_setup(&io, o->spec.stdio);
+        if (ret < 0)
+            ret = sbx_error_set(err, SBX_EGENERIC, -ret, "pipe for the command's stdio");
+    }
     if (ret == 0)
         ret = sbx_rt_create(&sb, rt, &o->spec, err);
-    sbx_run_stdio_started(&io);
+    if (o->tty && ret == 0 && sbx_run_tty_start(&tty) < 0)
+        ret = sbx_error_set(err, SBX_EGENERIC, errno, "copy the terminal");
+    if (!o->tty)
+        sbx_run_stdio_started(&io);
     if (ret == 0)
         ret = sbx_rt_wait(&ex, sb, &fwd, err);
-    sbx_run_stdio_finish(&io); /* all it wrote is in the caller's files before we exit */
+    if (o->tty)
+        sbx_run_tty_finish(&tty); /* the terminal is the caller's again before we exit */
+    else
+        sbx_run_stdio_finish(&io); /* all it wrote is in the caller's files before we exit */
     if (sb) {
         /* The teardown (the init's exit, cgroups, lease, record) finishes in a detached
          * process once the command's status is known: the caller waits for our exit only. */

@@ -221,9 +221,12 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "                     or 1 GiB) | disk (under the state dir)\n"
         "  --state-dir D      state directory (default $SBX_STATE_DIR or /var/lib/sbx)\n"
         "  --cgroup-parent P  cgroup below the caller's own (default $SBX_CGROUP_PARENT or sbx)\n"
-        "  -i, --interactive  accepted (docker's): stdin is always the command's\n"
+        "  -t, --tty          a terminal of its own for CMD (its controlling terminal: job\n"
+        "                     control, Ctrl-C to its foreground, the window size follows)\n"
+        "  -i, --interactive  with -t: our stdin goes to that terminal (ours goes raw);\n"
+        "                     without -t stdin is always the command's\n"
         "      --rm           accepted (docker's): the sandbox is always removed\n"
-        "  (docker's -t, -d, -p, -c and --name are refused with what to use instead)\n"
+        "  (docker's -d, -p, -c and --name are refused with what to use instead)\n"
         "\nExit status: CMD's status; 125 when sbx itself fails; 2 for usage errors.\n"),
     CMD("gc", sbx_cmd_gc, "Remove what crashed sandboxes left behind",
         "Usage: sbx gc [--all] [--state-dir D]\n\n"

@@ -19,6 +19,7 @@
 #include <string.h>
 #include <linux/close_range.h>
 #include <linux/seccomp.h>
+#include <sys/ioctl.h>
 #include <sys/prctl.h>
 #include <linux/sched.h>
 #include <sys/socket.h>
@@ -337,6 +338,11 @@ run_init(struct sbx_child_args *a)
         siginfo_t si;
         while (sigwaitinfo(&go, &si) < 0 && errno == EINTR)
             ;
+        /* A terminal the caller made for the command (its own pty pair, never the caller's
+         * terminal) becomes its controlling terminal: Ctrl-C there signals its foreground
+         * group, and job control works. A session of its own first (the init has one). */
+        if (a->spec->tty && (setsid() < 0 || ioctl(STDIN_FILENO, TIOCSCTTY, 0) < 0))
+            sbx_child_fail(a->sync_fd, errno, "make the terminal the command's");
         exec_command(a);
     }
     /* The init holds nothing but the sync socket and the inherited stdio: close stdio so the

@@ -146,6 +146,9 @@ struct sbx_rt_spec {
     bool as_init;         /* argv is an init (execd): exec it as PID 1, no sbx reaper */
     bool pausable;        /* create a freezer cgroup (needed by sbx_rt_pause) */
     bool start;           /* create and start at once; setup errors come from sbx_rt_wait */
+    /* stdio[0] is a terminal (a pty slave the caller made): it becomes the command's
+     * controlling terminal, in a session of its own (sbx run -t). */
+    bool tty;
 };
 
 /* fd is one that spec.stdio refuses (a host file or named FIFO open for writing): the caller
