@@ -133,8 +133,10 @@ done
 "$sbx" create -q -p 1.2.3.4:80:80 --provider "$provider" 2>/dev/null; check "create -p IP:..: usage error" 2 $?
 if [[ $provider == native ]]; then
   check "run -i: stdin is the command's" piped "$(echo piped | "$sbx" run -i --rm -m 64m -- cat)"
-  "$sbx" run -t -- true 2>"$tmp/err"; check "run -t: refused" 2 $?
-  check "run -t: says what to use" 1 "$(grep -c 'sbx exec -it' "$tmp/err")"
+  check "run -t: a terminal for the command (runtime/tty drives it)" "tty" \
+    "$("$sbx" run -t -- sh -c 'test -t 0 && test -t 1 && echo tty' </dev/null | tr -d '\r')"
+  "$sbx" run -d -- true 2>"$tmp/err"; check "run -d: refused" 2 $?
+  check "run -d: says what to use" 1 "$(grep -c 'sbx create' "$tmp/err")"
 fi
 
 # ---- names ----
