@@ -35,6 +35,12 @@ struct sbx_record {
 
 #define SBX_EVENTS_MAX 64
 
+/* priv of a sandbox with an egress policy: {"policy": NetworkPolicy, "token": hex} (the
+ * egress API's OPENSANDBOX-EGRESS-AUTH). */
+#define SBX_EGRESS_PRIV   "egress"
+#define SBX_EGRESS_HEADER "OPENSANDBOX-EGRESS-AUTH"
+#define SBX_EGRESS_PORT   18080
+
 /* Find-or-create (sbx extension): a create whose `extensions` hold this key returns the
  * existing sandbox with the same key and spec when it can be made usable. */
 #define SBX_REUSE_KEY_EXT "reuseKey"
