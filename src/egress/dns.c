@@ -34,16 +34,16 @@
 #include "egress/egress.h"
 #include "net/nft.h"
 
-#define WORKERS_MAX    128
-#define TCP_MAX        32
-#define TCP_IDLE_S     5
-#define UPSTREAM_MAX   4
-#define UPSTREAM_MS    2000
-#define TTL_MIN_S      30
-#define TTL_MAX_S      3600
-#define REFRESH_S      30
+#define WORKERS_MAX     128
+#define TCP_MAX         32
+#define TCP_IDLE_S      5
+#define UPSTREAM_MAX    4
+#define UPSTREAM_MS     2000
+#define TTL_MIN_S       30
+#define TTL_MAX_S       3600
+#define REFRESH_S       30
 #define BLOCK_NAMES_MAX 256 /* exact deny targets resolved per allow-default sandbox */
-#define UDP_MAX        4096
+#define UDP_MAX         4096
 
 struct entry {
     char id[64];
@@ -82,7 +82,8 @@ find_id(struct sbx_egress *e, const char *id)
     return NULL;
 }
 
-/* The action for name from the sandbox at src; -1 when src is no policed sandbox. Sets *deny_mode. */
+/* The action for name from the sandbox at src; -1 when src is no policed sandbox. Sets *deny_mode.
+ */
 static int
 decide(struct sbx_egress *e, struct in_addr src, const char *name, bool *deny_mode)
 {
@@ -143,8 +144,8 @@ learn(struct sbx_egress *e, const char *saddr, const uint8_t *reply, size_t n, b
         list[i] = a[i].addr;
         ttl = ttl > clamp_ttl(a[i].ttl) ? ttl : clamp_ttl(a[i].ttl);
     }
-    struct sbx_nft_egress_elems el = {.block = block, .saddr = saddr, .daddrs = list, .n = na,
-                                      .timeout_s = ttl + extra_s};
+    struct sbx_nft_egress_elems el = {
+        .block = block, .saddr = saddr, .daddrs = list, .n = na, .timeout_s = ttl + extra_s};
     sbx_autoerror sbx_error *err = NULL;
     if (sbx_nft_egress_add(e->nft, e->bridge, &el, &err) < 0) {
         sbx_warn("egress: %s", sbx_error_msg(err));
@@ -237,7 +238,7 @@ spawn(void *(*fn)(void *), void *arg)
     pthread_attr_t at;
     (void)pthread_attr_init(&at);
     (void)pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    (void)pthread_attr_setstacksize(&at, 256 * 1024);
+    (void)pthread_attr_setstacksize(&at, (size_t)256 * 1024);
     bool ok = pthread_create(&t, &at, fn, arg) == 0;
     (void)pthread_attr_destroy(&at);
     return ok;
@@ -261,8 +262,8 @@ udp_loop(void *arg)
     while (!stop_requested(e, e->udp)) {
         struct udp_job *j = sbx_xcalloc(1, sizeof *j);
         socklen_t fl = sizeof j->from;
-        ssize_t n = recvfrom(e->udp, j->q, sizeof j->q, MSG_DONTWAIT, (struct sockaddr *)&j->from,
-                             &fl);
+        ssize_t n =
+            recvfrom(e->udp, j->q, sizeof j->q, MSG_DONTWAIT, (struct sockaddr *)&j->from, &fl);
         j->e = e;
         j->n = n > 0 ? (size_t)n : 0;
         /* beyond the cap the query is dropped: the sandbox's resolver library retries */

@@ -28,8 +28,7 @@ struct sbx_egress_config {
 
 /* Bind the resolver (SBX_EEXISTS naming the port when something else has it), start its
  * threads, and empty the learned sets (a server restart: sandboxes resolve again). */
-int sbx_egress_open(struct sbx_egress **out, const struct sbx_egress_config *cfg,
-                    sbx_error **err);
+int sbx_egress_open(struct sbx_egress **out, const struct sbx_egress_config *cfg, sbx_error **err);
 void sbx_egress_close(struct sbx_egress *e);
 
 /* Enforce policy (copied) for sandbox id at addr, at once: its mode set, the addresses it had

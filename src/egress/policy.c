@@ -127,8 +127,7 @@ parse_action(const json_t *v, const char *what, enum sbx_egress_action *out, sbx
 
 /* Only the listed keys: a misspelt key must not pass as a looser policy. */
 static int
-only_keys(const json_t *obj, const char *const *keys, size_t n, const char *what,
-          sbx_error **err)
+only_keys(const json_t *obj, const char *const *keys, size_t n, const char *what, sbx_error **err)
 {
     const char *k;
     const json_t *v;
@@ -276,8 +275,8 @@ sbx_egress_policy_patch(struct sbx_egress_policy *p, const struct sbx_egress_pol
     }
     if (n > SBX_EGRESS_RULES_MAX) {
         free(rules);
-        return sbx_error_set(err, SBX_ELIMIT, 0, "the policy would hold %zu rules: at most %d",
-                             n, SBX_EGRESS_RULES_MAX);
+        return sbx_error_set(err, SBX_ELIMIT, 0, "the policy would hold %zu rules: at most %d", n,
+                             SBX_EGRESS_RULES_MAX);
     }
     /* Own the strings: copies of the incoming, the kept existing ones moved, the rest freed. */
     for (size_t i = 0; i < from_in; i++)

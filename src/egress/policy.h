@@ -23,7 +23,10 @@
 #define SBX_EGRESS_RULES_MAX 10000
 #define SBX_EGRESS_NAME_MAX  253
 
-enum sbx_egress_action { SBX_EGRESS_DENY = 0, SBX_EGRESS_ALLOW = 1 };
+enum sbx_egress_action {
+    SBX_EGRESS_DENY = 0,
+    SBX_EGRESS_ALLOW = 1
+};
 
 struct sbx_egress_rule {
     enum sbx_egress_action action;

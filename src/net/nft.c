@@ -522,7 +522,8 @@ forget_elements(FILE *f, const json_t *root, const char *bridge, const char *set
         const json_t *e;
         size_t j;
         json_array_foreach (elems, j, e) {
-            const json_t *val = json_object_get(e, "elem") ? json_object_get(json_object_get(e, "elem"), "val") : e;
+            const json_t *val =
+                json_object_get(e, "elem") ? json_object_get(json_object_get(e, "elem"), "val") : e;
             const json_t *cc = json_object_get(val, "concat");
             const char *s = json_string_value(json_array_get(cc, 0));
             const char *d = json_string_value(json_array_get(cc, 1));

@@ -54,15 +54,15 @@ int sbx_nft_egress_mode(struct sbx_nft *nft, const char *bridge, const char *add
 int sbx_nft_egress_forget(struct sbx_nft *nft, const char *bridge, const char *addr,
                           sbx_error **err);
 struct sbx_nft_egress_elems {
-    bool block;    /* egress_block4, else egress_ok4 */
+    bool block; /* egress_block4, else egress_ok4 */
     const char *saddr;
     const char *const *daddrs;
     size_t n;
     unsigned timeout_s;
 };
 /* Add (saddr . daddrs[i]) with the timeout (an existing element gets the new timeout). */
-int sbx_nft_egress_add(struct sbx_nft *nft, const char *bridge, const struct sbx_nft_egress_elems *e,
-                       sbx_error **err);
+int sbx_nft_egress_add(struct sbx_nft *nft, const char *bridge,
+                       const struct sbx_nft_egress_elems *e, sbx_error **err);
 /* Empty egress_ok4 and egress_block4 (a server start: sandboxes resolve again). */
 int sbx_nft_egress_flush(struct sbx_nft *nft, const char *bridge, sbx_error **err);
 

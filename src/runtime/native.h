@@ -28,8 +28,7 @@ int sbx_native_bridge_configure(struct sbx_native_bridge *b, const char *bridge,
 int sbx_native_bridge_group(struct sbx_native_bridge *b, const char *name, uint32_t *group,
                             sbx_error **err);
 /* Set the host up (as the first attach would) and say what the bridge is (egress policies). */
-int sbx_native_bridge_host(struct sbx_native_bridge *b, struct sbx_net_info *out,
-                           sbx_error **err);
+int sbx_native_bridge_host(struct sbx_native_bridge *b, struct sbx_net_info *out, sbx_error **err);
 /* Fill ops so the runtime calls into b (b must outlive every runtime that uses ops). */
 void sbx_native_bridge_ops(struct sbx_rt_net_ops *ops, struct sbx_native_bridge *b);
 

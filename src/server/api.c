@@ -530,9 +530,9 @@ build_record(const json_t *body, const char *prov, int64_t timeout_s)
     if (np && !json_is_null(np) && sbx_egress_policy_parse(np, &pol, NULL) == 0) {
         char token[65];
         sbx_srv_random_hex(token, 32);
-        (void)json_object_set_new(sb->priv, SBX_EGRESS_PRIV,
-                                  json_pack("{s:o, s:s}", "policy", sbx_egress_policy_json(pol),
-                                            "token", token));
+        (void)json_object_set_new(
+            sb->priv, SBX_EGRESS_PRIV,
+            json_pack("{s:o, s:s}", "policy", sbx_egress_policy_json(pol), "token", token));
         sbx_egress_policy_free(pol);
     }
     json_t *vols = json_object_get(body, "volumes");
@@ -624,8 +624,8 @@ do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
         check_maps(body, out) < 0 || check_volumes(json_object_get(body, "volumes"), out) < 0 ||
         check_reuse_key(body, out) < 0 || check_desktop(body, out) < 0 ||
         check_publish(body, out) < 0 || check_network_policy(body, out) < 0 ||
-        check_provider_fit(prov, body, out) < 0 ||
-        sbx_api_check_fields(prov, body, out) < 0 || check_create(r, prov, body, out) < 0)
+        check_provider_fit(prov, body, out) < 0 || sbx_api_check_fields(prov, body, out) < 0 ||
+        check_create(r, prov, body, out) < 0)
         return;
     struct sbx_record *sb = build_record(body, prov, timeout_s);
     default_limits(sb, r->srv->cfg);
@@ -970,8 +970,8 @@ h_endpoint(struct sbx_req *r, struct sbx_reply *out)
     const char *tok = json_string_value(json_object_get(sb->priv, SBX_ACCESS_TOKEN_PRIV));
     sbx_autofree char *token = tok ? sbx_xstrdup(tok) : NULL;
     /* The egress API (api_egress.c): served by the server, opened by this token only. */
-    const char *etok = json_string_value(
-        json_object_get(json_object_get(sb->priv, SBX_EGRESS_PRIV), "token"));
+    const char *etok =
+        json_string_value(json_object_get(json_object_get(sb->priv, SBX_EGRESS_PRIV), "token"));
     sbx_autofree char *egress_token = port == SBX_EGRESS_PORT && etok ? sbx_xstrdup(etok) : NULL;
     sbx_record_free(sb);
     sbx_autofree char *ep =
@@ -982,8 +982,8 @@ h_endpoint(struct sbx_req *r, struct sbx_reply *out)
      * handed on gives no more than that sandbox); otherwise the API key the caller already
      * holds (it just used it), so nothing new is disclosed. */
     if (egress_token)
-        out->body = json_pack("{s:s, s:{s:s}}", "endpoint", ep, "headers", SBX_EGRESS_HEADER,
-                              egress_token);
+        out->body =
+            json_pack("{s:s, s:{s:s}}", "endpoint", ep, "headers", SBX_EGRESS_HEADER, egress_token);
     else if (token)
         out->body =
             json_pack("{s:s, s:{s:s}}", "endpoint", ep, "headers", SBX_ACCESS_HEADER, token);

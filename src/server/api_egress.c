@@ -88,9 +88,8 @@ status_of(const json_t *policy)
     struct sbx_egress_policy *p = NULL;
     if (sbx_egress_policy_parse(policy, &p, NULL) < 0)
         return NULL;
-    json_t *o = json_pack("{s:s, s:s, s:s, s:o}", "status", "ok", "mode",
-                          sbx_egress_policy_mode(p), "enforcementMode", "dns+nft", "policy",
-                          sbx_egress_policy_json(p));
+    json_t *o = json_pack("{s:s, s:s, s:s, s:o}", "status", "ok", "mode", sbx_egress_policy_mode(p),
+                          "enforcementMode", "dns+nft", "policy", sbx_egress_policy_json(p));
     sbx_egress_policy_free(p);
     return o;
 }
@@ -124,9 +123,8 @@ sbx_api_egress(struct sbx_req *r, struct sbx_reply *out)
     int rc = sbx_mgr_egress(r->srv->mgr, id, fn, body, &policy, &err);
     json_decref(body);
     if (rc < 0) {
-        sbx_reply_from(out, err,
-                       rc == -SBX_EINVAL || rc == -SBX_ELIMIT ? "SANDBOX::INVALID_PARAMETER"
-                                                               : NULL);
+        sbx_reply_from(
+            out, err, rc == -SBX_EINVAL || rc == -SBX_ELIMIT ? "SANDBOX::INVALID_PARAMETER" : NULL);
         return;
     }
     out->status = 200;

@@ -945,9 +945,30 @@ egress_locked(struct sbx_mgr *m, struct entry *e, json_t *priv, json_t *old, sbx
     return r;
 }
 
+/* Under the lock: read, and with change, edit, store and enforce e's policy. */
+static int
+egress_edit(struct sbx_mgr *m, struct entry *e, sbx_mgr_egress_fn change, void *arg, json_t **out,
+            sbx_error **err)
+{
+    json_t *eg = json_object_get(e->sb->priv, SBX_EGRESS_PRIV);
+    if (!json_object_get(eg, "policy"))
+        return sbx_error_set(err, SBX_ENOTFOUND, 0, "sandbox `%s` has no egress policy", e->sb->id);
+    json_t *old = json_incref(e->sb->priv);
+    json_t *priv = json_deep_copy(old);
+    json_t *pol = json_object_get(json_object_get(priv, SBX_EGRESS_PRIV), "policy");
+    int r = change ? change(pol, arg, err) : 0; /* NULL: only read it */
+    if (r >= 0 && change)
+        r = egress_locked(m, e, priv, old, err);
+    if (r >= 0)
+        *out = json_deep_copy(pol);
+    json_decref(priv);
+    json_decref(old);
+    return r;
+}
+
 int
-sbx_mgr_egress(struct sbx_mgr *m, const char *id, sbx_mgr_egress_fn change, void *arg,
-               json_t **out, sbx_error **err)
+sbx_mgr_egress(struct sbx_mgr *m, const char *id, sbx_mgr_egress_fn change, void *arg, json_t **out,
+               sbx_error **err)
 {
     if (ensure_prov(m, id, err) < 0)
         return -SBX_EUNAVAIL;
@@ -956,21 +977,11 @@ sbx_mgr_egress(struct sbx_mgr *m, const char *id, sbx_mgr_egress_fn change, void
     while ((e = find(m, id)) && e->busy && !m->stopping)
         pthread_cond_wait(&m->cv, &m->mu);
     int r = acquire_with_prov(m, id, &e, err);
-    json_t *eg = r >= 0 ? json_object_get(e->sb->priv, SBX_EGRESS_PRIV) : NULL;
-    if (r >= 0 && !json_object_get(eg, "policy"))
-        r = sbx_error_set(err, SBX_ENOTFOUND, 0, "sandbox `%s` has no egress policy", id);
-    json_t *old = r >= 0 ? json_incref(e->sb->priv) : NULL;
-    json_t *priv = r >= 0 ? json_deep_copy(old) : NULL;
-    json_t *pol = json_object_get(json_object_get(priv, SBX_EGRESS_PRIV), "policy");
-    if (r >= 0 && change) /* NULL: only read it */
-        r = change(pol, arg, err);
-    if (r >= 0 && change)
-        r = egress_locked(m, e, priv, old, err);
+    if (r >= 0 && !e)
+        r = -SBX_ENOTFOUND; /* (acquire sets e whenever it succeeds) */
     if (r >= 0)
-        *out = json_deep_copy(pol);
+        r = egress_edit(m, e, change, arg, out, err);
     pthread_mutex_unlock(&m->mu);
-    json_decref(priv);
-    json_decref(old);
     return r;
 }
 

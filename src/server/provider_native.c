@@ -931,8 +931,8 @@ parse_upper(const json_t *settings, enum sbx_rt_upper *mode, uint64_t *size, sbx
 static int
 check_string_settings(const json_t *settings, sbx_error **err)
 {
-    static const char *const keys[] = {"execd",  "cgroup_parent", "network",   "upper",
-                                       "upper_size", "bridge",    "subnet", "egress_dns"};
+    static const char *const keys[] = {"execd",      "cgroup_parent", "network", "upper",
+                                       "upper_size", "bridge",        "subnet",  "egress_dns"};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
         json_t *v = json_object_get(settings, keys[i]);
         if (v && !json_is_string(v))

@@ -89,8 +89,9 @@ test_bad_input(void **state)
                        ips[i]);
         assert_non_null(strstr(parse_error(text), "not yet supported"));
     }
-    const char *bad[] = {"", "*", "*.", "a..b", "-a.com", "a b.com", "**.a.com", "a.*.com",
-                         "x\\u0000y.com", "\\u00e9.com", "a/b"};
+    const char *bad[] = {"",        "*",        "*.",      "a..b",          "-a.com",
+                         "a b.com", "**.a.com", "a.*.com", "x\\u0000y.com", "\\u00e9.com",
+                         "a/b"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char text[128];
         (void)snprintf(text, sizeof text, "{\"egress\":[{\"action\":\"deny\",\"target\":\"%s\"}]}",
@@ -163,9 +164,8 @@ static void
 test_patch_and_delete(void **state)
 {
     (void)state;
-    struct sbx_egress_policy *p =
-        parse("{\"egress\":[{\"action\":\"allow\",\"target\":\"a.com\"},"
-              "{\"action\":\"allow\",\"target\":\"b.com\"}]}");
+    struct sbx_egress_policy *p = parse("{\"egress\":[{\"action\":\"allow\",\"target\":\"a.com\"},"
+                                        "{\"action\":\"allow\",\"target\":\"b.com\"}]}");
     assert_null(rules("[]"));
     assert_null(rules("{}"));
     assert_null(rules("[{\"action\":\"allow\",\"target\":\"1.1.1.1\"}]"));
@@ -251,8 +251,8 @@ test_dns_query(void **state)
     assert_int_equal(out[3] & 0x0f, SBX_DNS_NXDOMAIN);
     assert_true(out[2] & 0x80);
     /* a label holding a '.' is refused: it would read as another name */
-    uint8_t dot[] = {0, 1, 1, 0, 0, 1, 0, 0, 0, 0, 0, 0, 9, 'a', 'l', 'l', 'o', '.', 't', 'e',
-                     's', 't', 0, 0, 1, 0, 1};
+    uint8_t dot[] = {0,   1,   1,   0,   0,   1,   0,   0,   0, 0, 0, 0, 9, 'a',
+                     'l', 'l', 'o', '.', 't', 'e', 's', 't', 0, 0, 1, 0, 1};
     assert_int_equal(sbx_dns_parse_query(dot, sizeof dot, &qq), -SBX_DNS_REFUSED);
     /* truncated, a response, two questions, a pointer */
     assert_int_equal(sbx_dns_parse_query(q, n - 1, &qq), -SBX_DNS_FORMERR);
@@ -285,9 +285,12 @@ int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse_and_defaults), cmocka_unit_test(test_bad_input),
-        cmocka_unit_test(test_eval),               cmocka_unit_test(test_patch_and_delete),
-        cmocka_unit_test(test_limits),             cmocka_unit_test(test_dns_query),
+        cmocka_unit_test(test_parse_and_defaults),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_eval),
+        cmocka_unit_test(test_patch_and_delete),
+        cmocka_unit_test(test_limits),
+        cmocka_unit_test(test_dns_query),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
