@@ -18,8 +18,8 @@ check_query(const uint8_t *data, size_t size)
     int r = sbx_dns_parse_query(data, size, &q);
     if (r == 0) {
         size_t n = strlen(q.name);
-        if (n > SBX_DNS_NAME_MAX || strspn(q.name, "abcdefghijklmnopqrstuvwxyz0123456789-_.") != n ||
-            q.end > size)
+        if (n > SBX_DNS_NAME_MAX ||
+            strspn(q.name, "abcdefghijklmnopqrstuvwxyz0123456789-_.") != n || q.end > size)
             __builtin_trap();
     }
     if (size >= SBX_DNS_HEADER) {

@@ -342,6 +342,65 @@ def bad_creates(s):
           "a provider that cannot enforce it refuses: %r" % r)
 
 
+FLOOD = r'''
+import socket, struct, time
+# 20000 queries as fast as a socket sends them, 200 TCP connections held open without a query
+q = struct.pack(">HHHHHH", 7, 0x0100, 1, 0, 0, 0) + b"\x07allowed\x04test\x00\x00\x01\x00\x01"
+u = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+for i in range(20000):
+    try: u.sendto(q, ("%s", 53))
+    except OSError: pass
+held = []
+for i in range(200):
+    try: held.append(socket.create_connection(("%s", 53), timeout=2))
+    except OSError: pass
+print("held", len(held))
+time.sleep(1)
+'''
+
+
+def flood(s, a, gw):
+    """A sandbox floods its resolver: bounded work, the server and the resolver stay usable."""
+    script = base64.b64encode((FLOOD % (gw, gw)).encode()).decode()
+    t0 = time.time()
+    out = inside(s, a, "python3 -c \"$(echo %s | base64 -d)\"" % script, timeout=120)
+    check(out.startswith("held"), "the flood ran: %r" % out)
+    threads = len(os.listdir("/proc/%d/task" % s.proc.pid))
+    check(threads < 400, "the server's threads stay bounded: %d" % threads)
+    check(s.request("GET", "/health", key=False).status == 200, "the server answers")
+    ok = False
+    for _ in range(20):  # the held connections time out within 5 s
+        if probe(s, a, "dns", "x.wild.test", gw, "tcp") == "RCODE 0 198.51.100.12":
+            ok = True
+            break
+        time.sleep(0.5)
+    check(ok, "the resolver answers after the flood")
+    print("flood: %.1f s" % (time.time() - t0))
+
+
+def stop_start(s, b, gw):
+    """A stopped policed sandbox leaves the sets; started again, it is policed again."""
+    check(s.request("POST", "/v1/sandboxes/%s/stop" % b).status == 202, "stop b")
+    check(s.request("POST", "/v1/sandboxes/%s/start" % b).status == 202, "start b")
+    out = probe(s, b, "dns", "denied.test", gw, "udp")
+    check(out == "RCODE 3", "policed after a start: %r" % out)
+    out = probe(s, b, "connect", ADDRS["denied.test"], "80")
+    check(out.startswith("FAIL"), "the denied address after a start: %r" % out)
+    check(probe(s, b, "connect", "other.test", "80") == "hello-from-198.51.100.13",
+          "the rest works after a start")
+
+
+def no_bridge(new_server):
+    config = ('providers = { supported = ["native"]; default = "native";\n'
+              '  native = { network = "none"; }; };\n')
+    s = new_server(config_text=config, tag="egress-none")
+    s.start()
+    r = s.create(networkPolicy={"defaultAction": "deny"})
+    check(r.status == 400 and r.json()["code"] == "SANDBOX::API_NOT_SUPPORTED" and
+          "bridge" in r.json()["message"], "network = none refuses a policy: %r" % r)
+    check(s.stop() == 0, "clean stop")
+
+
 def restart(s, a, ha, pid):
     s.kill9()
     out = probe_netns(pid, "connect", ADDRS["other.test"], "80")
@@ -391,6 +450,8 @@ def test(new_server):
         c = r.json()["id"]
         gw = deny_default(s, a)
         allow_default(s, b, gw)
+        stop_start(s, b, gw)
+        flood(s, a, gw)
         # no policy: as before (its resolver is the host's, it reaches any public address)
         check(probe(s, c, "connect", ADDRS["denied.test"], "80") == "hello-from-198.51.100.11",
               "a sandbox without a policy is not policed")
@@ -407,6 +468,7 @@ def test(new_server):
         for sid in (b, c):
             check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
         check(s.stop() == 0, "clean stop")
+        no_bridge(new_server)
     finally:
         s.kill9()
         s.gc_runtime()
