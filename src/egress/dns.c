@@ -62,6 +62,10 @@ struct sbx_egress {
     int stop_pipe[2];
     pthread_t udp_t, tcp_t, refresh_t;
     bool started;
+    /* apply, drop and clear one at a time: a sandbox going away and another getting its
+     * address never interleave their set changes (whichever runs second sees the first's
+     * entry table: drop clears nothing that an apply for a new holder made) */
+    pthread_mutex_t ops;
     pthread_mutex_t mu; /* entries, workers */
     pthread_cond_t cv;  /* workers went down; or stopping (the refresher waits on it) */
     struct entry *entries;
@@ -397,7 +401,8 @@ resolve_blocks(struct sbx_egress *e, const struct block_job *j)
         uint8_t q[SBX_DNS_NAME_MAX + 32];
         uint8_t out[UDP_MAX];
         uint16_t id = 0;
-        (void)getrandom(&id, sizeof id, 0);
+        if (getrandom(&id, sizeof id, 0) != (ssize_t)sizeof id)
+            id = (uint16_t)k; /* a query id need not be secret: the upstream socket is ours */
         size_t qn = sbx_dns_a_query(q, sizeof q, j->names[k], id);
         ssize_t got = qn ? ask_upstream(e, q, qn, out, sizeof out) : -1;
         /* kept past the next refresh: no gap between two of them */
@@ -447,13 +452,28 @@ refresh_loop(void *arg)
 
 /* ---- the API ---- */
 
-int
-sbx_egress_apply(struct sbx_egress *e, const char *id, const char *addr,
-                 const struct sbx_egress_policy *policy, sbx_error **err)
+/* Drop the entries at address in other than id's (stale: the address has a new holder). */
+static void
+drop_stale(struct sbx_egress *e, struct in_addr in, const char *id)
 {
-    struct in_addr in;
-    if (inet_pton(AF_INET, addr, &in) != 1 || strlen(id) >= sizeof e->entries[0].id)
-        return sbx_error_set(err, SBX_EINVAL, 0, "egress: bad sandbox `%s` at `%s`", id, addr);
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < e->n;) {
+        if (e->entries[i].in.s_addr == in.s_addr && (!id || strcmp(e->entries[i].id, id) != 0)) {
+            sbx_egress_policy_free(e->entries[i].policy);
+            e->entries[i] = e->entries[--e->n];
+        } else {
+            i++;
+        }
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+static int
+apply_locked(struct sbx_egress *e, const char *id, struct in_addr in,
+             const struct sbx_egress_policy *policy, sbx_error **err)
+{
+    char addr[INET_ADDRSTRLEN];
+    (void)inet_ntop(AF_INET, &in, addr, sizeof addr);
     enum sbx_nft_egress_mode mode =
         policy->dflt == SBX_EGRESS_DENY ? SBX_NFT_EGRESS_DENY : SBX_NFT_EGRESS_ALLOW;
     /* The mode first (the sandbox is policed from here on), then what the old policy let it
@@ -461,16 +481,9 @@ sbx_egress_apply(struct sbx_egress *e, const char *id, const char *addr,
     if (sbx_nft_egress_mode(e->nft, e->bridge, addr, mode, err) < 0 ||
         sbx_nft_egress_forget(e->nft, e->bridge, addr, err) < 0)
         return sbx_error_wrap(err, "egress policy of `%s`", id);
-    pthread_mutex_lock(&e->mu);
     /* another sandbox's entry at this address is stale (it went while we were not told) */
-    for (size_t i = 0; i < e->n;) {
-        if (e->entries[i].in.s_addr == in.s_addr && strcmp(e->entries[i].id, id) != 0) {
-            sbx_egress_policy_free(e->entries[i].policy);
-            e->entries[i] = e->entries[--e->n];
-        } else {
-            i++;
-        }
-    }
+    drop_stale(e, in, id);
+    pthread_mutex_lock(&e->mu);
     struct entry *en = find_id(e, id);
     if (!en) {
         if (e->n == e->cap) {
@@ -495,7 +508,20 @@ sbx_egress_apply(struct sbx_egress *e, const char *id, const char *addr,
 }
 
 int
-sbx_egress_clear_addr(struct sbx_egress *e, const char *addr, sbx_error **err)
+sbx_egress_apply(struct sbx_egress *e, const char *id, const char *addr,
+                 const struct sbx_egress_policy *policy, sbx_error **err)
+{
+    struct in_addr in;
+    if (inet_pton(AF_INET, addr, &in) != 1 || strlen(id) >= sizeof e->entries[0].id)
+        return sbx_error_set(err, SBX_EINVAL, 0, "egress: bad sandbox `%s` at `%s`", id, addr);
+    pthread_mutex_lock(&e->ops);
+    int r = apply_locked(e, id, in, policy, err);
+    pthread_mutex_unlock(&e->ops);
+    return r;
+}
+
+static int
+clear_locked(struct sbx_egress *e, const char *addr, sbx_error **err)
 {
     if (sbx_nft_egress_mode(e->nft, e->bridge, addr, SBX_NFT_EGRESS_NONE, err) < 0 ||
         sbx_nft_egress_forget(e->nft, e->bridge, addr, err) < 0)
@@ -504,9 +530,23 @@ sbx_egress_clear_addr(struct sbx_egress *e, const char *addr, sbx_error **err)
 }
 
 int
+sbx_egress_clear_addr(struct sbx_egress *e, const char *addr, sbx_error **err)
+{
+    struct in_addr in;
+    if (inet_pton(AF_INET, addr, &in) != 1)
+        return sbx_error_set(err, SBX_EINVAL, 0, "egress: bad address `%s`", addr);
+    pthread_mutex_lock(&e->ops);
+    drop_stale(e, in, NULL); /* a new holder without policy: any entry there is stale */
+    int r = clear_locked(e, addr, err);
+    pthread_mutex_unlock(&e->ops);
+    return r;
+}
+
+int
 sbx_egress_drop(struct sbx_egress *e, const char *id, sbx_error **err)
 {
     char addr[INET_ADDRSTRLEN] = "";
+    pthread_mutex_lock(&e->ops);
     pthread_mutex_lock(&e->mu);
     struct entry *en = find_id(e, id);
     if (en) {
@@ -515,7 +555,11 @@ sbx_egress_drop(struct sbx_egress *e, const char *id, sbx_error **err)
         *en = e->entries[--e->n];
     }
     pthread_mutex_unlock(&e->mu);
-    return addr[0] ? sbx_egress_clear_addr(e, addr, err) : 0;
+    /* not found: never policed here, or its address already has a new holder (whose apply
+     * or clear removed this entry): nothing of the sets is this sandbox's any more */
+    int r = addr[0] ? clear_locked(e, addr, err) : 0;
+    pthread_mutex_unlock(&e->ops);
+    return r;
 }
 
 /* "a.b.c.d[:port] ..." into e->up. */
@@ -584,6 +628,7 @@ sbx_egress_open(struct sbx_egress **out, const struct sbx_egress_config *cfg, sb
 {
     struct sbx_egress *e = sbx_xcalloc(1, sizeof *e);
     e->udp = e->tcp = e->stop_pipe[0] = e->stop_pipe[1] = -1;
+    pthread_mutex_init(&e->ops, NULL);
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     (void)snprintf(e->bridge, sizeof e->bridge, "%s", cfg->bridge);
@@ -653,6 +698,7 @@ sbx_egress_close(struct sbx_egress *e)
     if (e->tcp >= 0)
         (void)close(e->tcp);
     sbx_nft_free(e->nft);
+    pthread_mutex_destroy(&e->ops);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);
