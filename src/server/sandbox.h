@@ -61,8 +61,8 @@ const char *sbx_record_reuse_key(const struct sbx_record *sb);
 /* True when key is a valid reuse key: 1-128 characters of [A-Za-z0-9._:/@=+-]. */
 bool sbx_reuse_key_valid(const char *key);
 /* What makes two sandboxes interchangeable - provider, image (not its registry credentials),
- * entrypoint, env, resource limits, volumes, extensions other than reuseKey and provider (not
- * metadata, not the expiry) - hashed into 16 hex characters. */
+ * entrypoint, env, resource limits, volumes, the egress policy, extensions other than reuseKey
+ * and provider (not metadata, not the expiry) - hashed into 16 hex characters. */
 void sbx_record_spec_hash(const struct sbx_record *sb, char out[SBX_SPEC_HASH_LEN + 1]);
 
 #endif

@@ -328,6 +328,21 @@ def egress_api(s, a, b):
     return ha
 
 
+def reuse(s):
+    """find-or-create never hands out a sandbox with another policy (it is part of the spec)"""
+    pol = {"defaultAction": "deny", "egress": [{"action": "allow", "target": "allowed.test"}]}
+    ext = {"reuseKey": "egress-%d" % os.getpid()}
+    r1 = s.create(networkPolicy=pol, extensions=ext)
+    r2 = s.create(networkPolicy=pol, extensions=ext)
+    r3 = s.create(networkPolicy={"defaultAction": "allow"}, extensions=ext)
+    r4 = s.create(extensions=ext)
+    check(all(r.status == 202 for r in (r1, r2, r3, r4)), "creates: %r" % [r1, r2, r3, r4])
+    ids = [r.json()["id"] for r in (r1, r2, r3, r4)]
+    check(ids[0] == ids[1] and len(set(ids)) == 3, "same policy reused, others not: %r" % ids)
+    for sid in set(ids):
+        check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+
+
 def bad_creates(s):
     bad = [{"egress": [{"action": "allow", "target": "10.0.0.0/8"}]},
            {"egress": [{"action": "allow", "target": "a.test", "port": 80}]},
@@ -457,6 +472,7 @@ def test(new_server):
               "a sandbox without a policy is not policed")
         ha = egress_api(s, a, b)
         bad_creates(s)
+        reuse(s)
         restart(s, a, ha, sandbox_pid(s, a))
         nft = Nft("sbx_" + bridge)
         addr_a = sandbox_addr(s, a)
