@@ -29,6 +29,7 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "common/util.h"
 #include "common/xalloc.h"
 #include "egress/dnsmsg.h"
 #include "egress/egress.h"
@@ -44,6 +45,7 @@
 #define REFRESH_S       30
 #define BLOCK_NAMES_MAX 256 /* exact deny targets resolved per allow-default sandbox */
 #define UDP_MAX         4096
+#define APPLY_BUDGET_MS 3000
 
 struct entry {
     char id[64];
@@ -394,10 +396,11 @@ block_job_of(const struct entry *en, struct block_job *j)
     }
 }
 
+/* Until deadline_ms (sbx_now_ms; 0: no deadline): the rest waits for the next refresh. */
 static void
-resolve_blocks(struct sbx_egress *e, const struct block_job *j)
+resolve_blocks(struct sbx_egress *e, const struct block_job *j, uint64_t deadline_ms)
 {
-    for (size_t k = 0; k < j->n; k++) {
+    for (size_t k = 0; k < j->n && (!deadline_ms || sbx_now_ms() < deadline_ms); k++) {
         uint8_t q[SBX_DNS_NAME_MAX + 32];
         uint8_t out[UDP_MAX];
         uint16_t id = 0;
@@ -445,7 +448,7 @@ refresh_loop(void *arg)
         size_t n = 0;
         struct block_job *jobs = block_jobs(e, NULL, &n);
         for (size_t i = 0; i < n; i++)
-            resolve_blocks(e, &jobs[i]);
+            resolve_blocks(e, &jobs[i], 0);
         block_jobs_free(jobs, n);
     }
 }
@@ -499,11 +502,6 @@ apply_locked(struct sbx_egress *e, const char *id, struct in_addr in,
     sbx_egress_policy_free(en->policy);
     en->policy = sbx_egress_policy_dup(policy);
     pthread_mutex_unlock(&e->mu);
-    size_t n = 0;
-    struct block_job *jobs = block_jobs(e, id, &n);
-    for (size_t i = 0; i < n; i++)
-        resolve_blocks(e, &jobs[i]);
-    block_jobs_free(jobs, n);
     return 0;
 }
 
@@ -517,7 +515,17 @@ sbx_egress_apply(struct sbx_egress *e, const char *id, const char *addr,
     pthread_mutex_lock(&e->ops);
     int r = apply_locked(e, id, in, policy, err);
     pthread_mutex_unlock(&e->ops);
-    return r;
+    if (r < 0)
+        return r;
+    /* Allow default: the exact deny targets' addresses, blocked now as far as APPLY_BUDGET_MS
+     * allows (an unanswering upstream must not hold the API), the rest by the refresher. */
+    size_t n = 0;
+    struct block_job *jobs = block_jobs(e, id, &n);
+    uint64_t deadline = sbx_now_ms() + APPLY_BUDGET_MS;
+    for (size_t i = 0; i < n; i++)
+        resolve_blocks(e, &jobs[i], deadline);
+    block_jobs_free(jobs, n);
+    return 0;
 }
 
 static int
