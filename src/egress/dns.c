@@ -48,6 +48,9 @@
 #define APPLY_BUDGET_MS 3000
 
 struct entry {
+    /* changes with every policy applied: what a query decided under an older one is not
+     * learned (see learn) */
+    uint64_t gen;
     char id[64];
     char addr[INET_ADDRSTRLEN];
     struct in_addr in;
@@ -73,6 +76,7 @@ struct sbx_egress {
     struct entry *entries;
     size_t n, cap;
     unsigned workers, tcp_conns;
+    uint64_t gens;
     bool stopping;
 };
 
@@ -88,19 +92,39 @@ find_id(struct sbx_egress *e, const char *id)
     return NULL;
 }
 
-/* The action for name from the sandbox at src; -1 when src is no policed sandbox. Sets *deny_mode.
- */
+/* Caller holds e->mu. */
+static struct entry *
+find_addr(struct sbx_egress *e, struct in_addr in)
+{
+    for (size_t i = 0; i < e->n; i++) {
+        if (e->entries[i].in.s_addr == in.s_addr)
+            return &e->entries[i];
+    }
+    return NULL;
+}
+
+/* What learn needs: whose answer (the sandbox, and the policy generation it was decided
+ * under), into which set, how long past the TTL. */
+struct learn_ctx {
+    struct in_addr sandbox;
+    uint64_t gen;
+    bool block;
+    unsigned extra_s;
+};
+
+/* The action for name from the sandbox at src; -1 when src is no policed sandbox. Fills
+ * ctx (the sandbox, its policy's generation; ctx->block false). */
 static int
-decide(struct sbx_egress *e, struct in_addr src, const char *name, bool *deny_mode)
+decide(struct sbx_egress *e, struct in_addr src, const char *name, struct learn_ctx *ctx,
+       bool *deny_mode)
 {
     int r = -1;
     pthread_mutex_lock(&e->mu);
-    for (size_t i = 0; i < e->n; i++) {
-        if (e->entries[i].in.s_addr == src.s_addr) {
-            r = (int)sbx_egress_policy_eval(e->entries[i].policy, name);
-            *deny_mode = e->entries[i].policy->dflt == SBX_EGRESS_DENY;
-            break;
-        }
+    struct entry *en = find_addr(e, src);
+    if (en) {
+        r = (int)sbx_egress_policy_eval(en->policy, name);
+        *deny_mode = en->policy->dflt == SBX_EGRESS_DENY;
+        *ctx = (struct learn_ctx){.sandbox = src, .gen = en->gen};
     }
     pthread_mutex_unlock(&e->mu);
     return r;
@@ -135,10 +159,13 @@ clamp_ttl(uint32_t ttl)
     return ttl < TTL_MIN_S ? TTL_MIN_S : ttl > TTL_MAX_S ? TTL_MAX_S : ttl;
 }
 
-/* Put the A records of reply into egress_ok4 (or egress_block4) for the sandbox at saddr. */
+/* Put the A records of reply into egress_ok4 (or egress_block4) for the sandbox of ctx: only
+ * while the policy it was decided under is still the sandbox's (-2 otherwise). Checked and
+ * added under e->mu, which an apply holds from its new generation to the end of its forget:
+ * an answer of the old policy is either added before the forget (which removes it) or not at
+ * all. */
 static int
-learn(struct sbx_egress *e, const char *saddr, const uint8_t *reply, size_t n, bool block,
-      unsigned extra_s)
+learn(struct sbx_egress *e, const struct learn_ctx *ctx, const uint8_t *reply, size_t n)
 {
     struct sbx_dns_addr a[64];
     size_t na = sbx_dns_a_records(reply, n, a, 64);
@@ -150,10 +177,21 @@ learn(struct sbx_egress *e, const char *saddr, const uint8_t *reply, size_t n, b
         list[i] = a[i].addr;
         ttl = ttl > clamp_ttl(a[i].ttl) ? ttl : clamp_ttl(a[i].ttl);
     }
-    struct sbx_nft_egress_elems el = {
-        .block = block, .saddr = saddr, .daddrs = list, .n = na, .timeout_s = ttl + extra_s};
+    char saddr[INET_ADDRSTRLEN];
+    (void)inet_ntop(AF_INET, &ctx->sandbox, saddr, sizeof saddr);
+    struct sbx_nft_egress_elems el = {.block = ctx->block,
+                                      .saddr = saddr,
+                                      .daddrs = list,
+                                      .n = na,
+                                      .timeout_s = ttl + ctx->extra_s};
     sbx_autoerror sbx_error *err = NULL;
-    if (sbx_nft_egress_add(e->nft, e->bridge, &el, &err) < 0) {
+    pthread_mutex_lock(&e->mu);
+    struct entry *en = find_addr(e, ctx->sandbox);
+    int r = en && en->gen == ctx->gen ? sbx_nft_egress_add(e->nft, e->bridge, &el, &err) : -2;
+    pthread_mutex_unlock(&e->mu);
+    if (r == -2)
+        return r;
+    if (r < 0) {
         sbx_warn("egress: %s", sbx_error_msg(err));
         return -1;
     }
@@ -174,7 +212,8 @@ answer(struct sbx_egress *e, struct in_addr src, const uint8_t *q, size_t n, uin
     if (r < 0)
         return sbx_dns_error_reply(out, cap, q, 0, -r);
     bool deny_mode = true;
-    int act = decide(e, src, qq.name, &deny_mode);
+    struct learn_ctx ctx = {0};
+    int act = decide(e, src, qq.name, &ctx, &deny_mode);
     if (act < 0) /* not a policed sandbox (nft lets only those in: defence in depth) */
         return sbx_dns_error_reply(out, cap, q, qq.end, SBX_DNS_REFUSED);
     /* NXDOMAIN, as OpenSandbox's egress sidecar answers a denied name */
@@ -183,11 +222,10 @@ answer(struct sbx_egress *e, struct in_addr src, const uint8_t *q, size_t n, uin
     ssize_t got = ask_upstream(e, q, n, out, cap);
     if (got < 0)
         return sbx_dns_error_reply(out, cap, q, qq.end, SBX_DNS_SERVFAIL);
-    char saddr[INET_ADDRSTRLEN];
-    (void)inet_ntop(AF_INET, &src, saddr, sizeof saddr);
     /* Learned before the sandbox has the answer: its first connect already passes. A failure
-     * to learn is a SERVFAIL, never an answer the sandbox could not use. */
-    if (deny_mode && learn(e, saddr, out, (size_t)got, false, 0) < 0)
+     * to learn (or a policy changed meanwhile) is a SERVFAIL, never an answer the sandbox
+     * could not use: it asks again, under the policy of now. */
+    if (deny_mode && learn(e, &ctx, out, (size_t)got) < 0)
         return sbx_dns_error_reply(out, cap, q, qq.end, SBX_DNS_SERVFAIL);
     return (size_t)got;
 }
@@ -365,7 +403,7 @@ tcp_loop(void *arg)
 /* ---- allow-default sandboxes: their exact deny targets' addresses, blocked ---- */
 
 struct block_job {
-    char addr[INET_ADDRSTRLEN];
+    struct learn_ctx ctx;
     char **names;
     size_t n;
 };
@@ -387,7 +425,8 @@ static void
 block_job_of(const struct entry *en, struct block_job *j)
 {
     const struct sbx_egress_policy *p = en->policy;
-    (void)snprintf(j->addr, sizeof j->addr, "%s", en->addr);
+    j->ctx = (struct learn_ctx){
+        .sandbox = en->in, .gen = en->gen, .block = true, .extra_s = 2 * REFRESH_S};
     j->names = sbx_xcalloc(BLOCK_NAMES_MAX + 1, sizeof *j->names);
     for (size_t i = 0; i < p->n && j->n < BLOCK_NAMES_MAX; i++) {
         if (p->rules[i].action == SBX_EGRESS_DENY && p->rules[i].target[0] != '*' &&
@@ -408,9 +447,9 @@ resolve_blocks(struct sbx_egress *e, const struct block_job *j, uint64_t deadlin
             id = (uint16_t)k; /* a query id need not be secret: the upstream socket is ours */
         size_t qn = sbx_dns_a_query(q, sizeof q, j->names[k], id);
         ssize_t got = qn ? ask_upstream(e, q, qn, out, sizeof out) : -1;
-        /* kept past the next refresh: no gap between two of them */
+        /* kept past the next refresh (extra_s): no gap between two of them */
         if (got > 0)
-            (void)learn(e, j->addr, out, (size_t)got, true, 2 * REFRESH_S);
+            (void)learn(e, &j->ctx, out, (size_t)got);
     }
 }
 
@@ -479,11 +518,6 @@ apply_locked(struct sbx_egress *e, const char *id, struct in_addr in,
     (void)inet_ntop(AF_INET, &in, addr, sizeof addr);
     enum sbx_nft_egress_mode mode =
         policy->dflt == SBX_EGRESS_DENY ? SBX_NFT_EGRESS_DENY : SBX_NFT_EGRESS_ALLOW;
-    /* The mode first (the sandbox is policed from here on), then what the old policy let it
-     * learn goes: in this order no moment is looser than either policy. */
-    if (sbx_nft_egress_mode(e->nft, e->bridge, addr, mode, err) < 0 ||
-        sbx_nft_egress_forget(e->nft, e->bridge, addr, err) < 0)
-        return sbx_error_wrap(err, "egress policy of `%s`", id);
     /* another sandbox's entry at this address is stale (it went while we were not told) */
     drop_stale(e, in, id);
     pthread_mutex_lock(&e->mu);
@@ -501,8 +535,15 @@ apply_locked(struct sbx_egress *e, const char *id, struct in_addr in,
     en->in = in;
     sbx_egress_policy_free(en->policy);
     en->policy = sbx_egress_policy_dup(policy);
+    en->gen = ++e->gens;
+    /* Still under e->mu (learn waits): the mode (the sandbox is policed from here on), then
+     * what the old policy let it learn goes; answers of the old policy still in flight are
+     * refused by learn from now on. No moment is looser than either policy. */
+    int r = sbx_nft_egress_mode(e->nft, e->bridge, addr, mode, err);
+    if (r >= 0)
+        r = sbx_nft_egress_forget(e->nft, e->bridge, addr, err);
     pthread_mutex_unlock(&e->mu);
-    return 0;
+    return r < 0 ? sbx_error_wrap(err, "egress policy of `%s`", id) : 0;
 }
 
 int
