@@ -36,7 +36,7 @@ pkgs=(
   cmake ninja-build pkg-config gcc make
   libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libevent-dev
   libseccomp-dev libarchive-dev libzstd-dev libsodium-dev libconfig-dev
-  libnftables-dev
+  libnftables-dev libc-ares-dev
   # test and CI gates
   libcmocka-dev clang clang-tidy clang-format libclang-rt-14-dev
   # runtime helpers used by tests (real peers, not mocks)

@@ -50,6 +50,14 @@ sbx_net_fill_lease(struct sbx_net_lease *out, const struct sbx_net *n, uint32_t 
                    mac[2], mac[3], mac[4], mac[5]);
 }
 
+void
+sbx_net_info(const struct sbx_net *n, struct sbx_net_info *out)
+{
+    (void)snprintf(out->bridge, sizeof out->bridge, "%s", n->bridge);
+    sbx_net_addr_str(out->gateway, n->ipam.gateway);
+    (void)snprintf(out->dns, sizeof out->dns, "%s", n->dns);
+}
+
 static int
 nl_fail(sbx_error **err, int r, const char *what)
 {

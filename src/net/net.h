@@ -100,6 +100,16 @@ int sbx_net_group_id(struct sbx_net *n, const char *name, uint32_t *group, sbx_e
  * each other) on the bridge. 0 isolates it again. SBX_ENOTFOUND: not attached. */
 int sbx_net_set_group(struct sbx_net *n, const char *sandbox_id, uint32_t group, sbx_error **err);
 
+/* The bridge's name, its gateway address (the bridge's own) and the sandboxes' resolvers
+ * (space-separated), of an opened network (egress policies: sbx's resolver listens on the
+ * gateway and forwards to the resolvers). */
+struct sbx_net_info {
+    char bridge[16];
+    char gateway[16];
+    char dns[256];
+};
+void sbx_net_info(const struct sbx_net *n, struct sbx_net_info *out);
+
 /* Bring `lo` up in netns_fd (`--network none`). One netlink request. */
 int sbx_net_loopback_up(int netns_fd, sbx_error **err);
 

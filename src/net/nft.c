@@ -8,6 +8,7 @@
  */
 #include "net/nft.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
 #include <nftables/libnftables.h>
@@ -116,8 +117,9 @@ count_rules(struct sbx_nft *nft, const char *what, const char *comment, long lon
 }
 
 /* The structure's version: a table written by an older sbx (v1: NAT and the inbound forward
- * rules only) lacks the isolation rules, so its check fails and setup rewrites it. */
-#define RULES_VERSION "v2"
+ * rules only; v2: no egress policy sets and chains) lacks rules of this one, so its check fails
+ * and setup rewrites it. */
+#define RULES_VERSION "v3"
 /* Marks the switched packets of a sandbox group (bridge_table says why). */
 #define GROUP_MARK "0x53425801"
 /* The comment on the last rule of the host-wide bridge table. */
@@ -188,11 +190,63 @@ element_list(char *out, size_t n, const char *dns)
  * for chains keeps the elements of allow4 across a rewrite. TCP is refused with a reset and
  * the rest with ICMP admin-prohibited, so a sandbox's denied connection fails at once instead
  * of timing out. */
+/* The gateway (the bridge's address, the first host of subnet) as text. */
+static void
+gateway_of(char out[INET_ADDRSTRLEN], const char *subnet)
+{
+    char net[INET_ADDRSTRLEN];
+    struct in_addr a = {0};
+    (void)snprintf(net, sizeof net, "%.*s", (int)strcspn(subnet, "/"), subnet);
+    if (inet_pton(AF_INET, net, &a) != 1)
+        a.s_addr = htonl(0x7f000001); /* never: the subnet was checked by sbx_ipam_open */
+    a.s_addr = htonl(ntohl(a.s_addr) + 1);
+    (void)inet_ntop(AF_INET, &a, out, INET_ADDRSTRLEN);
+}
+
+/* Egress policies (docs/network.md "Egress policy"): the sets the server fills and the chains
+ * policed sandboxes jump to. egress_deny_mode4 / egress_allow_mode4: the addresses of sandboxes
+ * with a deny-default / allow-default policy; egress_ok4: (sandbox . address) the sandbox's
+ * resolver answered for an allowed name, with the answer's TTL as timeout; egress_block4:
+ * (sandbox . address) of its exact deny targets. Both chains end in `return`, never `accept`:
+ * what they let through still meets the base isolation after them (blocked4: an allowed name
+ * that resolves to the metadata service or a private address stays refused). DNS and DNS over
+ * TLS to anyone but the gateway (the input chain's) is refused in both modes: a policed
+ * sandbox resolves through sbx's resolver only. */
+static void
+egress_part(FILE *f, const char *b)
+{
+    fprintf(f,
+            "add set ip sbx_%1$s egress_deny_mode4 { type ipv4_addr; }\n"
+            "add set ip sbx_%1$s egress_allow_mode4 { type ipv4_addr; }\n"
+            "add set ip sbx_%1$s egress_ok4 { type ipv4_addr . ipv4_addr; flags timeout; }\n"
+            "add set ip sbx_%1$s egress_block4 { type ipv4_addr . ipv4_addr; flags timeout; }\n"
+            "add chain ip sbx_%1$s egress_reject\n"
+            "flush chain ip sbx_%1$s egress_reject\n"
+            "add rule ip sbx_%1$s egress_reject meta l4proto tcp reject with tcp reset\n"
+            "add rule ip sbx_%1$s egress_reject reject with icmp type admin-prohibited\n"
+            "add chain ip sbx_%1$s egress_deny\n"
+            "flush chain ip sbx_%1$s egress_deny\n"
+            "add rule ip sbx_%1$s egress_deny meta l4proto { tcp, udp } th dport { 53, 853 } "
+            "goto egress_reject\n"
+            "add rule ip sbx_%1$s egress_deny ip saddr . ip daddr @egress_ok4 return\n"
+            "add rule ip sbx_%1$s egress_deny goto egress_reject\n"
+            "add chain ip sbx_%1$s egress_allow\n"
+            "flush chain ip sbx_%1$s egress_allow\n"
+            "add rule ip sbx_%1$s egress_allow meta l4proto { tcp, udp } th dport { 53, 853 } "
+            "goto egress_reject\n"
+            "add rule ip sbx_%1$s egress_allow ip saddr . ip daddr @egress_block4 "
+            "goto egress_reject\n"
+            "add rule ip sbx_%1$s egress_allow return\n",
+            b);
+}
+
 static void
 ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const char *dns)
 {
     char elems[512];
+    char gw[INET_ADDRSTRLEN];
     element_list(elems, sizeof elems, dns);
+    gateway_of(gw, subnet);
     fprintf(f,
             "add table ip sbx_%1$s\n"
             "add set ip sbx_%1$s dns4 { type ipv4_addr; }\n"
@@ -204,6 +258,8 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
             b);
     if (elems[0])
         fprintf(f, "add element ip sbx_%s dns4 { %s }\n", b, elems);
+    /* The chains jumped to must exist before the forward chain's rules name them. */
+    egress_part(f, b);
     fprintf(f,
             "add chain ip sbx_%1$s postrouting { type nat hook postrouting priority srcnat; "
             "policy accept; }\n"
@@ -222,6 +278,10 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
             "add rule ip sbx_%1$s forward iifname \"%1$s\" oifname \"%1$s\" "
             "meta mark " GROUP_MARK " accept\n"
             "add rule ip sbx_%1$s forward iifname \"%1$s\" oifname \"%1$s\" drop\n"
+            "add rule ip sbx_%1$s forward iifname \"%1$s\" ip saddr @egress_deny_mode4 "
+            "jump egress_deny\n"
+            "add rule ip sbx_%1$s forward iifname \"%1$s\" ip saddr @egress_allow_mode4 "
+            "jump egress_allow\n"
             "add rule ip sbx_%1$s forward iifname \"%1$s\" ip daddr @dns4 "
             "meta l4proto { tcp, udp } th dport 53 accept\n"
             "add rule ip sbx_%1$s forward iifname \"%1$s\" ip daddr @allow4 accept\n"
@@ -233,6 +293,10 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
             "policy accept; }\n"
             "flush chain ip sbx_%1$s input\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ct state established,related accept\n"
+            "add rule ip sbx_%1$s input iifname \"%1$s\" ip saddr @egress_deny_mode4 "
+            "ip daddr %4$s meta l4proto { tcp, udp } th dport 53 accept\n"
+            "add rule ip sbx_%1$s input iifname \"%1$s\" ip saddr @egress_allow_mode4 "
+            "ip daddr %4$s meta l4proto { tcp, udp } th dport 53 accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ip daddr @dns4 "
             "meta l4proto { tcp, udp } th dport 53 accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ip daddr @allow4 accept\n"
@@ -240,7 +304,7 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
             "reject with tcp reset\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" reject with icmp type "
             "admin-prohibited comment \"%3$s\"\n",
-            b, subnet, marker);
+            b, subnet, marker, gw);
 }
 
 /* IPv6: sandboxes have none (their eth0's link-local address is all they get), so nothing of
@@ -402,4 +466,155 @@ sbx_nft_group(struct sbx_nft *nft, const char *bridge, uint32_t group, sbx_error
     int r = run(nft, cmd, NULL, err);
     (void)pthread_mutex_unlock(&nft->lock);
     return r;
+}
+
+/* ---- egress policies (the server's resolver and the native provider; docs/network.md) ---- */
+
+/* Addresses go into nft's language: only what parses as an IPv4 address gets there. */
+static bool
+is_ipv4(const char *s)
+{
+    struct in_addr a;
+    return s && inet_pton(AF_INET, s, &a) == 1;
+}
+
+static int
+run_locked(struct sbx_nft *nft, const char *cmd, sbx_error **err)
+{
+    (void)pthread_mutex_lock(&nft->lock);
+    int r = run(nft, cmd, NULL, err);
+    (void)pthread_mutex_unlock(&nft->lock);
+    return r;
+}
+
+int
+sbx_nft_egress_mode(struct sbx_nft *nft, const char *bridge, const char *addr,
+                    enum sbx_nft_egress_mode mode, sbx_error **err)
+{
+    static const char *const sets[] = {"egress_deny_mode4", "egress_allow_mode4"};
+    if (!is_ipv4(addr))
+        return sbx_error_set(err, SBX_EINVAL, 0, "egress: `%s` is not an IPv4 address", addr);
+    char cmd[1024];
+    size_t len = 0;
+    /* add + delete: an element that is not there cannot be deleted (the transaction would
+     * fail), so each delete follows an add of the same element. One transaction: the sandbox
+     * is never in neither set while it moves from one to the other. */
+    for (size_t i = 0; i < 2; i++)
+        len += (size_t)snprintf(cmd + len, sizeof cmd - len,
+                                "add element ip sbx_%1$s %2$s { %3$s }\n"
+                                "delete element ip sbx_%1$s %2$s { %3$s }\n",
+                                bridge, sets[i], addr);
+    if (mode != SBX_NFT_EGRESS_NONE)
+        (void)snprintf(cmd + len, sizeof cmd - len, "add element ip sbx_%s %s { %s }\n", bridge,
+                       sets[mode == SBX_NFT_EGRESS_DENY ? 0 : 1], addr);
+    return run_locked(nft, cmd, err);
+}
+
+/* "delete element ..." for each element of set whose first address is addr, into f. */
+static size_t
+forget_elements(FILE *f, const json_t *root, const char *bridge, const char *set, const char *addr)
+{
+    const json_t *item;
+    size_t i;
+    size_t n = 0;
+    json_array_foreach (json_object_get(root, "nftables"), i, item) {
+        const json_t *elems = json_object_get(json_object_get(item, "set"), "elem");
+        const json_t *e;
+        size_t j;
+        json_array_foreach (elems, j, e) {
+            const json_t *val =
+                json_object_get(e, "elem") ? json_object_get(json_object_get(e, "elem"), "val") : e;
+            const json_t *cc = json_object_get(val, "concat");
+            const char *s = json_string_value(json_array_get(cc, 0));
+            const char *d = json_string_value(json_array_get(cc, 1));
+            if (s && d && strcmp(s, addr) == 0 && is_ipv4(d)) {
+                fprintf(f, "delete element ip sbx_%s %s { %s . %s }\n", bridge, set, s, d);
+                n++;
+            }
+        }
+    }
+    return n;
+}
+
+static int
+forget_once(struct sbx_nft *nft, const char *bridge, const char *addr, sbx_error **err)
+{
+    static const char *const sets[] = {"egress_ok4", "egress_block4"};
+    sbx_autofree char *cmd = NULL;
+    size_t len = 0;
+    size_t n = 0;
+    FILE *f = open_memstream(&cmd, &len);
+    if (!f)
+        return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
+    int r = 0;
+    for (size_t i = 0; r == 0 && i < 2; i++) {
+        char what[96];
+        json_t *root = NULL;
+        (void)snprintf(what, sizeof what, "list set ip sbx_%s %s", bridge, sets[i]);
+        r = run(nft, what, &root, err);
+        if (r == 0)
+            n += forget_elements(f, root, bridge, sets[i], addr);
+        json_decref(root);
+    }
+    if (fclose(f) != 0 && r == 0)
+        r = sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
+    return r < 0 || n == 0 ? r : run(nft, cmd, NULL, err);
+}
+
+int
+sbx_nft_egress_forget(struct sbx_nft *nft, const char *bridge, const char *addr, sbx_error **err)
+{
+    if (!is_ipv4(addr))
+        return sbx_error_set(err, SBX_EINVAL, 0, "egress: `%s` is not an IPv4 address", addr);
+    (void)pthread_mutex_lock(&nft->lock);
+    /* An element may time out between the listing and the delete (which then fails as a
+     * whole): list again. */
+    int r = 0;
+    for (int tries = 0; tries < 4; tries++) {
+        sbx_error_clear(err);
+        r = forget_once(nft, bridge, addr, err);
+        if (r == 0)
+            break;
+    }
+    (void)pthread_mutex_unlock(&nft->lock);
+    return r;
+}
+
+int
+sbx_nft_egress_add(struct sbx_nft *nft, const char *bridge, const struct sbx_nft_egress_elems *e,
+                   sbx_error **err)
+{
+    const char *set = e->block ? "egress_block4" : "egress_ok4";
+    if (!is_ipv4(e->saddr))
+        return sbx_error_set(err, SBX_EINVAL, 0, "egress: `%s` is not an IPv4 address", e->saddr);
+    sbx_autofree char *cmd = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&cmd, &len);
+    if (!f)
+        return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
+    for (size_t i = 0; i < e->n; i++) {
+        if (!is_ipv4(e->daddrs[i]))
+            continue;
+        /* add, delete, add: the element ends up with this timeout whether it was there
+         * (libnftables 1.0.6 has no `destroy`, and an `add` of an existing element keeps its
+         * old timeout) or not. */
+        fprintf(f,
+                "add element ip sbx_%1$s %2$s { %3$s . %4$s timeout %5$us }\n"
+                "delete element ip sbx_%1$s %2$s { %3$s . %4$s }\n"
+                "add element ip sbx_%1$s %2$s { %3$s . %4$s timeout %5$us }\n",
+                bridge, set, e->saddr, e->daddrs[i], e->timeout_s);
+    }
+    if (fclose(f) != 0)
+        return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
+    return len ? run_locked(nft, cmd, err) : 0;
+}
+
+int
+sbx_nft_egress_flush(struct sbx_nft *nft, const char *bridge, sbx_error **err)
+{
+    char cmd[256];
+    (void)snprintf(cmd, sizeof cmd,
+                   "flush set ip sbx_%1$s egress_ok4\nflush set ip sbx_%1$s egress_block4\n",
+                   bridge);
+    return run_locked(nft, cmd, err);
 }

@@ -14,6 +14,7 @@
 #ifndef SBX_NET_NFT_H
 #define SBX_NET_NFT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -39,5 +40,30 @@ int sbx_nft_allow(struct sbx_nft *nft, const char *bridge, const char *const *ci
                   sbx_error **err);
 /* Let the bridge ports of device group `group` (> 0) reach each other. */
 int sbx_nft_group(struct sbx_nft *nft, const char *bridge, uint32_t group, sbx_error **err);
+
+/* Egress policies (docs/network.md "Egress policy"). */
+enum sbx_nft_egress_mode {
+    SBX_NFT_EGRESS_NONE = 0, /* no policy: the base isolation only */
+    SBX_NFT_EGRESS_DENY,     /* only (sandbox . address) in egress_ok4 */
+    SBX_NFT_EGRESS_ALLOW,    /* all but (sandbox . address) in egress_block4 */
+};
+/* Put the sandbox address addr in the set of mode (and out of the other). */
+int sbx_nft_egress_mode(struct sbx_nft *nft, const char *bridge, const char *addr,
+                        enum sbx_nft_egress_mode mode, sbx_error **err);
+/* Delete every element of egress_ok4 and egress_block4 whose sandbox is addr. */
+int sbx_nft_egress_forget(struct sbx_nft *nft, const char *bridge, const char *addr,
+                          sbx_error **err);
+struct sbx_nft_egress_elems {
+    bool block; /* egress_block4, else egress_ok4 */
+    const char *saddr;
+    const char *const *daddrs;
+    size_t n;
+    unsigned timeout_s;
+};
+/* Add (saddr . daddrs[i]) with the timeout (an existing element gets the new timeout). */
+int sbx_nft_egress_add(struct sbx_nft *nft, const char *bridge,
+                       const struct sbx_nft_egress_elems *e, sbx_error **err);
+/* Empty egress_ok4 and egress_block4 (a server start: sandboxes resolve again). */
+int sbx_nft_egress_flush(struct sbx_nft *nft, const char *bridge, sbx_error **err);
 
 #endif

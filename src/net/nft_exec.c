@@ -147,3 +147,42 @@ sbx_nft_group(struct sbx_nft *nft, const char *bridge, uint32_t group, sbx_error
     (void)group;
     return sbx_error_set(err, SBX_EUNAVAIL, 0, "network groups need sbx-full");
 }
+
+/* Egress policies belong to the server (sbx-full), never to `sbx run`. */
+int
+sbx_nft_egress_mode(struct sbx_nft *nft, const char *bridge, const char *addr,
+                    enum sbx_nft_egress_mode mode, sbx_error **err)
+{
+    (void)nft;
+    (void)bridge;
+    (void)addr;
+    (void)mode;
+    return sbx_error_set(err, SBX_EUNAVAIL, 0, "egress policies need sbx-full");
+}
+
+int
+sbx_nft_egress_forget(struct sbx_nft *nft, const char *bridge, const char *addr, sbx_error **err)
+{
+    (void)nft;
+    (void)bridge;
+    (void)addr;
+    return sbx_error_set(err, SBX_EUNAVAIL, 0, "egress policies need sbx-full");
+}
+
+int
+sbx_nft_egress_add(struct sbx_nft *nft, const char *bridge, const struct sbx_nft_egress_elems *e,
+                   sbx_error **err)
+{
+    (void)nft;
+    (void)bridge;
+    (void)e;
+    return sbx_error_set(err, SBX_EUNAVAIL, 0, "egress policies need sbx-full");
+}
+
+int
+sbx_nft_egress_flush(struct sbx_nft *nft, const char *bridge, sbx_error **err)
+{
+    (void)nft;
+    (void)bridge;
+    return sbx_error_set(err, SBX_EUNAVAIL, 0, "egress policies need sbx-full");
+}

@@ -192,6 +192,21 @@ bridge_foreach_lease(void *arg, int (*fn)(const char *sandbox_id, void *payload)
     return sbx_net_foreach_lease(n, visit_lease, &v, err);
 }
 
+int
+sbx_native_bridge_host(struct sbx_native_bridge *b, struct sbx_net_info *out, sbx_error **err)
+{
+    bool opened = false;
+    struct sbx_net *n = bridge_net(b, true, &opened, err);
+    if (!n)
+        return sbx_error_wrap(err, "bridge network");
+    /* as bridge_attach: the allow-list goes in with the rules this open made */
+    if (opened && b->n_allow &&
+        sbx_net_allow(n, (const char *const *)b->allow, b->n_allow, err) < 0)
+        return sbx_error_wrap(err, "bridge network");
+    sbx_net_info(n, out);
+    return 0;
+}
+
 void
 sbx_native_bridge_ops(struct sbx_rt_net_ops *ops, struct sbx_native_bridge *b)
 {

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "image/image.h"
+#include "net/net.h"
 #include "runtime/runtime.h"
 
 /* Bridge networking, opened lazily: the host is only touched (bridge, NAT) on the first
@@ -26,6 +27,8 @@ int sbx_native_bridge_configure(struct sbx_native_bridge *b, const char *bridge,
 /* The device group number of a named network group (net.h: sbx_net_group_id). */
 int sbx_native_bridge_group(struct sbx_native_bridge *b, const char *name, uint32_t *group,
                             sbx_error **err);
+/* Set the host up (as the first attach would) and say what the bridge is (egress policies). */
+int sbx_native_bridge_host(struct sbx_native_bridge *b, struct sbx_net_info *out, sbx_error **err);
 /* Fill ops so the runtime calls into b (b must outlive every runtime that uses ops). */
 void sbx_native_bridge_ops(struct sbx_rt_net_ops *ops, struct sbx_native_bridge *b);
 

@@ -256,6 +256,22 @@ write_hostname(int rootfd, const char *name)
     }
 }
 
+/* /etc/resolv.conf of the sandbox (egress policies: sbx's resolver on the gateway). A symlink
+ * there (e.g. to systemd-resolved's stub file) is replaced, never followed. Failing to write it
+ * weakens nothing: without it the sandbox's lookups fail, its reach stays what nftables let. */
+static void
+write_resolv_conf(int rootfd, const char *text)
+{
+    sbx_autoclose int etc = openat2_in_root(rootfd, "etc");
+    if (etc < 0)
+        return;
+    (void)unlinkat(etc, "resolv.conf", 0);
+    sbx_autoclose int f =
+        openat(etc, "resolv.conf", O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (f >= 0)
+        (void)!write(f, text, strlen(text));
+}
+
 /* mkdir <base>/<name> (0755) for each name; existing ones are fine when `reuse`. */
 static void
 mkdirs_in(struct sbx_child_args *a, const char *base, const char *const *names, size_t n,
@@ -336,6 +352,8 @@ sbx_rootfs_setup(struct sbx_child_args *a)
     mask_dirs(a, rootfd);
     if (a->spec->n_layers > 0) /* the host image's is a link to the kernel's (hostimg.c) */
         write_hostname(rootfd, a->hostname);
+    if (a->spec->resolv_conf)
+        write_resolv_conf(rootfd, a->spec->resolv_conf);
     pivot(a, rootfd);
     return 0;
 }

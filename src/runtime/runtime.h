@@ -108,7 +108,10 @@ struct sbx_rt_spec {
     const char *cwd;        /* NULL => image_workdir, else "/" */
     const char *image_workdir;
     const char *hostname; /* NULL => the id (truncated) */
-    uid_t uid;            /* user inside (after the optional user namespace) */
+    /* non-NULL: the sandbox's /etc/resolv.conf (written in its root, replacing what the image
+     * has there, a symlink included) */
+    const char *resolv_conf;
+    uid_t uid; /* user inside (after the optional user namespace) */
     gid_t gid;
     const char *const *layers; /* lower layer dirs, bottom first; n_layers 0 => `host` image */
     size_t n_layers;

@@ -13,7 +13,9 @@
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "desktop/desktop.h"
+#include "egress/policy.h"
 #include "server/api_diag.h"
+#include "server/api_egress.h"
 #include "server/api_fields.h"
 #include "server/console.h"
 #include "server/desktop_view.h"
@@ -364,10 +366,30 @@ pick_provider(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
     return prov;
 }
 
+/* networkPolicy, checked for every provider (a bad policy is a 400 naming what is wrong,
+ * whether or not the provider could enforce a good one). */
+static int
+check_network_policy(const json_t *body, struct sbx_reply *out)
+{
+    json_t *np = json_object_get(body, "networkPolicy");
+    struct sbx_egress_policy *p = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    if (!np || json_is_null(np))
+        return 0;
+    if (sbx_egress_policy_parse(np, &p, &err) < 0) {
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER", "networkPolicy: %s",
+                        sbx_error_msg(err));
+        return -1;
+    }
+    sbx_egress_policy_free(p);
+    return 0;
+}
+
 /* What a provider cannot honour is refused, not silently dropped: `process` has no isolation
- * to enforce a network policy or mount volumes with; `native` and `docker` have no
- * network-policy wiring yet, `docker` and `daytona` no volume wiring, `daytona` no network
- * policy mapping (native's volumes are checked by its check_create). */
+ * to enforce a network policy or mount volumes with; `docker` has no network-policy wiring
+ * yet (`native` enforces it on its bridge: its check_create refuses `network = "none"`),
+ * `docker` and `daytona` no volume wiring, `daytona` no network policy mapping (native's
+ * volumes are checked by its check_create). */
 static int
 check_provider_fit(const char *prov, const json_t *body, struct sbx_reply *out)
 {
@@ -380,7 +402,7 @@ check_provider_fit(const char *prov, const json_t *body, struct sbx_reply *out)
     json_t *np = json_object_get(body, "networkPolicy");
     json_t *vols = json_object_get(body, "volumes");
     const char *what = NULL;
-    if (np && !json_is_null(np))
+    if (np && !json_is_null(np) && strcmp(prov, "native") != 0)
         what = "networkPolicy";
     else if (strcmp(prov, "native") != 0 && json_array_size(vols) > 0)
         what = "volumes";
@@ -502,6 +524,17 @@ build_record(const json_t *body, const char *prov, int64_t timeout_s)
     json_t *snap = json_object_get(body, "snapshotId");
     if (json_is_string(snap))
         (void)json_object_set(sb->priv, SBX_SNAPSHOT_PRIV, snap);
+    /* the policy in its normalized form (checked above), and the egress API's token */
+    json_t *np = json_object_get(body, "networkPolicy");
+    struct sbx_egress_policy *pol = NULL;
+    if (np && !json_is_null(np) && sbx_egress_policy_parse(np, &pol, NULL) == 0) {
+        char token[65];
+        sbx_srv_random_hex(token, 32);
+        (void)json_object_set_new(
+            sb->priv, SBX_EGRESS_PRIV,
+            json_pack("{s:o, s:s}", "policy", sbx_egress_policy_json(pol), "token", token));
+        sbx_egress_policy_free(pol);
+    }
     json_t *vols = json_object_get(body, "volumes");
     if (json_array_size(vols) > 0) /* the provider mounts them (checked above) */
         (void)json_object_set_new(sb->priv, "volumes", json_deep_copy(vols));
@@ -592,8 +625,9 @@ do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
         check_timeout(r, json_object_get(body, "timeout"), &timeout_s, out) < 0 ||
         check_maps(body, out) < 0 || check_volumes(json_object_get(body, "volumes"), out) < 0 ||
         check_reuse_key(body, out) < 0 || check_desktop(body, out) < 0 ||
-        check_publish(body, out) < 0 || check_provider_fit(prov, body, out) < 0 ||
-        sbx_api_check_fields(prov, body, out) < 0 || check_create(r, prov, body, out) < 0)
+        check_publish(body, out) < 0 || check_network_policy(body, out) < 0 ||
+        check_provider_fit(prov, body, out) < 0 || sbx_api_check_fields(prov, body, out) < 0 ||
+        check_create(r, prov, body, out) < 0)
         return;
     struct sbx_record *sb = build_record(body, prov, timeout_s);
     default_limits(sb, r->srv->cfg);
@@ -937,6 +971,10 @@ h_endpoint(struct sbx_req *r, struct sbx_reply *out)
     int host_port = sbx_publish_host_port(sb, port);
     const char *tok = json_string_value(json_object_get(sb->priv, SBX_ACCESS_TOKEN_PRIV));
     sbx_autofree char *token = tok ? sbx_xstrdup(tok) : NULL;
+    /* The egress API (api_egress.c): served by the server, opened by this token only. */
+    const char *etok =
+        json_string_value(json_object_get(json_object_get(sb->priv, SBX_EGRESS_PRIV), "token"));
+    sbx_autofree char *egress_token = port == SBX_EGRESS_PORT && etok ? sbx_xstrdup(etok) : NULL;
     sbx_record_free(sb);
     sbx_autofree char *ep =
         sbx_xasprintf("%s/sandboxes/%s/proxy/%d", sbx_http_public_addr(r), id, port);
@@ -945,7 +983,10 @@ h_endpoint(struct sbx_req *r, struct sbx_reply *out)
      * it. A secureAccess sandbox's is its own token, good for its routes only (an endpoint
      * handed on gives no more than that sandbox); otherwise the API key the caller already
      * holds (it just used it), so nothing new is disclosed. */
-    if (token)
+    if (egress_token)
+        out->body =
+            json_pack("{s:s, s:{s:s}}", "endpoint", ep, "headers", SBX_EGRESS_HEADER, egress_token);
+    else if (token)
         out->body =
             json_pack("{s:s, s:{s:s}}", "endpoint", ep, "headers", SBX_ACCESS_HEADER, token);
     else
@@ -1070,6 +1111,9 @@ sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out)
         return;
     case SBX_ROUTE_SERVER_INFO:
         sbx_api_server_info(r, out);
+        return;
+    case SBX_ROUTE_EGRESS_POLICY:
+        sbx_api_egress(r, out);
         return;
     case SBX_ROUTE_UNSUPPORTED:
         sbx_reply_error(out, 501, "SANDBOX::API_NOT_SUPPORTED", "%s %s is not supported", r->method,

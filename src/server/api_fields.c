@@ -71,8 +71,9 @@ check_flags(const char *prov, const json_t *body, struct sbx_reply *out)
                         "`credentialProxy` must be {\"enabled\": bool}");
     else if (json_is_true(en))
         sbx_reply_error(out, 400, "SANDBOX::API_NOT_SUPPORTED",
-                        "`credentialProxy` works through the egress policy (`networkPolicy`), "
-                        "which provider `%s` does not enforce yet",
+                        "`credentialProxy` (credentials injected into outbound requests) is "
+                        "not supported by provider `%s`: sbx's egress policy filters names "
+                        "and addresses, it does not intercept requests",
                         prov);
     else if (rr && !json_is_null(rr) && (!json_is_object(rr) || json_object_size(rr) > 0))
         sbx_reply_error(out, 400, "SANDBOX::API_NOT_SUPPORTED",

@@ -22,6 +22,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "server/api_egress.h"
 #include "server/api_fields.h"
 #include "server/apierr.h"
 #include "server/connguard.h"
@@ -29,6 +30,7 @@
 #include "server/desktop_view.h"
 #include "server/metrics.h"
 #include "server/snapshot.h"
+#include "server/sandbox.h"
 #include "server/srvutil.h"
 
 /* An idle keep-alive connection (or a client that stops sending mid-request) is closed after
@@ -364,6 +366,16 @@ first_call(struct sbx_req *r)
     r->sensitive = r->route.id == SBX_ROUTE_SECRET_SET;
     if (r->route.id == SBX_ROUTE_PREFLIGHT)
         return send_preflight(r);
+    /* The egress API takes the sandbox's egress token, not the API key (api_egress.c). */
+    if (sbx_api_egress_claim(r)) {
+        if (!sbx_api_egress_auth_ok(r)) {
+            r->close = true;
+            return sbx_http_send_error(r, 401, "EGRESS::UNAUTHORIZED",
+                                       "send this sandbox's " SBX_EGRESS_HEADER " header (its "
+                                       "endpoint for port 18080 has it)");
+        }
+        return check_body_size(r);
+    }
     bool public_metrics = r->route.id == SBX_ROUTE_METRICS && r->srv->cfg->metrics_public;
     if (sbx_route_needs_auth(r->route.id) && !public_metrics && !secure_access_ok(r) &&
         !(r->route.id == SBX_ROUTE_PROXY && sbx_proxy_ws_key_ok(r))) {

@@ -928,6 +928,92 @@ sbx_mgr_access_ok(struct sbx_mgr *m, const char *id, const char *token)
 }
 
 int
+sbx_mgr_egress_auth(struct sbx_mgr *m, const char *id, const char *token)
+{
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = find(m, id);
+    json_t *eg = e ? json_object_get(e->sb->priv, SBX_EGRESS_PRIV) : NULL;
+    const char *want = json_string_value(json_object_get(eg, "token"));
+    int r = !want ? -1 : token && *token && sbx_srv_secret_equal(token, want) ? 1 : 0;
+    pthread_mutex_unlock(&m->mu);
+    return r;
+}
+
+/* Store e's record with priv (a new reference taken). */
+static int
+put_priv(struct sbx_mgr *m, struct entry *e, json_t *priv, sbx_error **err)
+{
+    json_decref(e->sb->priv);
+    e->sb->priv = json_incref(priv);
+    return sbx_store_put(m->opts.store, e->sb, err);
+}
+
+/* Stored first, then enforced: a server killed in between enforces the stored policy when it
+ * comes back (reconcile), never an older one. */
+static int
+egress_locked(struct sbx_mgr *m, struct entry *e, json_t *priv, json_t *old, sbx_error **err)
+{
+    int r = put_priv(m, e, priv, err);
+    if (r < 0 || !e->prov->ops->egress) {
+        (void)put_priv(m, e, old, NULL);
+        return r < 0 ? r : sbx_error_set(err, SBX_EUNAVAIL, 0, "no egress policies here");
+    }
+    e->busy = true;
+    struct sbx_record *work = sbx_record_dup(e->sb);
+    pthread_mutex_unlock(&m->mu);
+    r = e->prov->ops->egress(e->prov, work, err);
+    pthread_mutex_lock(&m->mu);
+    sbx_record_free(work);
+    set_idle(m, e);
+    if (r < 0) {
+        sbx_autoerror sbx_error *perr = NULL;
+        if (put_priv(m, e, old, &perr) < 0)
+            sbx_error_log("sandbox %s: %s", e->sb->id, sbx_error_msg(perr));
+    }
+    return r;
+}
+
+/* Under the lock: read, and with change, edit, store and enforce e's policy. */
+static int
+egress_edit(struct sbx_mgr *m, struct entry *e, sbx_mgr_egress_fn change, void *arg, json_t **out,
+            sbx_error **err)
+{
+    json_t *eg = json_object_get(e->sb->priv, SBX_EGRESS_PRIV);
+    if (!json_object_get(eg, "policy"))
+        return sbx_error_set(err, SBX_ENOTFOUND, 0, "sandbox `%s` has no egress policy", e->sb->id);
+    json_t *old = json_incref(e->sb->priv);
+    json_t *priv = json_deep_copy(old);
+    json_t *pol = json_object_get(json_object_get(priv, SBX_EGRESS_PRIV), "policy");
+    int r = change ? change(pol, arg, err) : 0; /* NULL: only read it */
+    if (r >= 0 && change)
+        r = egress_locked(m, e, priv, old, err);
+    if (r >= 0)
+        *out = json_deep_copy(pol);
+    json_decref(priv);
+    json_decref(old);
+    return r;
+}
+
+int
+sbx_mgr_egress(struct sbx_mgr *m, const char *id, sbx_mgr_egress_fn change, void *arg, json_t **out,
+               sbx_error **err)
+{
+    if (ensure_prov(m, id, err) < 0)
+        return -SBX_EUNAVAIL;
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = NULL;
+    while ((e = find(m, id)) && e->busy && !m->stopping)
+        pthread_cond_wait(&m->cv, &m->mu);
+    int r = acquire_with_prov(m, id, &e, err);
+    if (r >= 0 && !e)
+        r = -SBX_ENOTFOUND; /* (acquire sets e whenever it succeeds) */
+    if (r >= 0)
+        r = egress_edit(m, e, change, arg, out, err);
+    pthread_mutex_unlock(&m->mu);
+    return r;
+}
+
+int
 sbx_mgr_connect(struct sbx_mgr *m, const char *id, int port, int *fd, json_t **headers,
                 sbx_error **err)
 {

@@ -75,6 +75,15 @@ void sbx_mgr_touch(struct sbx_mgr *mgr, const char *id);
 int sbx_mgr_provider_status(struct sbx_mgr *mgr, const char *id, struct sbx_provider_status *st,
                             sbx_error **err);
 /* True when token is the secureAccess token of sandbox id (constant-time compare). */
+/* The egress policy of sandbox id: change(policy, arg, err) edits a copy of priv.egress.policy
+ * (SBX_ENOTFOUND when the sandbox has none); the result is stored, then enforced by the
+ * provider; a failed enforcement puts the old policy back. *out: the new policy (caller owns). */
+typedef int (*sbx_mgr_egress_fn)(json_t *policy, void *arg, sbx_error **err);
+int sbx_mgr_egress(struct sbx_mgr *mgr, const char *id, sbx_mgr_egress_fn change, void *arg,
+                   json_t **out, sbx_error **err);
+/* 1: token is sandbox id's egress token (constant-time compare); 0: it is not (or NULL);
+ * -1: id has no egress policy (or is unknown). */
+int sbx_mgr_egress_auth(struct sbx_mgr *mgr, const char *id, const char *token);
 bool sbx_mgr_access_ok(struct sbx_mgr *mgr, const char *id, const char *token);
 int sbx_mgr_connect(struct sbx_mgr *mgr, const char *id, int port, int *fd, json_t **headers,
                     sbx_error **err);

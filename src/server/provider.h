@@ -93,6 +93,10 @@ struct sbx_provider_ops {
      * 400. */
     int (*check_create)(struct sbx_provider *p, const json_t *request, const char **code,
                         sbx_error **err);
+    /* Optional (NULL: no egress policies). Enforce the egress policy in sb->priv
+     * (SBX_EGRESS_PRIV) at once on a running sandbox, from the egress API (PATCH, DELETE);
+     * nothing to do for a stopped one (its start applies it). */
+    int (*egress)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
     void (*free)(struct sbx_provider *p);
 };
 

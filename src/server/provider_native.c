@@ -39,6 +39,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "egress/egress.h"
 #include "image/image.h"
 #include "runtime/native.h"
 #include "runtime/runtime.h"
@@ -66,7 +67,7 @@
 const char *const sbx_provider_native_keys[] = {
     "execd", "ping_timeout_ms", "cgroup_parent", "network", "upper", "upper_size",
     "allowed_host_paths", "netns_pool", "bridge", "subnet", "network_allow", "pids",
-    "total_memory", "total_pids", "min_free_disk", "total_disk", NULL};
+    "total_memory", "total_pids", "min_free_disk", "total_disk", "egress_dns", NULL};
 /* clang-format on */
 
 struct handle {
@@ -88,6 +89,13 @@ struct native_data {
     char *state_dir;
     char *execd;
     int ping_timeout_ms;
+    /* egress policies (docs/network.md "Egress policy"): the resolver and the sets, made on
+     * the first sandbox with a policy; egress_dns: its upstream resolvers (setting
+     * `egress_dns`; NULL: the sandboxes' resolvers) */
+    pthread_mutex_t egress_mu;
+    struct sbx_egress *egress;
+    char egress_gw[16];
+    char *egress_dns;
     pthread_mutex_t mu; /* guards hs */
     struct handle *hs;
     size_t n, cap;
@@ -160,13 +168,166 @@ take_handle(struct native_data *d, const char *id)
     return h;
 }
 
-/* ---- create / start ---- */
+/* ---- egress policies ---- */
 
 static bool
 is_stopped(const struct sbx_record *sb)
 {
     return json_is_true(json_object_get(sb->priv, "stopped"));
 }
+
+/* The sandbox's egress policy (priv), or NULL when it has none. */
+static struct sbx_egress_policy *
+policy_of(const struct sbx_record *sb)
+{
+    const json_t *pol = json_object_get(json_object_get(sb->priv, SBX_EGRESS_PRIV), "policy");
+    struct sbx_egress_policy *p = NULL;
+    if (pol && sbx_egress_policy_parse(pol, &p, NULL) < 0)
+        return NULL; /* never: stored after the same check */
+    return p;
+}
+
+static bool
+has_policy(const struct sbx_record *sb)
+{
+    return json_object_get(json_object_get(sb->priv, SBX_EGRESS_PRIV), "policy") != NULL;
+}
+
+/* The resolver and sets of this server's bridge, made on first use (the bridge is set up
+ * then if it is not yet). */
+static struct sbx_egress *
+egress_service(struct native_data *d, sbx_error **err)
+{
+    pthread_mutex_lock(&d->egress_mu);
+    if (!d->egress) {
+        struct sbx_net_info ni;
+        int r = sbx_native_bridge_host(d->bridge, &ni, err);
+        struct sbx_egress_config cfg = {.bridge = ni.bridge,
+                                        .listen = ni.gateway,
+                                        .upstream = d->egress_dns ? d->egress_dns : ni.dns};
+        if (r >= 0 && sbx_egress_open(&d->egress, &cfg, err) >= 0)
+            (void)snprintf(d->egress_gw, sizeof d->egress_gw, "%s", ni.gateway);
+    }
+    struct sbx_egress *e = d->egress;
+    pthread_mutex_unlock(&d->egress_mu);
+    return e;
+}
+
+/* The sandbox's address on the bridge ("" when it has none). */
+static void
+address_of(const struct sbx_rt_sandbox *h, char out[16])
+{
+    const struct sbx_rt_lease *l = sbx_rt_sandbox_lease(h);
+    out[0] = '\0';
+    if (l)
+        (void)snprintf(out, 16, "%.*s", (int)strcspn(l->address, "/"), l->address);
+}
+
+/* Enforce sb's policy on the running sandbox h. */
+static int
+egress_enforce(struct native_data *d, const struct sbx_record *sb, struct sbx_rt_sandbox *h,
+               sbx_error **err)
+{
+    char addr[16];
+    address_of(h, addr);
+    /* a handle adopted after a restart has no lease: the address recorded at its start */
+    if (!addr[0])
+        (void)snprintf(addr, sizeof addr, "%s", priv_str(sb, "address"));
+    struct sbx_egress *e = egress_service(d, err);
+    if (!e)
+        return sbx_error_wrap(err, "egress policy of `%s`", sb->id);
+    if (!addr[0])
+        return sbx_error_set(err, SBX_EINVAL, 0, "sandbox `%s` has no bridge address", sb->id);
+    struct sbx_egress_policy *p = policy_of(sb);
+    int r = p ? sbx_egress_apply(e, sb->id, addr, p, err) : 0;
+    sbx_egress_policy_free(p);
+    return r;
+}
+
+/* A sandbox without a policy got its address: nothing a former holder was allowed or refused
+ * stays with it. Only when policies are in use (the resolver exists). */
+static void
+egress_clear(struct native_data *d, struct sbx_rt_sandbox *h)
+{
+    char addr[16];
+    pthread_mutex_lock(&d->egress_mu);
+    struct sbx_egress *e = d->egress;
+    pthread_mutex_unlock(&d->egress_mu);
+    address_of(h, addr);
+    sbx_autoerror sbx_error *err = NULL;
+    if (e && addr[0] && sbx_egress_clear_addr(e, addr, &err) < 0)
+        sbx_warn("%s", sbx_error_msg(err));
+}
+
+/* The sandbox is gone or stopped: its address leaves the sets. */
+static void
+egress_forget(struct native_data *d, const char *id)
+{
+    pthread_mutex_lock(&d->egress_mu);
+    struct sbx_egress *e = d->egress;
+    pthread_mutex_unlock(&d->egress_mu);
+    sbx_autoerror sbx_error *err = NULL;
+    if (e && sbx_egress_drop(e, id, &err) < 0)
+        sbx_warn("sandbox %s: %s", id, sbx_error_msg(err));
+}
+
+/* The egress API changed the policy (stored already): enforce it now if the sandbox runs. */
+static int
+native_egress(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
+{
+    struct native_data *d = ndata(p);
+    struct sbx_rt_sandbox *h = NULL;
+    if (is_stopped(sb))
+        return 0;
+    if (get_handle(d, sb->id, &h, err) < 0 || egress_enforce(d, sb, h, err) < 0)
+        return sbx_error_wrap(err, "sandbox `%s`", sb->id);
+    return 0;
+}
+
+/* A policed sandbox is created with its command held (spec.start false), policed, and only
+ * then let go: not one packet of it leaves before its policy is enforced. Its resolv.conf
+ * names sbx's resolver on the gateway. */
+static int
+egress_prepare(struct native_data *d, const struct sbx_record *sb, struct sbx_rt_spec *spec,
+               char resolv[64], sbx_error **err)
+{
+    if (!has_policy(sb))
+        return 0;
+    if (d->net != SBX_RT_NET_BRIDGE)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "networkPolicy needs the bridge network (providers.native.network "
+                             "is \"none\")");
+    if (!egress_service(d, err))
+        return sbx_error_wrap(err, "networkPolicy");
+    (void)snprintf(resolv, 64, "nameserver %s\n", d->egress_gw);
+    spec->resolv_conf = resolv;
+    spec->start = false;
+    return 0;
+}
+
+static int
+egress_started(struct native_data *d, struct sbx_record *sb, struct sbx_rt_sandbox *h,
+               sbx_error **err)
+{
+    char addr[16];
+    address_of(h, addr);
+    (void)json_object_set_new(sb->priv, "address", json_string(addr));
+    if (!has_policy(sb)) {
+        egress_clear(d, h);
+        return 0;
+    }
+    int r = egress_enforce(d, sb, h, err);
+    if (r >= 0)
+        r = sbx_rt_start(h, err);
+    if (r < 0) {
+        (void)sbx_rt_destroy(h, NULL);
+        sbx_rt_sandbox_free(h);
+        egress_forget(d, sb->id);
+    }
+    return r;
+}
+
+/* ---- create / start ---- */
 
 /* Where this sandbox's writable layer lives: chosen at create (the `upper` setting then) and
  * kept for its life, so a start after a config change still finds the layer a stop kept. */
@@ -350,12 +511,15 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     struct sbx_rt_sandbox *h = NULL;
     struct sbx_native_image img = {0};
     struct sbx_vols_mounts mounts = {0};
+    char resolv[64];
     const json_t *vols = json_object_get(sb->priv, "volumes");
     /* ... and with the exact image of the first start (its digest): the layer's files are
      * changes on top of that image. */
     const char *digest = json_string_value(json_object_get(sb->priv, "image_digest"));
     const char *uri = digest ? digest : json_string_value(json_object_get(sb->image, "uri"));
     int r = disk_room(d, err);
+    if (r >= 0)
+        r = egress_prepare(d, sb, &spec, resolv, err);
     if (r >= 0)
         r = limits_into(sb, &spec, d->pids, err);
     if (r >= 0)
@@ -372,6 +536,8 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     bool attached = r >= 0 && json_array_size(vols) > 0;
     if (r >= 0)
         r = sbx_rt_create(&h, d->rt, &spec, err);
+    if (r >= 0)
+        r = egress_started(d, sb, h, err); /* destroys h when it fails */
     (void)close(ready[1]); /* execd holds the only write end now: its exit reads as EOF */
     if (attached)
         sbx_vols_started(d->vols, sb->id, &mounts); /* its record says whether it lives now */
@@ -438,6 +604,7 @@ native_stop(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
         destroy_runtime(d, sb->id, json_is_true(json_object_get(sb->priv, "paused")), err) < 0 ||
         sbx_rt_upper_settle(d->rt, sb->id, err) < 0)
         return sbx_error_wrap(err, "stop `%s`", sb->id);
+    egress_forget(d, sb->id); /* its processes are dead: nothing is loosened */
     mark_stopped(sb);
     return 0;
 }
@@ -530,6 +697,7 @@ gone_job_free(struct gone_job *j)
 static int
 release_gone(struct gone_job *j, sbx_error **err)
 {
+    egress_forget(j->d, j->id); /* its processes are dead: nothing is loosened */
     if (sbx_rt_upper_remove(j->d->rt, j->id, err) < 0)
         return -SBX_EGENERIC;
     sbx_native_image_unpin(j->d->state_dir, j->id);
@@ -637,6 +805,10 @@ native_reconcile(struct sbx_provider *p, struct sbx_record *sb, struct sbx_provi
     if ((paused ? sbx_rt_pause(h, &aerr) : sbx_rt_resume(h, &aerr)) < 0)
         sbx_warn("sandbox %s: %s", sb->id, sbx_error_msg(aerr));
     record_pid(sb, h);
+    /* After a restart (kill -9 included): its address never left the mode set (nftables
+     * keeps it), so it was policed all along; the resolver answers for it again. */
+    if (has_policy(sb) && egress_enforce(d, sb, h, &aerr) < 0)
+        sbx_warn("sandbox %s: %s", sb->id, sbx_error_msg(aerr));
     return native_status(p, sb, out, err);
 }
 
@@ -664,6 +836,13 @@ native_check_create(struct sbx_provider *p, const json_t *request, const char **
                     sbx_error **err)
 {
     json_t *vols = json_object_get(request, "volumes");
+    json_t *np = json_object_get(request, "networkPolicy");
+    if (np && !json_is_null(np) && ndata(p)->net != SBX_RT_NET_BRIDGE) {
+        *code = "SANDBOX::API_NOT_SUPPORTED";
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "networkPolicy needs the bridge network; this server's native "
+                             "provider has providers.native.network = \"none\"");
+    }
     if (json_array_size(vols) == 0)
         return 0;
     return sbx_vols_check(ndata(p)->vols, vols, code, err);
@@ -676,6 +855,9 @@ free_data(struct native_data *d)
         sbx_rt_sandbox_free(d->hs[i].h); /* handles only: the sandboxes keep running */
     free(d->hs);
     sbx_rt_close(d->rt);
+    sbx_egress_close(d->egress); /* the sets stay: sandboxes stay policed while we are away */
+    free(d->egress_dns);
+    pthread_mutex_destroy(&d->egress_mu);
     sbx_native_bridge_free(d->bridge);
     sbx_vols_free(d->vols);
     free(d->state_dir);
@@ -704,6 +886,7 @@ static const struct sbx_provider_ops native_ops = {
     .reconcile = native_reconcile,
     .proxy_headers = native_proxy_headers,
     .check_create = native_check_create,
+    .egress = native_egress,
     .free = native_free,
 };
 
@@ -749,7 +932,7 @@ static int
 check_string_settings(const json_t *settings, sbx_error **err)
 {
     static const char *const keys[] = {"execd",      "cgroup_parent", "network", "upper",
-                                       "upper_size", "bridge",        "subnet"};
+                                       "upper_size", "bridge",        "subnet",  "egress_dns"};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(keys); i++) {
         json_t *v = json_object_get(settings, keys[i]);
         if (v && !json_is_string(v))
@@ -925,6 +1108,9 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
     d->upper = upper;
     d->upper_size = upper_size;
     d->state_dir = sbx_xstrdup(env->state_dir);
+    pthread_mutex_init(&d->egress_mu, NULL);
+    const char *edns = json_string_value(json_object_get(settings, "egress_dns"));
+    d->egress_dns = edns ? sbx_xstrdup(edns) : NULL;
     (void)sbx_native_bridge_new(&d->bridge, env->state_dir, NULL);
     if (configure_bridge(d, settings, err) < 0) {
         free_data(d);

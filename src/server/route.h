@@ -47,6 +47,9 @@ enum sbx_route_id {
     SBX_ROUTE_CONSOLE_PAGE,    /* GET /console, /console/: the web console (public, static) */
     SBX_ROUTE_CONSOLE_STATIC,  /* GET /console/static/{file}: its script and style (rest) */
     SBX_ROUTE_SERVER_INFO,     /* GET /admin/server: version, providers, limits, images */
+    /* /sandboxes/{id}/proxy/18080/policy of a sandbox with an egress policy (never matched
+     * here: httpd.c turns such a proxy route into it, api_egress.c) */
+    SBX_ROUTE_EGRESS_POLICY,
 };
 
 #define SBX_ROUTE_SEG_MAX    64

@@ -35,6 +35,12 @@ struct sbx_record {
 
 #define SBX_EVENTS_MAX 64
 
+/* priv of a sandbox with an egress policy: {"policy": NetworkPolicy, "token": hex} (the
+ * egress API's OPENSANDBOX-EGRESS-AUTH). */
+#define SBX_EGRESS_PRIV   "egress"
+#define SBX_EGRESS_HEADER "OPENSANDBOX-EGRESS-AUTH"
+#define SBX_EGRESS_PORT   18080
+
 /* Find-or-create (sbx extension): a create whose `extensions` hold this key returns the
  * existing sandbox with the same key and spec when it can be made usable. */
 #define SBX_REUSE_KEY_EXT "reuseKey"
@@ -61,8 +67,8 @@ const char *sbx_record_name(const struct sbx_record *sb);
 /* True when key is a valid reuse key: 1-128 characters of [A-Za-z0-9._:/@=+-]. */
 bool sbx_reuse_key_valid(const char *key);
 /* What makes two sandboxes interchangeable - provider, image (not its registry credentials),
- * entrypoint, env, resource limits, volumes, extensions other than reuseKey and provider (not
- * metadata, not the expiry) - hashed into 16 hex characters. */
+ * entrypoint, env, resource limits, volumes, the egress policy, extensions other than reuseKey
+ * and provider (not metadata, not the expiry) - hashed into 16 hex characters. */
 void sbx_record_spec_hash(const struct sbx_record *sb, char out[SBX_SPEC_HASH_LEN + 1]);
 
 #endif

@@ -200,6 +200,33 @@ test("secureAccess: the SDK works on the sandbox's own token, which is not the A
   assert.equal(r.status, 401);
 });
 
+test("egress: networkPolicy at create, get, patch and delete rules through port 18080", async () => {
+  const networkPolicy = { defaultAction: "deny", egress: [{ action: "allow", target: "pypi.org" }] };
+  if (provider !== "native") {
+    // docker and process cannot enforce it: refused, not ignored
+    await assert.rejects(make({ networkPolicy }), (err) => {
+      assert.match(String(err.error?.code ?? err.message), /API_NOT_SUPPORTED/);
+      return true;
+    });
+    return;
+  }
+  const sbx = await make({ networkPolicy });
+  const ep = await sbx.getEndpoint(18080);
+  assert.ok(ep.headers["OPENSANDBOX-EGRESS-AUTH"], "the egress endpoint carries its token");
+  assert.deepEqual(await sbx.getEgressPolicy(), networkPolicy);
+  await sbx.patchEgressRules([{ action: "allow", target: "*.Example.com" },
+    { action: "deny", target: "pypi.org" }]);
+  assert.deepEqual((await sbx.getEgressPolicy()).egress, [
+    { action: "allow", target: "*.example.com" }, { action: "deny", target: "pypi.org" }]);
+  await sbx.deleteEgressRules(["pypi.org", "not-there.org"]);
+  assert.deepEqual((await sbx.getEgressPolicy()).egress,
+    [{ action: "allow", target: "*.example.com" }]);
+  await assert.rejects(sbx.patchEgressRules([{ action: "allow", target: "10.0.0.0/8" }]));
+  // the sandbox itself works as before (the router, not its network)
+  const ex = await sbx.commands.run("cat /etc/resolv.conf");
+  assert.match(ex.logs.stdout.map((m) => m.text).join("\n"), /^nameserver 10\./);
+});
+
 test("pause and resume", async () => {
   const sbx = await make();
   await sbx.pause();
