@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <ctype.h>
+#include <errno.h>
 #include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -418,6 +419,14 @@ final_call(struct sbx_req *r)
         return sbx_console_handle(r);
     if (r->route.id == SBX_ROUTE_METRICS)
         return send_metrics(r);
+    if (r->upload_errno) {
+        char msg[160];
+        (void)snprintf(msg, sizeof msg, "could not store the upload on the server: %s",
+                       r->upload_errno == ENOSPC ? "no space left on the image store's disk"
+                                                 : "a write failed");
+        return sbx_http_send_error(r, r->upload_errno == ENOSPC ? 507 : 500,
+                                   "GENERAL::UPLOAD_FAILED", msg);
+    }
     if (r->too_big)
         return sbx_http_send_error(r, 413, "GENERAL::PAYLOAD_TOO_LARGE",
                                    "request body is larger than the limit");
@@ -435,9 +444,11 @@ upload_data(struct sbx_req *r, const char *data, size_t n)
     if (r->upload_fd <= 0)
         r->upload_fd = sbx_snaps_tmpfile(r->srv->snaps);
     r->upload_len += n;
-    if (r->upload_fd < 0 || r->upload_len > SBX_SNAPSHOT_IMPORT_MAX ||
-        sbx_write_all(r->upload_fd, data, n) < 0)
-        r->too_big = true; /* answered 413 (or the temp file's error) at the end */
+    if (r->upload_fd < 0 ||
+        (r->upload_len <= SBX_SNAPSHOT_IMPORT_MAX && sbx_write_all(r->upload_fd, data, n) < 0))
+        r->upload_errno = errno ? errno : EIO; /* answered at the end, with why */
+    if (r->upload_len > SBX_SNAPSHOT_IMPORT_MAX || r->upload_errno)
+        r->too_big = true; /* the rest of the body is dropped */
     return MHD_YES;
 }
 

@@ -69,6 +69,7 @@ struct sbx_req {
     struct sbx_proxy *proxy;
     int upload_fd;       /* snapshot import: the body in a temp file (> 0 when open) */
     uint64_t upload_len; /* bytes of it */
+    int upload_errno;    /* why storing it failed (0: it did not, or it was too large) */
 };
 
 /* What an API handler produces: status + JSON body, or an error envelope. */

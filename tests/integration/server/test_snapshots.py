@@ -216,6 +216,14 @@ def export_import(s, snap, md5):
     d = create(s, image=None, snapshotId=new["id"], entrypoint=["sleep", "3600"])
     restored_matches(s, md5, d)
     s.request("DELETE", "/v1/sandboxes/" + d)
+    # no room for the upload on the image store's disk: a clear 507, nothing half-imported
+    tmpdir = os.path.join(s.state, "images", "tmp")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", tmpdir], check=True)
+    try:
+        r = s.request("POST", "/v1/snapshots/import", raw=b"x" * (3 << 20), timeout=120)
+    finally:
+        subprocess.run(["umount", tmpdir], check=True)
+    check(r.status == 507 and "space" in r.json()["message"], "import on a full disk: %r" % r)
     return new["id"]
 
 
