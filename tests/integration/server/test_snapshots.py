@@ -10,12 +10,14 @@ sandbox outlives its snapshot; export (an OCI layout that is also a docker-save 
 import as a new snapshot; a server killed while writing one reports it Failed after its
 restart; bad requests get 4xx with {code, message}. Symlinks the sandbox plants to host files
 are captured as symlinks, never followed."""
+import concurrent.futures
 import io
 import json
 import os
 import sqlite3
 import subprocess
 import tarfile
+import time
 
 import sys
 
@@ -222,7 +224,10 @@ def export_import(s, snap, md5):
     try:
         r = s.request("POST", "/v1/snapshots/import", raw=b"x" * (3 << 20), timeout=120)
     finally:
-        subprocess.run(["umount", tmpdir], check=True)
+        # the server closes the upload's temp file once the request is over, a moment after
+        # its answer: wait for that, then unmount
+        wait_for(lambda: subprocess.run(["umount", tmpdir], capture_output=True).returncode == 0,
+                 "the import's temp file to be closed", timeout=10)
     check(r.status == 507 and "space" in r.json()["message"], "import on a full disk: %r" % r)
     return new["id"]
 
@@ -242,6 +247,28 @@ def delete_order(s, src, snap, dst):
     check(s.request("POST", "/v1/sandboxes/%s/start" % dst).status == 202,
           "a restored sandbox starts again without its snapshot")
     check(run_ok(s, dst, "cat /root/file") == ["changed"], "its files after the restart")
+
+
+def racing_delete(s):
+    """A snapshot asked while the sandbox is being deleted: captured before the delete (202, and
+    then written) or refused (404/409), never a 5xx or a snapshot stuck in Creating."""
+    got = []
+    for i in range(6):
+        sid = create(s)
+        run_ok(s, sid, "dd if=/dev/urandom of=/root/r bs=1M count=4 2>/dev/null")
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            d = pool.submit(s.request, "DELETE", "/v1/sandboxes/" + sid)
+            time.sleep(0.002 * i)
+            sn = pool.submit(s.request, "POST", "/v1/sandboxes/%s/snapshots" % sid, None)
+            d, sn = d.result(), sn.result()
+        check(d.status == 204, "delete: %r" % d)
+        check(sn.status in (202, 404, 409) and (sn.status == 202 or "code" in sn.json()),
+              "a snapshot racing a delete: %r" % sn)
+        got.append(sn.status)
+        if sn.status == 202:
+            ready(s, sn.json()["id"])
+            s.request("DELETE", "/v1/snapshots/" + sn.json()["id"])
+    print("snapshots racing deletes: %s" % got)
 
 
 def interrupted(new_server, s, snap):
@@ -286,6 +313,7 @@ def test(new_server):
     errors(s, src, snap)
     export_import(s, snap, md5)
     delete_order(s, src, snap, dst)
+    racing_delete(s)
     interrupted(new_server, s, other)
 
 
