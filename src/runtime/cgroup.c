@@ -174,3 +174,18 @@ sbx_cg_rmdir(const char *dir, sbx_error **err)
     }
     return sbx_error_set(err, SBX_EGENERIC, errno, "rmdir `%s`", dir);
 }
+
+int
+sbx_cg_read_u64(const char *dir, const char *file, uint64_t *out)
+{
+    char path[4096];
+    char buf[64];
+    (void)snprintf(path, sizeof path, "%s/%s", dir, file);
+    sbx_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC);
+    ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof buf - 1);
+    if (n <= 0)
+        return -1;
+    buf[n] = '\0';
+    buf[strcspn(buf, "\n")] = '\0';
+    return sbx_parse_u64(buf, out, NULL) < 0 ? -1 : 0;
+}

@@ -33,6 +33,13 @@ struct sbx_cg_limits {
 
 struct sbx_cg_ops;
 
+/* What a sandbox's cgroup has used (UINT64_MAX: this backend or host cannot tell). */
+struct sbx_cg_usage {
+    uint64_t memory_bytes; /* charged now (page cache included, as the limit counts it) */
+    uint64_t cpu_ns;       /* CPU time since the cgroup was made */
+    uint64_t pids;         /* tasks now */
+};
+
 /* One sandbox's cgroup: the directory serving each role (v2: the same dir for all), NULL for a
  * role the sandbox does not need (no cgroup work at all when it needs none). */
 struct sbx_cg {
@@ -59,6 +66,7 @@ struct sbx_cg_ops {
     int (*open_join)(const struct sbx_cg *cg, int *fds, size_t max, sbx_error **err);
     int (*freeze)(const struct sbx_cg *cg, bool frozen, sbx_error **err);
     int (*oom_kills)(const struct sbx_cg *cg, uint64_t *out, sbx_error **err);
+    void (*usage)(const struct sbx_cg *cg, struct sbx_cg_usage *u);
     /* Thaw and remove; missing dirs are fine. */
     int (*destroy)(const struct sbx_cg *cg, sbx_error **err);
 };
@@ -101,6 +109,8 @@ const char *sbx_cg_any_dir(const struct sbx_cg *cg);
 /* Small file helpers shared by the backends. */
 int sbx_cg_write(const struct sbx_cg *cg, const char *dir, const char *file, const char *val,
                  sbx_error **err);
+/* The number a one-value file (memory.current, pids.current...) holds; -1 when unreadable. */
+int sbx_cg_read_u64(const char *dir, const char *file, uint64_t *out);
 int sbx_cg_read_key(const char *dir, const char *file, const char *key, uint64_t *out,
                     sbx_error **err);
 /* rmdir that tolerates a missing dir and retries briefly while the last task is being reaped. */

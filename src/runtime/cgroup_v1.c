@@ -167,6 +167,21 @@ v1_oom_kills(const struct sbx_cg *cg, uint64_t *out, sbx_error **err)
     return sbx_cg_read_key(cg->dir[SBX_CG_MEMORY], "memory.oom_control", "oom_kill", out, err);
 }
 
+static void
+v1_usage(const struct sbx_cg *cg, struct sbx_cg_usage *u)
+{
+    *u = (struct sbx_cg_usage){UINT64_MAX, UINT64_MAX, UINT64_MAX};
+    if (cg->dir[SBX_CG_MEMORY])
+        (void)sbx_cg_read_u64(cg->dir[SBX_CG_MEMORY], "memory.usage_in_bytes", &u->memory_bytes);
+    /* cpuacct is not made per sandbox (runtime.c: one cgroup less to create and remove), so
+     * CPU time is known where it is mounted together with cpu (cpu,cpuacct: most v1 hosts) */
+    const char *acct = cg->dir[SBX_CG_CPUACCT] ? cg->dir[SBX_CG_CPUACCT] : cg->dir[SBX_CG_CPU];
+    if (acct)
+        (void)sbx_cg_read_u64(acct, "cpuacct.usage", &u->cpu_ns);
+    if (cg->dir[SBX_CG_PIDS])
+        (void)sbx_cg_read_u64(cg->dir[SBX_CG_PIDS], "pids.current", &u->pids);
+}
+
 static int
 v1_destroy(const struct sbx_cg *cg, sbx_error **err)
 {
@@ -195,5 +210,6 @@ const struct sbx_cg_ops sbx_cg_v1_ops = {
     .open_join = v1_open_join,
     .freeze = v1_freeze,
     .oom_kills = v1_oom_kills,
+    .usage = v1_usage,
     .destroy = v1_destroy,
 };

@@ -202,6 +202,20 @@ v2_oom_kills(const struct sbx_cg *cg, uint64_t *out, sbx_error **err)
     return sbx_cg_read_key(cg->dir[SBX_CG_MEMORY], "memory.events", "oom_kill", out, err);
 }
 
+static void
+v2_usage(const struct sbx_cg *cg, struct sbx_cg_usage *u)
+{
+    *u = (struct sbx_cg_usage){UINT64_MAX, UINT64_MAX, UINT64_MAX};
+    const char *dir = sbx_cg_any_dir(cg);
+    if (!dir)
+        return;
+    (void)sbx_cg_read_u64(dir, "memory.current", &u->memory_bytes);
+    (void)sbx_cg_read_u64(dir, "pids.current", &u->pids);
+    uint64_t usec = 0;
+    if (sbx_cg_read_key(dir, "cpu.stat", "usage_usec", &usec, NULL) == 0)
+        u->cpu_ns = usec * 1000;
+}
+
 static int
 v2_destroy(const struct sbx_cg *cg, sbx_error **err)
 {
@@ -225,5 +239,6 @@ const struct sbx_cg_ops sbx_cg_v2_ops = {
     .open_join = v2_open_join,
     .freeze = v2_freeze,
     .oom_kills = v2_oom_kills,
+    .usage = v2_usage,
     .destroy = v2_destroy,
 };

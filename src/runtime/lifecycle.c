@@ -182,6 +182,15 @@ sbx_rt_kill(struct sbx_rt_sandbox *sb, int sig, sbx_error **err)
     return 0;
 }
 
+void
+sbx_rt_usage(const struct sbx_rt_sandbox *sb, struct sbx_rt_usage *u)
+{
+    struct sbx_cg_usage cu = {UINT64_MAX, UINT64_MAX, UINT64_MAX};
+    if (sb->cg.ops && sb->cg.ops->usage)
+        sb->cg.ops->usage(&sb->cg, &cu);
+    *u = (struct sbx_rt_usage){cu.memory_bytes, cu.cpu_ns, cu.pids};
+}
+
 int
 sbx_rt_pause(struct sbx_rt_sandbox *sb, sbx_error **err)
 {

@@ -275,6 +275,13 @@ int sbx_rt_sandbox_pidfd(const struct sbx_rt_sandbox *sb);
 const char *sbx_rt_sandbox_dir(const struct sbx_rt_sandbox *sb);
 /* The memory limit in bytes (0 = none), for messages. */
 uint64_t sbx_rt_sandbox_memory_limit(const struct sbx_rt_sandbox *sb);
+/* What the sandbox uses now (UINT64_MAX for a figure this host's cgroups cannot give). */
+struct sbx_rt_usage {
+    uint64_t memory_bytes;
+    uint64_t cpu_ns;
+    uint64_t pids;
+};
+void sbx_rt_usage(const struct sbx_rt_sandbox *sb, struct sbx_rt_usage *u);
 /* A cgroup dir of the sandbox (v2: its cgroup; v1: the first controller's), NULL if none. */
 const char *sbx_rt_sandbox_cgroup(const struct sbx_rt_sandbox *sb);
 /* The sandbox's network namespace (opened on first use, owned by sb), or -1 with errno. */

@@ -913,6 +913,22 @@ sbx_mgr_provider_status(struct sbx_mgr *m, const char *id, struct sbx_provider_s
     return r;
 }
 
+int
+sbx_mgr_usage(struct sbx_mgr *m, const char *id, struct sbx_provider_usage *u)
+{
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = find(m, id);
+    bool ok = e && e->prov && e->prov->ops->usage && state_in(e->sb->state, "Running|Paused");
+    struct sbx_record *work = ok ? sbx_record_dup(e->sb) : NULL;
+    struct sbx_provider *p = ok ? e->prov : NULL;
+    pthread_mutex_unlock(&m->mu);
+    if (!work)
+        return -SBX_ENOTFOUND;
+    int r = p->ops->usage(p, work, u); /* a few file reads, without the lock */
+    sbx_record_free(work);
+    return r;
+}
+
 bool
 sbx_mgr_access_ok(struct sbx_mgr *m, const char *id, const char *token)
 {

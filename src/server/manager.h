@@ -74,6 +74,8 @@ void sbx_mgr_touch(struct sbx_mgr *mgr, const char *id);
 /* What the sandbox's provider says of it now (the diagnostics' runtime scope). */
 int sbx_mgr_provider_status(struct sbx_mgr *mgr, const char *id, struct sbx_provider_status *st,
                             sbx_error **err);
+/* What a Running or Paused sandbox uses now, when its provider is built and can tell. */
+int sbx_mgr_usage(struct sbx_mgr *mgr, const char *id, struct sbx_provider_usage *u);
 /* True when token is the secureAccess token of sandbox id (constant-time compare). */
 /* The egress policy of sandbox id: change(policy, arg, err) edits a copy of priv.egress.policy
  * (SBX_ENOTFOUND when the sandbox has none); the result is stored, then enforced by the

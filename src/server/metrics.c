@@ -8,10 +8,13 @@
 #include <dirent.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "common/util.h"
+#include "common/xalloc.h"
+#include "server/manager.h"
 #include "server/metrics.h"
 #include "server/provider.h"
 
@@ -255,6 +258,41 @@ put_label(struct sbx_buf *b, const char *v)
     }
 }
 
+/* Per-sandbox figures of the running and paused sandboxes whose provider can tell (native: its
+ * cgroups): memory now, CPU seconds, tasks. */
+static void
+put_usage(struct sbx_buf *b, struct sbx_mgr *mgr, struct sbx_record **items, size_t n)
+{
+    static const struct {
+        const char *name, *help, *type;
+        double scale;
+    } fam[] = {
+        {"sbx_sandbox_memory_bytes", "Memory a sandbox is charged now (its cgroup's).", "gauge",
+         1.0},
+        {"sbx_sandbox_cpu_seconds_total", "CPU time a sandbox has used.", "counter", 1e-9},
+        {"sbx_sandbox_pids", "Tasks in a sandbox now.", "gauge", 1.0},
+    };
+    struct sbx_provider_usage *u = sbx_xcalloc(n + 1, sizeof *u);
+    bool *have = sbx_xcalloc(n + 1, sizeof *have);
+    for (size_t i = 0; i < n; i++)
+        have[i] = sbx_mgr_usage(mgr, items[i]->id, &u[i]) == 0;
+    for (size_t f = 0; f < SBX_ARRAY_SIZE(fam); f++) {
+        (void)sbx_buf_printf(b, NULL, "# HELP %s %s\n# TYPE %s %s\n", fam[f].name, fam[f].help,
+                             fam[f].name, fam[f].type);
+        for (size_t i = 0; i < n; i++) {
+            uint64_t v = f == 0 ? u[i].memory_bytes : f == 1 ? u[i].cpu_ns : u[i].pids;
+            if (!have[i] || v == UINT64_MAX)
+                continue;
+            (void)sbx_buf_printf(b, NULL, "%s{sandbox=\"%s\",provider=\"", fam[f].name,
+                                 items[i]->id);
+            put_label(b, items[i]->provider);
+            (void)sbx_buf_printf(b, NULL, "\"} %.9g\n", (double)v * fam[f].scale);
+        }
+    }
+    free(u);
+    free(have);
+}
+
 void
 sbx_metrics_render(struct sbx_mgr *mgr, struct sbx_buf *b)
 {
@@ -288,6 +326,7 @@ sbx_metrics_render(struct sbx_mgr *mgr, struct sbx_buf *b)
         put_label(b, pairs[k].state);
         (void)sbx_buf_printf(b, NULL, "\"} %zu\n", pairs[k].n);
     }
+    put_usage(b, mgr, items, n);
     sbx_mgr_list_free(items, n);
     put_ops(b);
     put_router(b);

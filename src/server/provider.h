@@ -52,6 +52,13 @@ struct sbx_snapshot_capture {
     uint64_t frozen_us; /* how long the sandbox's processes were stopped for the copy */
 };
 
+/* What a sandbox uses now (provider.h: usage); UINT64_MAX where unknown. */
+struct sbx_provider_usage {
+    uint64_t memory_bytes;
+    uint64_t cpu_ns;
+    uint64_t pids;
+};
+
 /* Fill a status (state word, class, reason). */
 void sbx_provider_status_set(struct sbx_provider_status *out, const char *state,
                              enum sbx_state_class cls, const char *reason);
@@ -72,6 +79,9 @@ struct sbx_provider_ops {
      * paused). Called for Running, Paused and Stopped sandboxes, nothing else running on it. */
     int (*snapshot)(struct sbx_provider *p, const struct sbx_record *sb,
                     struct sbx_snapshot_capture *c, sbx_error **err);
+    /* Optional: what the sandbox uses now (GET /metrics' sbx_sandbox_* families). Cheap (a
+     * few file reads): called for every running sandbox at each scrape. <0 when unknown. */
+    int (*usage)(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_provider_usage *u);
     /* Stop everything and remove every resource. Idempotent; works on half-made creates. */
     int (*delete)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
     /* The live state of the sandbox. */

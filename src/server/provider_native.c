@@ -813,6 +813,19 @@ native_reconcile(struct sbx_provider *p, struct sbx_record *sb, struct sbx_provi
 }
 
 static int
+native_usage(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_provider_usage *u)
+{
+    struct sbx_rt_sandbox *h = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    if (is_stopped(sb) || get_handle(ndata(p), sb->id, &h, &err) < 0)
+        return -SBX_ENOTFOUND;
+    struct sbx_rt_usage ru;
+    sbx_rt_usage(h, &ru);
+    *u = (struct sbx_provider_usage){ru.memory_bytes, ru.cpu_ns, ru.pids};
+    return 0;
+}
+
+static int
 native_connect(struct sbx_provider *p, const struct sbx_record *sb, int port, int *fd,
                sbx_error **err)
 {
@@ -879,6 +892,7 @@ static const struct sbx_provider_ops native_ops = {
     .stop = native_stop,
     .pause = native_pause,
     .snapshot = native_snapshot,
+    .usage = native_usage,
     .resume = native_resume,
     .delete = native_delete,
     .status = native_status,
