@@ -481,6 +481,11 @@ def test(new_server):
         check(nft.mentions(addr_a), "control: a's address is in the sets")
         check(s.request("DELETE", "/v1/sandboxes/" + a).status == 204, "delete a")
         s.wait_native_gone(a)
+        # the sets are cleared once the teardown has reaped a's processes (release_gone), a
+        # moment after its record and layer are gone: wait for that, then nothing may be left
+        deadline = time.time() + 10
+        while nft.mentions(addr_a) and time.time() < deadline:
+            time.sleep(0.1)
         left = nft.mentions(addr_a)
         check(not left, "delete removes a's address from every set: %r" % left)
         for sid in (b, c):
