@@ -103,19 +103,6 @@ parse_args(struct exec_args *a, int argc, char **argv)
     return 0;
 }
 
-static void
-append_quoted(struct sbx_buf *b, const char *s)
-{
-    (void)sbx_buf_append_str(b, "'", NULL);
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'')
-            (void)sbx_buf_append_str(b, "'\\''", NULL);
-        else
-            (void)sbx_buf_append(b, p, 1, NULL);
-    }
-    (void)sbx_buf_append_str(b, "'", NULL);
-}
-
 /* One argument is a shell command line as is; several are quoted word by word. */
 static char *
 command_line(int argc, char **argv)
@@ -127,7 +114,7 @@ command_line(int argc, char **argv)
     for (int i = 0; i < argc; i++) {
         if (i)
             (void)sbx_buf_append_str(&b, " ", NULL);
-        append_quoted(&b, argv[i]);
+        (void)sbx_buf_append_shell_quoted(&b, argv[i], NULL);
     }
     return sbx_buf_steal(&b);
 }
@@ -144,7 +131,7 @@ with_env(const struct exec_args *a, char *cmd)
     (void)sbx_buf_append_str(&b, "export", NULL);
     for (size_t i = 0; i < a->env.n; i++) {
         (void)sbx_buf_printf(&b, NULL, " %s=", a->env.items[i].key);
-        append_quoted(&b, a->env.items[i].value);
+        (void)sbx_buf_append_shell_quoted(&b, a->env.items[i].value, NULL);
     }
     (void)sbx_buf_printf(&b, NULL, "; %s", cmd ? cmd : "exec \"${SHELL:-sh}\"");
     free(cmd);

@@ -36,19 +36,6 @@
 
 #define CP_CHUNK (64u << 10)
 
-static void
-quote(struct sbx_buf *b, const char *s)
-{
-    (void)sbx_buf_append_str(b, "'", NULL);
-    for (const char *p = s; *p; p++) {
-        if (*p == '\'')
-            (void)sbx_buf_append_str(b, "'\\''", NULL);
-        else
-            (void)sbx_buf_append(b, p, 1, NULL);
-    }
-    (void)sbx_buf_append_str(b, "'", NULL);
-}
-
 /* A shell command: fmt with each %s replaced by the next argument, quoted. */
 static char *
 shell_cmd(const char *fmt, const char *a, const char *b)
@@ -59,7 +46,7 @@ shell_cmd(const char *fmt, const char *a, const char *b)
     size_t k = 0;
     for (const char *p = fmt; *p; p++) {
         if (p[0] == '%' && p[1] == 's' && k < 2) {
-            quote(&out, args[k++]);
+            (void)sbx_buf_append_shell_quoted(&out, args[k++], NULL);
             p++;
         } else {
             (void)sbx_buf_append(&out, p, 1, NULL);

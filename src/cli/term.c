@@ -313,21 +313,6 @@ upgrade(struct term *t, const char *url, char **headers)
 
 /* ---- frames from the server ---- */
 
-static bool
-write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return false;
-        p += w;
-        n -= (size_t)w;
-    }
-    return true;
-}
-
 static void
 on_text(struct term *t, const uint8_t *p, size_t n)
 {
@@ -351,7 +336,8 @@ on_frame(struct term *t, const struct sbx_ws_frame *f)
         uint8_t ch = f->payload[0];
         size_t skip = ch == 0x03 ? 9 : 1; /* replay frames carry their offset */
         if (f->len >= skip &&
-            !write_all(ch == 0x02 ? STDERR_FILENO : t->out_fd, f->payload + skip, f->len - skip) &&
+            sbx_write_all(ch == 0x02 ? STDERR_FILENO : t->out_fd, f->payload + skip,
+                          f->len - skip) < 0 &&
             errno == EPIPE) {
             t->out_broken = true; /* as a local `cmd | head`: the command is ended */
             t->done = true;

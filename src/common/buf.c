@@ -100,3 +100,12 @@ sbx_buf_str(const struct sbx_buf *b)
 {
     return b->data ? b->data : "";
 }
+
+int
+sbx_buf_append_shell_quoted(struct sbx_buf *b, const char *s, sbx_error **err)
+{
+    int r = sbx_buf_append_str(b, "'", err);
+    for (; r == 0 && *s; s++)
+        r = *s == '\'' ? sbx_buf_append_str(b, "'\\''", err) : sbx_buf_append(b, s, 1, err);
+    return r == 0 ? sbx_buf_append_str(b, "'", err) : r;
+}

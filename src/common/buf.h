@@ -31,6 +31,9 @@ int sbx_buf_append_str(struct sbx_buf *b, const char *s, sbx_error **err);
 int sbx_buf_printf(struct sbx_buf *b, sbx_error **err, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* Append s as one POSIX shell word: in single quotes, each ' written as '\'' . */
+int sbx_buf_append_shell_quoted(struct sbx_buf *b, const char *s, sbx_error **err);
+
 /* Take the contents (caller frees; never NULL: "" for an empty buffer). Resets the buffer. */
 char *sbx_buf_steal(struct sbx_buf *b);
 

@@ -635,19 +635,6 @@ toolbox_run(struct daytona *d, const struct sbx_record *sb, const char *cmd, sbx
     return r;
 }
 
-static void
-sh_quote(struct sbx_buf *b, const char *s)
-{
-    (void)sbx_buf_append_str(b, "'", NULL);
-    for (; *s; s++) {
-        if (*s == '\'')
-            (void)sbx_buf_append_str(b, "'\\''", NULL);
-        else
-            (void)sbx_buf_append(b, s, 1, NULL);
-    }
-    (void)sbx_buf_append_str(b, "'", NULL);
-}
-
 /* The command that (re)starts execd in the sandbox, in the background: the launcher of the
  * other providers with execd listening on the sandbox's address. */
 static char *
@@ -676,13 +663,14 @@ launch_command(const struct daytona *d, const struct sbx_record *sb)
     if (desk)
         (void)sbx_buf_printf(&b, NULL, "SBX_EXECD_DESKTOP=%s ", desk);
     (void)sbx_buf_append_str(&b, "nohup /bin/sh -c ", NULL);
-    sh_quote(&b, sbx_launch_script());
+    (void)sbx_buf_append_shell_quoted(&b, sbx_launch_script(), NULL);
     (void)sbx_buf_append_str(&b, " sbx-launch", NULL);
     size_t i = 0;
     json_t *arg = NULL;
     json_array_foreach (sb->entrypoint, i, arg) {
         (void)sbx_buf_append_str(&b, " ", NULL);
-        sh_quote(&b, json_string_value(arg) ? json_string_value(arg) : "");
+        (void)sbx_buf_append_shell_quoted(&b, json_string_value(arg) ? json_string_value(arg) : "",
+                                          NULL);
     }
     (void)sbx_buf_append_str(&b, " >\"$D/execd.log\" 2>&1 </dev/null & echo $! >\"$D/execd.pid\"",
                              NULL);

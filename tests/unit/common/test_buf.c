@@ -66,6 +66,20 @@ test_binary_and_reset(void **state)
     assert_string_equal(sbx_buf_str(&b), "");
 }
 
+static void
+test_shell_quoted(void **state)
+{
+    (void)state;
+    struct sbx_buf b;
+    sbx_buf_init(&b, 64);
+    assert_int_equal(sbx_buf_append_shell_quoted(&b, "it's a $x", NULL), 0);
+    assert_string_equal(sbx_buf_str(&b), "'it'\\''s a $x'");
+    sbx_buf_reset(&b);
+    assert_int_equal(sbx_buf_append_shell_quoted(&b, "", NULL), 0);
+    assert_string_equal(sbx_buf_str(&b), "''");
+    sbx_buf_dispose(&b);
+}
+
 int
 main(void)
 {
@@ -73,6 +87,7 @@ main(void)
         cmocka_unit_test(test_append_and_steal),
         cmocka_unit_test(test_limit_is_enforced),
         cmocka_unit_test(test_binary_and_reset),
+        cmocka_unit_test(test_shell_quoted),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
