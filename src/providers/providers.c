@@ -8,17 +8,18 @@
 const struct sbx_provider_factory sbx_providers_builtin[] = {
 #ifdef SBX_HAVE_RUNTIME
     {.name = "native",
-     .caps = SBX_CAP_PAUSE | SBX_CAP_SNAPSHOT | SBX_CAP_VOLUMES | SBX_CAP_NETWORK_POLICY,
+     .caps = SBX_CAP_PAUSE | SBX_CAP_SNAPSHOT | SBX_CAP_VOLUMES | SBX_CAP_NETWORK_POLICY |
+             SBX_CAP_POOLS,
      .create = sbx_provider_native_new,
      .keys = sbx_provider_native_keys},
 #endif
     /* no isolation: nothing to enforce a network policy or mount volumes with */
     {.name = "process",
-     .caps = SBX_CAP_PAUSE,
+     .caps = SBX_CAP_PAUSE | SBX_CAP_POOLS,
      .create = sbx_provider_process_new,
      .keys = sbx_provider_process_keys},
     {.name = "docker",
-     .caps = SBX_CAP_PAUSE | SBX_CAP_SNAPSHOT,
+     .caps = SBX_CAP_PAUSE | SBX_CAP_SNAPSHOT | SBX_CAP_POOLS,
      .create = sbx_provider_docker_new,
      .keys = sbx_provider_docker_keys},
     /* Daytona's sandboxes are linux/amd64 whatever this machine is */

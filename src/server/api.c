@@ -23,6 +23,7 @@
 #include "server/desktop_view.h"
 #include "server/httpd.h"
 #include "server/meta.h"
+#include "server/pool.h"
 #include "server/publish.h"
 #include "server/snapshot.h"
 #include "server/srvutil.h"
@@ -52,8 +53,8 @@ status_json(const struct sbx_record *sb)
 }
 
 /* Sandbox (full = GET/list/PATCH, else CreateSandboxResponse without image). */
-static json_t *
-sandbox_json(const struct sbx_record *sb, bool full)
+json_t *
+sbx_api_sandbox_json(const struct sbx_record *sb, bool full)
 {
     json_t *o =
         json_pack("{s:s, s:o, s:O, s:O, s:s}", "id", sb->id, "status", status_json(sb),
@@ -145,12 +146,12 @@ check_image(const json_t *body, struct sbx_reply *out)
 }
 
 static int
-check_timeout(struct sbx_req *r, const json_t *t, int64_t *secs, struct sbx_reply *out)
+check_timeout(struct sbx_srv *srv, const json_t *t, int64_t *secs, struct sbx_reply *out)
 {
     *secs = 0;
     if (!t || json_is_null(t))
         return 0;
-    int64_t max = r->srv->cfg->max_timeout_s;
+    int64_t max = srv->cfg->max_timeout_s;
     if (!json_is_integer(t) || json_integer_value(t) < 60 || json_integer_value(t) > max) {
         sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
                         "`timeout` must be null or an integer of seconds in [60, %lld]",
@@ -349,7 +350,7 @@ check_maps(const json_t *body, struct sbx_reply *out)
 /* The provider extension: top-level `provider` or `extensions.provider`; unnamed = default.
  * Returns the canonical name (never builds a provider: a lazy one is built by the create). */
 static const char *
-pick_provider(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
+pick_provider(struct sbx_srv *srv, const json_t *body, struct sbx_reply *out)
 {
     json_t *p = json_object_get(body, "provider");
     if (!p || json_is_null(p))
@@ -359,11 +360,11 @@ pick_provider(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
         return NULL;
     }
     const char *name = json_string_value(p);
-    const char *prov = sbx_registry_resolve(r->srv->reg, name);
+    const char *prov = sbx_registry_resolve(srv->reg, name);
     if (!prov)
         sbx_reply_error(out, 400, "SANDBOX::UNSUPPORTED_PROVIDER",
                         "provider `%.64s` is not supported by this server (supported: %s)",
-                        name ? name : "", sbx_registry_names(r->srv->reg));
+                        name ? name : "", sbx_registry_names(srv->reg));
     return prov;
 }
 
@@ -435,9 +436,9 @@ check_publish(const json_t *body, struct sbx_reply *out)
  * Only a built provider is asked: eager ones always are; a lazy one that is not built yet has
  * nothing to check before its first create (none of them has a check_create). */
 static int
-check_create(struct sbx_req *r, const char *name, const json_t *body, struct sbx_reply *out)
+check_create(struct sbx_srv *srv, const char *name, const json_t *body, struct sbx_reply *out)
 {
-    struct sbx_provider *prov = sbx_registry_peek(r->srv->reg, name);
+    struct sbx_provider *prov = sbx_registry_peek(srv->reg, name);
     const char *code = NULL;
     sbx_autoerror sbx_error *err = NULL;
     if (prov && prov->ops->check_create && prov->ops->check_create(prov, body, &code, &err) < 0) {
@@ -524,8 +525,8 @@ build_record(const json_t *body, const char *prov, int64_t timeout_s)
 
 /* The answer to a failed create. `done` is the record when one was made (its start failed),
  * NULL when nothing was recorded (the provider could not be built, limits). */
-static void
-create_failed(struct sbx_reply *out, const sbx_error *err, const struct sbx_record *done)
+void
+sbx_api_create_failed(struct sbx_reply *out, const sbx_error *err, const struct sbx_record *done)
 {
     int code = sbx_error_code(err);
     if (code == SBX_ENOTFOUND) {
@@ -583,26 +584,36 @@ restore_body(struct sbx_req *r, json_t *body, struct sbx_reply *out)
     return b;
 }
 
-static void
-do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
+int
+sbx_api_build_create(struct sbx_srv *srv, const json_t *body, struct sbx_record **out,
+                     struct sbx_reply *rep)
 {
     int64_t timeout_s = 0;
     if (!json_is_object(body)) {
-        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER", "body must be a JSON object");
-        return;
+        sbx_reply_error(rep, 400, "SANDBOX::INVALID_PARAMETER", "body must be a JSON object");
+        return -1;
     }
-    const char *prov = pick_provider(r, body, out);
-    if (!prov || check_image(body, out) < 0 ||
-        check_entrypoint(json_object_get(body, "entrypoint"), out) < 0 ||
-        check_timeout(r, json_object_get(body, "timeout"), &timeout_s, out) < 0 ||
-        check_maps(body, out) < 0 || check_volumes(json_object_get(body, "volumes"), out) < 0 ||
-        check_reuse_key(body, out) < 0 || check_desktop(body, out) < 0 ||
-        check_publish(body, out) < 0 || check_network_policy(body, out) < 0 ||
-        sbx_api_check_fields(sbx_registry_factory(r->srv->reg, prov), body, out) < 0 ||
-        check_create(r, prov, body, out) < 0)
+    const char *prov = pick_provider(srv, body, rep);
+    if (!prov || check_image(body, rep) < 0 ||
+        check_entrypoint(json_object_get(body, "entrypoint"), rep) < 0 ||
+        check_timeout(srv, json_object_get(body, "timeout"), &timeout_s, rep) < 0 ||
+        check_maps(body, rep) < 0 || check_volumes(json_object_get(body, "volumes"), rep) < 0 ||
+        check_reuse_key(body, rep) < 0 || check_desktop(body, rep) < 0 ||
+        check_publish(body, rep) < 0 || check_network_policy(body, rep) < 0 ||
+        sbx_api_check_fields(sbx_registry_factory(srv->reg, prov), body, rep) < 0 ||
+        check_create(srv, prov, body, rep) < 0)
+        return -1;
+    *out = build_record(body, prov, timeout_s);
+    default_limits(*out, srv->cfg);
+    return 0;
+}
+
+static void
+do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
+{
+    struct sbx_record *sb = NULL;
+    if (sbx_api_build_create(r->srv, body, &sb, out) < 0)
         return;
-    struct sbx_record *sb = build_record(body, prov, timeout_s);
-    default_limits(sb, r->srv->cfg);
     struct sbx_record *done = NULL;
     sbx_autoerror sbx_error *err = NULL;
     /* Published ports are bound before the record is made, so it keeps their host ports. */
@@ -616,10 +627,10 @@ do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
         return;
     }
     if (sbx_mgr_create(r->srv->mgr, sb, &done, &err) < 0) {
-        create_failed(out, err, done);
+        sbx_api_create_failed(out, err, done);
     } else {
         out->status = 202;
-        out->body = sandbox_json(done, false);
+        out->body = sbx_api_sandbox_json(done, false);
     }
     /* Served while the sandbox exists (a failed one too, until its delete); not for a
      * find-or-create that found another sandbox. */
@@ -636,6 +647,12 @@ h_create(struct sbx_req *r, struct sbx_reply *out)
     json_t *body = NULL;
     if (parse_body(r, out, &body) < 0)
         return;
+    json_t *pool = json_object_get(json_object_get(body, "extensions"), SBX_POOL_REF_EXT);
+    if (pool && !json_is_null(pool)) { /* a sandbox of a pool (api_pools.c) */
+        sbx_api_pool_sandbox(r, body, out);
+        json_decref(body);
+        return;
+    }
     json_t *b = json_is_object(body) ? restore_body(r, body, out) : json_incref(body);
     if (b)
         do_create(r, b, out);
@@ -720,7 +737,10 @@ list_json(struct sbx_req *r, const struct list_q *q)
     sbx_mgr_list(r->srv->mgr, &all, &n);
     size_t kept = 0;
     for (size_t i = 0; i < n; i++) {
-        if (state_matches(q->states, all[i]->state) && sbx_meta_matches(all[i]->metadata, q->meta))
+        bool warm = false;
+        (void)sbx_pool_of(all[i], &warm, NULL);
+        if (!warm && state_matches(q->states, all[i]->state) &&
+            sbx_meta_matches(all[i]->metadata, q->meta))
             all[kept++] = all[i];
         else
             sbx_record_free(all[i]);
@@ -729,7 +749,7 @@ list_json(struct sbx_req *r, const struct list_q *q)
     sbx_page_calc(kept, (size_t)q->page, (size_t)q->page_size, &pg);
     json_t *items = json_array();
     for (size_t i = pg.start; i < pg.start + pg.count; i++)
-        (void)json_array_append_new(items, sandbox_json(all[i], true));
+        (void)json_array_append_new(items, sbx_api_sandbox_json(all[i], true));
     sbx_mgr_list_free(all, kept);
     return json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:b}}", "items", items, "pagination", "page",
                      (json_int_t)q->page, "pageSize", (json_int_t)q->page_size, "totalItems",
@@ -774,7 +794,7 @@ h_get(struct sbx_req *r, struct sbx_reply *out)
         return;
     }
     out->status = 200;
-    out->body = sandbox_json(sb, true);
+    out->body = sbx_api_sandbox_json(sb, true);
     sbx_record_free(sb);
 }
 
@@ -886,7 +906,7 @@ h_patch_metadata(struct sbx_req *r, struct sbx_reply *out)
             out, err, sbx_error_code(err) == SBX_EINVAL ? "SANDBOX::INVALID_METADATA_LABEL" : NULL);
     else {
         out->status = 200;
-        out->body = sandbox_json(sb, true);
+        out->body = sbx_api_sandbox_json(sb, true);
     }
     sbx_record_free(sb);
     json_decref(body);
@@ -1083,6 +1103,13 @@ sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out)
         return;
     case SBX_ROUTE_SERVER_INFO:
         sbx_api_server_info(r, out);
+        return;
+    case SBX_ROUTE_POOL_LIST:
+    case SBX_ROUTE_POOL_CREATE:
+    case SBX_ROUTE_POOL_GET:
+    case SBX_ROUTE_POOL_UPDATE:
+    case SBX_ROUTE_POOL_DELETE:
+        sbx_api_pools(r, out);
         return;
     case SBX_ROUTE_UNSUPPORTED:
         sbx_reply_error(out, 501, "SANDBOX::API_NOT_SUPPORTED", "%s %s is not supported", r->method,

@@ -38,6 +38,7 @@ struct sbx_srv {
     struct sbx_connguard *guard; /* connguard.c: head deadlines */
     struct sbx_publisher *pub;   /* publish.c: sandbox ports on host ports */
     struct sbx_snaps *snaps;     /* snapshot.c */
+    struct sbx_pools *pools;     /* pool.c */
     /* What answers each route id (server.c fills it before sbx_http_start; never NULL). */
     const struct sbx_http_handler *handlers[SBX_ROUTE__COUNT];
 };

@@ -562,6 +562,68 @@ sbx_mgr_list_free(struct sbx_record **items, size_t n)
     free(items);
 }
 
+void
+sbx_mgr_each(struct sbx_mgr *m, sbx_mgr_each_fn fn, void *ud)
+{
+    pthread_mutex_lock(&m->mu);
+    for (size_t i = 0; i < m->n; i++)
+        fn(m->items[i]->sb, m->items[i]->busy, ud);
+    pthread_mutex_unlock(&m->mu);
+}
+
+/* ---- claims (pools) ---- */
+
+/* Apply change to a copy of e's record; store it, then swap it in (lock held, e idle). */
+static int
+claim_entry(struct sbx_mgr *m, struct entry *e, sbx_mgr_change_fn change, void *ud,
+            sbx_error **err)
+{
+    struct sbx_record *work = sbx_record_dup(e->sb);
+    int r = change(work, ud, err);
+    const char *name = r >= 0 ? sbx_record_name(work) : NULL;
+    struct entry *named = name ? find_named(m, name, e) : NULL;
+    if (named)
+        r = name_taken(name, named, err);
+    if (r >= 0)
+        r = sbx_store_put(m->opts.store, work, err);
+    if (r < 0) {
+        sbx_record_free(work);
+        return r;
+    }
+    /* renew-on-access is counted per sandbox that has it (add_entry, remove_entry) */
+    bool had = sbx_api_renew_seconds(e->sb->extensions) != 0;
+    bool has = sbx_api_renew_seconds(work->extensions) != 0;
+    if (had != has) {
+        if (has)
+            atomic_fetch_add(&m->renewers, 1);
+        else
+            atomic_fetch_sub(&m->renewers, 1);
+    }
+    sbx_record_free(e->sb);
+    e->sb = work;
+    sbx_record_spec_hash(e->sb, e->spec_hash);
+    return 0;
+}
+
+int
+sbx_mgr_claim(struct sbx_mgr *m, sbx_mgr_pick_fn pick, sbx_mgr_change_fn change, void *ud,
+              struct sbx_record **out, sbx_error **err)
+{
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = NULL;
+    for (size_t i = 0; i < m->n && !e; i++) {
+        struct entry *c = m->items[i];
+        if (!c->busy && c->prov && strcmp(c->sb->state, "Running") == 0 && pick(c->sb, ud))
+            e = c;
+    }
+    int r = e ? claim_entry(m, e, change, ud, err)
+              : sbx_error_set(err, SBX_ENOTFOUND, 0, "no sandbox to claim");
+    if (r >= 0)
+        *out = sbx_record_dup(e->sb);
+    pthread_mutex_unlock(&m->mu);
+    return r;
+}
+
 /* ---- operations on an existing sandbox ---- */
 
 /* A transition of an operation: the state and its reason. */

@@ -89,6 +89,18 @@ int sbx_mgr_egress_auth(struct sbx_mgr *mgr, const char *id, const char *token);
 bool sbx_mgr_access_ok(struct sbx_mgr *mgr, const char *id, const char *token);
 int sbx_mgr_connect(struct sbx_mgr *mgr, const char *id, int port, int *fd, json_t **headers,
                     sbx_error **err);
+/* Call fn for every record under the manager's lock, busy = an operation runs on it (fn must
+ * not call the manager; pool.c counts its sandboxes with it). */
+typedef void (*sbx_mgr_each_fn)(const struct sbx_record *sb, bool busy, void *ud);
+void sbx_mgr_each(struct sbx_mgr *mgr, sbx_mgr_each_fn fn, void *ud);
+/* Take a sandbox (pools): the first idle Running sandbox whose record pick() accepts gets
+ * change() applied to a copy of its record, which is stored and then replaces it - all under
+ * the manager's lock, so two claims never take the same one. A name label the change sets
+ * must be free (SBX_EEXISTS). *out: a copy of the new record. SBX_ENOTFOUND when none fits. */
+typedef bool (*sbx_mgr_pick_fn)(const struct sbx_record *sb, void *ud);
+typedef int (*sbx_mgr_change_fn)(struct sbx_record *sb, void *ud, sbx_error **err);
+int sbx_mgr_claim(struct sbx_mgr *mgr, sbx_mgr_pick_fn pick, sbx_mgr_change_fn change, void *ud,
+                  struct sbx_record **out, sbx_error **err);
 /* Ask the provider of every Running/Paused sandbox whether it is still alive; dead ones become
  * Failed (reason from the provider, e.g. SANDBOX_LOST). The reaper runs this every 5 s. */
 int sbx_mgr_check_live(struct sbx_mgr *mgr);

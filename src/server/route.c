@@ -185,6 +185,25 @@ match_snapshots(const char *method, const char *path, struct sbx_route_match *m)
     return pick(method, "DELETE", SBX_ROUTE_SNAPSHOT_DELETE);
 }
 
+/* /pools, /pools/{name} (and the same under /warmpools) */
+static enum sbx_route_id
+match_pools(const char *method, const char *path, struct sbx_route_match *m)
+{
+    struct segs s;
+    split(path, &s);
+    if (s.n == 1)
+        return strcmp(method, "GET") == 0 ? SBX_ROUTE_POOL_LIST
+                                          : pick(method, "POST", SBX_ROUTE_POOL_CREATE);
+    if (s.n != 2 || s.len[1] == 0)
+        return SBX_ROUTE_NOT_FOUND;
+    copy_seg(m->pool, &s, 1);
+    if (strcmp(method, "GET") == 0)
+        return SBX_ROUTE_POOL_GET;
+    if (strcmp(method, "PUT") == 0)
+        return SBX_ROUTE_POOL_UPDATE;
+    return pick(method, "DELETE", SBX_ROUTE_POOL_DELETE);
+}
+
 /* The web console: /console, /console/ (the page), /console/static/{f} (its files). */
 static enum sbx_route_id
 match_console(const char *method, const char *path, struct sbx_route_match *m)
@@ -222,8 +241,9 @@ match(const char *method, const char *path, struct sbx_route_match *m)
         return match_console(method, path, m);
     if (strcmp(path, "/snapshots") == 0 || strncmp(path, "/snapshots/", 11) == 0)
         return match_snapshots(method, path, m);
-    if (strcmp(path, "/pools") == 0 || strncmp(path, "/pools/", 7) == 0)
-        return SBX_ROUTE_UNSUPPORTED;
+    if (strcmp(path, "/pools") == 0 || strncmp(path, "/pools/", 7) == 0 ||
+        strcmp(path, "/warmpools") == 0 || strncmp(path, "/warmpools/", 11) == 0)
+        return match_pools(method, path, m);
     return SBX_ROUTE_NOT_FOUND;
 }
 

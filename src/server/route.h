@@ -24,7 +24,7 @@ enum sbx_route_id {
     SBX_ROUTE_ENDPOINT,
     SBX_ROUTE_PROXY,
     SBX_ROUTE_METRICS_EVENTS,
-    SBX_ROUTE_UNSUPPORTED, /* known OpenSandbox API we do not implement (snapshots, pools...) */
+    SBX_ROUTE_UNSUPPORTED, /* known OpenSandbox API we do not implement */
     SBX_ROUTE_PREFLIGHT,   /* CORS OPTIONS */
     SBX_ROUTE_SECRET_LIST, /* sbx admin API: GET /admin/secrets */
     SBX_ROUTE_SECRET_GET,  /* GET /admin/secrets/{name}: names and dates, never values */
@@ -47,6 +47,11 @@ enum sbx_route_id {
     SBX_ROUTE_CONSOLE_PAGE,    /* GET /console, /console/: the web console (public, static) */
     SBX_ROUTE_CONSOLE_STATIC,  /* GET /console/static/{file}: its script and style (rest) */
     SBX_ROUTE_SERVER_INFO,     /* GET /admin/server: version, providers, limits, images */
+    SBX_ROUTE_POOL_LIST,       /* GET /pools (also /warmpools, the reference's newer name) */
+    SBX_ROUTE_POOL_CREATE,     /* POST /pools */
+    SBX_ROUTE_POOL_GET,        /* GET /pools/{name} */
+    SBX_ROUTE_POOL_UPDATE,     /* PUT /pools/{name}: {capacitySpec} */
+    SBX_ROUTE_POOL_DELETE,     /* DELETE /pools/{name} */
     /* /sandboxes/{id}/proxy/18080/policy of a sandbox with an egress policy (never matched
      * here: httpd.c turns such a proxy route into it, api_egress.c) */
     SBX_ROUTE_EGRESS_POLICY,
@@ -62,6 +67,7 @@ struct sbx_route_match {
     char port[SBX_ROUTE_SEG_MAX + 1];        /* raw segment */
     char secret[SBX_ROUTE_SECRET_MAX + 1];   /* admin: the raw secret name segment */
     char snapshot_id[SBX_ROUTE_SEG_MAX + 1]; /* /snapshots/{id}: raw segment */
+    char pool[SBX_ROUTE_SEG_MAX + 1];        /* /pools/{name}: raw segment ("" when too long) */
     /* proxy: the path after the port ("" or starting with '/'), in path; desktop static and
      * noVNC routes: the path after their prefix */
     const char *rest;

@@ -32,6 +32,7 @@
 #include "server/publish.h"
 #include "server/secretsrv.h"
 #include "server/srvutil.h"
+#include "server/pool.h"
 #include "server/snapshot.h"
 #include "server/store.h"
 
@@ -158,6 +159,7 @@ struct parts {
     struct sbx_registry *reg;
     struct sbx_mgr *mgr;
     struct sbx_snaps *snaps;
+    struct sbx_pools *pools;
     struct sbx_srv srv;
 };
 
@@ -198,6 +200,10 @@ open_parts(struct parts *p, sbx_error **err)
     p->srv.mgr = p->mgr;
     p->srv.reg = p->reg;
     p->srv.secrets = p->secrets;
+    /* the refiller creates through the API's checks and the manager: after both exist */
+    if (sbx_pools_open(&p->srv, p->store, &p->pools, err) < 0)
+        return -SBX_EGENERIC;
+    p->srv.pools = p->pools;
     set_handlers(&p->srv);
     if (sbx_http_start(&p->srv, err) < 0)
         return -SBX_EGENERIC;
@@ -209,6 +215,7 @@ close_parts(struct parts *p)
 {
     sbx_publish_stop(&p->srv);
     sbx_http_stop(&p->srv);
+    sbx_pools_close(p->pools);
     sbx_snaps_close(p->snaps);
     sbx_mgr_free(p->mgr);
     sbx_registry_free(p->reg);

@@ -35,6 +35,8 @@ static const char *const migrations[] = {
     "ALTER TABLE sandboxes ADD COLUMN events TEXT NOT NULL DEFAULT '[]';",
     /* 3: snapshots (snapshot.c), one JSON document per row */
     "CREATE TABLE snapshots (id TEXT PRIMARY KEY, doc TEXT NOT NULL);",
+    /* 4: pools of warm sandboxes (pool.c), one JSON document per pool name */
+    "CREATE TABLE pools (name TEXT PRIMARY KEY, doc TEXT NOT NULL);",
 };
 
 static int
@@ -344,15 +346,16 @@ sbx_store_snapshot_delete(struct sbx_store *st, const char *id, sbx_error **err)
     return doc_stmt(st, "DELETE FROM snapshots WHERE id = ?1", id, NULL, err);
 }
 
-int
-sbx_store_snapshot_load(struct sbx_store *st, void (*fn)(json_t *doc, void *ud), void *ud,
-                        sbx_error **err)
+/* Call fn for each document of `sql` (SELECT doc FROM ...). */
+static int
+doc_load(struct sbx_store *st, const char *sql, void (*fn)(json_t *doc, void *ud), void *ud,
+         sbx_error **err)
 {
     pthread_mutex_lock(&st->mu);
     sqlite3_stmt *s = NULL;
     int r = 0;
     int rc = 0;
-    if (sqlite3_prepare_v2(st->db, "SELECT doc FROM snapshots", -1, &s, NULL) != SQLITE_OK) {
+    if (sqlite3_prepare_v2(st->db, sql, -1, &s, NULL) != SQLITE_OK) {
         r = db_error(st->db, err, "prepare");
         goto out;
     }
@@ -369,4 +372,32 @@ out:
     sqlite3_finalize(s);
     pthread_mutex_unlock(&st->mu);
     return r;
+}
+
+int
+sbx_store_snapshot_load(struct sbx_store *st, void (*fn)(json_t *doc, void *ud), void *ud,
+                        sbx_error **err)
+{
+    return doc_load(st, "SELECT doc FROM snapshots", fn, ud, err);
+}
+
+/* ---- pools: one JSON document per pool (pool.c owns the shape) ---- */
+
+int
+sbx_store_pool_put(struct sbx_store *st, const char *name, const json_t *doc, sbx_error **err)
+{
+    return doc_stmt(st, "INSERT OR REPLACE INTO pools VALUES (?1, ?2)", name, doc, err);
+}
+
+int
+sbx_store_pool_delete(struct sbx_store *st, const char *name, sbx_error **err)
+{
+    return doc_stmt(st, "DELETE FROM pools WHERE name = ?1", name, NULL, err);
+}
+
+int
+sbx_store_pool_load(struct sbx_store *st, void (*fn)(json_t *doc, void *ud), void *ud,
+                    sbx_error **err)
+{
+    return doc_load(st, "SELECT doc FROM pools ORDER BY name", fn, ud, err);
 }

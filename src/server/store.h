@@ -30,6 +30,12 @@ int sbx_store_snapshot_put(struct sbx_store *st, const char *id, const json_t *d
 int sbx_store_snapshot_delete(struct sbx_store *st, const char *id, sbx_error **err);
 int sbx_store_snapshot_load(struct sbx_store *st, void (*fn)(json_t *doc, void *ud), void *ud,
                             sbx_error **err);
+/* Pool rows (pool.c): a JSON document per pool name; load calls fn for each (fn owns it). */
+int sbx_store_pool_put(struct sbx_store *st, const char *name, const json_t *doc,
+                       sbx_error **err);
+int sbx_store_pool_delete(struct sbx_store *st, const char *name, sbx_error **err);
+int sbx_store_pool_load(struct sbx_store *st, void (*fn)(json_t *doc, void *ud), void *ud,
+                        sbx_error **err);
 /* 0 when the store can be written (its write lock taken and released). */
 int sbx_store_check(struct sbx_store *st, sbx_error **err);
 /* The schema version of an open store. */

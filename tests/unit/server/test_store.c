@@ -38,7 +38,7 @@ test_roundtrip(void **state)
     (void)snprintf(path, sizeof path, "%s/sbx.db", dir);
     struct sbx_store *st = NULL;
     assert_int_equal(sbx_store_open(path, &st, NULL), 0);
-    assert_int_equal(sbx_store_version(st), 3);
+    assert_int_equal(sbx_store_version(st), 4);
     struct sbx_record *sb = sbx_record_new();
     sbx_srv_uuid4(sb->id);
     (void)snprintf(sb->provider, sizeof sb->provider, "process");
@@ -128,7 +128,7 @@ test_migrate_v1(void **state)
     sqlite3_close(db);
     struct sbx_store *st = NULL;
     assert_int_equal(sbx_store_open(path, &st, NULL), 0);
-    assert_int_equal(sbx_store_version(st), 3);
+    assert_int_equal(sbx_store_version(st), 4);
     struct seen seen = {0};
     assert_int_equal(sbx_store_load(st, collect, &seen, NULL), 0);
     assert_int_equal(seen.n, 1);
