@@ -140,6 +140,49 @@ test_migrate_v1(void **state)
     assert_int_equal(sbx_rm_rf(dir, NULL), 0);
 }
 
+static void
+collect_doc(json_t *doc, void *ud)
+{
+    json_t *all = ud;
+    (void)json_array_append_new(all, doc);
+}
+
+/* Pool rows: put replaces, delete removes, load gives them back by name. */
+static void
+test_pools(void **state)
+{
+    (void)state;
+    char dir[] = "/tmp/sbx-store-test-XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char path[128];
+    (void)snprintf(path, sizeof path, "%s/sbx.db", dir);
+    struct sbx_store *st = NULL;
+    assert_int_equal(sbx_store_open(path, &st, NULL), 0);
+    json_t *a = json_pack("{s:s, s:i}", "name", "a", "revision", 1);
+    json_t *b = json_pack("{s:s}", "name", "b");
+    assert_int_equal(sbx_store_pool_put(st, "b", b, NULL), 0);
+    assert_int_equal(sbx_store_pool_put(st, "a", a, NULL), 0);
+    (void)json_object_set_new(a, "revision", json_integer(2));
+    assert_int_equal(sbx_store_pool_put(st, "a", a, NULL), 0);
+    sbx_store_close(st);
+    assert_int_equal(sbx_store_open(path, &st, NULL), 0);
+    json_t *all = json_array();
+    assert_int_equal(sbx_store_pool_load(st, collect_doc, all, NULL), 0);
+    assert_int_equal(json_array_size(all), 2);
+    assert_true(json_equal(json_array_get(all, 0), a));
+    assert_int_equal(sbx_store_pool_delete(st, "a", NULL), 0);
+    json_array_clear(all);
+    assert_int_equal(sbx_store_pool_load(st, collect_doc, all, NULL), 0);
+    assert_int_equal(json_array_size(all), 1);
+    assert_true(json_equal(json_array_get(all, 0), b));
+    json_decref(all);
+    json_decref(a);
+    json_decref(b);
+    sbx_store_close(st);
+    (void)unlink(path);
+    (void)rmdir(dir);
+}
+
 int
 main(void)
 {
@@ -147,6 +190,7 @@ main(void)
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_events_capped),
         cmocka_unit_test(test_migrate_v1),
+        cmocka_unit_test(test_pools),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
