@@ -11,7 +11,7 @@ with `use_server_proxy=true` through the server). Python 3 stdlib only.
   api.py target --variant cold --work W --url URL ... | --reason TEXT   (the issue's speed target
          against a second server the driver started, or recorded as not measured)
   api.py delete-all --url URL --api-key KEY  (every sandbox of a server the driver started)
-Every verb takes --only SECTIONS (comma-separated: tti,exec,pause,files,code,api,density): the rest
+Every verb takes --only SECTIONS (comma-separated: tti,exec,pause,files,code,pool,api,density): the rest
 is neither run nor listed.
 """
 
@@ -64,6 +64,12 @@ PLAN = [
      "create from the snapshot -> first command result"),
     ("snapshot", "snapshot.create", "create from the image",
      "create from the snapshot's base image -> first command result (the restore's reference)"),
+    ("pool", "pool.exec", "one exec round trip (the reference)",
+     "POST /command `true` on a running sandbox through its endpoint, kept-alive connection"),
+    ("pool", "pool.pooled", "pooled create (extensions.poolRef)",
+     "POST /v1/sandboxes with extensions.poolRef -> endpoint -> first `true` result"),
+    ("pool", "pool.unpooled", "unpooled create",
+     "POST /v1/sandboxes -> endpoint -> execd /ping -> first `true` result"),
     ("api", "api.get", "GET /v1/sandboxes/{id}", "wrk, 2 threads, 16 connections"),
     ("api", "api.list", "GET /v1/sandboxes", "wrk, 2 threads, 16 connections"),
 ]
@@ -84,10 +90,10 @@ PEER_SKIPS = [
 CONFIG = {
     "full": {"serial": 30, "par10_rounds": 3, "par50_rounds": 1, "exec": 200, "exec_warm": 10,
              "density_cap": 100, "pause": 30, "sizes": [1, 100, 1024], "wrk_secs": 10,
-             "target_rounds": 10, "target_runs": 20},
+             "target_rounds": 10, "target_runs": 20, "pool": 200},
     "quick": {"serial": 5, "par10_rounds": 1, "par50_rounds": 0, "exec": 30, "exec_warm": 3,
               "density_cap": 10, "pause": 5, "sizes": [1, 100], "wrk_secs": 3,
-              "target_rounds": 3, "target_runs": 5},
+              "target_rounds": 3, "target_runs": 5, "pool": 20},
 }
 
 
@@ -446,6 +452,111 @@ def section_target(lc, cfg, work, args, key):
         rec["status"] = "failed"
         rec["reason"] = "`sbx run` failed in every run: " + (run_err[0] if run_err else "non-zero exit")
     record(work, rec)
+
+
+# ------------------------------------------------------------------ pools: a warm sandbox
+# "A pooled create -> first command result within 1.5x of one exec round trip (p50)": the three
+# measured side by side, round by round - a take from a pool of warm sandboxes, an ordinary
+# create, and one `true` on a sandbox that is already running. Between two takes the pool is
+# refilled (not timed), so each take finds a warm sandbox, as a pool sized for its load does.
+POOL_LIMIT = 1.5
+POOL_NAME = "sbx-bench"
+SETTLE_S = 0.05
+
+
+def pool_available(lc):
+    return lc.api.call("GET", f"/pools/{POOL_NAME}")["status"]["available"]
+
+
+def wait_pool(lc, n, deadline_s=60):
+    end = time.monotonic() + deadline_s
+    while pool_available(lc) < n:
+        if time.monotonic() > end:
+            raise ApiError(f"pool {POOL_NAME} did not refill to {n} within {deadline_s} s")
+        time.sleep(0.01)
+
+
+def pooled_once(lc):
+    """(seconds to the first result of a pooled create, error text or None); deletes it after."""
+    body = {"extensions": {"poolRef": POOL_NAME}, "timeout": 900,
+            "metadata": {"sbx-bench": str(os.getpid())}}
+    t0 = time.monotonic()
+    sid = None
+    try:
+        sid = lc.api.call("POST", "/sandboxes", body, expect=(200, 201, 202))["id"]
+        with lc.lock:
+            lc.live.add(sid)
+        execd = lc.execd(sid)
+        ok = run_command(execd)  # a warm sandbox's execd is up: no /ping first
+        dt = time.monotonic() - t0
+        execd.drop()
+        return dt, None if ok else "first command did not complete"
+    except (ApiError, OSError, KeyError, ValueError, http.client.HTTPException) as e:
+        return time.monotonic() - t0, str(e)[:300]
+    finally:
+        if sid:
+            lc.delete(sid)
+
+
+def section_pool(lc, cfg, work):
+    tmpl = {"image": {"uri": lc.image}, "entrypoint": ["tail", "-f", "/dev/null"],
+            "resourceLimits": {"cpu": "1", "memory": "512Mi"}}
+    if lc.provider:
+        tmpl["provider"] = lc.provider
+    lc.api.call("DELETE", f"/pools/{POOL_NAME}", expect=(204, 404))
+    lc.api.call("POST", "/pools", {"name": POOL_NAME, "template": tmpl, "capacitySpec": {
+        "bufferMax": 2, "bufferMin": 2, "poolMax": 4, "poolMin": 0}}, expect=(201,))
+    base = lc.create()
+    res = {k: ([], [], []) for k in ("exec", "pooled", "unpooled")}  # samples, codes, errors
+    try:
+        execd = lc.execd(base)
+        wait_ping(execd)
+        for _ in range(3):  # warm-up of every path (not kept)
+            run_command(execd)
+        wait_pool(lc, 2)
+        pooled_once(lc)
+        tti_once(lc)
+        for _ in range(cfg["pool"]):
+            # each measurement on a quiet machine: the pool refilled, the last delete's
+            # teardown (a runtime thread, after the 204) given time to end
+            samples = {}
+            for k in ("exec", "pooled", "unpooled"):
+                wait_pool(lc, 2)
+                time.sleep(SETTLE_S)
+                if k == "exec":
+                    t, c, err = timed(lambda: run_command(execd))
+                    samples[k] = (t, None if c == 0 else (err or "failed"))
+                elif k == "pooled":
+                    samples[k] = pooled_once(lc)
+                else:
+                    f, _, err = tti_once(lc)
+                    samples[k] = (f, err)
+            for k, (t, err) in samples.items():
+                res[k][0].append(t)
+                res[k][1].append(0 if err is None else 1)
+                if err:
+                    res[k][2].append(err)
+    finally:
+        lc.delete(base)
+        lc.api.call("DELETE", f"/pools/{POOL_NAME}", expect=(204, 404))
+    ex = stats.summarize(res["exec"][0], res["exec"][1])
+    for k in ("exec", "pooled", "unpooled"):
+        rid = "pool." + k
+        variant, what = PLAN_INDEX[rid]
+        samples, codes, errors = res[k]
+        s = stats.summarize(samples, codes)
+        extra = {"ratio_key": rid, "rounds": cfg["pool"]}
+        if errors:
+            extra["first_error"] = errors[0]
+        if k != "exec":
+            r50 = stats.ratio(s.get("p50"), ex.get("p50"))
+            r99 = stats.ratio(s.get("p99"), ex.get("p99"))
+            extra["vs_exec"] = {"p50_ratio": r50, "p99_ratio": r99, "exec_p50": ex.get("p50"),
+                                "exec_p99": ex.get("p99")}
+            if k == "pooled":
+                extra["vs_exec"]["limit"] = POOL_LIMIT
+                extra["vs_exec"]["verdict"] = None if r50 is None else "met" if r50 <= POOL_LIMIT else "missed"
+        record(work, latency_record("pool", rid, variant, what, samples, codes, extra))
 
 
 # ------------------------------------------------------------------ 3. exec round trip
@@ -1121,6 +1232,9 @@ def cmd_run(args):
         if wanted(args, "snapshot"):
             run_section("snapshot", lambda: section_snapshot(lc, cfg, w), w,
                         {"snapshot.capture", "snapshot.ready", "snapshot.restore", "snapshot.create"})
+        if wanted(args, "pool"):
+            run_section("pool", lambda: section_pool(lc, cfg, w), w,
+                        {"pool.exec", "pool.pooled", "pool.unpooled"})
         if wanted(args, "api"):
             run_section("api", lambda: section_api(lc, cfg, w), w, {"api.get", "api.list"})
         if wanted(args, "density"):

@@ -81,6 +81,17 @@ SECTIONS = [
         "10 MB; restore as fast as a create.",
     ),
     (
+        "pool",
+        "12. Pools: a warm sandbox",
+        "A pool of warm sandboxes (`POST /v1/pools`, bufferMin = bufferMax = 2) and, round by round "
+        "side by side: a pooled create (`extensions.poolRef`) -> endpoint -> first `true` result "
+        "(the warm sandbox's execd is up: no /ping), an ordinary create -> endpoint -> execd /ping -> "
+        "first `true` result, and one `POST /command` `true` on a running sandbox through its "
+        "endpoint over a kept-alive connection (the reference). Each taken sandbox is deleted and "
+        "the pool refilled between rounds, untimed. Issue target: pooled p50 <= 1.5x the exec round "
+        "trip p50.",
+    ),
+    (
         "api",
         "7. API throughput",
         "wrk against the lifecycle API (2 threads; the server shares the 2 cores with wrk).",
@@ -245,6 +256,20 @@ def target_detail(rec):
             f"{' '.join(rec['loadavg_after'])} after: {target_text(rec)}")
 
 
+def pool_detail(rec):
+    """A pool row against the exec round trip: its p50 and p99 ratios (and the target's verdict)."""
+    v = rec["vs_exec"]
+    if v.get("p50_ratio") is None:
+        return f"- **{rec.get('variant', '')}**: no ratio (a side has no successful run)"
+    text = (f"- **{rec.get('variant', '')}** vs one exec round trip: p50 {stats.fmt_ms(rec['summary'].get('p50'))} ms / "
+            f"{stats.fmt_ms(v['exec_p50'])} ms = {v['p50_ratio']:.2f}\u00d7, p99 "
+            f"{stats.fmt_ms(rec['summary'].get('p99'))} ms / {stats.fmt_ms(v['exec_p99'])} ms = "
+            f"{v['p99_ratio']:.2f}\u00d7")
+    if v.get("limit"):
+        text += f" (target p50 \u2264 {v['limit']:g}\u00d7: **{v['verdict']}**)"
+    return text
+
+
 def throughput_table(recs):
     lines = [
         "| tool | variant | size | direction | seconds | MiB/s | content check | notes |",
@@ -329,6 +354,7 @@ def section_lines(key, title, desc, records, plots):
                     f"p90 {stats.fmt_ms(wd['p90'])} ms, p99 {stats.fmt_ms(wd['p99'])} ms"
                 )
         lines += [target_detail(r) for r in lat if r.get("target")]
+        lines += [pool_detail(r) for r in lat if r.get("vs_exec")]
     tp = [r for r in measured if r.get("kind") == "throughput"]
     if tp:
         lines += [""] + throughput_table(tp)

@@ -290,6 +290,44 @@ test("snapshots: create, Ready, list, restore with snapshotId, delete", async (t
   }
 });
 
+// SDK 0.1.11 has no pool calls: the pool is made over HTTP, the create from it is the SDK's own
+// Sandbox.create with extensions.poolRef (its default entrypoint and limits, the pool's image).
+test("pools: Sandbox.create with extensions.poolRef takes a warm sandbox", async (t) => {
+  if (provider !== "native" && provider !== "process") {
+    t.skip(`provider ${provider} keeps no pools`);
+    return;
+  }
+  const base = `http://${process.env.OPEN_SANDBOX_DOMAIN}/v1/pools`;
+  const headers = { "OPEN-SANDBOX-API-KEY": process.env.OPEN_SANDBOX_API_KEY,
+                    "Content-Type": "application/json" };
+  const name = `compat-${process.pid}`;
+  const made = await fetch(base, { method: "POST", headers, body: JSON.stringify({
+    name, capacitySpec: { bufferMax: 1, bufferMin: 1, poolMax: 3, poolMin: 0 },
+    template: { image: { uri: image }, entrypoint: ["tail", "-f", "/dev/null"], provider,
+                env: { FROM_POOL: "1" } } }) });
+  assert.equal(made.status, 201, await made.text());
+  try {
+    for (let i = 0; i < 100; i++) { // the refiller makes the warm one
+      const p = await (await fetch(`${base}/${name}`, { headers })).json();
+      if (p.status.available === 1) break;
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const sbx = await make({ extensions: { provider, poolRef: name },
+                             metadata: { suite, role: "pooled" } });
+    const info = await sbx.getInfo();
+    assert.equal(info.status.state, "Running");
+    assert.equal(info.metadata.role, "pooled");
+    const ex = await sbx.commands.run("echo $FROM_POOL");
+    assert.deepEqual(ex.logs.stdout.map((m) => m.text), ["1"]);
+    const p = await (await fetch(`${base}/${name}`, { headers })).json();
+    assert.equal(p.status.allocated, 1);
+    await assert.rejects(make({ extensions: { provider, poolRef: name }, entrypoint: ["sleep", "9"] }),
+      (err) => { assert.match(String(err.error?.message ?? err.message), /entrypoint/); return true; });
+  } finally {
+    await fetch(`${base}/${name}`, { method: "DELETE", headers });
+  }
+});
+
 test("manager: list with metadata and state filters", async () => {
   const sbx = await make({ metadata: { suite, role: "listed" } });
   const manager = SandboxManager.create({ connectionConfig: config });
