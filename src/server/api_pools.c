@@ -44,10 +44,10 @@ pool_error(struct sbx_reply *out, const sbx_error *err)
 {
     int code = sbx_error_code(err);
     sbx_reply_from(out, err,
-                   code == SBX_ENOTFOUND  ? "POOL::NOT_FOUND"
-                   : code == SBX_EEXISTS  ? "POOL::ALREADY_EXISTS"
-                   : code == SBX_ELIMIT   ? "POOL::EXHAUSTED"
-                                          : NULL);
+                   code == SBX_ENOTFOUND ? "POOL::NOT_FOUND"
+                   : code == SBX_EEXISTS ? "POOL::ALREADY_EXISTS"
+                   : code == SBX_ELIMIT  ? "POOL::EXHAUSTED"
+                                         : NULL);
 }
 
 /* ---- a Kubernetes pod template, where it maps simply ---- */
@@ -203,8 +203,8 @@ check_template(struct sbx_req *r, const json_t *t, struct sbx_reply *out)
         sbx_reply_error(out, 400, BAD, "`template` must be an object (a create body)");
         return NULL;
     }
-    json_t *body = json_is_object(json_object_get(t, "spec")) ? from_pod_template(t, out)
-                                                               : json_deep_copy(t);
+    json_t *body =
+        json_is_object(json_object_get(t, "spec")) ? from_pod_template(t, out) : json_deep_copy(t);
     if (!body)
         return NULL;
     const char *refused = template_refused(body);
@@ -289,8 +289,8 @@ h_update(struct sbx_req *r, struct sbx_reply *out)
     char why[200];
     json_t *doc = NULL;
     sbx_autoerror sbx_error *err = NULL;
-    if (sbx_pool_capacity_parse(json_object_get(body, "capacitySpec"),
-                                r->srv->cfg->max_sandboxes, &c, why, sizeof why) < 0)
+    if (sbx_pool_capacity_parse(json_object_get(body, "capacitySpec"), r->srv->cfg->max_sandboxes,
+                                &c, why, sizeof why) < 0)
         sbx_reply_error(out, 400, BAD, "%s", why);
     else if (sbx_pools_update(r->srv->pools, name, &c, &doc, &err) < 0)
         pool_error(out, err);
@@ -382,8 +382,8 @@ fixed_field(struct sbx_req *r, const json_t *req, const json_t *tmpl)
     json_t *img = json_object_get(req, "image");
     if (given(json_object_get(req, "snapshotId")))
         return "snapshotId";
-    if (given(img) && !same(json_object_get(img, "uri"),
-                            json_object_get(json_object_get(tmpl, "image"), "uri")))
+    if (given(img) &&
+        !same(json_object_get(img, "uri"), json_object_get(json_object_get(tmpl, "image"), "uri")))
         return "image";
     json_t *ep = json_object_get(req, "entrypoint");
     if (given(ep) && !same(ep, json_object_get(tmpl, "entrypoint")))
@@ -404,8 +404,8 @@ fixed_field(struct sbx_req *r, const json_t *req, const json_t *tmpl)
         prov = json_object_get(json_object_get(req, "extensions"), "provider");
     const char *pname = json_string_value(prov);
     const char *resolved = given(prov) ? sbx_registry_resolve(r->srv->reg, pname) : NULL;
-    if (given(prov) &&
-        (!resolved || strcmp(resolved, json_string_value(json_object_get(tmpl, "provider")))))
+    const char *want = json_string_value(json_object_get(tmpl, "provider"));
+    if (given(prov) && (!pname || !resolved || !want || strcmp(resolved, want) != 0))
         return "provider";
     json_t *ext = json_object_get(req, "extensions");
     if (json_object_get(ext, SBX_REUSE_KEY_EXT))
@@ -457,16 +457,15 @@ merged_body(const json_t *req, const json_t *tmpl, struct sbx_reply *out)
 void
 sbx_api_pool_sandbox(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
 {
-    const char *name = json_string_value(
-        json_object_get(json_object_get(body, "extensions"), SBX_POOL_REF_EXT));
+    const char *name =
+        json_string_value(json_object_get(json_object_get(body, "extensions"), SBX_POOL_REF_EXT));
     if (!json_is_object(json_object_get(body, "extensions")) || !name || !*name) {
         sbx_reply_error(out, 400, BAD, "`extensions.poolRef` must be a pool's name");
         return;
     }
     json_t *tmpl = NULL;
     sbx_autoerror sbx_error *err = NULL;
-    if (!sbx_pool_name_valid(name) ||
-        sbx_pools_template(r->srv->pools, name, &tmpl, &err) < 0) {
+    if (!sbx_pool_name_valid(name) || sbx_pools_template(r->srv->pools, name, &tmpl, &err) < 0) {
         sbx_reply_error(out, 404, "POOL::NOT_FOUND", "pool `%.64s` not found", name);
         return;
     }

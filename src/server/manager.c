@@ -575,8 +575,7 @@ sbx_mgr_each(struct sbx_mgr *m, sbx_mgr_each_fn fn, void *ud)
 
 /* Apply change to a copy of e's record; store it, then swap it in (lock held, e idle). */
 static int
-claim_entry(struct sbx_mgr *m, struct entry *e, sbx_mgr_change_fn change, void *ud,
-            sbx_error **err)
+claim_entry(struct sbx_mgr *m, struct entry *e, sbx_mgr_change_fn change, void *ud, sbx_error **err)
 {
     struct sbx_record *work = sbx_record_dup(e->sb);
     int r = change(work, ud, err);

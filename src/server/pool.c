@@ -63,8 +63,8 @@ sbx_pool_capacity_parse(const json_t *spec, int64_t max_total, struct sbx_pool_c
         }
         v[i] = json_integer_value(x);
     }
-    struct sbx_pool_capacity c = {.buffer_max = v[0], .buffer_min = v[1], .pool_max = v[2],
-                                  .pool_min = v[3]};
+    struct sbx_pool_capacity c = {
+        .buffer_max = v[0], .buffer_min = v[1], .pool_max = v[2], .pool_min = v[3]};
     const char *bad = NULL;
     if (c.buffer_min > c.buffer_max)
         bad = "`capacitySpec.bufferMin` is greater than `bufferMax`";
@@ -159,9 +159,9 @@ struct pool {
     size_t creating; /* warm creates in flight */
     size_t taking;   /* on-demand creates of takes in flight */
     struct sbx_pool_counts n;
-    unsigned failures;  /* refills failed in a row */
-    int64_t retry_ms;   /* no refill before this (back-off) */
-    char *last_error;   /* why the last refill failed */
+    unsigned failures; /* refills failed in a row */
+    int64_t retry_ms;  /* no refill before this (back-off) */
+    char *last_error;  /* why the last refill failed */
     struct pool *next;
 };
 
@@ -199,10 +199,9 @@ pool_free(struct pool *x)
 static json_t *
 pool_doc(const struct pool *x)
 {
-    return json_pack("{s:s, s:s, s:O, s:o, s:I, s:I}", "name", x->name, "uid", x->uid,
-                     "template", x->tmpl, "capacitySpec", sbx_pool_capacity_json(&x->cap),
-                     "createdAt", (json_int_t)x->created_ms, "revision",
-                     (json_int_t)x->revision);
+    return json_pack("{s:s, s:s, s:O, s:o, s:I, s:I}", "name", x->name, "uid", x->uid, "template",
+                     x->tmpl, "capacitySpec", sbx_pool_capacity_json(&x->cap), "createdAt",
+                     (json_int_t)x->created_ms, "revision", (json_int_t)x->revision);
 }
 
 static int
@@ -308,11 +307,11 @@ pool_json(const struct pool *x)
     char rev[24];
     sbx_srv_format_time(x->created_ms, ts);
     (void)snprintf(rev, sizeof rev, "%lld", (long long)x->revision);
-    json_t *o = json_pack(
-        "{s:s, s:o, s:{s:I, s:I, s:I, s:s}, s:s}", "name", x->name, "capacitySpec",
-        sbx_pool_capacity_json(&x->cap), "status", "total", (json_int_t)total_of(&x->n),
-        "allocated", (json_int_t)x->n.allocated, "available", (json_int_t)x->n.available,
-        "revision", rev, "createdAt", ts);
+    json_t *o =
+        json_pack("{s:s, s:o, s:{s:I, s:I, s:I, s:s}, s:s}", "name", x->name, "capacitySpec",
+                  sbx_pool_capacity_json(&x->cap), "status", "total", (json_int_t)total_of(&x->n),
+                  "allocated", (json_int_t)x->n.allocated, "available", (json_int_t)x->n.available,
+                  "revision", rev, "createdAt", ts);
     /* sbx: the provider its sandboxes run on, and why refills fail when they do */
     (void)json_object_set(o, "provider", json_object_get(x->tmpl, "provider"));
     if (x->last_error)
@@ -426,8 +425,7 @@ wait_tick(struct sbx_pools *p)
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
     ts.tv_sec += TICK_MS / 1000;
-    while (!p->stopping && !p->kicked &&
-           pthread_cond_timedwait(&p->cv, &p->mu, &ts) != ETIMEDOUT)
+    while (!p->stopping && !p->kicked && pthread_cond_timedwait(&p->cv, &p->mu, &ts) != ETIMEDOUT)
         ;
     p->kicked = false;
 }
@@ -491,8 +489,8 @@ load_cb(json_t *doc, void *ud)
     struct sbx_pool_capacity c = {0};
     char why[160];
     if (!sbx_pool_name_valid(name) || !uid || strlen(uid) >= 33 || !json_is_object(tmpl) ||
-        sbx_pool_capacity_parse(json_object_get(doc, "capacitySpec"), SBX_POOL_COUNT_MAX, &c,
-                                why, sizeof why) < 0) {
+        sbx_pool_capacity_parse(json_object_get(doc, "capacitySpec"), SBX_POOL_COUNT_MAX, &c, why,
+                                sizeof why) < 0) {
         sbx_warn("pool: a stored pool is unreadable; skipped");
         json_decref(doc);
         return;
@@ -576,9 +574,9 @@ sbx_pools_add(struct sbx_pools *p, const char *name, const json_t *tmpl,
     x->created_ms = sbx_wall_ms();
     x->revision = 1;
     pthread_mutex_lock(&p->mu);
-    int r = find_pool(p, name) ? sbx_error_set(err, SBX_EEXISTS, 0, "pool `%s` already exists",
-                                               name)
-                               : pool_save(p, x, err);
+    int r = find_pool(p, name)
+                ? sbx_error_set(err, SBX_EEXISTS, 0, "pool `%s` already exists", name)
+                : pool_save(p, x, err);
     if (r >= 0) {
         x->next = p->head;
         p->head = x;

@@ -31,8 +31,7 @@ int sbx_store_snapshot_delete(struct sbx_store *st, const char *id, sbx_error **
 int sbx_store_snapshot_load(struct sbx_store *st, void (*fn)(json_t *doc, void *ud), void *ud,
                             sbx_error **err);
 /* Pool rows (pool.c): a JSON document per pool name; load calls fn for each (fn owns it). */
-int sbx_store_pool_put(struct sbx_store *st, const char *name, const json_t *doc,
-                       sbx_error **err);
+int sbx_store_pool_put(struct sbx_store *st, const char *name, const json_t *doc, sbx_error **err);
 int sbx_store_pool_delete(struct sbx_store *st, const char *name, sbx_error **err);
 int sbx_store_pool_load(struct sbx_store *st, void (*fn)(json_t *doc, void *ud), void *ud,
                         sbx_error **err);

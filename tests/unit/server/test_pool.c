@@ -57,11 +57,9 @@ test_capacity(void **state)
 }
 
 static void
-plan(const struct sbx_pool_capacity *c, size_t avail, size_t alloc, size_t creating,
-     size_t taking, size_t want_create, size_t want_trim)
+plan(const struct sbx_pool_capacity *c, struct sbx_pool_counts n, size_t want_create,
+     size_t want_trim)
 {
-    struct sbx_pool_counts n = {
-        .available = avail, .allocated = alloc, .creating = creating, .taking = taking};
     size_t create = 99;
     size_t trim = 99;
     sbx_pool_plan(c, &n, &create, &trim);
@@ -69,26 +67,29 @@ plan(const struct sbx_pool_capacity *c, size_t avail, size_t alloc, size_t creat
     assert_int_equal(trim, want_trim);
 }
 
+/* counts: available, allocated, creating, taking */
+#define N(a, b, c, d) ((struct sbx_pool_counts){a, b, c, d})
+
 static void
 test_plan(void **state)
 {
     (void)state;
     struct sbx_pool_capacity c = {.buffer_max = 3, .buffer_min = 2, .pool_max = 5, .pool_min = 0};
-    plan(&c, 0, 0, 0, 0, 2, 0); /* empty: fill to bufferMin */
-    plan(&c, 1, 0, 1, 0, 0, 0); /* one being made counts */
-    plan(&c, 2, 0, 0, 0, 0, 0);
-    plan(&c, 0, 4, 0, 0, 1, 0); /* poolMax caps the refill */
-    plan(&c, 0, 5, 0, 0, 0, 0); /* full */
-    plan(&c, 0, 4, 0, 1, 0, 0); /* a take's own create counts toward the total */
-    plan(&c, 5, 0, 0, 0, 0, 2); /* above bufferMax: trim */
-    plan(&c, 2, 4, 0, 0, 0, 1); /* above poolMax (a lowered capacity): trim warm ones */
-    plan(&c, 0, 7, 0, 0, 0, 0); /* taken ones are never trimmed */
+    plan(&c, N(0, 0, 0, 0), 2, 0); /* empty: fill to bufferMin */
+    plan(&c, N(1, 0, 1, 0), 0, 0); /* one being made counts */
+    plan(&c, N(2, 0, 0, 0), 0, 0);
+    plan(&c, N(0, 4, 0, 0), 1, 0); /* poolMax caps the refill */
+    plan(&c, N(0, 5, 0, 0), 0, 0); /* full */
+    plan(&c, N(0, 4, 0, 1), 0, 0); /* a take's own create counts toward the total */
+    plan(&c, N(5, 0, 0, 0), 0, 2); /* above bufferMax: trim */
+    plan(&c, N(2, 4, 0, 0), 0, 1); /* above poolMax (a lowered capacity): trim warm ones */
+    plan(&c, N(0, 7, 0, 0), 0, 0); /* taken ones are never trimmed */
     struct sbx_pool_capacity m = {.buffer_max = 2, .buffer_min = 0, .pool_max = 10, .pool_min = 4};
-    plan(&m, 0, 0, 0, 0, 2, 0); /* poolMin, within bufferMax */
-    plan(&m, 0, 3, 0, 0, 1, 0);
-    plan(&m, 2, 2, 0, 0, 0, 0);
+    plan(&m, N(0, 0, 0, 0), 2, 0); /* poolMin, within bufferMax */
+    plan(&m, N(0, 3, 0, 0), 1, 0);
+    plan(&m, N(2, 2, 0, 0), 0, 0);
     struct sbx_pool_capacity z = {0};
-    plan(&z, 0, 0, 0, 0, 0, 0);
+    plan(&z, N(0, 0, 0, 0), 0, 0);
     /* room for a take's create: total below poolMax */
     struct sbx_pool_counts n = {.allocated = 4, .creating = 0};
     assert_true(sbx_pool_room(&c, &n));
