@@ -29,6 +29,10 @@
 #define TICK_MS      1000  /* the refiller looks at every pool at least this often */
 #define TAKE_WAIT_MS 30000 /* a take from a full pool waits this long for a warm one */
 #define BACKOFF_MAX  30000 /* between refills of a pool whose creates fail */
+/* After a take, refills wait this long while the pool still has a warm sandbox: the new
+ * owner's first commands come within milliseconds, and on a small machine a create running
+ * beside them (clone, mounts, cgroups) doubles their time. An empty pool refills at once. */
+#define REFILL_DELAY_MS 50
 
 /* ---- the pure part ---- */
 
@@ -176,6 +180,7 @@ struct sbx_pools {
     bool started;
     bool stopping;
     bool kicked;
+    int64_t quiet_until; /* sbx_now_ms: refills of pools with a warm sandbox wait (a take) */
 };
 
 static struct pool *
@@ -379,6 +384,7 @@ static struct pool *
 next_refill(struct sbx_pools *p, struct victims *trims, json_t **tmpl)
 {
     int64_t now = (int64_t)sbx_now_ms();
+    bool quiet = now < p->quiet_until;
     struct pool *pick = NULL;
     for (struct pool *x = p->head; x; x = x->next) {
         size_t create = 0;
@@ -388,7 +394,7 @@ next_refill(struct sbx_pools *p, struct victims *trims, json_t **tmpl)
             struct trim t = {.x = x, .v = trims, .want = trim};
             sbx_mgr_each(p->srv->mgr, trim_one, &t);
         }
-        if (!pick && create && now >= x->retry_ms)
+        if (!pick && create && now >= x->retry_ms && !(quiet && x->n.available > 0))
             pick = x;
     }
     if (pick) {
@@ -419,12 +425,23 @@ refill_done(struct sbx_pools *p, const char *name, const char *uid, const sbx_er
     sbx_warn("pool %s: refill failed (%u in a row): %s", name, x->failures, sbx_error_msg(err));
 }
 
-static void
-wait_tick(struct sbx_pools *p)
+static struct timespec
+deadline_in(int64_t ms)
 {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_sec += TICK_MS / 1000;
+    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+    ts.tv_sec += ms / 1000 + ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    return ts;
+}
+
+/* Until kicked, stopping, a tick, or the end of a quiet time after a take (lock held). */
+static void
+wait_tick(struct sbx_pools *p)
+{
+    int64_t left = p->quiet_until - (int64_t)sbx_now_ms();
+    struct timespec ts = deadline_in(left > 0 && left < TICK_MS ? left : TICK_MS);
     while (!p->stopping && !p->kicked && pthread_cond_timedwait(&p->cv, &p->mu, &ts) != ETIMEDOUT)
         ;
     p->kicked = false;
@@ -730,11 +747,7 @@ take_change(struct sbx_record *sb, void *ud, sbx_error **err)
 static void
 wait_ready(struct sbx_pools *p, int64_t ms)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    ts.tv_sec += ms / 1000 + ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
+    struct timespec ts = deadline_in(ms);
     (void)pthread_cond_timedwait(&p->ready_cv, &p->mu, &ts);
 }
 
@@ -781,6 +794,9 @@ sbx_pools_take(struct sbx_pools *p, const char *name, struct sbx_record *want,
         sbx_autoerror sbx_error *cerr = NULL;
         int r = sbx_mgr_claim(p->srv->mgr, take_pick, take_change, &t, out, &cerr);
         if (r >= 0 || sbx_error_code(cerr) != SBX_ENOTFOUND) {
+            int64_t now = (int64_t)sbx_now_ms();
+            if (r >= 0 && now >= p->quiet_until) /* not extended: a burst still refills */
+                p->quiet_until = now + REFILL_DELAY_MS;
             p->kicked = true; /* refill behind the take */
             pthread_cond_signal(&p->cv);
             pthread_mutex_unlock(&p->mu);
