@@ -545,7 +545,7 @@ def section_pool(lc, cfg, work):
         variant, what = PLAN_INDEX[rid]
         samples, codes, errors = res[k]
         s = stats.summarize(samples, codes)
-        extra = {"ratio_key": rid, "rounds": cfg["pool"]}
+        extra = {"ratio_key": "pool", "rounds": cfg["pool"]}  # one table order, one plot
         if errors:
             extra["first_error"] = errors[0]
         if k != "exec":
