@@ -617,7 +617,7 @@ sbx_mgr_claim(struct sbx_mgr *m, sbx_mgr_pick_fn pick, sbx_mgr_change_fn change,
     }
     int r = e ? claim_entry(m, e, change, ud, err)
               : sbx_error_set(err, SBX_ENOTFOUND, 0, "no sandbox to claim");
-    if (r >= 0)
+    if (r >= 0 && e)
         *out = sbx_record_dup(e->sb);
     pthread_mutex_unlock(&m->mu);
     return r;

@@ -640,7 +640,7 @@ sbx_pools_update(struct sbx_pools *p, const char *name, const struct sbx_pool_ca
     pthread_mutex_lock(&p->mu);
     struct pool *x = find_pool(p, name);
     int r = x ? 0 : not_found(name, err);
-    if (r >= 0) {
+    if (r >= 0 && x) {
         struct sbx_pool_capacity old = x->cap;
         x->cap = *c;
         x->revision++;
@@ -666,7 +666,7 @@ sbx_pools_remove(struct sbx_pools *p, const char *name, sbx_error **err)
     pthread_mutex_lock(&p->mu);
     struct pool *x = find_pool(p, name);
     int r = x ? sbx_store_pool_delete(p->store, name, err) : not_found(name, err);
-    if (r >= 0) {
+    if (r >= 0 && x) {
         struct pool **pp = &p->head;
         while (*pp != x)
             pp = &(*pp)->next;
