@@ -349,9 +349,12 @@ enqueue_create(struct sbx_mgr *m, struct entry *e, sbx_error **err)
 {
     if (m->stopping)
         return sbx_error_set(err, SBX_EUNAVAIL, 0, "the server is shutting down");
-    if (count_live(m) >= m->opts.max_sandboxes)
-        return sbx_error_set(err, SBX_ELIMIT, 0, "too many sandboxes (limit %zu)",
-                             m->opts.max_sandboxes);
+    size_t live = count_live(m);
+    if (live >= m->opts.max_sandboxes)
+        return sbx_error_set(err, SBX_ELIMIT, 0,
+                             "too many sandboxes: %zu live, the limit is %zu (limits.max_sandboxes "
+                             "in the server's config)",
+                             live, m->opts.max_sandboxes);
     sbx_record_set_state(e->sb, "Pending", "PROVISIONING", "queued");
     if (sbx_store_put(m->opts.store, e->sb, err) < 0)
         return sbx_error_wrap(err, "create sandbox");
