@@ -127,3 +127,13 @@ sbx_strmap_count(const struct sbx_strmap *m)
 {
     return m->count;
 }
+
+void
+sbx_strmap_each(const struct sbx_strmap *m, void (*fn)(const char *key, void *val, void *ud),
+                void *ud)
+{
+    for (size_t i = 0; i < m->nbuckets; i++) {
+        for (const struct sbx_strmap_node *n = m->buckets[i]; n; n = n->next)
+            fn(n->key, n->val, ud);
+    }
+}

@@ -21,3 +21,6 @@ void *sbx_strmap_get(const struct sbx_strmap *m, const char *key);
 /* Remove; returns the value removed, or NULL. */
 void *sbx_strmap_del(struct sbx_strmap *m, const char *key);
 size_t sbx_strmap_count(const struct sbx_strmap *m);
+/* fn for every entry, in no particular order; fn must not change the map. */
+void sbx_strmap_each(const struct sbx_strmap *m, void (*fn)(const char *key, void *val, void *ud),
+                     void *ud);

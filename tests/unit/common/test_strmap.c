@@ -64,12 +64,41 @@ test_many_grow_and_remove(void **state)
     assert_null(sbx_strmap_get(&m, "anything")); /* usable (empty) after free */
 }
 
+static void
+sum_cb(const char *key, void *val, void *ud)
+{
+    assert_true(strncmp(key, "k", 1) == 0);
+    *(long *)ud += *(int *)val;
+}
+
+static void
+test_each(void **state)
+{
+    (void)state;
+    static int vals[100];
+    struct sbx_strmap m;
+    sbx_strmap_init(&m);
+    long sum = 0;
+    sbx_strmap_each(&m, sum_cb, &sum); /* empty: no call */
+    assert_int_equal(sum, 0);
+    char key[16];
+    for (int i = 0; i < 100; i++) {
+        vals[i] = i;
+        (void)snprintf(key, sizeof key, "k%d", i);
+        (void)sbx_strmap_put(&m, key, &vals[i]);
+    }
+    sbx_strmap_each(&m, sum_cb, &sum);
+    assert_int_equal(sum, 4950);
+    sbx_strmap_free(&m);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_put_get_del),
         cmocka_unit_test(test_many_grow_and_remove),
+        cmocka_unit_test(test_each),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
