@@ -11,7 +11,7 @@ operation are taken one at a time:
   create  POST /v1/sandboxes until GET reports Running (the extra sandboxes are the delete samples)
   exec    POST /command `echo` through the server's proxy route, a random live sandbox each time
   list    GET /v1/sandboxes (the default page of 20, all sandboxes matching)
-  delete  DELETE /v1/sandboxes/{id} of the N sandboxes the create samples made, until 204
+  delete  DELETE /v1/sandboxes/{id} of each create sample right after it, until 204
 and the server's RSS and the host's MemAvailable drop are read. A step that cannot be filled (a
 create fails) ends the run with the error as the reason; so does the time box. Everything the
 run created is deleted at the end. Python 3 stdlib only.
@@ -167,20 +167,19 @@ class Scale:
     def measure(self, n_live):
         s = self.args.samples
         out = {op: [] for op in OPS}
-        made = []
+        # each create sample is deleted again at once (the delete sample): the count stays at
+        # n_live (+1), so a step right under a limit is measured, not pushed over it
         for _ in range(s):
             sid, dt = self.create()
-            made.append(sid)
             out["create"].append(dt)
-        pool = [x for x in self.live if x not in set(made)] or made
+            out["delete"].append(self.delete(sid))
+        pool = list(self.live)
         for _ in range(s):
             out["exec"].append(self.exec_echo(random.choice(pool)))
         total = None
         for _ in range(s):
             dt, total = self.list_page()
             out["list"].append(dt)
-        for sid in made:
-            out["delete"].append(self.delete(sid))
         return out, total
 
     def cleanup(self):
@@ -212,7 +211,11 @@ class Scale:
                     stop_reason = f"time box of {a.time_box} s reached before measuring {target}"
                     break
                 time.sleep(a.settle)
-                ops, total = self.measure(target)
+                try:
+                    ops, total = self.measure(target)
+                except (api.ApiError, OSError) as e:
+                    stop_reason = f"at {len(self.live)} live sandboxes, measuring step {target}: {e}"
+                    break
                 rss = self.rss()
                 cg = self.cgroup_bytes()
                 drop = base_avail - api.mem_available()

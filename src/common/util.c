@@ -404,7 +404,8 @@ void
 sbx_nofile_restore(void)
 {
     struct rlimit cur;
-    if (nofile_orig_soft && getrlimit(RLIMIT_NOFILE, &cur) == 0 && cur.rlim_cur > nofile_orig_soft) {
+    if (nofile_orig_soft && getrlimit(RLIMIT_NOFILE, &cur) == 0 &&
+        cur.rlim_cur > nofile_orig_soft) {
         cur.rlim_cur = nofile_orig_soft;
         (void)setrlimit(RLIMIT_NOFILE, &cur);
     }

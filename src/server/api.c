@@ -756,8 +756,11 @@ list_json(struct sbx_req *r, const struct list_q *q)
         start = SIZE_MAX; /* overflow: a page past any end */
     struct sbx_record **page = NULL;
     size_t n = 0;
-    size_t kept = sbx_mgr_list_page(r->srv->mgr, all ? NULL : list_match, (void *)q, start,
-                                    (size_t)q->page_size, &page, &n);
+    struct sbx_mgr_page want = {.match = all ? NULL : list_match,
+                                .ud = (void *)q,
+                                .start = start,
+                                .count = (size_t)q->page_size};
+    size_t kept = sbx_mgr_list_page(r->srv->mgr, &want, &page, &n);
     struct sbx_page pg;
     sbx_page_calc(kept, (size_t)q->page, (size_t)q->page_size, &pg);
     json_t *items = json_array();

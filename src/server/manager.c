@@ -60,7 +60,7 @@ struct sbx_mgr {
     pthread_cond_t cv;      /* an operation ended (create done, entry idle), stopping */
     pthread_cond_t jobs_cv; /* a create was queued, stopping: the workers wait here alone */
     pthread_cond_t stop_cv; /* stopping: the reaper's 1 s ticks wait here alone */
-    struct entry **items; /* unordered; an entry knows its index (O(1) removal) */
+    struct entry **items;   /* unordered; an entry knows its index (O(1) removal) */
     size_t n, cap;
     struct sbx_strmap by_id;       /* id -> entry: lookups that do not grow with the count */
     struct entry *newest, *oldest; /* listing order (newest_first) */
@@ -599,9 +599,13 @@ sbx_mgr_list(struct sbx_mgr *m, struct sbx_record ***out, size_t *n)
 }
 
 size_t
-sbx_mgr_list_page(struct sbx_mgr *m, sbx_mgr_match_fn match, void *ud, size_t start,
-                  size_t count, struct sbx_record ***out, size_t *n)
+sbx_mgr_list_page(struct sbx_mgr *m, const struct sbx_mgr_page *pg, struct sbx_record ***out,
+                  size_t *n)
 {
+    sbx_mgr_match_fn match = pg->match;
+    void *ud = pg->ud;
+    size_t start = pg->start;
+    size_t count = pg->count;
     pthread_mutex_lock(&m->mu);
     struct sbx_record **items = sbx_xcalloc(count + 1, sizeof(struct sbx_record *));
     size_t total = 0;

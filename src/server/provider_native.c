@@ -92,7 +92,7 @@ struct native_data {
     struct sbx_egress *egress;
     char egress_gw[16];
     char *egress_dns;
-    pthread_mutex_t mu; /* guards hs */
+    pthread_mutex_t mu;   /* guards hs */
     struct sbx_strmap hs; /* sandbox id -> its open handle (struct sbx_rt_sandbox *) */
 };
 

@@ -191,10 +191,11 @@ wait_for_signal(const sigset_t *set)
     return sig;
 }
 
-/* The server keeps about SBX_FDS_PER_SANDBOX descriptors per native sandbox (its pidfd, netns
- * and two sockets): raise RLIMIT_NOFILE, and say so when limits.max_sandboxes cannot fit. */
-#define SBX_FDS_PER_SANDBOX 4
-#define SBX_FDS_BASE        256
+/* The server keeps one descriptor per idle native sandbox (its pidfd; the newest 64 also hold
+ * two spare sockets, runtime/netns.c) and some for requests in flight: raise RLIMIT_NOFILE,
+ * and say so when limits.max_sandboxes cannot fit. */
+#define SBX_FDS_PER_SANDBOX 1
+#define SBX_FDS_BASE        1024
 
 static void
 check_nofile(const struct sbx_server_config *cfg)

@@ -35,7 +35,9 @@ static void
 test_many_grow_and_remove(void **state)
 {
     (void)state;
-    enum { N = 20000 };
+    enum {
+        N = 20000
+    };
     static int vals[N];
     struct sbx_strmap m;
     sbx_strmap_init(&m);
