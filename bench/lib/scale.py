@@ -64,7 +64,15 @@ class Scale:
         error (a limit's {code, message}) when it fails."""
         c = self.client()
         t0 = time.monotonic()
-        sid = c.call("POST", "/v1/sandboxes", self.body(), expect=(202, 201, 200))["id"]
+        resp = c.start("POST", "/v1/sandboxes", self.body())
+        data = resp.read()
+        if resp.status not in (200, 201, 202):
+            try:  # the server's {code, message} in full: it names the limit that was hit
+                e = json.loads(data)
+                raise api.ApiError(f"POST /v1/sandboxes: HTTP {resp.status} {e['code']}: {e['message']}")
+            except (ValueError, KeyError, TypeError):
+                raise api.ApiError(f"POST /v1/sandboxes: HTTP {resp.status} {data[:300]!r}") from None
+        sid = json.loads(data)["id"]
         with self.lock:
             self.live.append(sid)
         while True:

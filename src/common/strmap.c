@@ -49,7 +49,7 @@ static void
 grow(struct sbx_strmap *m)
 {
     size_t nb = m->nbuckets ? m->nbuckets * 2 : 64;
-    struct sbx_strmap_node **b = sbx_xcalloc(nb, sizeof *b);
+    struct sbx_strmap_node **b = sbx_xcalloc(nb, sizeof(struct sbx_strmap_node *));
     for (size_t i = 0; i < m->nbuckets; i++) {
         struct sbx_strmap_node *n = m->buckets[i];
         while (n) {

@@ -125,7 +125,7 @@ void
 sbx_rt_sock_init(struct sbx_rt *rt)
 {
     (void)pthread_mutex_init(&rt->spare_mu, NULL);
-    rt->spare_ring = sbx_xcalloc(SBX_RT_SPARE_WINDOW, sizeof *rt->spare_ring);
+    rt->spare_ring = sbx_xcalloc(SBX_RT_SPARE_WINDOW, sizeof(struct sbx_rt_sandbox *));
     (void)pthread_mutex_init(&rt->sock_mu, NULL);
     (void)pthread_cond_init(&rt->sock_cv, NULL);
     (void)pthread_cond_init(&rt->sock_done, NULL);
