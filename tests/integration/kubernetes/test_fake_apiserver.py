@@ -461,10 +461,10 @@ def test_portforward(fake: Fake, v1: client.CoreV1Api, pod: client.V1Pod) -> Non
             s = f.socket(EXECD_PORT)
             s.settimeout(120)  # a stuck forward fails the check below instead of hanging
             results.append(run_command(s, "echo par-%d" % i))
-            err = wait_for(lambda: f.error(1), "the error channel of port 1", 10)
+            err = wait_for(lambda: f.error(1), "the error channel of port 1", 60)
             results.append(err)
             f.close()
-        except Exception as e:  # collected, checked below
+        except Exception:  # collected, checked below
             results.append("thread %d: %s" % (i, traceback.format_exc()))
     ts = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(4)]
     for t in ts:
@@ -788,6 +788,65 @@ def test_probes(v1: client.CoreV1Api) -> None:
         v1.delete_namespaced_pod(n, NS, grace_period_seconds=0)
 
 
+def test_secrets_autorun_binding(fake: Fake, v1: client.CoreV1Api) -> None:
+    """secretKeyRef env (and a missing secret: CreateContainerConfigError), autoRun off until
+    /run, a Pending claim binding later."""
+    def pod(name: str, cmd: list[str], env: Optional[list[Any]] = None,
+            claim: Optional[str] = None) -> dict[str, Any]:
+        c: dict[str, Any] = {"name": "main", "image": "sbx-base:test", "command": cmd,
+                             "env": env or []}
+        spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [c]}
+        if claim:
+            spec["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}]
+            c["volumeMounts"] = [{"name": "d", "mountPath": "/data"}]
+        return {"metadata": {"name": name}, "spec": spec}
+    sec = v1.create_namespaced_secret(NS, {"metadata": {"name": "creds"},
+                                           "stringData": {"token": "s3cr3t"}})
+    check(sec.data == {"token": "czNjcjN0"} and sec.type == "Opaque", "stringData → data")
+    ref = [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}}]
+    v1.create_namespaced_pod(NS, pod("sec", ["/bin/sh", "-c", "echo TOKEN=$TOKEN"], ref))
+    v1.create_namespaced_pod(NS, pod("sec-missing", ["/bin/true"], [
+        {"name": "X", "valueFrom": {"secretKeyRef": {"name": "nope", "key": "k"}}}]))
+    wait_phase(v1, "sec", {"Succeeded"})
+    check(v1.read_namespaced_pod_log("sec", NS) == "TOKEN=s3cr3t\n", "secretKeyRef env")
+
+    def waiting() -> Any:
+        cs = v1.read_namespaced_pod("sec-missing", NS).status.container_statuses or []
+        return cs and cs[0].state.waiting and cs[0].state.waiting.reason == \
+            "CreateContainerConfigError" and cs[0].state.waiting
+    w = wait_for(waiting, "CreateContainerConfigError")
+    check(w.message == 'secret "nope" not found', "missing secret: %r" % w)
+    fake.ctl("config", {"autoRun": False})
+    v1.create_namespaced_pod(NS, pod("held", ["/bin/sleep", "1000"]))
+    wait_for(lambda: v1.read_namespaced_pod("held", NS).spec.node_name, "held scheduled")
+    time.sleep(1)
+    held = v1.read_namespaced_pod("held", NS)
+    check(held.status.phase == "Pending" and not held.status.pod_ip, "autoRun off: Pending")
+    fake.ctl("pods/default/held/run")
+    fake.ctl("config", {"autoRun": True, "pvcPhase": "Pending"})
+    wait_phase(v1, "held", {"Running"})
+    pvc = v1.create_namespaced_persistent_volume_claim(NS, {
+        "metadata": {"name": "slow"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                               "resources": {"requests": {"storage": "1Mi"}}}})
+    check(pvc.status.phase == "Pending", "pvcPhase Pending")
+    v1.create_namespaced_pod(NS, pod("unbound", ["/bin/sleep", "1000"], claim="slow"))
+
+    def sched() -> Any:
+        p = v1.read_namespaced_pod("unbound", NS)
+        return next((c for c in p.status.conditions or [] if c.type == "PodScheduled"), None)
+    c = wait_for(sched, "PodScheduled on an unbound claim")
+    check(c.status == "False" and "pod has unbound immediate PersistentVolumeClaims" in
+          c.message, "unbound: %r" % c)
+    fake.ctl("pvcs/default/slow/status", {"phase": "Bound"})
+    fake.ctl("config", {"pvcPhase": "Bound"})
+    wait_phase(v1, "unbound", {"Running"})
+    for n in ("sec", "sec-missing", "held", "unbound"):
+        v1.delete_namespaced_pod(n, NS, grace_period_seconds=0)
+    v1.delete_namespaced_persistent_volume_claim("slow", NS)
+    v1.delete_namespaced_secret("creds", NS)
+    wait_for(lambda: not v1.list_namespaced_persistent_volume_claim(NS).items, "slow gone")
+
+
 def runtime(fake: Fake, name: str) -> dict[str, Any]:
     return fake.ctl("pods/default/%s/runtime" % name, method="GET")
 
@@ -1024,6 +1083,8 @@ def main() -> int:
         say("image pull, init, exit, exec failures")
         test_probes(v1)
         say("readiness probes")
+        test_secrets_autorun_binding(fake, v1)
+        say("secrets, autoRun, claim binding")
         test_restart(fake, v1, pod)
         v1 = client.CoreV1Api()
         say("API server restart")
