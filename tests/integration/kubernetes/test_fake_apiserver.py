@@ -782,8 +782,10 @@ def test_probes(v1: client.CoreV1Api) -> None:
     check(p.status.phase == "Running" and not p.status.container_statuses[0].ready and
           any(c.type == "Ready" and c.status == "False" for c in p.status.conditions),
           "Running, not Ready: %r" % p.status)
-    wait_for(lambda: v1.read_namespaced_pod("probe-ok", NS).status.container_statuses[0].ready,
-             "probe-ok Ready once its server answers")
+    def ok_ready() -> bool:
+        cs = v1.read_namespaced_pod("probe-ok", NS).status.container_statuses
+        return bool(cs and cs[0].ready)
+    wait_for(ok_ready, "probe-ok Ready once its server answers")
     for n in ("probe-bad", "probe-ok"):
         v1.delete_namespaced_pod(n, NS, grace_period_seconds=0)
 
