@@ -20,7 +20,8 @@ python3-kubernetes client drives it in test_fake_apiserver.py):
 
 The fake kubelet runs pods for real: each pod gets a network namespace, a veth on a bridge and
 an IP from --pod-cidr; each container is a process (fake_shim.py: private mount namespace
-with emptyDir and PVC directories bound at their mountPaths) whose output is the pod log.
+with emptyDir and PVC directories bound at their mountPaths) whose output is the pod log;
+readiness probes (tcpSocket, httpGet, exec) gate Ready.
 Images are host directories (--image NAME=DIR). Pods keep running when this server stops
 (--keep-on-exit) and are re-adopted from --state.
 
