@@ -1407,13 +1407,15 @@ class Fake:
                 qos = "Guaranteed"
         pod["status"] = {"phase": "Pending", "qosClass": qos}
 
-    def admit(self, res: str, obj: Obj, ns: str) -> None:
+    def admit(self, res: str, obj: Obj, ns: str, fv: str = "Strict",
+              warnings: Optional[list[str]] = None) -> None:
         """Schema, semantic validation, then admission (namespace, service account,
         RuntimeClass) for a create."""
         kind, model, _ = RESOURCES[res]
         meta = obj.get("metadata") if isinstance(obj, dict) else None
         name = meta.get("name") if isinstance(meta, dict) else ""
-        check_schema(obj, model, kind, name or "")
+        (warnings if warnings is not None else []).extend(
+            check_schema(obj, model, kind, name or "", fv))
         if obj.get("apiVersion") not in (None, "", "v1"):
             raise ApiError(400, "BadRequest", "the API version in the data (%s) does not match "
                            "the expected API version (v1)" % obj["apiVersion"])
@@ -1447,8 +1449,9 @@ class Fake:
                                'RuntimeClass "%s" not found' % (pname, rc),
                                {"name": pname, "kind": "pods"})
 
-    def create(self, res: str, ns: str, obj: Obj) -> Obj:
-        self.admit(res, obj, ns)
+    def create(self, res: str, ns: str, obj: Obj, fv: str = "Strict",
+               warnings: Optional[list[str]] = None) -> Obj:
+        self.admit(res, obj, ns, fv, warnings)
         obj = self.defaults(res, copy.deepcopy(obj), ns)
         with self.store.lock:
             name = obj["metadata"]["name"]
@@ -1508,10 +1511,12 @@ class Fake:
             assert out is not None
             return out
 
-    def update(self, res: str, ns: str, name: str, new: Obj) -> Obj:
+    def update(self, res: str, ns: str, name: str, new: Obj, fv: str = "Strict",
+               warnings: Optional[list[str]] = None) -> Obj:
         """PUT: resourceVersion check, immutable fields, status kept (it is a subresource)."""
         kind, model, _ = RESOURCES[res]
-        check_schema(new, model, kind, name)
+        (warnings if warnings is not None else []).extend(
+            check_schema(new, model, kind, name, fv))
         with self.store.lock:
             cur = self.store.get(res, ns, name)
             if cur is None:
@@ -1844,6 +1849,8 @@ class Handler(BaseHTTPRequestHandler):
                            {})
         ns, res, name = m.groups()
         kind = RESOURCES[res][0]
+        fv = one("fieldValidation") or FAKE.args.field_validation
+        warns: list[str] = []
         if name is None:
             if method == "GET":
                 if one("watch") in ("1", "true", "True"):
@@ -1851,10 +1858,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json(200, self.list_objects(res, ns, q))
             if method == "POST" and ns:
                 body = self.json_body(raw)
-                out = FAKE.create(res, ns, body)
-                if one("dryRun"):
-                    pass
-                return self.send_json(201, out)
+                out = FAKE.create(res, ns, body, fv, warns)
+                return self.send_json(201, out, warn_headers(warns))
             if method == "DELETE" and ns:
                 lst = self.list_objects(res, ns, q)
                 opts = self.json_body(raw) if raw else {}
@@ -1883,7 +1888,8 @@ class Handler(BaseHTTPRequestHandler):
                 opts["gracePeriodSeconds"] = int(one("gracePeriodSeconds"))
             return self.send_json(200, FAKE.delete(res, ns, name, opts))
         if method == "PUT":
-            return self.send_json(200, FAKE.update(res, ns, name, self.json_body(raw)))
+            out = FAKE.update(res, ns, name, self.json_body(raw), fv, warns)
+            return self.send_json(200, out, warn_headers(warns))
         if method == "PATCH":
             cur = FAKE.store.get(res, ns, name)
             if cur is None:
@@ -1903,7 +1909,8 @@ class Handler(BaseHTTPRequestHandler):
             if (patch.get("metadata") or {}).get("resourceVersion") is None and \
                     isinstance(patch, dict):
                 new["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
-            return self.send_json(200, FAKE.update(res, ns, name, new))
+            out = FAKE.update(res, ns, name, new, fv, warns)
+            return self.send_json(200, out, warn_headers(warns))
         raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the "
                        "requested resource")
 
@@ -2309,6 +2316,14 @@ class Handler(BaseHTTPRequestHandler):
         PortForward(self, ports, rt["netns"], pod, supported.get(proto, False)).run()
 
 
+def warn_headers(warnings: list[str]) -> dict[str, str]:
+    """The API server's `Warning: 299 - "..."` header (one, joined: http.server's
+    send_header cannot repeat a name through our dict)."""
+    if not warnings:
+        return {}
+    return {"Warning": ", ".join('299 - "%s"' % w.replace('"', '\\"') for w in warnings)}
+
+
 def api_resources() -> Obj:
     def r(name: str, kind: str, verbs: list[str], ns: bool = True) -> Obj:
         return {"name": name, "singularName": "", "namespaced": ns, "kind": kind,
@@ -2699,6 +2714,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="strict: unmapped images fail to pull; host: they run on the host root")
     p.add_argument("--pod-cidr", default="10.244.0.0/16")
     p.add_argument("--name-prefix", help="prefix of netns/veth/bridge names (default kf<pid>)")
+    p.add_argument("--field-validation", choices=["Strict", "Warn", "Ignore"],
+                   default="Strict", help="unknown fields when a request has no "
+                   "fieldValidation parameter (the real default is Warn since 1.27, none "
+                   "before: Strict here so provider mistakes show)")
     p.add_argument("--watch-history", type=int, default=1000,
                    help="events kept per resource for watches (older: 410)")
     p.add_argument("--bookmark-interval", type=float, default=10.0)

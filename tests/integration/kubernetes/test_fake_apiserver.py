@@ -381,6 +381,22 @@ def test_validation(fake: Fake, v1: client.CoreV1Api) -> None:
     check(code == 400, "metadata as a number: %r" % b)
     check(v1.list_namespaced_pod(NS, field_selector="metadata.name=val").items == [],
           "nothing was created by the rejected requests")
+    # fieldValidation=Warn/Ignore: unknown fields dropped (with a Warning header for Warn)
+    for mode, name in (("Warn", "fv-warn"), ("Ignore", "fv-ignore")):
+        p = pod()
+        p["metadata"]["name"] = name
+        p["spec"]["bogus"] = 1
+        code, b, hdrs = fake.raw("POST", "/api/v1/namespaces/default/pods?fieldValidation="
+                                 + mode, p)
+        warning = hdrs.get("Warning") or ""
+        check(code == 201 and "bogus" not in b["spec"], "%s: created without it: %r"
+              % (mode, b))
+        check(('unknown field \\"spec.bogus\\"' in warning) == (mode == "Warn"),
+              "%s: Warning header %r" % (mode, warning))
+        v1.delete_namespaced_pod(name, NS, grace_period_seconds=0)
+    code, b, _ = fake.raw("POST", "/api/v1/namespaces/default/pods?fieldValidation=Loose",
+                          pod())
+    check(code == 400 and "fieldValidation must be one of" in b["message"], "bad mode %r" % b)
     # a valid one, then the same name again
     v1.create_namespaced_pod(NS, pod())
     b = expect_api_error(lambda: create(pod()), 409, "AlreadyExists")
