@@ -36,7 +36,25 @@ TOKEN = "kfake-token-3f9c1d"
 EXECD_TOKEN = "execd-token-77aa"
 EXECD_PORT = 44772
 PREFIX = "kt%x" % (os.getpid() & 0xFFFFF)
-CIDR = "10.%d.%d.0/24" % (200 + os.getpid() % 50, (os.getpid() >> 6) % 256)
+
+
+def free_cidr() -> str:
+    """A /24 in 10.200-249.x.0 that no route on the host overlaps (parallel tests, sbx's
+    10.88.0.0/16), starting from one derived from our pid."""
+    import ipaddress
+    routes = json.loads(subprocess.run(["ip", "-j", "-4", "route", "show"], capture_output=True,
+                                       text=True).stdout or "[]")
+    used = [ipaddress.ip_network(r["dst"], strict=False) for r in routes
+            if r.get("dst") not in (None, "", "default")]
+    for k in range(12800):
+        n = (os.getpid() * 7 + k) % 12800
+        net = ipaddress.ip_network("10.%d.%d.0/24" % (200 + n // 256, n % 256))
+        if not any(net.overlaps(u) for u in used):
+            return str(net)
+    raise RuntimeError("no free /24 for the pod network")
+
+
+CIDR = free_cidr()
 
 try:
     from kubernetes import client, config, watch
