@@ -425,23 +425,12 @@ refill_done(struct sbx_pools *p, const char *name, const char *uid, const sbx_er
     sbx_warn("pool %s: refill failed (%u in a row): %s", name, x->failures, sbx_error_msg(err));
 }
 
-static struct timespec
-deadline_in(int64_t ms)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-    ts.tv_sec += ms / 1000 + ts.tv_nsec / 1000000000L;
-    ts.tv_nsec %= 1000000000L;
-    return ts;
-}
-
 /* Until kicked, stopping, a tick, or the end of a quiet time after a take (lock held). */
 static void
 wait_tick(struct sbx_pools *p)
 {
     int64_t left = p->quiet_until - (int64_t)sbx_now_ms();
-    struct timespec ts = deadline_in(left > 0 && left < TICK_MS ? left : TICK_MS);
+    struct timespec ts = sbx_monotonic_in((uint64_t)(left > 0 && left < TICK_MS ? left : TICK_MS));
     while (!p->stopping && !p->kicked && pthread_cond_timedwait(&p->cv, &p->mu, &ts) != ETIMEDOUT)
         ;
     p->kicked = false;
@@ -532,8 +521,9 @@ sbx_pools_open(struct sbx_srv *srv, struct sbx_store *store, struct sbx_pools **
     p->srv = srv;
     p->store = store;
     pthread_mutex_init(&p->mu, NULL);
-    pthread_cond_init(&p->cv, NULL);
-    pthread_cond_init(&p->ready_cv, NULL);
+    /* timed waits on CLOCK_MONOTONIC: a wall-clock step neither stalls nor rushes them */
+    sbx_cond_init_monotonic(&p->cv);
+    sbx_cond_init_monotonic(&p->ready_cv);
     if (sbx_store_pool_load(store, load_cb, p, err) < 0) {
         sbx_pools_close(p);
         return sbx_error_wrap(err, "load pools");
@@ -747,7 +737,7 @@ take_change(struct sbx_record *sb, void *ud, sbx_error **err)
 static void
 wait_ready(struct sbx_pools *p, int64_t ms)
 {
-    struct timespec ts = deadline_in(ms);
+    struct timespec ts = sbx_monotonic_in((uint64_t)ms);
     (void)pthread_cond_timedwait(&p->ready_cv, &p->mu, &ts);
 }
 
