@@ -791,7 +791,7 @@ sbx_pools_take(struct sbx_pools *p, const char *name, struct sbx_record *want,
             pthread_cond_signal(&p->cv);
             pthread_mutex_unlock(&p->mu);
             sbx_record_free(want);
-            if (r < 0)
+            if (r < 0 && err)
                 *err = sbx_steal_ptr(&cerr);
             return r;
         }
