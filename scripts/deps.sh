@@ -82,6 +82,9 @@ pkgs=(
   # compare_docx_files: python-docx; compare_table: openpyxl), imported only when a task uses
   # them; the tests sdk/python/metrics-office and sdk/python/desktop-env run them (/usr/bin/python3)
   python3-pil python3-numpy python3-docx python3-openpyxl
+  # server/router-differential: h11 (a reference HTTP/1.1 parser, pure Python) reads the same
+  # sandbox responses as the router and the two verdicts must agree (/usr/bin/python3)
+  python3-h11
   # ffprobe checks the JPEG screenshots (and ffmpeg x11grab is the bench's OSWorld-way shot)
   ffmpeg
   # the live view: Debian's noVNC (served by sbx serve from /usr/share/novnc), nettle's SHA-1
