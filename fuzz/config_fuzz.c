@@ -7,6 +7,7 @@
 
 #include "common/xalloc.h"
 #include "fuzz/fuzz.h"
+#include "providers/providers.h"
 #include "server/config.h"
 
 int
@@ -16,7 +17,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     char *text = sbx_xstrndup((const char *)data, size);
     struct sbx_server_config cfg;
-    sbx_server_config_defaults(&cfg);
+    sbx_server_config_defaults(&cfg, sbx_providers_builtin);
     sbx_error *err = NULL;
     if (sbx_server_config_parse(&cfg, text, &err) < 0 && !sbx_error_msg(err)[0])
         __builtin_trap(); /* a refusal says why */

@@ -6,6 +6,7 @@
 
 #include "cli/cli.h"
 #include "common/log.h"
+#include "providers/providers.h"
 #include "server/server.h"
 
 int
@@ -18,7 +19,7 @@ sbx_cmd_serve(int argc, char **argv)
         {"log-format", required_argument, NULL, 'f'},
         {0},
     };
-    struct sbx_server_opts so = {0};
+    struct sbx_server_opts so = {.factories = sbx_providers_builtin};
     enum sbx_log_format format = SBX_LOG_JSON;
     int c = 0;
     opterr = 0;

@@ -4,23 +4,24 @@
  * Field names, statuses and error codes follow COMPAT.md (the reference server's observed
  * behaviour); unknown request fields are ignored.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "desktop/desktop.h"
 #include "egress/policy.h"
+#include "server/api.h"
 #include "server/api_diag.h"
-#include "server/api_egress.h"
 #include "server/api_fields.h"
 #include "server/console.h"
 #include "server/desktop_view.h"
 #include "server/httpd.h"
-#include "server/launch.h"
 #include "server/meta.h"
 #include "server/publish.h"
 #include "server/snapshot.h"
@@ -385,35 +386,6 @@ check_network_policy(const json_t *body, struct sbx_reply *out)
     return 0;
 }
 
-/* What a provider cannot honour is refused, not silently dropped: `process` has no isolation
- * to enforce a network policy or mount volumes with; `docker` has no network-policy wiring
- * yet (`native` enforces it on its bridge: its check_create refuses `network = "none"`),
- * `docker` and `daytona` no volume wiring, `daytona` no network policy mapping (native's
- * volumes are checked by its check_create). */
-static int
-check_provider_fit(const char *prov, const json_t *body, struct sbx_reply *out)
-{
-    static const char *const limited[] = {"native", "process", "docker", "daytona"};
-    bool listed = false;
-    for (size_t i = 0; i < SBX_ARRAY_SIZE(limited); i++)
-        listed = listed || strcmp(prov, limited[i]) == 0;
-    if (!listed)
-        return 0;
-    json_t *np = json_object_get(body, "networkPolicy");
-    json_t *vols = json_object_get(body, "volumes");
-    const char *what = NULL;
-    if (np && !json_is_null(np) && strcmp(prov, "native") != 0)
-        what = "networkPolicy";
-    else if (strcmp(prov, "native") != 0 && json_array_size(vols) > 0)
-        what = "volumes";
-    if (what) {
-        sbx_reply_error(out, 400, "SANDBOX::API_NOT_SUPPORTED",
-                        "provider `%s` cannot enforce `%s` yet", prov, what);
-        return -1;
-    }
-    return 0;
-}
-
 /* extensions.reuseKey (find-or-create): 1-128 characters of [A-Za-z0-9._:/@=+-]. */
 static int
 check_reuse_key(const json_t *body, struct sbx_reply *out)
@@ -626,7 +598,7 @@ do_create(struct sbx_req *r, const json_t *body, struct sbx_reply *out)
         check_maps(body, out) < 0 || check_volumes(json_object_get(body, "volumes"), out) < 0 ||
         check_reuse_key(body, out) < 0 || check_desktop(body, out) < 0 ||
         check_publish(body, out) < 0 || check_network_policy(body, out) < 0 ||
-        check_provider_fit(prov, body, out) < 0 || sbx_api_check_fields(prov, body, out) < 0 ||
+        sbx_api_check_fields(sbx_registry_factory(r->srv->reg, prov), body, out) < 0 ||
         check_create(r, prov, body, out) < 0)
         return;
     struct sbx_record *sb = build_record(body, prov, timeout_s);
@@ -1112,9 +1084,6 @@ sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out)
     case SBX_ROUTE_SERVER_INFO:
         sbx_api_server_info(r, out);
         return;
-    case SBX_ROUTE_EGRESS_POLICY:
-        sbx_api_egress(r, out);
-        return;
     case SBX_ROUTE_UNSUPPORTED:
         sbx_reply_error(out, 501, "SANDBOX::API_NOT_SUPPORTED", "%s %s is not supported", r->method,
                         r->path);
@@ -1132,9 +1101,70 @@ sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out)
     case SBX_ROUTE_NOVNC:
     case SBX_ROUTE_CONSOLE_PAGE: /* console.c */
     case SBX_ROUTE_CONSOLE_STATIC:
-    case SBX_ROUTE_METRICS: /* httpd.c: text, not JSON */
+    case SBX_ROUTE_METRICS:       /* metrics.c: text, not JSON */
+    case SBX_ROUTE_EGRESS_POLICY: /* api_egress.c: its own credential */
+    case SBX_ROUTE__COUNT:
     default:
         sbx_reply_error(out, 404, "GENERAL::NOT_FOUND", "no route for %s", r->method);
         return;
     }
 }
+
+static enum MHD_Result
+api_end(struct sbx_req *r)
+{
+    struct sbx_reply rep = {0};
+    sbx_api_dispatch(r, &rep);
+    return sbx_http_send_reply(r, &rep);
+}
+
+const struct sbx_http_handler sbx_api_handler = {.end = api_end};
+
+/* The body of a snapshot import, streamed to an unlinked temp file (r->upload_fd). */
+static enum MHD_Result
+import_data(struct sbx_req *r, const char *data, size_t n)
+{
+    if (r->too_big)
+        return MHD_YES;
+    if (r->upload_fd <= 0)
+        r->upload_fd = sbx_snaps_tmpfile(r->srv->snaps);
+    r->upload_len += n;
+    if (r->upload_fd < 0 ||
+        (r->upload_len <= SBX_SNAPSHOT_IMPORT_MAX && sbx_write_all(r->upload_fd, data, n) < 0))
+        r->upload_errno = errno ? errno : EIO; /* answered at the end, with why */
+    if (r->upload_len > SBX_SNAPSHOT_IMPORT_MAX || r->upload_errno)
+        r->too_big = true; /* the rest of the body is dropped */
+    return MHD_YES;
+}
+
+static enum MHD_Result
+import_end(struct sbx_req *r)
+{
+    if (r->upload_errno) {
+        char msg[160];
+        (void)snprintf(msg, sizeof msg, "could not store the upload on the server: %s",
+                       r->upload_errno == ENOSPC ? "no space left on the image store's disk"
+                                                 : "a write failed");
+        return sbx_http_send_error(r, r->upload_errno == ENOSPC ? 507 : 500,
+                                   "GENERAL::UPLOAD_FAILED", msg);
+    }
+    if (r->too_big)
+        return sbx_http_send_error(r, 413, "GENERAL::PAYLOAD_TOO_LARGE",
+                                   "request body is larger than the limit");
+    return api_end(r);
+}
+
+static void
+import_done(struct sbx_req *r)
+{
+    if (r->upload_fd > 0)
+        (void)close(r->upload_fd);
+    r->upload_fd = 0;
+}
+
+const struct sbx_http_handler sbx_api_import_handler = {
+    .data = import_data,
+    .end = import_end,
+    .done = import_done,
+    .body_limit = SBX_SNAPSHOT_IMPORT_MAX,
+};

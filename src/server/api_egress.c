@@ -20,20 +20,19 @@
 #include "server/server.h"
 #include "server/srvutil.h"
 
-bool
-sbx_api_egress_claim(struct sbx_req *r)
+void
+sbx_api_egress_reroute(struct sbx_req *r)
 {
     const char *rest = r->route.rest;
     if (r->route.id != SBX_ROUTE_PROXY || sbx_route_port(r->route.port) != SBX_EGRESS_PORT ||
         !sbx_srv_is_uuid(r->route.sandbox_id) || !rest || strcmp(rest, "/policy") != 0 ||
         sbx_mgr_egress_auth(r->srv->mgr, r->route.sandbox_id, NULL) < 0)
-        return false;
+        return;
     r->route.id = SBX_ROUTE_EGRESS_POLICY;
-    return true;
 }
 
-bool
-sbx_api_egress_auth_ok(struct sbx_req *r)
+static bool
+egress_auth_ok(struct sbx_req *r)
 {
     return sbx_mgr_egress_auth(r->srv->mgr, r->route.sandbox_id,
                                sbx_req_header(r, SBX_EGRESS_HEADER)) == 1;
@@ -94,8 +93,8 @@ status_of(const json_t *policy)
     return o;
 }
 
-void
-sbx_api_egress(struct sbx_req *r, struct sbx_reply *out)
+static void
+api_egress(struct sbx_req *r, struct sbx_reply *out)
 {
     const char *id = r->route.sandbox_id;
     sbx_mgr_egress_fn fn = NULL;
@@ -133,3 +132,22 @@ sbx_api_egress(struct sbx_req *r, struct sbx_reply *out)
     if (!out->body)
         sbx_reply_error(out, 500, "SANDBOX::INTERNAL_ERROR", "the stored policy is unreadable");
 }
+
+static enum MHD_Result
+egress_end(struct sbx_req *r)
+{
+    struct sbx_reply rep = {0};
+    api_egress(r, &rep);
+    return sbx_http_send_reply(r, &rep);
+}
+
+/* The egress API takes the sandbox's egress token only, never the API key: it is the
+ * sandbox's own API (as OpenSandbox's egress sidecar), and its token is in the endpoint of
+ * port 18080 that the API key's holder can fetch anyway. */
+const struct sbx_http_handler sbx_egress_handler = {
+    .alt_auth = egress_auth_ok,
+    .own_auth_code = "EGRESS::UNAUTHORIZED",
+    .own_auth_message = "send this sandbox's " SBX_EGRESS_HEADER " header (its endpoint for "
+                        "port 18080 has it)",
+    .end = egress_end,
+};

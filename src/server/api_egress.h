@@ -5,16 +5,14 @@
 #ifndef SBX_SERVER_API_EGRESS_H
 #define SBX_SERVER_API_EGRESS_H
 
-#include <stdbool.h>
+#include "server/httpd.h"
 
-struct sbx_req;
-struct sbx_reply;
-
-/* A router request that is the egress API of a sandbox with a policy: its route becomes
- * SBX_ROUTE_EGRESS_POLICY (true); anything else stays a proxy request (false). */
-bool sbx_api_egress_claim(struct sbx_req *r);
-/* The request carries that sandbox's OPENSANDBOX-EGRESS-AUTH. */
-bool sbx_api_egress_auth_ok(struct sbx_req *r);
-void sbx_api_egress(struct sbx_req *r, struct sbx_reply *out);
+/* The router route's reroute (server.c): a router request that is the egress API of a
+ * sandbox with a policy gets the route SBX_ROUTE_EGRESS_POLICY; anything else stays a proxy
+ * request. */
+void sbx_api_egress_reroute(struct sbx_req *r);
+/* SBX_ROUTE_EGRESS_POLICY: GET/PATCH/DELETE /policy with the sandbox's
+ * OPENSANDBOX-EGRESS-AUTH (and nothing else) as the credential. */
+extern const struct sbx_http_handler sbx_egress_handler;
 
 #endif

@@ -14,12 +14,12 @@
 #define RENEW_MIN_S 300
 #define RENEW_MAX_S 86400
 
-/* The providers here run sandboxes on this machine's kernel (Daytona: linux/amd64). */
+/* The platform a provider's sandboxes run: its declaration, else this machine's kernel's. */
 static const char *
-host_arch(const char *prov)
+host_arch(const struct sbx_provider_factory *f)
 {
-    if (strcmp(prov, "daytona") == 0)
-        return "amd64";
+    if (f->arch)
+        return f->arch;
     struct utsname u;
     if (uname(&u) < 0)
         return "amd64";
@@ -32,8 +32,9 @@ host_arch(const char *prov)
 
 /* `platform`: {"os", "arch"}, both required; only what the provider runs. */
 static int
-check_platform(const char *prov, const json_t *body, struct sbx_reply *out)
+check_platform(const struct sbx_provider_factory *f, const json_t *body, struct sbx_reply *out)
 {
+    const char *prov = f->name;
     json_t *p = json_object_get(body, "platform");
     if (!p || json_is_null(p))
         return 0;
@@ -42,11 +43,11 @@ check_platform(const char *prov, const json_t *body, struct sbx_reply *out)
     if (!json_is_object(p) || !os || !arch) {
         sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
                         "`platform` must be {\"os\": \"linux\", \"arch\": \"%s\"} (both strings)",
-                        host_arch(prov));
+                        host_arch(f));
         return -1;
     }
     char want[48];
-    (void)snprintf(want, sizeof want, "linux/%s", host_arch(prov));
+    (void)snprintf(want, sizeof want, "linux/%s", host_arch(f));
     char got[160];
     (void)snprintf(got, sizeof got, "%.64s/%.64s", os, arch);
     if (strcmp(got, want) != 0) {
@@ -58,8 +59,9 @@ check_platform(const char *prov, const json_t *body, struct sbx_reply *out)
 }
 
 static int
-check_flags(const char *prov, const json_t *body, struct sbx_reply *out)
+check_flags(const struct sbx_provider_factory *f, const json_t *body, struct sbx_reply *out)
 {
+    const char *prov = f->name;
     json_t *sa = json_object_get(body, "secureAccess");
     json_t *cp = json_object_get(body, "credentialProxy");
     json_t *en = json_object_get(cp, "enabled");
@@ -75,7 +77,10 @@ check_flags(const char *prov, const json_t *body, struct sbx_reply *out)
                         "not supported by provider `%s`: sbx's egress policy filters names "
                         "and addresses, it does not intercept requests",
                         prov);
-    else if (rr && !json_is_null(rr) && (!json_is_object(rr) || json_object_size(rr) > 0))
+    else if (rr && !json_is_null(rr) && !json_is_object(rr))
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
+                        "`resourceRequests` must be an object like `resourceLimits`");
+    else if (json_object_size(rr) > 0 && !(f->caps & SBX_CAP_RESOURCE_REQUESTS))
         sbx_reply_error(out, 400, "SANDBOX::API_NOT_SUPPORTED",
                         "`resourceRequests` are for a cluster scheduler; provider `%s` has none "
                         "to give them to (use `resourceLimits`)",
@@ -131,11 +136,34 @@ sbx_api_renew_seconds(const json_t *extensions)
     return (int64_t)n;
 }
 
-int
-sbx_api_check_fields(const char *prov, const json_t *body, struct sbx_reply *out)
+/* What needs a capability the provider does not declare is refused, not silently dropped
+ * (provider.h: enum sbx_provider_cap; a provider declaring nothing gets everything refused). */
+static int
+check_caps(const struct sbx_provider_factory *f, const json_t *body, struct sbx_reply *out)
 {
-    if (check_platform(prov, body, out) < 0 || check_flags(prov, body, out) < 0 ||
-        check_limit_keys(prov, body, out) < 0 || check_renew_ext(body, out) < 0)
+    json_t *np = json_object_get(body, "networkPolicy");
+    const char *what = NULL;
+    if (np && !json_is_null(np) && !(f->caps & SBX_CAP_NETWORK_POLICY))
+        what = "networkPolicy";
+    else if (json_array_size(json_object_get(body, "volumes")) > 0 && !(f->caps & SBX_CAP_VOLUMES))
+        what = "volumes";
+    else if (json_object_get(json_object_get(body, "extensions"), "poolRef") &&
+             !(f->caps & SBX_CAP_POOLS))
+        what = "extensions.poolRef";
+    if (!what)
+        return 0;
+    sbx_reply_error(out, 400, "SANDBOX::API_NOT_SUPPORTED", "provider `%s` cannot enforce `%s`",
+                    f->name, what);
+    return -1;
+}
+
+int
+sbx_api_check_fields(const struct sbx_provider_factory *f, const json_t *body,
+                     struct sbx_reply *out)
+{
+    if (check_caps(f, body, out) < 0 || check_platform(f, body, out) < 0 ||
+        check_flags(f, body, out) < 0 || check_limit_keys(f->name, body, out) < 0 ||
+        check_renew_ext(body, out) < 0)
         return -1;
     return 0;
 }

@@ -9,6 +9,7 @@
 #include <jansson.h>
 
 #include "server/httpd.h"
+#include "server/provider.h"
 
 /* secureAccess: the sandbox's own token (in its record's private part) and the header that
  * carries it to the router */
@@ -19,7 +20,8 @@
 #define SBX_RENEW_EXT "access.renew.extend.seconds"
 
 /* 0, or -1 with a 400 in *out naming the field and the provider. */
-int sbx_api_check_fields(const char *prov, const json_t *body, struct sbx_reply *out);
+int sbx_api_check_fields(const struct sbx_provider_factory *f, const json_t *body,
+                         struct sbx_reply *out);
 /* The extension's seconds (300-86400), or 0 when absent or invalid. */
 int64_t sbx_api_renew_seconds(const json_t *extensions);
 

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "common/cleanup.h"
+#include "server/api.h"
 #include "server/httpd.h"
 #include "server/secretsrv.h"
 #include "server/srvutil.h"

@@ -19,24 +19,21 @@
 #include "common/xalloc.h"
 #include "server/provider.h"
 
-#ifdef SBX_HAVE_RUNTIME
-#define SBX_DEFAULT_PROVIDER "native"
-#else
-#define SBX_DEFAULT_PROVIDER "process"
-#endif
-
 void
-sbx_server_config_defaults(struct sbx_server_config *cfg)
+sbx_server_config_defaults(struct sbx_server_config *cfg,
+                           const struct sbx_provider_factory *factories)
 {
     memset(cfg, 0, sizeof *cfg);
+    cfg->factories = factories;
     cfg->listen = sbx_xstrdup("127.0.0.1:8080");
     cfg->state_dir = sbx_xstrdup("/var/lib/sbx");
-    /* Isolated sandboxes by default when the runtime is built in; the unisolated `process`
-     * provider only when asked for (or when there is nothing else). */
+    /* The table's first provider: isolated sandboxes (native) when the runtime is built in;
+     * the unisolated `process` provider only when asked for, or when there is nothing else
+     * (src/providers/providers.c orders the table so). */
     cfg->providers = sbx_xcalloc(1, sizeof(char *));
-    cfg->providers[0] = sbx_xstrdup(SBX_DEFAULT_PROVIDER);
+    cfg->providers[0] = sbx_xstrdup(factories[0].name);
     cfg->n_providers = 1;
-    cfg->default_provider = sbx_xstrdup(SBX_DEFAULT_PROVIDER);
+    cfg->default_provider = sbx_xstrdup(factories[0].name);
     cfg->provider_settings = json_object();
     cfg->max_timeout_s = 86400;
     cfg->max_sandboxes = 1000;
@@ -154,13 +151,13 @@ push_keys(char ***v, size_t *n, const char *prefix, const char *const *keys)
 }
 
 char **
-sbx_server_config_keys(void)
+sbx_server_config_keys(const struct sbx_provider_factory *factories)
 {
     char **v = sbx_xcalloc(1, sizeof *v);
     size_t n = 0;
     push_keys(&v, &n, "server", server_keys);
     push_keys(&v, &n, "providers", providers_keys);
-    for (const struct sbx_provider_factory *f = sbx_provider_factories; f->name; f++) {
+    for (const struct sbx_provider_factory *f = factories; f->name; f++) {
         sbx_autofree char *prefix = sbx_xasprintf("providers.%s", f->name);
         push_keys(&v, &n, prefix, f->keys);
     }
@@ -289,7 +286,7 @@ static int
 parse_provider_group(struct sbx_server_config *cfg, const config_setting_t *g, sbx_error **err)
 {
     const char *name = config_setting_name(g);
-    const struct sbx_provider_factory *f = sbx_provider_factory_find(name);
+    const struct sbx_provider_factory *f = sbx_provider_factory_in(cfg->factories, name);
     if (!f || !config_setting_is_group(g))
         return sbx_error_set(err, SBX_EINVAL, 0, "unknown key `providers.%s` (line %d)", name,
                              config_setting_source_line(g));

@@ -12,7 +12,12 @@
 
 #include "common/error.h"
 
+struct sbx_provider_factory;
+
 struct sbx_server_config {
+    /* The providers this sbx has (src/providers/providers.h: sbx_providers_builtin; tests
+     * give their own): what `providers.*` may name. Borrowed, never NULL. */
+    const struct sbx_provider_factory *factories;
     char *listen; /* "HOST:PORT" */
     char *state_dir;
     char *public_addr;   /* host[:port] put in endpoints; NULL = the request's Host */
@@ -34,8 +39,10 @@ struct sbx_server_config {
     char *secrets_key_file; /* master key of the secret store; NULL = <state>/secrets/master.key */
 };
 
-/* Fill cfg with the embedded defaults. */
-void sbx_server_config_defaults(struct sbx_server_config *cfg);
+/* Fill cfg with the embedded defaults for the providers of `factories` (its first one is the
+ * default provider). */
+void sbx_server_config_defaults(struct sbx_server_config *cfg,
+                                const struct sbx_provider_factory *factories);
 /* Parse config text over cfg (which holds defaults). Unknown keys, wrong types, duplicate
  * providers fail with a message naming the key. */
 int sbx_server_config_parse(struct sbx_server_config *cfg, const char *text, sbx_error **err);
@@ -43,6 +50,6 @@ int sbx_server_config_load(struct sbx_server_config *cfg, const char *path, sbx_
 void sbx_server_config_dispose(struct sbx_server_config *cfg);
 /* Every key a config file may hold, dotted ("server.listen", "providers.native.execd", ...):
  * a NULL-terminated array the caller frees (each string, then the array). */
-char **sbx_server_config_keys(void);
+char **sbx_server_config_keys(const struct sbx_provider_factory *factories);
 
 #endif

@@ -54,14 +54,8 @@ send_static(struct sbx_req *r, const void *data, size_t len, const char *type)
     return ret;
 }
 
-bool
-sbx_console_owns(enum sbx_route_id id)
-{
-    return id == SBX_ROUTE_CONSOLE_PAGE || id == SBX_ROUTE_CONSOLE_STATIC;
-}
-
-enum MHD_Result
-sbx_console_handle(struct sbx_req *r)
+static enum MHD_Result
+console_handle(struct sbx_req *r)
 {
     if (r->route.id == SBX_ROUTE_CONSOLE_PAGE)
         return send_static(r, sbx_console_html, sbx_console_html_len, "text/html; charset=utf-8");
@@ -130,3 +124,5 @@ sbx_api_server_info(struct sbx_req *r, struct sbx_reply *out)
                           sbx_registry_status(r->srv->reg), "limits", limits_json(c), "images",
                           images_json(c));
 }
+
+const struct sbx_http_handler sbx_console_handler = {.end = console_handle};

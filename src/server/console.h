@@ -9,9 +9,8 @@
 
 #include "server/httpd.h"
 
-/* The routes answered on the connection: the page and its static files (public). */
-bool sbx_console_owns(enum sbx_route_id id);
-enum MHD_Result sbx_console_handle(struct sbx_req *r);
+/* GET /console, /console/static/{file}: the web console's page and files (public). */
+extern const struct sbx_http_handler sbx_console_handler;
 
 /* GET /admin/server (API key): version, listen and public address, providers, limits and the
  * images of the local store. */

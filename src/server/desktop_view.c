@@ -576,15 +576,8 @@ h_vnc(struct sbx_req *r)
     return ret;
 }
 
-bool
-sbx_view_owns(enum sbx_route_id id)
-{
-    return id == SBX_ROUTE_DESKTOP_VNC || id == SBX_ROUTE_DESKTOP_PAGE ||
-           id == SBX_ROUTE_DESKTOP_STATIC || id == SBX_ROUTE_NOVNC;
-}
-
-enum MHD_Result
-sbx_view_handle(struct sbx_req *r)
+static enum MHD_Result
+view_handle(struct sbx_req *r)
 {
     if (r->route.id == SBX_ROUTE_DESKTOP_VNC)
         return h_vnc(r);
@@ -594,3 +587,5 @@ sbx_view_handle(struct sbx_req *r)
         return h_static(r);
     return h_novnc(r);
 }
+
+const struct sbx_http_handler sbx_view_handler = {.end = view_handle};

@@ -9,12 +9,10 @@
 
 #include "server/httpd.h"
 
-/* The routes this file answers (the token mint goes through the JSON API; the rest here). */
-bool sbx_view_owns(enum sbx_route_id id);
+/* GET /v1/sandboxes/{id}/desktop/vnc (WebSocket: the key or a view token), /desktop/view/{id},
+ * /desktop/static/..., /desktop/novnc/...: answered on the connection. */
+extern const struct sbx_http_handler sbx_view_handler;
 /* POST /v1/sandboxes/{id}/desktop/view (API key): a view token for that sandbox's desktop. */
 void sbx_view_mint(struct sbx_req *r, struct sbx_reply *out);
-/* GET /v1/sandboxes/{id}/desktop/vnc (WebSocket), /desktop/view/{id}, /desktop/static/...,
- * /desktop/novnc/...: answered on the connection. */
-enum MHD_Result sbx_view_handle(struct sbx_req *r);
 
 #endif

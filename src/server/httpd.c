@@ -23,14 +23,8 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
-#include "server/api_egress.h"
-#include "server/api_fields.h"
 #include "server/apierr.h"
 #include "server/connguard.h"
-#include "server/console.h"
-#include "server/desktop_view.h"
-#include "server/metrics.h"
-#include "server/snapshot.h"
 #include "server/sandbox.h"
 #include "server/srvutil.h"
 
@@ -164,8 +158,8 @@ send_file(struct sbx_req *r, struct sbx_reply *rep)
     return ret;
 }
 
-static enum MHD_Result
-send_reply(struct sbx_req *r, struct sbx_reply *rep)
+enum MHD_Result
+sbx_http_send_reply(struct sbx_req *r, struct sbx_reply *rep)
 {
     enum MHD_Result ret;
     if (rep->file_fd > 0 && rep->status < 400) {
@@ -266,16 +260,6 @@ check_auth(struct sbx_req *r, bool *ok)
     return MHD_YES;
 }
 
-/* A secureAccess sandbox's own token opens its router routes, and nothing else: not another
- * sandbox's routes (the token is compared with the named sandbox's), not the API. */
-static bool
-secure_access_ok(struct sbx_req *r)
-{
-    const char *tok = sbx_req_header(r, SBX_ACCESS_HEADER);
-    return tok && r->route.id == SBX_ROUTE_PROXY && sbx_srv_is_uuid(r->route.sandbox_id) &&
-           sbx_mgr_access_ok(r->srv->mgr, r->route.sandbox_id, tok);
-}
-
 static enum MHD_Result
 send_preflight(struct sbx_req *r)
 {
@@ -291,12 +275,17 @@ send_preflight(struct sbx_req *r)
     return ret;
 }
 
+static const struct sbx_http_handler *
+handler(const struct sbx_req *r)
+{
+    return r->srv->handlers[r->route.id];
+}
+
 static uint64_t
 body_limit(const struct sbx_req *r)
 {
-    /* A snapshot archive goes to a temp file on the image store's disk, not to memory. */
-    return r->route.id == SBX_ROUTE_SNAPSHOT_IMPORT ? SBX_SNAPSHOT_IMPORT_MAX
-                                                    : (uint64_t)r->srv->cfg->max_body_bytes;
+    uint64_t own = handler(r)->body_limit;
+    return own ? own : (uint64_t)r->srv->cfg->max_body_bytes;
 }
 
 static enum MHD_Result
@@ -355,6 +344,24 @@ check_framing(struct sbx_req *r, bool *ok)
     return MHD_YES;
 }
 
+/* Who may use the route: its own credential only (own_auth_code), its alternative credential
+ * or the API key, the API key alone, or anyone (route.c: the public routes). */
+static enum MHD_Result
+authenticate(struct sbx_req *r, bool *ok)
+{
+    const struct sbx_http_handler *h = handler(r);
+    bool alt = h->alt_auth && h->alt_auth(r);
+    *ok = true;
+    if (h->own_auth_code && !alt) {
+        *ok = false;
+        r->close = true;
+        return sbx_http_send_error(r, 401, h->own_auth_code, h->own_auth_message);
+    }
+    if (h->own_auth_code || alt || !sbx_route_needs_auth(r->route.id))
+        return MHD_YES;
+    return check_auth(r, ok);
+}
+
 static enum MHD_Result
 first_call(struct sbx_req *r)
 {
@@ -367,89 +374,23 @@ first_call(struct sbx_req *r)
     r->sensitive = r->route.id == SBX_ROUTE_SECRET_SET;
     if (r->route.id == SBX_ROUTE_PREFLIGHT)
         return send_preflight(r);
-    /* The egress API takes the sandbox's egress token, not the API key (api_egress.c). */
-    if (sbx_api_egress_claim(r)) {
-        if (!sbx_api_egress_auth_ok(r)) {
-            r->close = true;
-            return sbx_http_send_error(r, 401, "EGRESS::UNAUTHORIZED",
-                                       "send this sandbox's " SBX_EGRESS_HEADER " header (its "
-                                       "endpoint for port 18080 has it)");
-        }
-        return check_body_size(r);
-    }
-    bool public_metrics = r->route.id == SBX_ROUTE_METRICS && r->srv->cfg->metrics_public;
-    if (sbx_route_needs_auth(r->route.id) && !public_metrics && !secure_access_ok(r) &&
-        !(r->route.id == SBX_ROUTE_PROXY && sbx_proxy_ws_key_ok(r))) {
-        bool ok = false;
-        enum MHD_Result ret = check_auth(r, &ok);
-        if (!ok)
-            return ret;
-    }
-    if (r->route.id == SBX_ROUTE_PROXY)
-        return sbx_proxy_begin(r);
-    return check_body_size(r);
-}
-
-/* GET /metrics: Prometheus' text format (not JSON), built at each scrape. */
-static enum MHD_Result
-send_metrics(struct sbx_req *r)
-{
-    struct sbx_buf b;
-    sbx_buf_init(&b, 64u << 20);
-    sbx_metrics_render(r->srv->mgr, &b);
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(b.len, b.data ? b.data : (void *)"", MHD_RESPMEM_MUST_COPY);
-    sbx_buf_dispose(&b);
-    (void)MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
-    (void)MHD_add_response_header(resp, "X-Request-ID", r->rid);
-    enum MHD_Result ret = MHD_queue_response(r->conn, 200, resp);
-    MHD_destroy_response(resp);
-    r->done = true;
-    return ret;
+    if (handler(r)->reroute)
+        handler(r)->reroute(r);
+    bool ok = false;
+    enum MHD_Result ret = authenticate(r, &ok);
+    if (!ok)
+        return ret;
+    return handler(r)->begin ? handler(r)->begin(r) : check_body_size(r);
 }
 
 static enum MHD_Result
 final_call(struct sbx_req *r)
 {
-    if (r->route.id == SBX_ROUTE_PROXY)
-        return sbx_proxy_end(r);
-    if (sbx_view_owns(r->route.id))
-        return sbx_view_handle(r);
-    if (sbx_console_owns(r->route.id))
-        return sbx_console_handle(r);
-    if (r->route.id == SBX_ROUTE_METRICS)
-        return send_metrics(r);
-    if (r->upload_errno) {
-        char msg[160];
-        (void)snprintf(msg, sizeof msg, "could not store the upload on the server: %s",
-                       r->upload_errno == ENOSPC ? "no space left on the image store's disk"
-                                                 : "a write failed");
-        return sbx_http_send_error(r, r->upload_errno == ENOSPC ? 507 : 500,
-                                   "GENERAL::UPLOAD_FAILED", msg);
-    }
-    if (r->too_big)
+    const struct sbx_http_handler *h = handler(r);
+    if (!h->data && r->too_big)
         return sbx_http_send_error(r, 413, "GENERAL::PAYLOAD_TOO_LARGE",
                                    "request body is larger than the limit");
-    struct sbx_reply rep = {0};
-    sbx_api_dispatch(r, &rep);
-    return send_reply(r, &rep);
-}
-
-/* The body of a snapshot import, streamed to an unlinked temp file (r->upload_fd). */
-static enum MHD_Result
-upload_data(struct sbx_req *r, const char *data, size_t n)
-{
-    if (r->too_big)
-        return MHD_YES;
-    if (r->upload_fd <= 0)
-        r->upload_fd = sbx_snaps_tmpfile(r->srv->snaps);
-    r->upload_len += n;
-    if (r->upload_fd < 0 ||
-        (r->upload_len <= SBX_SNAPSHOT_IMPORT_MAX && sbx_write_all(r->upload_fd, data, n) < 0))
-        r->upload_errno = errno ? errno : EIO; /* answered at the end, with why */
-    if (r->upload_len > SBX_SNAPSHOT_IMPORT_MAX || r->upload_errno)
-        r->too_big = true; /* the rest of the body is dropped */
-    return MHD_YES;
+    return h->end(r);
 }
 
 static enum MHD_Result
@@ -471,10 +412,8 @@ request_step(struct sbx_req *r, struct MHD_Connection *conn, const char *url, co
     if (*data_size) {
         size_t n = *data_size;
         *data_size = 0;
-        if (r->route.id == SBX_ROUTE_PROXY)
-            return sbx_proxy_data(r, data, n);
-        if (r->route.id == SBX_ROUTE_SNAPSHOT_IMPORT)
-            return upload_data(r, data, n);
+        if (handler(r)->data)
+            return handler(r)->data(r, data, n);
         if (!r->too_big && sbx_buf_append(&r->body, data, n, NULL) < 0)
             r->too_big = true;
         return MHD_YES;
@@ -508,9 +447,8 @@ on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     struct sbx_req *r = *con_cls;
     if (!r)
         return;
-    sbx_proxy_free(r->proxy);
-    if (r->upload_fd > 0)
-        (void)close(r->upload_fd);
+    if (r->started && handler(r)->done)
+        handler(r)->done(r);
     /* A secret's value travelled in this body: do not leave it in freed memory. */
     if (r->sensitive && r->body.data)
         sodium_memzero(r->body.data, r->body.cap);
@@ -623,13 +561,28 @@ sbx_http_start(struct sbx_srv *srv, sbx_error **err)
     return 0;
 }
 
+/* Shut down every upgraded connection (router splices, desktop bridges) and wait until their
+ * threads are gone: MHD must not stop under them. */
+static void
+close_upgraded(struct sbx_srv *srv)
+{
+    pthread_mutex_lock(&srv->splice_mu);
+    for (struct sbx_upgraded *u = srv->splices; u; u = u->next) {
+        (void)shutdown(u->up, SHUT_RDWR);
+        (void)shutdown(u->client, SHUT_RDWR);
+    }
+    while (srv->n_splices > 0)
+        pthread_cond_wait(&srv->splice_cv, &srv->splice_mu);
+    pthread_mutex_unlock(&srv->splice_mu);
+}
+
 void
 sbx_http_stop(struct sbx_srv *srv)
 {
     atomic_store(&srv->stopping, true);
     if (!srv->daemon)
         return;
-    sbx_proxy_close_upgraded(srv);
+    close_upgraded(srv);
     MHD_stop_daemon(srv->daemon);
     srv->daemon = NULL;
     sbx_connguard_stop(srv->guard);

@@ -1,6 +1,8 @@
 /*
  * httpd.h - the HTTP front of `sbx serve` (libmicrohttpd, thread per connection): request
- * context, replies, and the two kinds of handlers (API and router).
+ * context, replies, and the handler interface. The transport knows no handler by name: the
+ * server (server.c) gives it one handler per route id (route.h), and the handlers (the API,
+ * the router, the console...) call back into the transport only through this header.
  */
 #ifndef SBX_SERVER_HTTPD_H
 #define SBX_SERVER_HTTPD_H
@@ -17,6 +19,7 @@
 #include "server/route.h"
 
 struct sbx_snaps;
+struct sbx_http_handler;
 
 struct sbx_srv {
     const struct sbx_server_config *cfg;
@@ -35,6 +38,8 @@ struct sbx_srv {
     struct sbx_connguard *guard; /* connguard.c: head deadlines */
     struct sbx_publisher *pub;   /* publish.c: sandbox ports on host ports */
     struct sbx_snaps *snaps;     /* snapshot.c */
+    /* What answers each route id (server.c fills it before sbx_http_start; never NULL). */
+    const struct sbx_http_handler *handlers[SBX_ROUTE__COUNT];
 };
 
 struct sbx_proxy;
@@ -96,23 +101,36 @@ const char *sbx_req_header(struct sbx_req *r, const char *name);
 void sbx_req_query_each(struct sbx_req *r, const char *name,
                         void (*fn)(const char *value, void *ud), void *ud);
 
-/* The lifecycle API: one call per request with the whole body in r->body. */
-void sbx_api_dispatch(struct sbx_req *r, struct sbx_reply *out);
-/* The secrets admin API (api_secrets.c). */
-void sbx_api_secrets(struct sbx_req *r, struct sbx_reply *out);
+/*
+ * What answers a route. The transport calls, in order: reroute (right after the match), the
+ * authentication (the API key unless the route is public, or alt_auth / own_auth below), then
+ * begin (head accepted), data (each body chunk), end (the body is complete), and done when the
+ * request is over, whatever happened. Each step returns MHD_YES/MHD_NO like an access handler.
+ */
+struct sbx_http_handler {
+    /* Optional: turn the matched route into another one (which then picks the handler). */
+    void (*reroute)(struct sbx_req *r);
+    /* Optional: a credential other than the API key that opens this route (true: let in). */
+    bool (*alt_auth)(struct sbx_req *r);
+    /* alt_auth is the only credential: the API key does not open the route; a request
+     * without it gets 401 with this code and message. */
+    const char *own_auth_code;
+    const char *own_auth_message;
+    /* Optional: the head is accepted. Default: a Content-Length above the limit gets 413. */
+    enum MHD_Result (*begin)(struct sbx_req *r);
+    /* Optional: a chunk of the body. Default: appended to r->body up to the limit (r->too_big
+     * beyond it, answered 413 before end is called). */
+    enum MHD_Result (*data)(struct sbx_req *r, const char *data, size_t n);
+    /* The whole request is in: queue the answer. */
+    enum MHD_Result (*end)(struct sbx_req *r);
+    /* Optional: the request is over (answered, failed or cut off): free what begin made. */
+    void (*done)(struct sbx_req *r);
+    /* The largest body; 0: the server's max_body_bytes. */
+    uint64_t body_limit;
+};
 
-/* The router. begin runs on the first call (headers read), data for each body chunk, end once
- * the body is complete; each returns MHD_YES/MHD_NO like an access handler. */
-enum MHD_Result sbx_proxy_begin(struct sbx_req *r);
-enum MHD_Result sbx_proxy_data(struct sbx_req *r, const char *data, size_t n);
-enum MHD_Result sbx_proxy_end(struct sbx_req *r);
-void sbx_proxy_free(struct sbx_proxy *p);
-/* Close every upgraded connection and wait until their threads are gone. */
-void sbx_proxy_close_upgraded(struct sbx_srv *srv);
-/* A WebSocket request through the router that offers the API key as the subprotocol
- * `sbx-api-key.<hex of the key>` (a browser's WebSocket cannot send headers): true when that
- * key is the server's. The router never forwards that subprotocol. */
-bool sbx_proxy_ws_key_ok(struct sbx_req *r);
+/* Queue an API reply (JSON, a file or the error envelope) and release what it holds. */
+enum MHD_Result sbx_http_send_reply(struct sbx_req *r, struct sbx_reply *rep);
 
 /* Queue a JSON error on the connection (adds X-Request-ID, CORS). */
 enum MHD_Result sbx_http_send_error(struct sbx_req *r, int status, const char *code,
@@ -128,7 +146,7 @@ bool sbx_http_key_ok(struct sbx_req *r);
 
 /* Check a listen address ("HOST:PORT", "[V6]:PORT") without opening anything. */
 int sbx_http_check_listen(const char *listen, sbx_error **err);
-/* Start listening on cfg->listen. */
+/* Start listening on cfg->listen (srv->handlers filled). */
 int sbx_http_start(struct sbx_srv *srv, sbx_error **err);
 void sbx_http_stop(struct sbx_srv *srv);
 

@@ -14,6 +14,7 @@
 
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "server/httpd.h"
 #include "server/manager.h"
 #include "server/metrics.h"
 #include "server/provider.h"
@@ -332,3 +333,31 @@ sbx_metrics_render(struct sbx_mgr *mgr, struct sbx_buf *b)
     put_router(b);
     put_process(b);
 }
+
+/* GET /metrics: Prometheus' text format (not JSON), built at each scrape. */
+static enum MHD_Result
+send_metrics(struct sbx_req *r)
+{
+    struct sbx_buf b;
+    sbx_buf_init(&b, 64u << 20);
+    sbx_metrics_render(r->srv->mgr, &b);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(b.len, b.data ? b.data : (void *)"", MHD_RESPMEM_MUST_COPY);
+    sbx_buf_dispose(&b);
+    (void)MHD_add_response_header(resp, "Content-Type", "text/plain; version=0.0.4; charset=utf-8");
+    (void)MHD_add_response_header(resp, "X-Request-ID", r->rid);
+    enum MHD_Result ret = MHD_queue_response(r->conn, 200, resp);
+    MHD_destroy_response(resp);
+    r->done = true;
+    return ret;
+}
+
+/* server.metrics_auth = false: scrapers need no key (the operator chose so). */
+static bool
+metrics_public(struct sbx_req *r)
+{
+    return r->srv->cfg->metrics_public;
+}
+
+const struct sbx_http_handler sbx_metrics_handler = {.alt_auth = metrics_public,
+                                                     .end = send_metrics};

@@ -33,4 +33,8 @@ void sbx_metrics_router_open(int delta);
 /* The whole exposition into b. */
 void sbx_metrics_render(struct sbx_mgr *mgr, struct sbx_buf *b);
 
+/* GET /metrics: the API key unless server.metrics_auth is false. */
+struct sbx_http_handler;
+extern const struct sbx_http_handler sbx_metrics_handler;
+
 #endif

@@ -127,8 +127,29 @@ struct sbx_provider_env {
     struct sbx_srv_secrets *secrets;
 };
 
+/*
+ * What a provider can do beyond the lifecycle every provider has (create, start, stop, delete,
+ * status, connect, renew). The API refuses a request that needs a capability its provider
+ * does not declare with 400 API_NOT_SUPPORTED before anything is recorded, and the registry
+ * refuses to build a provider whose ops disagree with what it declares. A provider declaring
+ * nothing can do nothing extra: a new provider fails closed, it never silently drops a field
+ * it does not know about.
+ */
+enum sbx_provider_cap {
+    SBX_CAP_PAUSE = 1u << 0,             /* pause/resume (ops->pause, ops->resume) */
+    SBX_CAP_SNAPSHOT = 1u << 1,          /* filesystem snapshots (ops->snapshot) */
+    SBX_CAP_VOLUMES = 1u << 2,           /* `volumes` at create (check_create checks each) */
+    SBX_CAP_NETWORK_POLICY = 1u << 3,    /* `networkPolicy` + the egress API (ops->egress) */
+    SBX_CAP_POOLS = 1u << 4,             /* warm sandboxes (`extensions.poolRef`) */
+    SBX_CAP_RESOURCE_REQUESTS = 1u << 5, /* `resourceRequests` reach a scheduler */
+};
+
 struct sbx_provider_factory {
     const char *name;
+    /* enum sbx_provider_cap bits: what its providers can do (see there). */
+    unsigned caps;
+    /* The platform its sandboxes run ("amd64", "arm64"); NULL: this machine's. */
+    const char *arch;
     /* settings: the provider's config group as a JSON object (never NULL). */
     int (*create)(const json_t *settings, const struct sbx_provider_env *env,
                   struct sbx_provider **out, sbx_error **err);
@@ -143,10 +164,11 @@ struct sbx_provider_factory {
     bool lazy;
 };
 
-/* The factories compiled into this sbx (NULL-terminated by name). */
-extern const struct sbx_provider_factory sbx_provider_factories[];
-
-const struct sbx_provider_factory *sbx_provider_factory_find(const char *name);
+/* The factory called name in table (NULL-terminated by name), or NULL. The server gets its
+ * table from whoever starts it (src/providers/providers.h: sbx_providers_builtin): the server
+ * knows the provider interface, never a provider. */
+const struct sbx_provider_factory *sbx_provider_factory_in(const struct sbx_provider_factory *table,
+                                                           const char *name);
 
 struct sbx_registry;
 struct sbx_server_config;
@@ -170,34 +192,15 @@ const char *sbx_registry_resolve(const struct sbx_registry *reg, const char *nam
  * set) is returned and nothing is cached. */
 int sbx_registry_acquire(struct sbx_registry *reg, const char *name, struct sbx_provider **out,
                          sbx_error **err);
+/* The factory of the provider called name (NULL or "" = the default), or NULL when it is not
+ * supported: its capabilities and platform, known before it is built. Never builds. */
+const struct sbx_provider_factory *sbx_registry_factory(const struct sbx_registry *reg,
+                                                        const char *name);
 /* The provider called name if it is built already, else NULL (never builds). */
 struct sbx_provider *sbx_registry_peek(struct sbx_registry *reg, const char *name);
 /* "a, b" - the supported names, for error messages. Borrowed. */
 const char *sbx_registry_names(const struct sbx_registry *reg);
 /* [{name, state: ready | not built yet | failed, reason?}] for /health (caller owns it). */
 json_t *sbx_registry_status(struct sbx_registry *reg);
-
-#ifdef SBX_HAVE_RUNTIME
-/* The native provider's factory (built when src/runtime is part of the build). */
-int sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *env,
-                            struct sbx_provider **out, sbx_error **err);
-extern const char *const sbx_provider_native_keys[];
-#endif
-
-/* The process provider's factory. */
-int sbx_provider_process_new(const json_t *settings, const struct sbx_provider_env *env,
-                             struct sbx_provider **out, sbx_error **err);
-extern const char *const sbx_provider_process_keys[];
-
-/* The docker provider's factory (a Docker Engine API over a unix socket: dockerd or podman). */
-int sbx_provider_docker_new(const json_t *settings, const struct sbx_provider_env *env,
-                            struct sbx_provider **out, sbx_error **err);
-extern const char *const sbx_provider_docker_keys[];
-
-/* The Daytona provider's factory (lazy: it needs the API key from the secret store). */
-int sbx_provider_daytona_new(const json_t *settings, const struct sbx_provider_env *env,
-                             struct sbx_provider **out, sbx_error **err);
-int sbx_provider_daytona_check(const json_t *settings, sbx_error **err);
-extern const char *const sbx_provider_daytona_keys[];
 
 #endif

@@ -42,6 +42,7 @@
 #include "server/api_fields.h"
 #include "server/httpd.h"
 #include "server/httphead.h"
+#include "server/proxy.h"
 #include "server/metrics.h"
 #include "server/srvutil.h"
 
@@ -74,8 +75,8 @@ struct sbx_proxy {
     uint64_t bytes_in, bytes_out; /* body bytes to the sandbox, bytes read from it */
 };
 
-void
-sbx_proxy_free(struct sbx_proxy *p)
+static void
+proxy_free(struct sbx_proxy *p)
 {
     if (!p)
         return;
@@ -222,8 +223,11 @@ wants_upgrade(struct sbx_req *r)
     return up && conn && strcasestr(conn, "upgrade");
 }
 
-bool
-sbx_proxy_ws_key_ok(struct sbx_req *r)
+/* A WebSocket request through the router that offers the API key as the subprotocol
+ * `sbx-api-key.<hex of the key>` (a browser's WebSocket cannot send headers): true when that
+ * key is the server's. The router never forwards that subprotocol. */
+static bool
+ws_key_ok(struct sbx_req *r)
 {
     return wants_upgrade(r) && offered_protocols(r).key_ok;
 }
@@ -329,8 +333,8 @@ connect_error(struct sbx_req *r, const sbx_error *err)
     return fail(r, 502, "SANDBOX::PROXY_CONNECT_FAILED", sbx_error_msg(err));
 }
 
-enum MHD_Result
-sbx_proxy_begin(struct sbx_req *r)
+static enum MHD_Result
+proxy_begin(struct sbx_req *r)
 {
     struct sbx_proxy *p = sbx_xcalloc(1, sizeof *p);
     p->t0_ns = sbx_now_ns();
@@ -366,8 +370,8 @@ sbx_proxy_begin(struct sbx_req *r)
     return MHD_YES;
 }
 
-enum MHD_Result
-sbx_proxy_data(struct sbx_req *r, const char *data, size_t n)
+static enum MHD_Result
+proxy_data(struct sbx_req *r, const char *data, size_t n)
 {
     struct sbx_proxy *p = r->proxy;
     if (p->failed)
@@ -697,19 +701,6 @@ splice_main(void *arg)
     return NULL;
 }
 
-void
-sbx_proxy_close_upgraded(struct sbx_srv *srv)
-{
-    pthread_mutex_lock(&srv->splice_mu);
-    for (struct sbx_upgraded *u = srv->splices; u; u = u->next) {
-        (void)shutdown(u->up, SHUT_RDWR);
-        (void)shutdown(u->client, SHUT_RDWR);
-    }
-    while (srv->n_splices > 0)
-        pthread_cond_wait(&srv->splice_cv, &srv->splice_mu);
-    pthread_mutex_unlock(&srv->splice_mu);
-}
-
 static void
 /* NOLINTNEXTLINE(readability-function-size): the signature is libmicrohttpd's */
 on_upgraded(void *cls, struct MHD_Connection *c, void *con_cls, const char *extra_in,
@@ -801,8 +792,8 @@ read_final_head(struct sbx_proxy *p, struct sbx_http_resp *rh)
     }
 }
 
-enum MHD_Result
-sbx_proxy_end(struct sbx_req *r)
+static enum MHD_Result
+proxy_end(struct sbx_req *r)
 {
     struct sbx_proxy *p = r->proxy;
     if (p->err_status) /* decided before the body; the body has been drained by now */
@@ -824,3 +815,31 @@ sbx_proxy_end(struct sbx_req *r)
     }
     return answer(r, p, &rh);
 }
+
+static void
+proxy_done(struct sbx_req *r)
+{
+    proxy_free(r->proxy);
+    r->proxy = NULL;
+}
+
+/* A secureAccess sandbox's own token opens its router routes, and nothing else: not another
+ * sandbox's routes (the token is compared with the named sandbox's), not the API. A browser's
+ * WebSocket offers the API key as a subprotocol instead of a header (ws_key_ok). */
+static bool
+proxy_alt_auth(struct sbx_req *r)
+{
+    const char *tok = sbx_req_header(r, SBX_ACCESS_HEADER);
+    if (tok && sbx_srv_is_uuid(r->route.sandbox_id) &&
+        sbx_mgr_access_ok(r->srv->mgr, r->route.sandbox_id, tok))
+        return true;
+    return ws_key_ok(r);
+}
+
+const struct sbx_http_handler sbx_proxy_handler = {
+    .alt_auth = proxy_alt_auth,
+    .begin = proxy_begin,
+    .data = proxy_data,
+    .end = proxy_end,
+    .done = proxy_done,
+};

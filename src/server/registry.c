@@ -19,20 +19,6 @@
 #include "server/config.h"
 #include "server/provider.h"
 
-const struct sbx_provider_factory sbx_provider_factories[] = {
-#ifdef SBX_HAVE_RUNTIME
-    {.name = "native", .create = sbx_provider_native_new, .keys = sbx_provider_native_keys},
-#endif
-    {.name = "process", .create = sbx_provider_process_new, .keys = sbx_provider_process_keys},
-    {.name = "docker", .create = sbx_provider_docker_new, .keys = sbx_provider_docker_keys},
-    {.name = "daytona",
-     .create = sbx_provider_daytona_new,
-     .keys = sbx_provider_daytona_keys,
-     .check = sbx_provider_daytona_check,
-     .lazy = true},
-    {0},
-};
-
 struct item {
     const struct sbx_provider_factory *f;
     char *name;
@@ -52,20 +38,14 @@ struct sbx_registry {
     struct sbx_provider_env env; /* copied strings */
 };
 
-static const struct sbx_provider_factory *
-find_in(const struct sbx_provider_factory *table, const char *name)
+const struct sbx_provider_factory *
+sbx_provider_factory_in(const struct sbx_provider_factory *table, const char *name)
 {
     for (const struct sbx_provider_factory *f = table; name && f->name; f++) {
         if (strcmp(f->name, name) == 0)
             return f;
     }
     return NULL;
-}
-
-const struct sbx_provider_factory *
-sbx_provider_factory_find(const char *name)
-{
-    return find_in(sbx_provider_factories, name);
 }
 
 static char *
@@ -90,6 +70,22 @@ find_item(const struct sbx_registry *reg, const char *name)
     return NULL;
 }
 
+/* The ops a provider has must be what its factory declares: the API decides from the
+ * declaration (before a lazy provider is even built), the manager calls the ops. */
+static const char *
+caps_mismatch(unsigned caps, const struct sbx_provider_ops *ops)
+{
+    if (!(caps & SBX_CAP_PAUSE) != !(ops->pause && ops->resume))
+        return "pause";
+    if (!(caps & SBX_CAP_SNAPSHOT) != !ops->snapshot)
+        return "snapshots";
+    if (!(caps & SBX_CAP_NETWORK_POLICY) != !ops->egress)
+        return "network policy";
+    if ((caps & SBX_CAP_VOLUMES) && !ops->check_create)
+        return "volumes (without a check_create to check them)";
+    return NULL;
+}
+
 /* Run f->create for it (no lock held) and name the result. */
 static int
 build(const struct sbx_registry *reg, const struct item *it, struct sbx_provider **out,
@@ -98,6 +94,14 @@ build(const struct sbx_registry *reg, const struct item *it, struct sbx_provider
     struct sbx_provider *p = NULL;
     if (it->f->create(it->settings, &reg->env, &p, err) < 0)
         return sbx_error_wrap(err, "provider `%s`", it->name);
+    const char *bad = caps_mismatch(it->f->caps, p->ops);
+    if (bad) {
+        p->ops->free(p);
+        return sbx_error_set(err, SBX_EGENERIC, 0,
+                             "provider `%s`: its declared capabilities and its operations "
+                             "disagree on %s (a bug in this sbx build)",
+                             it->name, bad);
+    }
     (void)snprintf(p->name, sizeof p->name, "%s", it->name);
     *out = p;
     return 0;
@@ -109,7 +113,7 @@ add_one(struct sbx_registry *reg, const struct sbx_server_config *cfg,
 {
     if (find_item(reg, name) && *name)
         return sbx_error_set(err, SBX_EINVAL, 0, "provider `%s` is configured twice", name);
-    const struct sbx_provider_factory *f = find_in(table, name);
+    const struct sbx_provider_factory *f = sbx_provider_factory_in(table, name);
     if (!f) {
         char *known = known_names(table);
         int r = sbx_error_set(err, SBX_EINVAL, 0, "unknown provider `%s` (this sbx has: %s)", name,
@@ -175,7 +179,7 @@ int
 sbx_registry_build(const struct sbx_server_config *cfg, const struct sbx_provider_env *env,
                    struct sbx_registry **out, sbx_error **err)
 {
-    return sbx_registry_build_with(cfg, env, sbx_provider_factories, out, err);
+    return sbx_registry_build_with(cfg, env, cfg->factories, out, err);
 }
 
 void
@@ -196,6 +200,13 @@ sbx_registry_free(struct sbx_registry *reg)
     pthread_cond_destroy(&reg->cv);
     pthread_mutex_destroy(&reg->mu);
     free(reg);
+}
+
+const struct sbx_provider_factory *
+sbx_registry_factory(const struct sbx_registry *reg, const char *name)
+{
+    const struct item *it = find_item(reg, name);
+    return it ? it->f : NULL;
 }
 
 const char *

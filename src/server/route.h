@@ -50,6 +50,7 @@ enum sbx_route_id {
     /* /sandboxes/{id}/proxy/18080/policy of a sandbox with an egress policy (never matched
      * here: httpd.c turns such a proxy route into it, api_egress.c) */
     SBX_ROUTE_EGRESS_POLICY,
+    SBX_ROUTE__COUNT /* not a route: the number of ids (server.c's handler table) */
 };
 
 #define SBX_ROUTE_SEG_MAX    64

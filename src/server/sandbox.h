@@ -44,6 +44,8 @@ struct sbx_record {
 /* Find-or-create (sbx extension): a create whose `extensions` hold this key returns the
  * existing sandbox with the same key and spec when it can be made usable. */
 #define SBX_REUSE_KEY_EXT "reuseKey"
+/* extensions["sbx.desktop"]: a desktop started with execd (`--desktop SPEC`) */
+#define SBX_DESKTOP_EXT "sbx.desktop"
 /* A sandbox's name (`sbx create --name`): a metadata label, so that the OpenSandbox SDKs see
  * it and can set it and filter on it; unique among the sandboxes that are not Failed or
  * Terminated (409 otherwise). */

@@ -19,10 +19,16 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "server/api.h"
+#include "server/api_egress.h"
 #include "server/config.h"
+#include "server/console.h"
+#include "server/desktop_view.h"
 #include "server/httpd.h"
 #include "server/manager.h"
+#include "server/metrics.h"
 #include "server/provider.h"
+#include "server/proxy.h"
 #include "server/publish.h"
 #include "server/secretsrv.h"
 #include "server/srvutil.h"
@@ -98,7 +104,7 @@ lock_state_dir(const char *dir, int *fd_out, sbx_error **err)
 static int
 load_config(const struct sbx_server_opts *opts, struct sbx_server_config *cfg, sbx_error **err)
 {
-    sbx_server_config_defaults(cfg);
+    sbx_server_config_defaults(cfg, opts->factories);
     if (opts->config_path && sbx_server_config_load(cfg, opts->config_path, err) < 0)
         return -SBX_EINVAL;
     if (opts->listen) {
@@ -110,6 +116,37 @@ load_config(const struct sbx_server_opts *opts, struct sbx_server_config *cfg, s
         cfg->state_dir = sbx_xstrdup(opts->state_dir);
     }
     return 0;
+}
+
+/* The router, with the egress API claiming its sandbox's port-18080 `/policy` requests. */
+static struct sbx_http_handler router;
+
+/* The server's one table of handlers: which code answers each route of route.c. The JSON
+ * API answers whatever is not listed (its own 404/405/501 included). */
+static void
+set_handlers(struct sbx_srv *srv)
+{
+    static const struct {
+        enum sbx_route_id id;
+        const struct sbx_http_handler *h;
+    } table[] = {
+        {SBX_ROUTE_PROXY, &router},
+        {SBX_ROUTE_EGRESS_POLICY, &sbx_egress_handler},
+        {SBX_ROUTE_METRICS, &sbx_metrics_handler},
+        {SBX_ROUTE_SNAPSHOT_IMPORT, &sbx_api_import_handler},
+        {SBX_ROUTE_DESKTOP_VNC, &sbx_view_handler},
+        {SBX_ROUTE_DESKTOP_PAGE, &sbx_view_handler},
+        {SBX_ROUTE_DESKTOP_STATIC, &sbx_view_handler},
+        {SBX_ROUTE_NOVNC, &sbx_view_handler},
+        {SBX_ROUTE_CONSOLE_PAGE, &sbx_console_handler},
+        {SBX_ROUTE_CONSOLE_STATIC, &sbx_console_handler},
+    };
+    router = sbx_proxy_handler;
+    router.reroute = sbx_api_egress_reroute;
+    for (size_t i = 0; i < SBX_ROUTE__COUNT; i++)
+        srv->handlers[i] = &sbx_api_handler;
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(table); i++)
+        srv->handlers[table[i].id] = table[i].h;
 }
 
 struct parts {
@@ -161,6 +198,7 @@ open_parts(struct parts *p, sbx_error **err)
     p->srv.mgr = p->mgr;
     p->srv.reg = p->reg;
     p->srv.secrets = p->secrets;
+    set_handlers(&p->srv);
     if (sbx_http_start(&p->srv, err) < 0)
         return -SBX_EGENERIC;
     return sbx_publish_start(&p->srv, err);

@@ -6,10 +6,14 @@
 
 #include "common/error.h"
 
+struct sbx_provider_factory;
+
 struct sbx_server_opts {
     const char *config_path; /* NULL = embedded defaults */
     const char *listen;      /* overrides the config when not NULL */
     const char *state_dir;   /* overrides the config when not NULL */
+    /* The providers it may run (src/providers/providers.h: sbx_providers_builtin). */
+    const struct sbx_provider_factory *factories;
 };
 
 /* Run the server until SIGTERM or SIGINT. */

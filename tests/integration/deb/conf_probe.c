@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "providers/providers.h"
 #include "server/config.h"
 
 static void
@@ -44,7 +45,7 @@ int
 main(int argc, char **argv)
 {
     if (argc == 2 && strcmp(argv[1], "keys") == 0) {
-        char **keys = sbx_server_config_keys();
+        char **keys = sbx_server_config_keys(sbx_providers_builtin);
         for (size_t i = 0; keys[i]; i++) {
             puts(keys[i]);
             free(keys[i]);
@@ -57,7 +58,7 @@ main(int argc, char **argv)
         return 2;
     }
     struct sbx_server_config cfg;
-    sbx_server_config_defaults(&cfg);
+    sbx_server_config_defaults(&cfg, sbx_providers_builtin);
     sbx_error *err = NULL;
     if (strcmp(argv[2], "-") != 0 && sbx_server_config_load(&cfg, argv[2], &err) < 0) {
         fprintf(stderr, "conf_probe: %s\n", sbx_error_msg(err));

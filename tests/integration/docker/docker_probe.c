@@ -17,6 +17,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "providers/providers.h"
 #include "server/provider.h"
 #include "server/srvutil.h"
 

@@ -9,12 +9,13 @@
 #include <string.h>
 
 #include "server/config.h"
+#include "providers/providers.h"
 #include "server/provider.h"
 
 static int
 parse(const char *text, struct sbx_server_config *cfg, char **msg)
 {
-    sbx_server_config_defaults(cfg);
+    sbx_server_config_defaults(cfg, sbx_providers_builtin);
     sbx_error *err = NULL;
     int r = sbx_server_config_parse(cfg, text, &err);
     *msg = err ? strdup(sbx_error_msg(err)) : NULL;
@@ -41,7 +42,7 @@ test_defaults(void **state)
 {
     (void)state;
     struct sbx_server_config cfg;
-    sbx_server_config_defaults(&cfg);
+    sbx_server_config_defaults(&cfg, sbx_providers_builtin);
     assert_string_equal(cfg.listen, "127.0.0.1:8080");
     assert_string_equal(cfg.state_dir, "/var/lib/sbx");
     assert_int_equal(cfg.n_providers, 1);

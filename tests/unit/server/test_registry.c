@@ -282,14 +282,96 @@ test_startup_errors(void **state)
     sbx_server_config_dispose(&cfg);
 }
 
+/* A factory declaring a capability its ops lack (or the other way round) is not built: the
+ * API decides from the declaration, the manager calls the ops. */
+static int
+no_op_pause(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
+{
+    (void)p, (void)sb, (void)err;
+    return 0;
+}
+
+static const struct sbx_provider_ops pausing_ops = {
+    .pause = no_op_pause, .resume = no_op_pause, .free = fake_free};
+
+static int
+make_pausing(const json_t *s, const struct sbx_provider_env *env, struct sbx_provider **out,
+             sbx_error **err)
+{
+    (void)s, (void)env, (void)err;
+    struct sbx_provider *p = sbx_xcalloc(1, sizeof *p);
+    p->ops = &pausing_ops;
+    *out = p;
+    return 0;
+}
+
+static void
+expect_caps_refused(const struct sbx_provider_factory *table, const char *what)
+{
+    struct sbx_provider_env env = {.state_dir = "/nonexistent", .exe_dir = "/nonexistent"};
+    struct sbx_server_config cfg;
+    static const char *const one[] = {"p"};
+    config(&cfg, one, 1, "p");
+    struct sbx_registry *reg = NULL;
+    sbx_error *err = NULL;
+    assert_true(sbx_registry_build_with(&cfg, &env, table, &reg, &err) < 0);
+    if (!strstr(sbx_error_msg(err), what))
+        fail_msg("want `%s` in: %s", what, sbx_error_msg(err));
+    sbx_error_clear(&err);
+    sbx_server_config_dispose(&cfg);
+}
+
+static void
+test_caps_match_ops(void **state)
+{
+    (void)state;
+    /* pauses without saying so; says it snapshots without the op; network policy without
+     * egress; volumes without a check_create */
+    static const struct sbx_provider_factory undeclared[] = {
+        {.name = "p", .create = make_pausing, .keys = no_keys}, {0}};
+    static const struct sbx_provider_factory snap[] = {{.name = "p",
+                                                        .caps = SBX_CAP_PAUSE | SBX_CAP_SNAPSHOT,
+                                                        .create = make_pausing,
+                                                        .keys = no_keys},
+                                                       {0}};
+    static const struct sbx_provider_factory net[] = {
+        {.name = "p", .caps = SBX_CAP_NETWORK_POLICY, .create = make_eager, .keys = no_keys}, {0}};
+    static const struct sbx_provider_factory vol[] = {
+        {.name = "p", .caps = SBX_CAP_VOLUMES, .create = make_eager, .keys = no_keys}, {0}};
+    expect_caps_refused(undeclared, "disagree on pause");
+    expect_caps_refused(snap, "disagree on snapshots");
+    expect_caps_refused(net, "disagree on network policy");
+    expect_caps_refused(vol, "disagree on volumes");
+    /* what matches is built, and its declaration is what the API reads */
+    static const struct sbx_provider_factory ok[] = {{.name = "p",
+                                                      .caps = SBX_CAP_PAUSE,
+                                                      .arch = "arm64",
+                                                      .create = make_pausing,
+                                                      .keys = no_keys},
+                                                     {0}};
+    struct sbx_provider_env env = {.state_dir = "/nonexistent", .exe_dir = "/nonexistent"};
+    struct sbx_server_config cfg;
+    static const char *const one[] = {"p"};
+    config(&cfg, one, 1, "p");
+    struct sbx_registry *reg = NULL;
+    sbx_error *err = NULL;
+    assert_int_equal(sbx_registry_build_with(&cfg, &env, ok, &reg, &err), 0);
+    const struct sbx_provider_factory *f = sbx_registry_factory(reg, NULL);
+    assert_non_null(f);
+    assert_int_equal(f->caps, SBX_CAP_PAUSE);
+    assert_string_equal(f->arch, "arm64");
+    assert_null(sbx_registry_factory(reg, "nope"));
+    sbx_registry_free(reg);
+    sbx_server_config_dispose(&cfg);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_eager_now_lazy_later),
-        cmocka_unit_test(test_concurrent_first_use),
-        cmocka_unit_test(test_failure_not_cached),
-        cmocka_unit_test(test_startup_errors),
+        cmocka_unit_test(test_eager_now_lazy_later), cmocka_unit_test(test_concurrent_first_use),
+        cmocka_unit_test(test_failure_not_cached),   cmocka_unit_test(test_startup_errors),
+        cmocka_unit_test(test_caps_match_ops),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

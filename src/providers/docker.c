@@ -1,5 +1,5 @@
 /*
- * provider_docker.c - the `docker` provider: every sandbox is a container of a Docker Engine
+ * docker.c - the `docker` provider: every sandbox is a container of a Docker Engine
  * (dockerd, or podman's Docker-compatible service) reached over its unix socket
  * (docker_api.c; no docker CLI).
  *
@@ -33,10 +33,11 @@
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "image/image.h"
-#include "server/docker_api.h"
+#include "providers/docker_api.h"
 #include "server/snapshot.h"
-#include "server/launch.h"
-#include "server/procutil.h"
+#include "providers/launch.h"
+#include "providers/procutil.h"
+#include "providers/providers.h"
 #include "server/provider.h"
 #include "server/srvutil.h"
 #ifdef SBX_HAVE_RUNTIME

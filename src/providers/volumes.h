@@ -13,8 +13,8 @@
  * The shape of each Volume is checked by the API (api.c); this module checks what may be
  * mounted on this host and opens the sources for sbx_rt_create. Thread-safe.
  */
-#ifndef SBX_SERVER_VOLUMES_H
-#define SBX_SERVER_VOLUMES_H
+#ifndef SBX_PROVIDERS_VOLUMES_H
+#define SBX_PROVIDERS_VOLUMES_H
 
 #include <jansson.h>
 #include <stddef.h>

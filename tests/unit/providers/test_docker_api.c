@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/docker_api.h"
+#include "providers/docker_api.h"
 
 static void
 test_ref_ok(void **state)

@@ -1,7 +1,7 @@
 /*
  * procutil.c - /proc reading, session signalling and loopback sockets.
  */
-#include "server/procutil.h"
+#include "providers/procutil.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

@@ -1,5 +1,5 @@
 /*
- * provider_native.c - the `native` provider: every sandbox is a sbx runtime sandbox (its own
+ * native.c - the `native` provider: every sandbox is a sbx runtime sandbox (its own
  * pid, mount, uts, ipc, net and cgroup namespaces, overlay root, cgroup limits, dropped
  * capabilities, no_new_privs, seccomp; see docs/runtime.md) with sbx-execd as PID 1.
  *
@@ -43,11 +43,12 @@
 #include "image/image.h"
 #include "runtime/native.h"
 #include "runtime/runtime.h"
-#include "server/launch.h"
-#include "server/procutil.h"
+#include "providers/launch.h"
+#include "providers/procutil.h"
+#include "providers/providers.h"
 #include "server/provider.h"
 #include "server/srvutil.h"
-#include "server/volumes.h"
+#include "providers/volumes.h"
 
 #define EXECD_PORT 44772
 /* The create extension that puts a sandbox in a network group (docs/network.md). */

@@ -6,8 +6,8 @@
  * podman's Docker-compatible service (`podman system service`) implements; newer daemons still
  * serve it. No docker CLI is involved anywhere.
  */
-#ifndef SBX_SERVER_DOCKER_API_H
-#define SBX_SERVER_DOCKER_API_H
+#ifndef SBX_PROVIDERS_DOCKER_API_H
+#define SBX_PROVIDERS_DOCKER_API_H
 
 #include <jansson.h>
 #include <stdbool.h>

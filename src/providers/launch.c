@@ -5,7 +5,7 @@
  * starts the entrypoint itself (`-- ENTRYPOINT`): so the entrypoint's output is in execd's log
  * ring (GET /logs) on every provider, as on native.
  */
-#include "server/launch.h"
+#include "providers/launch.h"
 
 #include <stdbool.h>
 #include <stdlib.h>

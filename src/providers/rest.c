@@ -5,7 +5,7 @@
  * elsewhere), only http and https are allowed, header lines (which hold credentials) are wiped
  * before they are freed, and every message built from a peer's answer is redacted.
  */
-#include "server/rest.h"
+#include "providers/rest.h"
 
 #include <curl/curl.h>
 #include <errno.h>

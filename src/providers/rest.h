@@ -6,8 +6,8 @@
  * status and the peer's message with every `redact` string replaced by "***", so an API key
  * never reaches a log or an API answer even if the peer echoes it.
  */
-#ifndef SBX_SERVER_REST_H
-#define SBX_SERVER_REST_H
+#ifndef SBX_PROVIDERS_REST_H
+#define SBX_PROVIDERS_REST_H
 
 #include <jansson.h>
 #include <stddef.h>

@@ -16,7 +16,8 @@
 #include <unistd.h>
 
 #include "common/util.h"
-#include "server/daytona.h"
+#include "providers/daytona.h"
+#include "providers/providers.h"
 #include "server/sandbox.h"
 #include "server/secretsrv.h"
 

@@ -5,7 +5,7 @@
  * One easy handle per request: calls come from many threads (create workers, the router, the
  * reaper) and a unix-socket connect costs microseconds, so there is no handle pool to lock.
  */
-#include "server/docker_api.h"
+#include "providers/docker_api.h"
 
 #include <curl/curl.h>
 #include <errno.h>

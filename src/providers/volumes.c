@@ -19,7 +19,7 @@
  */
 #ifdef SBX_HAVE_RUNTIME
 
-#include "server/volumes.h"
+#include "providers/volumes.h"
 
 #include <dirent.h>
 #include <errno.h>

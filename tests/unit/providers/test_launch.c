@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "common/xalloc.h"
-#include "server/launch.h"
+#include "providers/launch.h"
 
 static void
 touch_exec(const char *path)

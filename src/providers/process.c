@@ -1,5 +1,5 @@
 /*
- * provider_process.c - the `process` provider: sbx-execd as a plain host process.
+ * process.c - the `process` provider: sbx-execd as a plain host process.
  *
  * NO ISOLATION. The sandbox is a private directory (<state>/sandboxes/<id>/root) used as the
  * working directory of execd and of the entrypoint, both in a session of their own; they run as
@@ -28,8 +28,9 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
-#include "server/launch.h"
-#include "server/procutil.h"
+#include "providers/launch.h"
+#include "providers/procutil.h"
+#include "providers/providers.h"
 #include "server/provider.h"
 #include "server/srvutil.h"
 

@@ -4,8 +4,8 @@
  * namespace) and the recorded pid is execd's (the process provider). The native provider execs
  * execd directly and execd starts the entrypoint (`-- ENTRYPOINT`): one shell less.
  */
-#ifndef SBX_SERVER_LAUNCH_H
-#define SBX_SERVER_LAUNCH_H
+#ifndef SBX_PROVIDERS_LAUNCH_H
+#define SBX_PROVIDERS_LAUNCH_H
 
 #include "server/sandbox.h"
 
@@ -45,8 +45,8 @@ char *sbx_launch_installed_execd(const char *exe_dir);
  * SBX_EXECD_STATE from its environment, unsets them, starts "$@" in the background and execs
  * execd. Run as `sh -c SCRIPT sbx-launch ENTRYPOINT...`. */
 const char *sbx_launch_script(void);
-/* extensions["sbx.desktop"]: a desktop started with execd (`--desktop SPEC`), or NULL. */
-#define SBX_DESKTOP_EXT "sbx.desktop"
+/* extensions["sbx.desktop"] (server/sandbox.h: SBX_DESKTOP_EXT): a desktop started with execd
+ * (`--desktop SPEC`), or NULL. */
 const char *sbx_launch_desktop(const struct sbx_record *sb);
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * daytona.h - pieces of the Daytona provider that tests look at directly.
  */
-#ifndef SBX_SERVER_DAYTONA_H
-#define SBX_SERVER_DAYTONA_H
+#ifndef SBX_PROVIDERS_DAYTONA_H
+#define SBX_PROVIDERS_DAYTONA_H
 
 #include "server/provider.h"
 

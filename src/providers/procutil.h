@@ -1,8 +1,8 @@
 /*
  * procutil.h - host process and socket helpers of the providers.
  */
-#ifndef SBX_SERVER_PROCUTIL_H
-#define SBX_SERVER_PROCUTIL_H
+#ifndef SBX_PROVIDERS_PROCUTIL_H
+#define SBX_PROVIDERS_PROCUTIL_H
 
 #include <stdint.h>
 #include <sys/types.h>

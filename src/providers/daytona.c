@@ -1,5 +1,5 @@
 /*
- * provider_daytona.c - the `daytona` provider: sandboxes in Daytona's cloud (REST via libcurl).
+ * daytona.c - the `daytona` provider: sandboxes in Daytona's cloud (REST via libcurl).
  *
  * Control plane (api_url, default https://app.daytona.io/api): POST /sandbox (from an image
  * through buildInfo, or from a snapshot), GET /sandbox?labels= (find-or-create), GET
@@ -37,9 +37,10 @@
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "secrets/secrets.h"
-#include "server/daytona.h"
-#include "server/launch.h"
-#include "server/rest.h"
+#include "providers/daytona.h"
+#include "providers/launch.h"
+#include "providers/providers.h"
+#include "providers/rest.h"
 #include "server/secretsrv.h"
 #include "server/srvutil.h"
 
