@@ -85,6 +85,10 @@ pkgs=(
   # server/router-differential: h11 (a reference HTTP/1.1 parser, pure Python) reads the same
   # sandbox responses as the router and the two verdicts must agree (/usr/bin/python3)
   python3-h11
+  # the fake Kubernetes API server (tests/integration/kubernetes): the official client's
+  # generated models are its OpenAPI schema, and its test drives it with that client
+  # (CoreV1Api, Watch, stream.portforward) to prove the wire protocol; no API server here
+  python3-kubernetes
   # ffprobe checks the JPEG screenshots (and ffmpeg x11grab is the bench's OSWorld-way shot)
   ffmpeg
   # the live view: Debian's noVNC (served by sbx serve from /usr/share/novnc), nettle's SHA-1

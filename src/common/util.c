@@ -298,6 +298,27 @@ sbx_wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void
+sbx_cond_init_monotonic(pthread_cond_t *cv)
+{
+    pthread_condattr_t a;
+    (void)pthread_condattr_init(&a);
+    (void)pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    (void)pthread_cond_init(cv, &a);
+    (void)pthread_condattr_destroy(&a);
+}
+
+struct timespec
+sbx_monotonic_in(uint64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + (ms % 1000) * 1000000ULL;
+    ts.tv_sec += (time_t)(ms / 1000 + ns / 1000000000ULL);
+    ts.tv_nsec = (long)(ns % 1000000000ULL);
+    return ts;
+}
+
 bool
 sbx_str_starts(const char *s, const char *prefix)
 {

@@ -1191,9 +1191,7 @@ reaper_main(void *arg)
     while (!m->stopping) {
         /* A tick every second (stop_cv is signaled only when stopping; a spurious wake-up
          * waits on for the rest of the second). */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 1;
+        struct timespec ts = sbx_monotonic_in(1000);
         while (!m->stopping && pthread_cond_timedwait(&m->stop_cv, &m->mu, &ts) != ETIMEDOUT)
             ;
         if (m->stopping)
@@ -1367,7 +1365,7 @@ sbx_mgr_new(const struct sbx_mgr_opts *opts, struct sbx_mgr **out, sbx_error **e
     pthread_mutex_init(&m->mu, NULL);
     pthread_cond_init(&m->cv, NULL);
     pthread_cond_init(&m->jobs_cv, NULL);
-    pthread_cond_init(&m->stop_cv, NULL);
+    sbx_cond_init_monotonic(&m->stop_cv);
     if (reconcile_all(m, err) < 0 || start_threads(m, err) < 0) {
         sbx_mgr_free(m);
         return -SBX_EGENERIC;

@@ -146,8 +146,6 @@ enum sbx_provider_cap {
 
 struct sbx_provider_factory {
     const char *name;
-    /* enum sbx_provider_cap bits: what its providers can do (see there). */
-    unsigned caps;
     /* The platform its sandboxes run ("amd64", "arm64"); NULL: this machine's. */
     const char *arch;
     /* settings: the provider's config group as a JSON object (never NULL). */
@@ -162,6 +160,8 @@ struct sbx_provider_factory {
      * secrets. The registry then builds it outside its lock and caches it; a failed build
      * (a secret not set yet) is not cached, so the next use tries again. */
     bool lazy;
+    /* enum sbx_provider_cap bits: what its providers can do (see there). */
+    unsigned caps;
 };
 
 /* The factory called name in table (NULL-terminated by name), or NULL. The server gets its
