@@ -71,12 +71,15 @@ check_flags(const struct sbx_provider_factory *f, const json_t *body, struct sbx
     else if (cp && !json_is_null(cp) && (!json_is_object(cp) || !json_is_boolean(en)))
         sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
                         "`credentialProxy` must be {\"enabled\": bool}");
-    else if (json_is_true(en))
+    else if (json_is_true(en) && !(f->caps & SBX_CAP_CREDENTIAL_PROXY))
         sbx_reply_error(out, 400, "SANDBOX::API_NOT_SUPPORTED",
                         "`credentialProxy` (credentials injected into outbound requests) is "
-                        "not supported by provider `%s`: sbx's egress policy filters names "
-                        "and addresses, it does not intercept requests",
+                        "not supported by provider `%s` (provider `native` has it)",
                         prov);
+    else if (json_is_true(en) && !json_is_object(json_object_get(body, "networkPolicy")))
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
+                        "`credentialProxy` requires `networkPolicy` (the Credential Proxy is "
+                        "part of the sandbox's egress enforcement)");
     else if (rr && !json_is_null(rr) && !json_is_object(rr))
         sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
                         "`resourceRequests` must be an object like `resourceLimits`");

@@ -31,6 +31,7 @@
 #include "server/proxy.h"
 #include "server/publish.h"
 #include "server/secretsrv.h"
+#include "server/credvault.h"
 #include "server/srvutil.h"
 #include "server/snapshot.h"
 #include "server/store.h"
@@ -154,6 +155,7 @@ struct parts {
     int lock_fd;
     char *exe_dir;
     struct sbx_srv_secrets *secrets;
+    struct sbx_credvault *vault;
     struct sbx_store *store;
     struct sbx_registry *reg;
     struct sbx_mgr *mgr;
@@ -181,6 +183,8 @@ open_parts(struct parts *p, sbx_error **err)
      * needs it. */
     sbx_autofree char *secrets_dir = sbx_xasprintf("%s/secrets", dir);
     p->secrets = sbx_srv_secrets_new(secrets_dir, p->cfg.secrets_key_file);
+    sbx_autofree char *vault_dir = sbx_xasprintf("%s/credvault", dir);
+    p->vault = sbx_credvault_new(vault_dir);
     struct sbx_provider_env env = {.state_dir = dir, .exe_dir = p->exe_dir, .secrets = p->secrets};
     if (sbx_registry_build(&p->cfg, &env, &p->reg, err) < 0)
         return sbx_error_wrap(err, "providers");
@@ -188,7 +192,8 @@ open_parts(struct parts *p, sbx_error **err)
                               .registry = p->reg,
                               .max_sandboxes = (size_t)p->cfg.max_sandboxes,
                               .workers = (size_t)p->cfg.create_workers,
-                              .wait_usable_ms = p->cfg.wait_usable_s * 1000};
+                              .wait_usable_ms = p->cfg.wait_usable_s * 1000,
+                              .vault = p->vault};
     if (sbx_mgr_new(&mo, &p->mgr, err) < 0)
         return -SBX_EGENERIC;
     if (sbx_snaps_open(&p->snaps, p->store, p->mgr, dir, err) < 0)
@@ -198,6 +203,7 @@ open_parts(struct parts *p, sbx_error **err)
     p->srv.mgr = p->mgr;
     p->srv.reg = p->reg;
     p->srv.secrets = p->secrets;
+    p->srv.vault = p->vault;
     set_handlers(&p->srv);
     if (sbx_http_start(&p->srv, err) < 0)
         return -SBX_EGENERIC;
@@ -213,6 +219,7 @@ close_parts(struct parts *p)
     sbx_mgr_free(p->mgr);
     sbx_registry_free(p->reg);
     sbx_srv_secrets_free(p->secrets);
+    sbx_credvault_free(p->vault);
     sbx_store_close(p->store);
     if (p->lock_fd >= 0)
         (void)close(p->lock_fd);
