@@ -159,4 +159,7 @@ const struct sbx_http_handler sbx_egress_handler = {
     .own_auth_message = "send this sandbox's " SBX_EGRESS_HEADER " header (its endpoint for "
                         "port 18080 has it)",
     .end = egress_end,
+    /* a vault of SBX_VAULT_BINDINGS_MAX bindings with long host lists; 10k bindings are read
+     * and refused by count (400), larger bodies are 413 at their head */
+    .body_limit = 4u << 20,
 };

@@ -466,6 +466,14 @@ refuse(struct vault_op *op, int status, const char *fmt, ...)
     return -1;
 }
 
+/* op->msg is written already */
+static int
+refused(struct vault_op *op, int status)
+{
+    op->status = status;
+    return -1;
+}
+
 static void
 undo_values(void *arg)
 {
@@ -530,7 +538,7 @@ add_cred(struct vault_op *op, json_t *vault, json_t *values, const json_t *c, js
     if (json_array_size(json_object_get(vault, "credentials")) >= SBX_VAULT_CREDS_MAX)
         return refuse(op, 400, "at most %d credentials", SBX_VAULT_CREDS_MAX);
     if (sbx_vault_credential_check(c, &name, &value, op->msg, sizeof op->msg) < 0)
-        return refuse(op, 400, "%s", op->msg);
+        return refused(op, 400);
     if (find_named(json_object_get(vault, "credentials"), name, NULL))
         return refuse(op, 409, "credential `%s` exists", name);
     (void)json_array_append_new(
@@ -548,11 +556,12 @@ add_binding(struct vault_op *op, json_t *vault, const json_t *b, json_int_t rev)
         return refuse(op, 400, "at most %d bindings", SBX_VAULT_BINDINGS_MAX);
     json_t *nb = sbx_vault_binding_check(b, op->msg, sizeof op->msg);
     if (!nb)
-        return refuse(op, 400, "%s", op->msg);
+        return refused(op, 400);
     const char *name = json_string_value(json_object_get(nb, "name"));
     if (find_named(bs, name, NULL)) {
-        json_decref(nb);
-        return refuse(op, 409, "binding `%s` exists", name);
+        (void)refuse(op, 409, "binding `%s` exists", name);
+        json_decref(nb); /* (name is nb's) */
+        return -1;
     }
     (void)json_object_set_new(nb, "revision", json_integer(rev));
     (void)json_array_append_new(bs, nb);
@@ -564,13 +573,10 @@ vault_create(struct vault_op *op, json_t *eg)
 {
     static const char *const keys[] = {"credentials", "bindings", NULL};
     const json_t *body = op->body;
-    if (json_object_get(eg, "vault"))
-        return refuse(op, 409, "this sandbox's Credential Vault exists (PATCH it, or DELETE it "
-                               "first)");
     if (!json_is_object(body))
         return refuse(op, 400, "the body must be an object {credentials, bindings}");
     if (only_keys(body, keys, "body", op->msg, sizeof op->msg) < 0)
-        return refuse(op, 400, "%s", op->msg);
+        return refused(op, 400);
     json_t *cs = json_object_get(body, "credentials");
     json_t *bs = json_object_get(body, "bindings");
     if (!json_is_array(cs) || !json_is_array(bs))
@@ -591,6 +597,10 @@ vault_create(struct vault_op *op, json_t *eg)
     }
     if (r == 0)
         r = check_refs(op, vault, NULL);
+    /* (after the body's checks: a bad body is a 400 whether or not a vault exists) */
+    if (r == 0 && json_object_get(eg, "vault"))
+        r = refuse(op, 409, "this sandbox's Credential Vault exists (PATCH it, or DELETE it "
+                            "first)");
     if (r == 0)
         r = put_values(op, values);
     json_decref(values);
@@ -613,7 +623,7 @@ check_set(struct vault_op *op, const json_t *set, const char *what)
     if (!json_is_object(set))
         return refuse(op, 400, "`%s` must be an object {add, replace, delete}", what);
     if (only_keys(set, keys, what, op->msg, sizeof op->msg) < 0)
-        return refuse(op, 400, "%s", op->msg);
+        return refused(op, 400);
     for (size_t k = 0; keys[k]; k++) {
         json_t *a = json_object_get(set, keys[k]);
         if (a && !json_is_array(a))
@@ -679,7 +689,7 @@ vault_patch(struct vault_op *op, json_t *eg)
         return refuse(op, 400, "the body must be an object {expectedRevision, credentials, "
                                "bindings}");
     if (only_keys(body, keys, "body", op->msg, sizeof op->msg) < 0)
-        return refuse(op, 400, "%s", op->msg);
+        return refused(op, 400);
     json_t *exp = json_object_get(body, "expectedRevision");
     json_t *cs = json_object_get(body, "credentials");
     json_t *bs = json_object_get(body, "bindings");

@@ -53,7 +53,7 @@ test_bare_provider_fails_closed(void **state)
     assert_int_equal(check(&bare,
                            "{\"credentialProxy\":{\"enabled\":true},"
                            "\"networkPolicy\":{\"defaultAction\":\"allow\"}}",
-                           "networkPolicy"),
+                           "credentialProxy"),
                      400);
     /* what needs no capability passes */
     assert_int_equal(check(&bare, "{\"networkPolicy\":null,\"volumes\":[]}", ""), 0);
