@@ -198,30 +198,6 @@ check_match_items(json_t *schemes, json_t *ports, json_t *hosts, json_t *methods
     return 0;
 }
 
-/* What sbx intercepts today: plain HTTP on port 80 (docs/network.md "Credential proxy").
- * Anything else is refused rather than stored and never injected. */
-static int
-check_supported(const json_t *schemes, const json_t *ports, char *msg, size_t n)
-{
-    size_t i = 0;
-    json_t *v = NULL;
-    json_array_foreach (schemes, i, v) {
-        if (strcmp(json_string_value(v), "http") != 0)
-            return fail(msg, n,
-                        "`match.schemes`: `%s` is not intercepted by sbx (TLS interception is "
-                        "not implemented); use `\"schemes\": [\"http\"], \"ports\": [80]`",
-                        json_string_value(v));
-    }
-    json_array_foreach (ports, i, v) {
-        if (json_integer_value(v) != 80)
-            return fail(msg, n,
-                        "`match.ports`: %lld is not intercepted by sbx (plain HTTP on port 80 "
-                        "only); use `\"ports\": [80]`",
-                        (long long)json_integer_value(v));
-    }
-    return 0;
-}
-
 static json_t *
 check_match(const json_t *m, char *msg, size_t n)
 {
@@ -245,8 +221,7 @@ check_match(const json_t *m, char *msg, size_t n)
               : NULL;
     json_t *paths = methods ? list_or_default(m, "paths", "[\"/*\"]", msg, n) : NULL;
     json_t *out = NULL;
-    if (paths && check_match_items(schemes, ports, hosts, methods, paths, msg, n) == 0 &&
-        check_supported(schemes, ports, msg, n) == 0)
+    if (paths && check_match_items(schemes, ports, hosts, methods, paths, msg, n) == 0)
         out = json_pack("{s:O, s:O, s:O, s:O, s:O}", "schemes", schemes, "ports", ports, "hosts",
                         hosts, "methods", methods, "paths", paths);
     json_decref(schemes);
@@ -557,6 +532,19 @@ add_binding(struct vault_op *op, json_t *vault, const json_t *b, json_int_t rev)
     json_t *nb = sbx_vault_binding_check(b, op->msg, sizeof op->msg);
     if (!nb)
         return refused(op, 400);
+    /* Not yet: nothing injects a binding's auth into the sandbox's requests (the proxy of
+     * docs/network.md "Credential proxy" is not built). A binding stored now would be
+     * accepted and silently never applied, so a well-formed one is refused here, after the
+     * schema checks (a malformed one gets its own 400 above). */
+    if (!SBX_VAULT_INJECTS) {
+        (void)refuse(op, 400,
+                     "binding `%s`: credential injection is not implemented by sbx yet (no "
+                     "proxy adds a binding's auth to the sandbox's requests); bindings are "
+                     "refused rather than stored and never applied",
+                     json_string_value(json_object_get(nb, "name")));
+        json_decref(nb);
+        return -1;
+    }
     const char *name = json_string_value(json_object_get(nb, "name"));
     if (find_named(bs, name, NULL)) {
         (void)refuse(op, 409, "binding `%s` exists", name);
@@ -581,6 +569,9 @@ vault_create(struct vault_op *op, json_t *eg)
     json_t *bs = json_object_get(body, "bindings");
     if (!json_is_array(cs) || !json_is_array(bs))
         return refuse(op, 400, "`credentials` and `bindings` are required arrays");
+    if (json_array_size(cs) > SBX_VAULT_CREDS_MAX || json_array_size(bs) > SBX_VAULT_BINDINGS_MAX)
+        return refuse(op, 400, "at most %d credentials and %d bindings", SBX_VAULT_CREDS_MAX,
+                      SBX_VAULT_BINDINGS_MAX);
     json_int_t rev = json_integer_value(json_object_get(eg, "vaultSeq")) + 1;
     json_t *vault = json_pack("{s:I, s:[], s:[]}", "revision", rev, "credentials", "bindings");
     json_t *values = json_object();
@@ -628,6 +619,11 @@ check_set(struct vault_op *op, const json_t *set, const char *what)
         json_t *a = json_object_get(set, keys[k]);
         if (a && !json_is_array(a))
             return refuse(op, 400, "`%s.%s` must be an array", what, keys[k]);
+    }
+    size_t max = strcmp(what, "credentials") == 0 ? SBX_VAULT_CREDS_MAX : SBX_VAULT_BINDINGS_MAX;
+    for (size_t k = 0; keys[k]; k++) {
+        if (json_array_size(json_object_get(set, keys[k])) > max)
+            return refuse(op, 400, "at most %zu %s", max, what);
     }
     size_t i = 0;
     json_t *d = NULL;
