@@ -36,8 +36,7 @@
 
 /* ---- schema checks ---- */
 
-static int
-fail(char *msg, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *msg, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static int
 fail(char *msg, size_t n, const char *fmt, ...)
 {
@@ -80,13 +79,13 @@ name_ok(const char *s)
 static bool
 header_name_ok(const char *s)
 {
-    static const char *const framing[] = {"host",       "content-length", "transfer-encoding",
-                                          "connection", "upgrade",        "te",
-                                          "trailer",    "keep-alive",     "proxy-connection",
-                                          NULL};
+    static const char *const framing[] = {
+        "host", "content-length", "transfer-encoding", "connection",       "upgrade",
+        "te",   "trailer",        "keep-alive",        "proxy-connection", NULL};
     size_t n = s ? strlen(s) : 0;
     if (n == 0 || n > SBX_VAULT_NAME_MAX ||
-        strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-.^_`|~") !=
+        strspn(s,
+               "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789!#$%&'*+-.^_`|~") !=
             n)
         return false;
     for (size_t i = 0; framing[i]; i++)
@@ -129,8 +128,10 @@ sbx_vault_credential_check(const json_t *c, const char **name, const char **valu
     json_t *src = json_object_get(c, "source");
     if (!json_is_object(src) || only_keys(src, sk, "credential source", msg, n) < 0)
         return json_is_object(src) ? -1
-                                   : fail(msg, n, "credential `%s`: `source` must be an object "
-                                                  "{type: inline, value}", nm);
+                                   : fail(msg, n,
+                                          "credential `%s`: `source` must be an object "
+                                          "{type: inline, value}",
+                                          nm);
     const char *type = json_string_value(json_object_get(src, "type"));
     json_t *v = json_object_get(src, "value");
     if (!type || strcmp(type, "inline") != 0)
@@ -192,8 +193,9 @@ check_match_items(json_t *schemes, json_t *ports, json_t *hosts, json_t *methods
         const char *s = json_string_value(v);
         size_t l = s ? strlen(s) : 0;
         if (l == 0 || l > 1024 || s[0] != '/' || strpbrk(s, " \t\r\n?#"))
-            return fail(msg, n, "`match.paths` items are paths starting with `/` (a final `*` "
-                                "matches any rest)");
+            return fail(msg, n,
+                        "`match.paths` items are paths starting with `/` (a final `*` "
+                        "matches any rest)");
     }
     return 0;
 }
@@ -244,8 +246,10 @@ check_header_entry(const json_t *h, const char *what, char *msg, size_t n)
     const char *nm = json_string_value(json_object_get(h, "name"));
     const char *cr = json_string_value(json_object_get(h, "credential"));
     if (!header_name_ok(nm)) {
-        (void)fail(msg, n, "%s: `name` must be an HTTP header name (a token) other than Host, "
-                           "Content-Length, Transfer-Encoding, Connection and the like", what);
+        (void)fail(msg, n,
+                   "%s: `name` must be an HTTP header name (a token) other than Host, "
+                   "Content-Length, Transfer-Encoding, Connection and the like",
+                   what);
         return NULL;
     }
     if (!name_ok(cr)) {
@@ -263,8 +267,9 @@ check_auth(const json_t *a, char *msg, size_t n)
     static const char *const hk[] = {"type", "headers", NULL};
     const char *type = json_string_value(json_object_get(a, "type"));
     if (!json_is_object(a) || !type) {
-        (void)fail(msg, n, "`auth` must be an object with `type` (bearer, basic, apiKey, "
-                           "customHeaders)");
+        (void)fail(msg, n,
+                   "`auth` must be an object with `type` (bearer, basic, apiKey, "
+                   "customHeaders)");
         return NULL;
     }
     if (strcmp(type, "bearer") == 0 || strcmp(type, "basic") == 0) {
@@ -327,8 +332,10 @@ sbx_vault_binding_check(const json_t *b, char *msg, size_t n)
         return NULL;
     const char *nm = json_string_value(json_object_get(b, "name"));
     if (!name_ok(nm)) {
-        (void)fail(msg, n, "binding `name` must be 1-%d characters of [A-Za-z0-9_.-], not "
-                           "starting with . or -", SBX_VAULT_NAME_MAX);
+        (void)fail(msg, n,
+                   "binding `name` must be 1-%d characters of [A-Za-z0-9_.-], not "
+                   "starting with . or -",
+                   SBX_VAULT_NAME_MAX);
         return NULL;
     }
     char sub[400];
@@ -428,8 +435,8 @@ struct vault_op {
     char msg[512];
 };
 
-static int
-refuse(struct vault_op *op, int status, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int refuse(struct vault_op *op, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 static int
 refuse(struct vault_op *op, int status, const char *fmt, ...)
 {
@@ -590,8 +597,9 @@ vault_create(struct vault_op *op, json_t *eg)
         r = check_refs(op, vault, NULL);
     /* (after the body's checks: a bad body is a 400 whether or not a vault exists) */
     if (r == 0 && json_object_get(eg, "vault"))
-        r = refuse(op, 409, "this sandbox's Credential Vault exists (PATCH it, or DELETE it "
-                            "first)");
+        r = refuse(op, 409,
+                   "this sandbox's Credential Vault exists (PATCH it, or DELETE it "
+                   "first)");
     if (r == 0)
         r = put_values(op, values);
     json_decref(values);
@@ -662,8 +670,7 @@ apply_set(struct vault_op *op, json_t *vault, json_t *values, const json_t *set,
             (void)json_object_del(values, name);
         int r = creds ? add_cred(op, vault, values, v, rev) : add_binding(op, vault, v, rev);
         if (r < 0)
-            return op->status == 409 ? refuse(op, 400, "%s `%s` is replaced twice", what, name)
-                                     : r;
+            return op->status == 409 ? refuse(op, 400, "%s `%s` is replaced twice", what, name) : r;
     }
     json_array_foreach (json_object_get(set, "add"), i, v) {
         int r = creds ? add_cred(op, vault, values, v, rev) : add_binding(op, vault, v, rev);
@@ -682,8 +689,9 @@ vault_patch(struct vault_op *op, json_t *eg)
     if (!vault)
         return refuse(op, 404, "this sandbox has no Credential Vault (POST one)");
     if (!json_is_object(body))
-        return refuse(op, 400, "the body must be an object {expectedRevision, credentials, "
-                               "bindings}");
+        return refuse(op, 400,
+                      "the body must be an object {expectedRevision, credentials, "
+                      "bindings}");
     if (only_keys(body, keys, "body", op->msg, sizeof op->msg) < 0)
         return refused(op, 400);
     json_t *exp = json_object_get(body, "expectedRevision");
@@ -787,13 +795,15 @@ vault_get(const json_t *vault, const char *sub, struct sbx_reply *out)
         bool creds = strncmp(sub, "/credentials/", 13) == 0;
         bool binds = strncmp(sub, "/bindings/", 10) == 0;
         const char *name = creds ? sub + 13 : binds ? sub + 10 : NULL;
-        json_t *item = name && name_ok(name)
-                           ? find_named(json_object_get(vault, creds ? "credentials" : "bindings"),
-                                        name, NULL)
-                           : NULL;
+        json_t *item =
+            name && name_ok(name)
+                ? find_named(json_object_get(vault, creds ? "credentials" : "bindings"), name, NULL)
+                : NULL;
         if (!item) {
             sbx_reply_error(out, 404, "CREDENTIAL_VAULT::NOT_FOUND", "no such %s",
-                            creds ? "credential" : binds ? "binding" : "route");
+                            creds   ? "credential"
+                            : binds ? "binding"
+                                    : "route");
             return;
         }
         out->body = creds ? cred_meta(item) : binding_meta(item);
@@ -832,10 +842,8 @@ sbx_api_vault(struct sbx_req *r, struct sbx_reply *out)
             return;
         }
     }
-    struct vault_op op = {.store = r->srv->vault,
-                          .id = r->route.sandbox_id,
-                          .method = get ? "GET" : m,
-                          .body = body};
+    struct vault_op op = {
+        .store = r->srv->vault, .id = r->route.sandbox_id, .method = get ? "GET" : m, .body = body};
     struct sbx_mgr_vault_op mop = {.change = vault_change, .undo = undo_values, .arg = &op};
     if (get)
         mop.change = NULL;

@@ -11,12 +11,12 @@
 
 #include "server/httpd.h"
 
-#define SBX_VAULT_PATH           "/credential-vault"
-#define SBX_VAULT_CREDS_MAX      256
-#define SBX_VAULT_BINDINGS_MAX   1024
-#define SBX_VAULT_LIST_MAX       64 /* hosts, ports, methods, paths, headers of one binding */
-#define SBX_VAULT_VALUE_MAX      8192
-#define SBX_VAULT_NAME_MAX       128
+#define SBX_VAULT_PATH         "/credential-vault"
+#define SBX_VAULT_CREDS_MAX    256
+#define SBX_VAULT_BINDINGS_MAX 1024
+#define SBX_VAULT_LIST_MAX     64 /* hosts, ports, methods, paths, headers of one binding */
+#define SBX_VAULT_VALUE_MAX    8192
+#define SBX_VAULT_NAME_MAX     128
 /* 0 until the injecting proxy exists: well-formed bindings are refused (api_vault.c). */
 #ifndef SBX_VAULT_INJECTS
 #define SBX_VAULT_INJECTS 0

@@ -25,7 +25,7 @@ struct sbx_mgr_opts {
     struct sbx_registry *registry; /* borrowed */
     size_t max_sandboxes;
     size_t workers;
-    int64_t wait_usable_ms; /* find-or-create: deadline for a transient sandbox (0 = 120 s) */
+    int64_t wait_usable_ms;      /* find-or-create: deadline for a transient sandbox (0 = 120 s) */
     struct sbx_credvault *vault; /* borrowed, may be NULL: a deleted sandbox's vault values go */
 };
 
