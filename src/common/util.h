@@ -65,3 +65,11 @@ bool sbx_str_starts(const char *s, const char *prefix);
 size_t sbx_utf8_len(const unsigned char *s, size_t n);
 
 #endif
+
+/* RLIMIT_NOFILE: a server holds a few descriptors per sandbox, more than the usual soft limit
+ * (1024) allows. sbx_nofile_raise lifts the soft limit to the hard one (and, with
+ * CAP_SYS_RESOURCE, both to fs.nr_open); returns the new soft limit. The processes a sandbox
+ * starts get the limit the caller had before (sbx_nofile_restore, in a child before its exec:
+ * async-signal-safe), not the server's. */
+unsigned long sbx_nofile_raise(void);
+void sbx_nofile_restore(void);
