@@ -836,9 +836,10 @@ sbx_api_vault(struct sbx_req *r, struct sbx_reply *out)
         body = json_loadb(r->body.data ? r->body.data : "", r->body.len, JSON_REJECT_DUPLICATES,
                           &jerr);
         if (!body) {
-            /* (jansson's message names a position, never the text) */
-            sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER", "invalid JSON body: %s",
-                            jerr.text);
+            /* the position only: jansson's text quotes the input near the error ("near
+             * '...'"), which may be a credential value */
+            sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
+                            "invalid JSON body (line %d, column %d)", jerr.line, jerr.column);
             return;
         }
     }

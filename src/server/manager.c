@@ -1126,6 +1126,8 @@ sbx_mgr_vault(struct sbx_mgr *m, const char *id, const struct sbx_mgr_vault_op *
         json_t *old = json_incref(e->sb->priv);
         json_t *priv = json_deep_copy(old);
         json_t *neg = json_object_get(priv, SBX_EGRESS_PRIV);
+        /* (under the lock: the vault's encrypted values are written here too, so that the
+         * values and the record change together; a vault write is one small file) */
         r = op->change ? op->change(neg, op->arg, err) : 0;
         if (r > 0 && put_priv(m, e, priv, err) < 0) {
             r = -SBX_EGENERIC;

@@ -185,6 +185,10 @@ def bad_bodies(s, a, ha):
     check(r.status == 400, "duplicate keys: %r" % r)
     r = vault(s, a, "POST", ha, raw=b"{nope")
     check(r.status == 400, "bad JSON: %r" % r)
+    r = vault(s, a, "POST", ha, raw=('{"credentials": [{"name": "k", "source": {"type": '
+                                     '"inline", "value": %s}]}' % SECRET).encode())
+    check(r.status == 400, "bad JSON around a value: %r" % r)
+    no_value("a JSON error", r.body.decode())
     for body in ({"expectedRevision": "1"}, {"credentials": []}, {"bindings": {"put": []}},
                  {"credentials": {"delete": [1]}}, {"other": 1}):
         r = vault(s, a, "PATCH", ha, body=body)
