@@ -160,10 +160,15 @@ list_or_default(const json_t *m, const char *key, const char *dflt, char *msg, s
     return json_deep_copy(a);
 }
 
+/* m: {schemes, ports, hosts, methods, paths}, all arrays; hosts normalized in place. */
 static int
-check_match_items(json_t *schemes, json_t *ports, json_t *hosts, json_t *methods, json_t *paths,
-                  char *msg, size_t n)
+check_match_items(json_t *m, char *msg, size_t n)
 {
+    json_t *schemes = json_object_get(m, "schemes");
+    json_t *ports = json_object_get(m, "ports");
+    json_t *hosts = json_object_get(m, "hosts");
+    json_t *methods = json_object_get(m, "methods");
+    json_t *paths = json_object_get(m, "paths");
     size_t i = 0;
     json_t *v = NULL;
     json_array_foreach (schemes, i, v) {
@@ -223,9 +228,13 @@ check_match(const json_t *m, char *msg, size_t n)
               : NULL;
     json_t *paths = methods ? list_or_default(m, "paths", "[\"/*\"]", msg, n) : NULL;
     json_t *out = NULL;
-    if (paths && check_match_items(schemes, ports, hosts, methods, paths, msg, n) == 0)
+    if (paths)
         out = json_pack("{s:O, s:O, s:O, s:O, s:O}", "schemes", schemes, "ports", ports, "hosts",
                         hosts, "methods", methods, "paths", paths);
+    if (out && check_match_items(out, msg, n) < 0) {
+        json_decref(out);
+        out = NULL;
+    }
     json_decref(schemes);
     json_decref(ports);
     json_decref(hosts);
