@@ -24,6 +24,7 @@
  */
 #include "server/api_vault.h"
 
+#include <sodium.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -478,7 +479,9 @@ put_values(struct vault_op *op, const json_t *values)
 {
     char *s = json_dumps(values, JSON_COMPACT);
     size_t len = s ? strlen(s) : 0;
-    free(s); /* (the length only; the dump is rewritten by the store) */
+    if (s)
+        sodium_memzero(s, len); /* (the length only: it holds the values in clear) */
+    free(s);
     if (len > SBX_SECRET_VALUE_MAX - 64)
         return refuse(op, 400, "the vault's credential values exceed %u bytes in all",
                       SBX_SECRET_VALUE_MAX - 64);
