@@ -9,7 +9,7 @@ const struct sbx_provider_factory sbx_providers_builtin[] = {
 #ifdef SBX_HAVE_RUNTIME
     {.name = "native",
      .caps = SBX_CAP_PAUSE | SBX_CAP_SNAPSHOT | SBX_CAP_VOLUMES | SBX_CAP_NETWORK_POLICY |
-             SBX_CAP_POOLS,
+             SBX_CAP_CREDENTIAL_PROXY | SBX_CAP_POOLS,
      .create = sbx_provider_native_new,
      .keys = sbx_provider_native_keys},
 #endif

@@ -507,6 +507,10 @@ build_record(const json_t *body, const char *prov, int64_t timeout_s)
             sb->priv, SBX_EGRESS_PRIV,
             json_pack("{s:o, s:s}", "policy", sbx_egress_policy_json(pol), "token", token));
         sbx_egress_policy_free(pol);
+        /* checked by api_fields.c: only with a provider that has the capability */
+        if (json_is_true(json_object_get(json_object_get(body, "credentialProxy"), "enabled")))
+            (void)json_object_set_new(json_object_get(sb->priv, SBX_EGRESS_PRIV), "credentialProxy",
+                                      json_true());
     }
     json_t *vols = json_object_get(body, "volumes");
     if (json_array_size(vols) > 0) /* the provider mounts them (checked above) */

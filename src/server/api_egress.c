@@ -15,6 +15,7 @@
 #include "common/cleanup.h"
 #include "egress/policy.h"
 #include "server/api_egress.h"
+#include "server/api_vault.h"
 #include "server/httpd.h"
 #include "server/manager.h"
 #include "server/server.h"
@@ -25,12 +26,15 @@ sbx_api_egress_reroute(struct sbx_req *r)
 {
     const char *rest = r->route.rest;
     if (r->route.id != SBX_ROUTE_PROXY || sbx_route_port(r->route.port) != SBX_EGRESS_PORT ||
-        !sbx_srv_is_uuid(r->route.sandbox_id) || !rest || strcmp(rest, "/policy") != 0 ||
+        !sbx_srv_is_uuid(r->route.sandbox_id) || !rest ||
+        (strcmp(rest, "/policy") != 0 && !sbx_api_vault_path(rest)) ||
         sbx_mgr_egress_auth(r->srv->mgr, r->route.sandbox_id, NULL) < 0)
         return;
     /* A browser's CORS preflight carries no credential: answered like the API's own, never
      * forwarded and never refused with 401 (which would fail the real request). */
     r->route.id = strcmp(r->method, "OPTIONS") == 0 ? SBX_ROUTE_PREFLIGHT : SBX_ROUTE_EGRESS_POLICY;
+    /* a vault body holds credential values: wiped when the request ends */
+    r->sensitive = r->sensitive || sbx_api_vault_path(rest);
 }
 
 static bool
@@ -139,7 +143,10 @@ static enum MHD_Result
 egress_end(struct sbx_req *r)
 {
     struct sbx_reply rep = {0};
-    api_egress(r, &rep);
+    if (sbx_api_vault_path(r->route.rest))
+        sbx_api_vault(r, &rep);
+    else
+        api_egress(r, &rep);
     return sbx_http_send_reply(r, &rep);
 }
 
@@ -152,4 +159,7 @@ const struct sbx_http_handler sbx_egress_handler = {
     .own_auth_message = "send this sandbox's " SBX_EGRESS_HEADER " header (its endpoint for "
                         "port 18080 has it)",
     .end = egress_end,
+    /* a vault of SBX_VAULT_BINDINGS_MAX bindings with long host lists; 10k bindings are read
+     * and refused by count (400), larger bodies are 413 at their head */
+    .body_limit = 4u << 20,
 };

@@ -71,12 +71,10 @@ check_flags(const struct sbx_provider_factory *f, const json_t *body, struct sbx
     else if (cp && !json_is_null(cp) && (!json_is_object(cp) || !json_is_boolean(en)))
         sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
                         "`credentialProxy` must be {\"enabled\": bool}");
-    else if (json_is_true(en))
-        sbx_reply_error(out, 400, "SANDBOX::API_NOT_SUPPORTED",
-                        "`credentialProxy` (credentials injected into outbound requests) is "
-                        "not supported by provider `%s`: sbx's egress policy filters names "
-                        "and addresses, it does not intercept requests",
-                        prov);
+    else if (json_is_true(en) && !json_is_object(json_object_get(body, "networkPolicy")))
+        sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
+                        "`credentialProxy` requires `networkPolicy` (the Credential Proxy is "
+                        "part of the sandbox's egress enforcement)");
     else if (rr && !json_is_null(rr) && !json_is_object(rr))
         sbx_reply_error(out, 400, "SANDBOX::INVALID_PARAMETER",
                         "`resourceRequests` must be an object like `resourceLimits`");
@@ -143,7 +141,10 @@ check_caps(const struct sbx_provider_factory *f, const json_t *body, struct sbx_
 {
     json_t *np = json_object_get(body, "networkPolicy");
     const char *what = NULL;
-    if (np && !json_is_null(np) && !(f->caps & SBX_CAP_NETWORK_POLICY))
+    if (json_is_true(json_object_get(json_object_get(body, "credentialProxy"), "enabled")) &&
+        !(f->caps & SBX_CAP_CREDENTIAL_PROXY))
+        what = "credentialProxy";
+    else if (np && !json_is_null(np) && !(f->caps & SBX_CAP_NETWORK_POLICY))
         what = "networkPolicy";
     else if (json_array_size(json_object_get(body, "volumes")) > 0 && !(f->caps & SBX_CAP_VOLUMES))
         what = "volumes";

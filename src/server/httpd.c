@@ -380,6 +380,8 @@ first_call(struct sbx_req *r)
     enum MHD_Result ret = authenticate(r, &ok);
     if (!ok)
         return ret;
+    /* the route's own limit holds for the buffered body too, not only for Content-Length */
+    r->body.max = (size_t)body_limit(r);
     return handler(r)->begin ? handler(r)->begin(r) : check_body_size(r);
 }
 

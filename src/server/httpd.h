@@ -19,6 +19,7 @@
 #include "server/route.h"
 
 struct sbx_snaps;
+struct sbx_credvault;
 struct sbx_http_handler;
 
 struct sbx_srv {
@@ -26,6 +27,7 @@ struct sbx_srv {
     struct sbx_mgr *mgr;
     struct sbx_registry *reg;
     struct sbx_srv_secrets *secrets;
+    struct sbx_credvault *vault; /* credvault.h: the Credential Vaults' values */
     char api_key[129];
     struct MHD_Daemon *daemon;
     atomic_bool stopping;

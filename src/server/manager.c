@@ -11,6 +11,7 @@
  * their stored state.
  */
 #include "server/manager.h"
+#include "server/credvault.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -768,6 +769,9 @@ delete_locked(struct sbx_mgr *m, struct entry *e, const char *reason, sbx_error 
     sbx_autoerror sbx_error *serr = NULL;
     if (sbx_store_delete(m->opts.store, e->sb->id, &serr) < 0)
         sbx_error_log("sandbox %s: %s", e->sb->id, sbx_error_msg(serr));
+    /* its Credential Vault's values go with it (credvault.h) */
+    if (json_object_get(json_object_get(e->sb->priv, SBX_EGRESS_PRIV), "credentialProxy"))
+        sbx_credvault_remove(m->opts.vault, e->sb->id);
     sbx_info("sandbox %s: deleted (%s)", e->sb->id, reason);
     remove_entry(m, e);
     return 0;
@@ -1162,6 +1166,41 @@ sbx_mgr_egress(struct sbx_mgr *m, const char *id, sbx_mgr_egress_fn change, void
         r = -SBX_ENOTFOUND; /* (acquire sets e whenever it succeeds) */
     if (r >= 0)
         r = egress_edit(m, e, change, arg, out, err);
+    pthread_mutex_unlock(&m->mu);
+    return r;
+}
+
+int
+sbx_mgr_vault(struct sbx_mgr *m, const char *id, const struct sbx_mgr_vault_op *op, json_t **out,
+              sbx_error **err)
+{
+    *out = NULL;
+    pthread_mutex_lock(&m->mu);
+    struct entry *e = NULL;
+    while ((e = find(m, id)) && e->busy && !m->stopping)
+        pthread_cond_wait(&m->cv, &m->mu);
+    json_t *eg = e ? json_object_get(e->sb->priv, SBX_EGRESS_PRIV) : NULL;
+    int r = 0;
+    if (!json_is_object(eg)) {
+        r = sbx_error_set(err, SBX_ENOTFOUND, 0, "sandbox `%s` has no egress policy", id);
+    } else {
+        json_t *old = json_incref(e->sb->priv);
+        json_t *priv = json_deep_copy(old);
+        json_t *neg = json_object_get(priv, SBX_EGRESS_PRIV);
+        /* (under the lock: the vault's encrypted values are written here too, so that the
+         * values and the record change together; a vault write is one small file) */
+        r = op->change ? op->change(neg, op->arg, err) : 0;
+        if (r > 0 && put_priv(m, e, priv, err) < 0) {
+            r = -SBX_EGENERIC;
+            (void)put_priv(m, e, old, NULL);
+            if (op->undo)
+                op->undo(op->arg);
+        }
+        if (r >= 0)
+            *out = json_deep_copy(neg);
+        json_decref(priv);
+        json_decref(old);
+    }
     pthread_mutex_unlock(&m->mu);
     return r;
 }

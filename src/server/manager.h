@@ -18,13 +18,15 @@
 #include "server/store.h"
 
 struct sbx_mgr;
+struct sbx_credvault;
 
 struct sbx_mgr_opts {
     struct sbx_store *store;       /* borrowed */
     struct sbx_registry *registry; /* borrowed */
     size_t max_sandboxes;
     size_t workers;
-    int64_t wait_usable_ms; /* find-or-create: deadline for a transient sandbox (0 = 120 s) */
+    int64_t wait_usable_ms;      /* find-or-create: deadline for a transient sandbox (0 = 120 s) */
+    struct sbx_credvault *vault; /* borrowed, may be NULL: a deleted sandbox's vault values go */
 };
 
 /* Load the store, reconcile every sandbox with its provider, start the workers and reaper. */
@@ -97,6 +99,18 @@ int sbx_mgr_egress(struct sbx_mgr *mgr, const char *id, sbx_mgr_egress_fn change
 /* 1: token is sandbox id's egress token (constant-time compare); 0: it is not (or NULL);
  * -1: id has no egress policy (or is unknown). */
 int sbx_mgr_egress_auth(struct sbx_mgr *mgr, const char *id, const char *token);
+/* The Credential Vault of sandbox id (api_vault.c): change(eg, arg, err) edits a copy of its
+ * priv.egress under the manager's lock and returns 1 when it changed it (then it is stored;
+ * when storing fails, undo(arg) is called), 0 when not, < 0 on error. *out: priv.egress after
+ * (caller owns). SBX_ENOTFOUND when the sandbox has no egress record. */
+typedef int (*sbx_mgr_vault_fn)(json_t *eg, void *arg, sbx_error **err);
+struct sbx_mgr_vault_op {
+    sbx_mgr_vault_fn change; /* NULL: only read */
+    void (*undo)(void *arg); /* may be NULL */
+    void *arg;
+};
+int sbx_mgr_vault(struct sbx_mgr *mgr, const char *id, const struct sbx_mgr_vault_op *op,
+                  json_t **out, sbx_error **err);
 bool sbx_mgr_access_ok(struct sbx_mgr *mgr, const char *id, const char *token);
 int sbx_mgr_connect(struct sbx_mgr *mgr, const char *id, int port, int *fd, json_t **headers,
                     sbx_error **err);

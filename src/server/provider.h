@@ -142,6 +142,9 @@ enum sbx_provider_cap {
     SBX_CAP_NETWORK_POLICY = 1u << 3,    /* `networkPolicy` + the egress API (ops->egress) */
     SBX_CAP_POOLS = 1u << 4,             /* warm sandboxes (`extensions.poolRef`) */
     SBX_CAP_RESOURCE_REQUESTS = 1u << 5, /* `resourceRequests` reach a scheduler */
+    /* `credentialProxy` + the Credential Vault API: credentials injected into the sandbox's
+     * outbound requests by the server (needs SBX_CAP_NETWORK_POLICY; docs/network.md) */
+    SBX_CAP_CREDENTIAL_PROXY = 1u << 6,
 };
 
 struct sbx_provider_factory {

@@ -81,6 +81,8 @@ caps_mismatch(unsigned caps, const struct sbx_provider_ops *ops)
         return "snapshots";
     if (!(caps & SBX_CAP_NETWORK_POLICY) != !ops->egress)
         return "network policy";
+    if ((caps & SBX_CAP_CREDENTIAL_PROXY) && !(caps & SBX_CAP_NETWORK_POLICY))
+        return "credential proxy (without network policy)";
     if ((caps & SBX_CAP_VOLUMES) && !ops->check_create)
         return "volumes (without a check_create to check them)";
     return NULL;

@@ -123,10 +123,14 @@ sbx_record_spec_hash(const struct sbx_record *sb, char out[SBX_SPEC_HASH_LEN + 1
     /* The egress policy is spec: a find-or-create must never hand out a sandbox whose policy
      * differs from the one asked for (absent: no key, so hashes without one are as before). */
     json_t *policy = json_object_get(json_object_get(sb->priv, SBX_EGRESS_PRIV), "policy");
-    json_t *spec = json_pack(
-        "{s:s, s:o?, s:O?, s:O?, s:O?, s:O?, s:o, s:O?}", "provider", sb->provider, "image", image,
-        "entrypoint", sb->entrypoint, "env", sb->env, "resourceLimits", sb->limits, "volumes",
-        json_object_get(sb->priv, "volumes"), "extensions", ext, "networkPolicy", policy);
+    /* so is credentialProxy (a sandbox without a vault API is not one with it); absent when
+     * off, so other hashes are as before */
+    json_t *cp = json_object_get(json_object_get(sb->priv, SBX_EGRESS_PRIV), "credentialProxy");
+    json_t *spec =
+        json_pack("{s:s, s:o?, s:O?, s:O?, s:O?, s:O?, s:o, s:O?, s:O?}", "provider", sb->provider,
+                  "image", image, "entrypoint", sb->entrypoint, "env", sb->env, "resourceLimits",
+                  sb->limits, "volumes", json_object_get(sb->priv, "volumes"), "extensions", ext,
+                  "networkPolicy", policy, "credentialProxy", cp);
     /* Sorted keys, no whitespace: the same spec always serialises to the same bytes. */
     char *text = json_dumps(spec, JSON_COMPACT | JSON_SORT_KEYS | JSON_ENCODE_ANY);
     unsigned char h[crypto_generichash_BYTES_MIN]; /* 16 bytes; the first 8 are used */

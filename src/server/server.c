@@ -31,6 +31,7 @@
 #include "server/proxy.h"
 #include "server/publish.h"
 #include "server/secretsrv.h"
+#include "server/credvault.h"
 #include "server/srvutil.h"
 #include "server/pool.h"
 #include "server/snapshot.h"
@@ -155,6 +156,7 @@ struct parts {
     int lock_fd;
     char *exe_dir;
     struct sbx_srv_secrets *secrets;
+    struct sbx_credvault *vault;
     struct sbx_store *store;
     struct sbx_registry *reg;
     struct sbx_mgr *mgr;
@@ -183,6 +185,8 @@ open_parts(struct parts *p, sbx_error **err)
      * needs it. */
     sbx_autofree char *secrets_dir = sbx_xasprintf("%s/secrets", dir);
     p->secrets = sbx_srv_secrets_new(secrets_dir, p->cfg.secrets_key_file);
+    sbx_autofree char *vault_dir = sbx_xasprintf("%s/credvault", dir);
+    p->vault = sbx_credvault_new(vault_dir);
     struct sbx_provider_env env = {.state_dir = dir, .exe_dir = p->exe_dir, .secrets = p->secrets};
     if (sbx_registry_build(&p->cfg, &env, &p->reg, err) < 0)
         return sbx_error_wrap(err, "providers");
@@ -190,7 +194,8 @@ open_parts(struct parts *p, sbx_error **err)
                               .registry = p->reg,
                               .max_sandboxes = (size_t)p->cfg.max_sandboxes,
                               .workers = (size_t)p->cfg.create_workers,
-                              .wait_usable_ms = p->cfg.wait_usable_s * 1000};
+                              .wait_usable_ms = p->cfg.wait_usable_s * 1000,
+                              .vault = p->vault};
     if (sbx_mgr_new(&mo, &p->mgr, err) < 0)
         return -SBX_EGENERIC;
     if (sbx_snaps_open(&p->snaps, p->store, p->mgr, dir, err) < 0)
@@ -200,6 +205,7 @@ open_parts(struct parts *p, sbx_error **err)
     p->srv.mgr = p->mgr;
     p->srv.reg = p->reg;
     p->srv.secrets = p->secrets;
+    p->srv.vault = p->vault;
     /* the refiller creates through the API's checks and the manager: after both exist */
     if (sbx_pools_open(&p->srv, p->store, &p->pools, err) < 0)
         return -SBX_EGENERIC;
@@ -220,6 +226,7 @@ close_parts(struct parts *p)
     sbx_mgr_free(p->mgr);
     sbx_registry_free(p->reg);
     sbx_srv_secrets_free(p->secrets);
+    sbx_credvault_free(p->vault);
     sbx_store_close(p->store);
     if (p->lock_fd >= 0)
         (void)close(p->lock_fd);

@@ -227,6 +227,47 @@ test("egress: networkPolicy at create, get, patch and delete rules through port 
   assert.match(ex.logs.stdout.map((m) => m.text).join("\n"), /^nameserver 10\./);
 });
 
+test("credentialProxy: the Credential Vault through port 18080 (no injection yet)", async () => {
+  const networkPolicy = { defaultAction: "deny", egress: [{ action: "allow", target: "api.example.com" }] };
+  const credentialProxy = { enabled: true };
+  if (provider !== "native") {
+    await assert.rejects(make({ networkPolicy, credentialProxy }), (err) => {
+      assert.match(String(err.error?.code ?? err.message), /API_NOT_SUPPORTED/);
+      return true;
+    });
+    return;
+  }
+  await assert.rejects(make({ credentialProxy }), (err) => {
+    assert.match(String(err.error?.message ?? err.message), /requires `networkPolicy`/);
+    return true;
+  });
+  const sbx = await make({ networkPolicy, credentialProxy });
+  const v = sbx.credentialVault;
+  const secret = `sk-compat-${process.pid}`;
+  const st = await v.create({
+    credentials: [{ name: "openai", source: { type: "inline", value: secret } }], bindings: [] });
+  assert.deepEqual(st.credentials, [{ name: "openai", sourceType: "inline", revision: st.revision }]);
+  assert.deepEqual(await v.get(), st);
+  const st2 = await v.patch({ expectedRevision: st.revision,
+    credentials: { add: [{ name: "k2", source: { type: "inline", value: "v2" } }] } });
+  assert.equal(st2.revision, st.revision + 1);
+  await assert.rejects(v.patch({ expectedRevision: st.revision, credentials: { delete: ["k2"] } }),
+    (err) => { assert.equal(err.statusCode, 409); return true; });
+  assert.deepEqual((await v.listCredentials()).map((c) => c.name), ["openai", "k2"]);
+  assert.equal((await v.getCredential("k2")).revision, st2.revision);
+  assert.deepEqual(await v.listBindings(), []);
+  // a binding is refused (nothing injects it yet), never stored and ignored
+  await assert.rejects(v.patch({ bindings: { add: [{ name: "b", match: { hosts: ["api.example.com"] },
+    auth: { type: "bearer", credential: "openai" } }] } }), (err) => {
+    assert.equal(err.statusCode, 400);
+    assert.match(err.message, /not implemented/);
+    return true;
+  });
+  assert.ok(!JSON.stringify(await v.get()).includes(secret), "values are write-only");
+  await v.delete();
+  await assert.rejects(v.get(), (err) => { assert.equal(err.statusCode, 404); return true; });
+});
+
 test("pause and resume", async () => {
   const sbx = await make();
   await sbx.pause();

@@ -18,7 +18,7 @@ static const struct sbx_provider_factory bare = {.name = "bare"};
 static const struct sbx_provider_factory full = {
     .name = "full",
     .caps = SBX_CAP_PAUSE | SBX_CAP_SNAPSHOT | SBX_CAP_VOLUMES | SBX_CAP_NETWORK_POLICY |
-            SBX_CAP_POOLS | SBX_CAP_RESOURCE_REQUESTS,
+            SBX_CAP_POOLS | SBX_CAP_RESOURCE_REQUESTS | SBX_CAP_CREDENTIAL_PROXY,
 };
 
 /* 0 when accepted; else the status, with the message checked for `needle`. */
@@ -50,6 +50,11 @@ test_bare_provider_fails_closed(void **state)
     assert_int_equal(check(&bare, "{\"extensions\":{\"poolRef\":\"p\"}}", "poolRef"), 400);
     assert_int_equal(check(&bare, "{\"resourceRequests\":{\"cpu\":\"1\"}}", "resourceRequests"),
                      400);
+    assert_int_equal(check(&bare,
+                           "{\"credentialProxy\":{\"enabled\":true},"
+                           "\"networkPolicy\":{\"defaultAction\":\"allow\"}}",
+                           "credentialProxy"),
+                     400);
     /* what needs no capability passes */
     assert_int_equal(check(&bare, "{\"networkPolicy\":null,\"volumes\":[]}", ""), 0);
     assert_int_equal(check(&bare, "{\"resourceRequests\":{}}", ""), 0);
@@ -63,6 +68,41 @@ test_declared_capabilities_pass(void **state)
     assert_int_equal(check(&full, "{\"volumes\":[{\"name\":\"v\"}]}", ""), 0);
     assert_int_equal(check(&full, "{\"extensions\":{\"poolRef\":\"p\"}}", ""), 0);
     assert_int_equal(check(&full, "{\"resourceRequests\":{\"cpu\":\"1\"}}", ""), 0);
+    assert_int_equal(check(&full,
+                           "{\"credentialProxy\":{\"enabled\":true},"
+                           "\"networkPolicy\":{\"defaultAction\":\"allow\"}}",
+                           ""),
+                     0);
+    assert_int_equal(check(&full, "{\"credentialProxy\":{\"enabled\":false}}", ""), 0);
+}
+
+/* credentialProxy: only where the provider declares it (even with a network policy), and
+ * never without a networkPolicy (COMPAT.md: it requires one). */
+static void
+test_credential_proxy(void **state)
+{
+    (void)state;
+    static const struct sbx_provider_factory np = {.name = "np", .caps = SBX_CAP_NETWORK_POLICY};
+    assert_int_equal(check(&np,
+                           "{\"credentialProxy\":{\"enabled\":true},"
+                           "\"networkPolicy\":{\"defaultAction\":\"deny\"}}",
+                           "credentialProxy"),
+                     400);
+    static const char *const bad[] = {
+        "{\"credentialProxy\":{\"enabled\":true}}",
+        "{\"credentialProxy\":{\"enabled\":true},\"networkPolicy\":null}",
+        "{\"credentialProxy\":{\"enabled\":\"yes\"},\"networkPolicy\":{}}",
+        "{\"credentialProxy\":true,\"networkPolicy\":{}}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        json_t *body = json_loads(bad[i], 0, NULL);
+        struct sbx_reply rep = {0};
+        assert_int_equal(sbx_api_check_fields(&full, body, &rep), -1);
+        assert_int_equal(rep.status, 400);
+        assert_non_null(strstr(rep.message, "credentialProxy"));
+        free(rep.message);
+        json_decref(body);
+    }
 }
 
 static void
@@ -82,6 +122,7 @@ main(void)
         cmocka_unit_test(test_bare_provider_fails_closed),
         cmocka_unit_test(test_declared_capabilities_pass),
         cmocka_unit_test(test_platform_follows_the_declared_arch),
+        cmocka_unit_test(test_credential_proxy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
