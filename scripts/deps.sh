@@ -82,6 +82,10 @@ pkgs=(
   # compare_docx_files: python-docx; compare_table: openpyxl), imported only when a task uses
   # them; the tests sdk/python/metrics-office and sdk/python/desktop-env run them (/usr/bin/python3)
   python3-pil python3-numpy python3-docx python3-openpyxl
+  # the fake Kubernetes API server (tests/integration/kubernetes): the official client's
+  # generated models are its OpenAPI schema, and its test drives it with that client
+  # (CoreV1Api, Watch, stream.portforward) to prove the wire protocol; no API server here
+  python3-kubernetes
   # ffprobe checks the JPEG screenshots (and ffmpeg x11grab is the bench's OSWorld-way shot)
   ffmpeg
   # the live view: Debian's noVNC (served by sbx serve from /usr/share/novnc), nettle's SHA-1
