@@ -215,11 +215,24 @@ oom(void)
     abort();
 }
 
+/* n bytes of sodium memory (guarded, wiped when freed). */
+static void *
+secure_alloc(size_t n)
+{
+    /* idempotent and thread-safe; the server calls it at startup, tests may not */
+    if (sodium_init() < 0)
+        oom();
+    void *p = sodium_malloc(n);
+    if (!p)
+        oom();
+    return p;
+}
+
 /* A NUL-terminated copy in sodium memory (for a key or a token). */
 static char *
 secure_dup(const char *s, size_t n)
 {
-    char *d = sodium_malloc(n + 1);
+    char *d = secure_alloc(n + 1);
     if (!d)
         oom();
     memcpy(d, s, n);
@@ -237,9 +250,7 @@ static int
 b64_decode(const char *what, const char *s, bool secure, char **out, sbx_error **err)
 {
     size_t max = strlen(s) / 4 * 3 + 3;
-    unsigned char *buf = sodium_malloc(max + 1);
-    if (!buf)
-        oom();
+    unsigned char *buf = secure_alloc(max + 1);
     size_t n = 0;
     if (sodium_base642bin(buf, max, s, strlen(s), " \t\r\n", &n, NULL,
                           sodium_base64_VARIANT_ORIGINAL) != 0) {
@@ -608,9 +619,7 @@ auth_line(const struct kube_client *c, char **line, sbx_error **err)
         return 0;
     static const char pre[] = "Authorization: Bearer ";
     size_t n = sizeof pre + strlen(tok);
-    *line = sodium_malloc(n);
-    if (!*line)
-        oom();
+    *line = secure_alloc(n);
     (void)snprintf(*line, n, "%s%s", pre, tok);
     if (fresh)
         secure_free(fresh);
