@@ -30,13 +30,13 @@
 #include "common/websocket.h"
 #include "common/xalloc.h"
 
-#define BODY_MAX      ((size_t)4 << 20)
-#define FILE_MAX      ((size_t)1 << 20)
-#define YAML_DEPTH    64
-#define DEF_TIMEOUT   30000L
-#define SA_DIR        "/var/run/secrets/kubernetes.io/serviceaccount"
-#define WS_FRAME_MAX  ((size_t)1 << 20)
-#define PF_SUBPROTO   "v4.channel.k8s.io"
+#define BODY_MAX     ((size_t)4 << 20)
+#define FILE_MAX     ((size_t)1 << 20)
+#define YAML_DEPTH   64
+#define DEF_TIMEOUT  30000L
+#define SA_DIR       "/var/run/secrets/kubernetes.io/serviceaccount"
+#define WS_FRAME_MAX ((size_t)1 << 20)
+#define PF_SUBPROTO  "v4.channel.k8s.io"
 
 /* ---- YAML → JSON ---- */
 
@@ -64,8 +64,7 @@ at(const yaml_event_t *ev, const char *what, sbx_error **err)
                          ev->start_mark.line + 1, ev->start_mark.column + 1, what);
 }
 
-static int yaml_node(yaml_parser_t *p, yaml_event_t *ev, int depth, json_t **out,
-                     sbx_error **err);
+static int yaml_node(yaml_parser_t *p, yaml_event_t *ev, int depth, json_t **out, sbx_error **err);
 
 static int
 yaml_scalar(const yaml_event_t *ev, json_t **out, sbx_error **err)
@@ -394,8 +393,7 @@ names_of(const json_t *root, const char *list)
 }
 
 static int
-parse_tree(const json_t *root, const struct kube_cfg_opts *o, struct kube_cfg *out,
-           sbx_error **err)
+parse_tree(const json_t *root, const struct kube_cfg_opts *o, struct kube_cfg *out, sbx_error **err)
 {
     if (!json_is_object(root))
         return sbx_error_set(err, SBX_EINVAL, 0, "not a kubeconfig (no mapping at the top)");
@@ -420,8 +418,7 @@ parse_tree(const json_t *root, const struct kube_cfg_opts *o, struct kube_cfg *o
     const char *uname = str_of(ctx, "user");
     const json_t *u = uname ? find_named(root, "users", "user", uname) : NULL;
     if (uname && !u)
-        return sbx_error_set(err, SBX_EINVAL, 0, "context `%.100s`: no user `%.100s`", name,
-                             uname);
+        return sbx_error_set(err, SBX_EINVAL, 0, "context `%.100s`: no user `%.100s`", name, uname);
     if (u && read_user(u, o->base_dir, out, err) < 0)
         return sbx_error_wrap(err, "context `%.100s`", name);
     const char *ns = str_of(ctx, "namespace");
@@ -610,7 +607,7 @@ auth_line(const struct kube_client *c, char **line, sbx_error **err)
     char *tok = c->cfg.token;
     char *fresh = NULL;
     if (!tok && c->cfg.token_file) {
-        if (read_path("token file", NULL, c->cfg.token_file, true, &fresh, err) < 0)
+        if (read_path("token file", NULL, c->cfg.token_file, true, &fresh, err) < 0 || !fresh)
             return -SBX_EUNAVAIL;
         fresh[strcspn(fresh, "\r\n")] = '\0';
         tok = fresh;
@@ -631,16 +628,16 @@ static void
 set_tls(const struct kube_client *c, CURL *h)
 {
     if (c->cfg.ca) {
-        struct curl_blob ca = {.data = c->cfg.ca, .len = strlen(c->cfg.ca),
-                               .flags = CURL_BLOB_COPY};
+        struct curl_blob ca = {
+            .data = c->cfg.ca, .len = strlen(c->cfg.ca), .flags = CURL_BLOB_COPY};
         (void)curl_easy_setopt(h, CURLOPT_CAINFO_BLOB, &ca);
     }
     if (c->cfg.cert && c->cfg.key) {
-        struct curl_blob cert = {.data = c->cfg.cert, .len = strlen(c->cfg.cert),
-                                 .flags = CURL_BLOB_COPY};
+        struct curl_blob cert = {
+            .data = c->cfg.cert, .len = strlen(c->cfg.cert), .flags = CURL_BLOB_COPY};
         /* NOCOPY: curl reads the key from our sodium memory, which outlives the handle */
-        struct curl_blob key = {.data = c->cfg.key, .len = strlen(c->cfg.key),
-                                .flags = CURL_BLOB_NOCOPY};
+        struct curl_blob key = {
+            .data = c->cfg.key, .len = strlen(c->cfg.key), .flags = CURL_BLOB_NOCOPY};
         (void)curl_easy_setopt(h, CURLOPT_SSLCERT_BLOB, &cert);
         (void)curl_easy_setopt(h, CURLOPT_SSLCERTTYPE, "PEM");
         (void)curl_easy_setopt(h, CURLOPT_SSLKEY_BLOB, &key);
@@ -793,10 +790,10 @@ struct pf {
     int local; /* our end of the socketpair */
     curl_socket_t sock;
     int port;
-    char what[160];     /* "pod ns/name port P" for the log */
-    uint8_t *in;        /* bytes from the API server not yet parsed */
+    char what[160]; /* "pod ns/name port P" for the log */
+    uint8_t *in;    /* bytes from the API server not yet parsed */
     size_t in_len, in_cap;
-    bool seen_port[2];  /* the first frame of channels 0 and 1 is the port */
+    bool seen_port[2]; /* the first frame of channels 0 and 1 is the port */
 };
 
 static int
@@ -905,7 +902,7 @@ pf_drain(struct pf *p)
 {
     for (;;) {
         if (p->in_cap - p->in_len < 16384) {
-            if (p->in_cap >= WS_FRAME_MAX + 16384 * 2)
+            if (p->in_cap >= WS_FRAME_MAX + (size_t)16384 * 2)
                 return -1;
             p->in_cap = p->in_cap ? p->in_cap * 2 : 65536;
             p->in = sbx_xrealloc(p->in, p->in_cap);
@@ -961,8 +958,8 @@ pf_handshake(struct pf *p, const char *accept, sbx_error **err)
     p->in = sbx_xmalloc(p->in_cap);
     for (;;) {
         size_t got = 0;
-        CURLcode rc = curl_easy_recv(p->h, (char *)p->in + p->in_len, p->in_cap - p->in_len - 1,
-                                     &got);
+        CURLcode rc =
+            curl_easy_recv(p->h, (char *)p->in + p->in_len, p->in_cap - p->in_len - 1, &got);
         if (rc == CURLE_AGAIN) {
             if (sbx_now_ms() > deadline)
                 return sbx_error_set(err, SBX_ETIMEDOUT, 0, "no answer to the upgrade");

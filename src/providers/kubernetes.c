@@ -46,30 +46,21 @@
 #include "server/secretsrv.h"
 #include "server/srvutil.h"
 
-#define MOUNT_DIR   "/opt/sbx"
-#define EXECD_PATH  MOUNT_DIR "/sbx-execd"
-#define EXECD_VOL   "sbx-execd"
-#define REQ_PRIV    SBX_REQUESTS_PRIV
+#define MOUNT_DIR       "/opt/sbx"
+#define EXECD_PATH      MOUNT_DIR "/sbx-execd"
+#define EXECD_VOL       "sbx-execd"
+#define REQ_PRIV        SBX_REQUESTS_PRIV
 #define PING_TIMEOUT_MS 3000
 
-const char *const sbx_provider_kubernetes_keys[] = {"kubeconfig",
-                                                    "kubeconfig_secret",
-                                                    "context",
-                                                    "namespace",
-                                                    "execd_image",
-                                                    "service_account",
-                                                    "runtime_class",
-                                                    "node_selector",
-                                                    "tolerations",
-                                                    "image_pull_secrets",
-                                                    "labels",
-                                                    "connect",
-                                                    "allow_insecure",
-                                                    "wait_timeout_ms",
-                                                    "poll_ms",
-                                                    "request_timeout_ms",
-                                                    "retries",
-                                                    NULL};
+const char *const sbx_provider_kubernetes_keys[] = {"kubeconfig",     "kubeconfig_secret",
+                                                    "context",        "namespace",
+                                                    "execd_image",    "service_account",
+                                                    "runtime_class",  "node_selector",
+                                                    "tolerations",    "image_pull_secrets",
+                                                    "labels",         "connect",
+                                                    "allow_insecure", "wait_timeout_ms",
+                                                    "poll_ms",        "request_timeout_ms",
+                                                    "retries",        NULL};
 
 /* ---- labels, quantities ---- */
 
@@ -150,9 +141,8 @@ sbx_kube_quantity(const char *resource, const char *value)
 /* ---- states ---- */
 
 static const char *const fatal_waiting[] = {
-    "ImagePullBackOff",           "ErrImagePull",     "InvalidImageName", "ErrImageNeverPull",
-    "CreateContainerConfigError", "CreateContainerError", "RunContainerError",
-    "CrashLoopBackOff",
+    "ImagePullBackOff",           "ErrImagePull",         "InvalidImageName",  "ErrImageNeverPull",
+    "CreateContainerConfigError", "CreateContainerError", "RunContainerError", "CrashLoopBackOff",
 };
 
 static bool
@@ -245,7 +235,7 @@ pending_reason(const json_t *status, const char **message)
         }
     }
     return json_array_size(json_object_get(status, "initContainerStatuses")) ? "PodInitializing"
-                                                                              : "Pending";
+                                                                             : "Pending";
 }
 
 enum sbx_state_class
@@ -423,8 +413,9 @@ check_values(const struct settings *st, sbx_error **err)
     for (size_t i = 0; i < SBX_ARRAY_SIZE(kvs); i++) {
         json_t *o = kv_list(kvs[i]);
         if (!o)
-            return bad(err, names[i], "must be a list of \"key=value\" with valid label keys "
-                                      "and values");
+            return bad(err, names[i],
+                       "must be a list of \"key=value\" with valid label keys "
+                       "and values");
         json_decref(o);
     }
     size_t i = 0;
@@ -589,12 +580,12 @@ container_env(const struct sbx_record *sb)
         if (!json_is_string(v) || strcmp(key, "EXECD_ACCESS_TOKEN") == 0 ||
             strncmp(key, "SBX_EXECD", 9) == 0)
             continue;
-        (void)json_array_append_new(env, json_pack("{s:s, s:o}", "name", key, "value",
-                                                   escaped(json_string_value(v))));
+        (void)json_array_append_new(
+            env, json_pack("{s:s, s:o}", "name", key, "value", escaped(json_string_value(v))));
     }
     /* execd reads and unsets it first thing: the entrypoint and commands never see it */
-    (void)json_array_append_new(env, json_pack("{s:s, s:s}", "name", "EXECD_ACCESS_TOKEN",
-                                               "value", priv_str(sb, "token")));
+    (void)json_array_append_new(
+        env, json_pack("{s:s, s:s}", "name", "EXECD_ACCESS_TOKEN", "value", priv_str(sb, "token")));
     return env;
 }
 
@@ -612,8 +603,8 @@ main_container(const struct sbx_record *sb)
     size_t i = 0;
     json_t *a = NULL;
     json_array_foreach (sb->entrypoint, i, a)
-        (void)json_array_append_new(args, escaped(json_string_value(a) ? json_string_value(a)
-                                                                       : ""));
+        (void)json_array_append_new(args,
+                                    escaped(json_string_value(a) ? json_string_value(a) : ""));
     json_t *res = json_object();
     json_t *lim = resources_of(sb->limits);
     json_t *req = resources_of(json_object_get(sb->priv, REQ_PRIV));
@@ -626,8 +617,8 @@ main_container(const struct sbx_record *sb)
     const char *uri = json_string_value(json_object_get(sb->image, "uri"));
     return json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:[{s:s, s:s, s:b}]}", "name",
                      SBX_KUBE_CONTAINER, "image", uri ? uri : "", "command", cmd, "args", args,
-                     "env", container_env(sb), "resources", res, "volumeMounts", "name",
-                     EXECD_VOL, "mountPath", MOUNT_DIR, "readOnly", 1);
+                     "env", container_env(sb), "resources", res, "volumeMounts", "name", EXECD_VOL,
+                     "mountPath", MOUNT_DIR, "readOnly", 1);
 }
 
 static json_t *
@@ -635,8 +626,7 @@ pod_spec(struct kube *k, const struct sbx_record *sb)
 {
     json_t *init = json_pack("{s:s, s:s, s:[s, s, s], s:[{s:s, s:s}]}", "name", "sbx-execd-install",
                              "image", k->execd_image, "command", "/sbx-execd", "--install",
-                             EXECD_PATH, "volumeMounts", "name", EXECD_VOL, "mountPath",
-                             MOUNT_DIR);
+                             EXECD_PATH, "volumeMounts", "name", EXECD_VOL, "mountPath", MOUNT_DIR);
     json_t *spec = json_pack("{s:s, s:b, s:b, s:[{s:s, s:{}}], s:[o], s:[o]}", "restartPolicy",
                              "Never", "enableServiceLinks", 0, "automountServiceAccountToken",
                              k->sa != NULL, "volumes", "name", EXECD_VOL, "emptyDir",
@@ -808,8 +798,7 @@ connect_port(struct kube *k, const struct sbx_record *sb, const char *ip, int po
 {
     if (k->pod_ip)
         return tcp_to(ip, port, fd, err);
-    return kube_portforward(k->api, priv_str(sb, "namespace"), priv_str(sb, "pod"), port, fd,
-                            err);
+    return kube_portforward(k->api, priv_str(sb, "namespace"), priv_str(sb, "pod"), port, fd, err);
 }
 
 /* execd answers /ping through the way the router will use. */
@@ -959,9 +948,8 @@ delete_pod(struct kube *k, const char *ns, const char *name, sbx_error **err)
 static int
 list_by_id(struct kube *k, const struct sbx_record *sb, json_t **items, sbx_error **err)
 {
-    sbx_autofree char *path = pod_path(*priv_str(sb, "namespace") ? priv_str(sb, "namespace")
-                                                                  : k->ns,
-                                       NULL);
+    sbx_autofree char *path =
+        pod_path(*priv_str(sb, "namespace") ? priv_str(sb, "namespace") : k->ns, NULL);
     sbx_autofree char *q =
         sbx_xasprintf("%s?labelSelector=" SBX_KUBE_LABEL_ID "%%3D%s", path, sb->id);
     struct kube_resp r;
@@ -1135,8 +1123,7 @@ load_cfg(const struct settings *st, const struct sbx_provider_env *env, struct k
             return sbx_error_set(err, SBX_EUNAVAIL, 0, "provider `kubernetes`: no secret store");
         char *text = NULL;
         size_t len = 0;
-        if (sbx_srv_secret_lookup(env->secrets, st->kubeconfig_secret, true, &text, &len, err) <
-            0)
+        if (sbx_srv_secret_lookup(env->secrets, st->kubeconfig_secret, true, &text, &len, err) < 0)
             return -SBX_EUNAVAIL;
         sbx_autofree char *what = sbx_xasprintf("in secret `%s`", st->kubeconfig_secret);
         int r = kube_cfg_parse(text, len, what, &o, cfg, err);
@@ -1159,7 +1146,7 @@ sbx_provider_kubernetes_new(const json_t *settings, const struct sbx_provider_en
     struct settings st;
     if (read_settings(settings, &st, err) < 0)
         return -SBX_EINVAL;
-    struct kube_cfg cfg;
+    struct kube_cfg cfg = {0};
     if (load_cfg(&st, env, &cfg, err) < 0)
         return sbx_error_wrap(err, "provider `kubernetes`");
     struct kube *k = sbx_xcalloc(1, sizeof *k);

@@ -130,8 +130,8 @@ expect_error(const char *text, const char *ctx, const char *needle)
     sbx_error_clear(&err);
 }
 
-#define MINI(cluster, user)                                                                     \
-    "current-context: c\nclusters:\n- name: k\n  cluster:\n" cluster "users:\n- name: u\n"     \
+#define MINI(cluster, user)                                                                \
+    "current-context: c\nclusters:\n- name: k\n  cluster:\n" cluster "users:\n- name: u\n" \
     "  user:\n" user "contexts:\n- name: c\n  context: {cluster: k, user: u}\n"
 
 static void
@@ -139,17 +139,17 @@ test_refused(void **state)
 {
     (void)state;
     expect_error(MINI("    server: http://10.0.0.1\n", "    token: t\n"), NULL, "not https://");
-    expect_error(MINI("    server: https://a\n    insecure-skip-tls-verify: true\n",
-                      "    token: t\n"),
-                 NULL, "insecure-skip-tls-verify");
+    expect_error(
+        MINI("    server: https://a\n    insecure-skip-tls-verify: true\n", "    token: t\n"), NULL,
+        "insecure-skip-tls-verify");
     expect_error(MINI("    server: https://a\n", "    exec: {command: aws}\n"), NULL,
                  "uses `exec`");
     expect_error(MINI("    server: https://a\n", "    client-key-data: " KEY_B64 "\n"), NULL,
                  "without a certificate");
     expect_error(MINI("    server: https://a\n", "    token: t\n"), "other", "no context");
-    expect_error(MINI("    server: https://a\n    certificate-authority-data: '!!!'\n",
-                      "    token: t\n"),
-                 NULL, "not valid base64");
+    expect_error(
+        MINI("    server: https://a\n    certificate-authority-data: '!!!'\n", "    token: t\n"),
+        NULL, "not valid base64");
     expect_error("clusters: []\n", NULL, "no current-context");
     expect_error("- a\n- b\n", NULL, "not a kubeconfig");
     expect_error("a: &x 1\nb: *x\n", NULL, "anchors and aliases");
@@ -159,10 +159,10 @@ test_refused(void **state)
     /* allowed when the operator says so */
     struct kube_cfg c;
     sbx_error *err = NULL;
-    assert_int_equal(parse(MINI("    server: https://a\n    insecure-skip-tls-verify: true\n",
-                                "    token: t\n"),
-                           NULL, true, &c, &err),
-                     0);
+    assert_int_equal(
+        parse(MINI("    server: https://a\n    insecure-skip-tls-verify: true\n", "    token: t\n"),
+              NULL, true, &c, &err),
+        0);
     assert_true(c.insecure);
     kube_cfg_dispose(&c);
 }
@@ -170,7 +170,7 @@ test_refused(void **state)
 static void
 write_file(const char *path, const char *text)
 {
-    FILE *f = fopen(path, "w");
+    FILE *f = fopen(path, "we");
     assert_non_null(f);
     assert_int_equal(fputs(text, f) >= 0, 1);
     assert_int_equal(fclose(f), 0);
