@@ -81,6 +81,16 @@ SECTIONS = [
         "10 MB; restore as fast as a create.",
     ),
     (
+        "scale",
+        "12. Scale: cost with many live sandboxes",
+        "Idle sandboxes created through the API in steps; with each step's count standing, "
+        "create (POST until GET says Running), exec (`POST /command` `echo` through the "
+        "server's proxy route, a random live sandbox), list (`GET /v1/sandboxes`, the default "
+        "page of 20) and delete (DELETE until 204) are sampled one at a time, and the server's RSS "
+        "and the host's MemAvailable drop are read. Issue target: p50 at 10,000 within 1.5\u00d7 "
+        "of p50 at 100. Docker row: the same through sbx's docker provider, time-boxed.",
+    ),
+    (
         "api",
         "7. API throughput",
         "wrk against the lifecycle API (2 threads; the server shares the 2 cores with wrk).",
@@ -291,6 +301,80 @@ def curve_table(recs):
     return lines
 
 
+SCALE_OPS = ("create", "exec", "list", "delete")
+
+
+def scale_table(recs):
+    lines = []
+    for r in recs:
+        lines += [f"**{r['tool']} ({r.get('variant', '')})**: {r.get('what', '')}", ""]
+        head = "| live sandboxes | " + " | ".join(f"{op} p50 / p99 ms" for op in SCALE_OPS)
+        head += " | server RSS | RSS / sandbox | cgroups / sandbox | host / sandbox | fill time |"
+        lines += [head, "|" + "---|" * (len(SCALE_OPS) + 6)]
+        for p in r.get("points", []):
+            cells = [f"{stats.fmt_ms(p[op]['p50'])} / {stats.fmt_ms(p[op]['p99'])}" for op in SCALE_OPS]
+            lines.append(
+                f"| {p['n']} | " + " | ".join(cells) + f" | {stats.fmt_bytes(p.get('server_rss'))} | "
+                f"{stats.fmt_bytes(p.get('server_rss_per_sandbox'))} | "
+                f"{stats.fmt_bytes(p.get('cgroup_per_sandbox'))} | "
+                f"{stats.fmt_bytes(p.get('host_mem_per_sandbox'))} | {p.get('fill_seconds', 0):.0f} s |")
+        lines.append("")
+        for k, v in r.get("facts", {}).items():
+            lines.append(f"- {k}: {v}")
+        lines.append("")
+    return lines
+
+
+def plot_scale(ctx):
+    recs = [r for r in ctx["records"] if r.get("kind") == "scale" and r.get("points")]
+    if not recs:
+        return
+    datadir = os.path.join(ctx["work"], "plotdata")
+    os.makedirs(datadir, exist_ok=True)
+    for q in ("p50", "p99"):
+        series = []
+        for i, r in enumerate(recs):
+            dat = os.path.join(datadir, f"scale-{i}-{q}.dat")
+            with open(dat, "w", encoding="utf-8") as f:
+                for p in r["points"]:
+                    f.write(f"{p['n']} " + " ".join(f"{p[op][q] * 1000:.4f}" for op in SCALE_OPS) + "\n")
+            dash = "" if r["tool"] == "sbx" else " dt 2"
+            for j, op in enumerate(SCALE_OPS):
+                label = f"{r['tool']} ({r.get('variant', '')}) {op}".replace('"', "")
+                series.append(f'"{dat}" using 1:{j + 2} with linespoints lw 2 lc {j + 1}{dash} title "{label}"')
+        name = f"scale-latency-{q}"
+        svg = os.path.join(ctx["out"], "plots", f"{ctx['stem']}-{name}.svg")
+        title = f"12. Scale: {q} latency vs live idle sandboxes"
+        script = "\n".join([
+            'set terminal svg size 900,560 dynamic font "sans,12"', f'set output "{svg}"',
+            f'set title "{title}"', "set logscale xy", 'set xlabel "live idle sandboxes (log scale)"',
+            f'set ylabel "{q}, ms (log scale)"', "set grid", "set key outside right",
+            "plot " + ", ".join(series)])
+        if gnuplot(script):
+            ctx["plots"].setdefault("scale", []).append({"title": title, "href": f"plots/{ctx['stem']}-{name}.svg"})
+    series = []
+    for i, r in enumerate(recs):
+        dat = os.path.join(datadir, f"scale-{i}-mem.dat")
+        with open(dat, "w", encoding="utf-8") as f:
+            for p in r["points"]:
+                f.write(f"{p['n']} {(p.get('server_rss_per_sandbox') or 0) / 1024:.2f} "
+                        f"{p['host_mem_per_sandbox'] / 1024:.2f} {(p.get('cgroup_per_sandbox') or 0) / 1024:.2f}\n")
+        label = f"{r['tool']} ({r.get('variant', '')})".replace('"', "")
+        series.append(f'"{dat}" using 1:2 with linespoints lw 2 title "{label}: server RSS growth"')
+        series.append(f'"{dat}" using 1:3 with linespoints lw 2 title "{label}: host MemAvailable drop"')
+        if any(p.get("cgroup_per_sandbox") is not None for p in r["points"]):
+            series.append(f'"{dat}" using 1:4 with linespoints lw 2 title "{label}: sandbox cgroups"')
+    name = "scale-memory"
+    svg = os.path.join(ctx["out"], "plots", f"{ctx['stem']}-{name}.svg")
+    title = "12. Scale: memory per idle sandbox vs live sandboxes"
+    script = "\n".join([
+        'set terminal svg size 900,520 dynamic font "sans,12"', f'set output "{svg}"',
+        f'set title "{title}"', "set logscale x", 'set xlabel "live idle sandboxes (log scale)"',
+        'set ylabel "KiB per sandbox"', "set grid", "set key outside right", "plot " + ", ".join(series)])
+    if gnuplot(script):
+        ctx["plots"].setdefault("scale", []).append({"title": title, "href": f"plots/{ctx['stem']}-{name}.svg"})
+
+
 def order_rows(recs):
     """Rows grouped by variant (in order of first appearance), sbx first within each group."""
     keys = []
@@ -339,9 +423,12 @@ def section_lines(key, title, desc, records, plots):
     cv = [r for r in measured if r.get("kind") == "curve"]
     if cv:
         lines += [""] + curve_table(cv)
+    sc = [r for r in measured if r.get("kind") == "scale"]
+    if sc:
+        lines += [""] + scale_table(sc)
     for p in plots.get(key, []):
         lines += ["", f"![{p['title']}]({p['href']})"]
-    if (lat or cv) and not plots.get(key) and not shutil.which("gnuplot"):
+    if (lat or cv or sc) and not plots.get(key) and not shutil.which("gnuplot"):
         lines += ["", "(no plot: gnuplot is not installed)"]
     skipped = [r for r in recs if r["status"] == "not_measured"]
     if skipped:
@@ -569,6 +656,7 @@ def make_plots(ctx):
             label = recs[0].get("variant", "") if len(recs) == 1 else k
             plot_cdf(ctx, key, recs, f"{key}-{slug}", f"{title}: {label} (empirical CDF)")
     plot_curves(ctx)
+    plot_scale(ctx)
 
 
 def main(args):

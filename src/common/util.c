@@ -9,6 +9,7 @@
 #include <string.h>
 #include <strings.h>
 #include <linux/magic.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <time.h>
@@ -298,6 +299,27 @@ sbx_wall_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+void
+sbx_cond_init_monotonic(pthread_cond_t *cv)
+{
+    pthread_condattr_t a;
+    (void)pthread_condattr_init(&a);
+    (void)pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+    (void)pthread_cond_init(cv, &a);
+    (void)pthread_condattr_destroy(&a);
+}
+
+struct timespec
+sbx_monotonic_in(uint64_t ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t ns = (uint64_t)ts.tv_nsec + (ms % 1000) * 1000000ULL;
+    ts.tv_sec += (time_t)(ms / 1000 + ns / 1000000000ULL);
+    ts.tv_nsec = (long)(ns % 1000000000ULL);
+    return ts;
+}
+
 bool
 sbx_str_starts(const char *s, const char *prefix)
 {
@@ -365,4 +387,47 @@ sbx_utf8_len(const unsigned char *s, size_t n)
     if (cp < min[len] || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
         return 0;
     return len;
+}
+
+static rlim_t nofile_orig_soft; /* 0: not raised */
+
+unsigned long
+sbx_nofile_raise(void)
+{
+    struct rlimit cur;
+    if (getrlimit(RLIMIT_NOFILE, &cur) < 0)
+        return 0;
+    rlim_t orig = cur.rlim_cur;
+    rlim_t want = 1048576; /* the kernel's default fs.nr_open */
+    char *s = NULL;
+    sbx_error *ignored = NULL;
+    if (sbx_read_file("/proc/sys/fs/nr_open", 64, &s, NULL, &ignored) == 0 && s) {
+        unsigned long long v = strtoull(s, NULL, 10);
+        if (v > 0)
+            want = (rlim_t)v;
+    }
+    free(s);
+    sbx_error_clear(&ignored);
+    struct rlimit up = {want, want};
+    if (cur.rlim_max != RLIM_INFINITY && cur.rlim_max < want && setrlimit(RLIMIT_NOFILE, &up) == 0)
+        cur = up;
+    else if (cur.rlim_cur < cur.rlim_max) {
+        cur.rlim_cur = cur.rlim_max;
+        if (setrlimit(RLIMIT_NOFILE, &cur) < 0)
+            (void)getrlimit(RLIMIT_NOFILE, &cur);
+    }
+    if (cur.rlim_cur != orig)
+        nofile_orig_soft = orig;
+    return (unsigned long)cur.rlim_cur;
+}
+
+void
+sbx_nofile_restore(void)
+{
+    struct rlimit cur;
+    if (nofile_orig_soft && getrlimit(RLIMIT_NOFILE, &cur) == 0 &&
+        cur.rlim_cur > nofile_orig_soft) {
+        cur.rlim_cur = nofile_orig_soft;
+        (void)setrlimit(RLIMIT_NOFILE, &cur);
+    }
 }

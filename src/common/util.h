@@ -7,7 +7,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <pthread.h>
 #include <sys/types.h>
+#include <time.h>
 
 #include "common/error.h"
 
@@ -41,6 +43,12 @@ uint64_t sbx_now_ns(void);
 uint64_t sbx_now_ms(void);
 /* Wall clock in milliseconds since the epoch. */
 int64_t sbx_wall_ms(void);
+/* A condition variable whose timed waits run on CLOCK_MONOTONIC, and the deadline ms from now
+ * on that clock for pthread_cond_timedwait on it. The default (CLOCK_REALTIME) would make a
+ * wall-clock step (NTP, `date -s`) stall a backwards-jumped wait for as long as the jump, or
+ * cut it short forwards: the server's reaper, connection deadlines and refreshers would stop. */
+void sbx_cond_init_monotonic(pthread_cond_t *cv);
+struct timespec sbx_monotonic_in(uint64_t ms);
 
 /* path is on a tmpfs. */
 bool sbx_on_tmpfs(const char *path);
@@ -57,3 +65,11 @@ bool sbx_str_starts(const char *s, const char *prefix);
 size_t sbx_utf8_len(const unsigned char *s, size_t n);
 
 #endif
+
+/* RLIMIT_NOFILE: a server holds a few descriptors per sandbox, more than the usual soft limit
+ * (1024) allows. sbx_nofile_raise lifts the soft limit to the hard one (and, with
+ * CAP_SYS_RESOURCE, both to fs.nr_open); returns the new soft limit. The processes a sandbox
+ * starts get the limit the caller had before (sbx_nofile_restore, in a child before its exec:
+ * async-signal-safe), not the server's. */
+unsigned long sbx_nofile_raise(void);
+void sbx_nofile_restore(void);

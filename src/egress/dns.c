@@ -474,9 +474,7 @@ refresh_loop(void *arg)
 {
     struct sbx_egress *e = arg;
     for (;;) {
-        struct timespec until;
-        (void)clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += REFRESH_S;
+        struct timespec until = sbx_monotonic_in(REFRESH_S * 1000ULL);
         pthread_mutex_lock(&e->mu);
         while (!e->stopping && pthread_cond_timedwait(&e->cv, &e->mu, &until) != ETIMEDOUT)
             ;
@@ -679,7 +677,7 @@ sbx_egress_open(struct sbx_egress **out, const struct sbx_egress_config *cfg, sb
     e->udp = e->tcp = e->stop_pipe[0] = e->stop_pipe[1] = -1;
     pthread_mutex_init(&e->ops, NULL);
     pthread_mutex_init(&e->mu, NULL);
-    pthread_cond_init(&e->cv, NULL);
+    sbx_cond_init_monotonic(&e->cv);
     (void)snprintf(e->bridge, sizeof e->bridge, "%s", cfg->bridge);
     e->listen.sin_family = AF_INET;
     e->listen.sin_port = htons(53);

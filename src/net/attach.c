@@ -90,6 +90,13 @@ create_veth(struct sbx_nl *host, const struct sbx_net *n, uint32_t addr, int net
         (void)sbx_nl_link_del(host, name);
         r = sbx_nl_veth_create(host, &veth);
     }
+    if (r == -EXFULL) /* br_add_if: the bridge has BR_MAX_PORTS ports */
+        return sbx_error_set(err, SBX_ELIMIT, EXFULL,
+                             "bridge `%s` is full: a Linux bridge takes at most %d ports "
+                             "(the kernel's BR_MAX_PORTS, not a setting), so at most %d "
+                             "sandboxes of network `bridge` per bridge; more need "
+                             "network = \"none\" or another bridge and subnet (bridge, subnet)",
+                             n->bridge, SBX_NET_BRIDGE_MAX_PORTS, SBX_NET_BRIDGE_MAX_SANDBOXES);
     return r < 0 ? nl_fail(err, r, "create veth pair") : 0;
 }
 

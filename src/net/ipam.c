@@ -206,7 +206,8 @@ lease_free_address(uint32_t *addr, const struct sbx_ipam *ipam, const char *id, 
     sbx_net_addr_str(net, ipam->network);
     return sbx_error_set(err, SBX_ELIMIT, 0,
                          "address pool %s/%d is exhausted: all %u addresses are leased (run `sbx "
-                         "net gc` to release leases of dead sandboxes, or use a larger subnet)",
+                         "net gc` to release leases of dead sandboxes, or use a larger subnet: "
+                         "providers.native.subnet)",
                          net, ipam->prefix, count);
 }
 

@@ -25,6 +25,10 @@
 #define SBX_NET_DEFAULT_BRIDGE    "sbx0"
 #define SBX_NET_DEFAULT_SUBNET    "10.88.0.0/16"
 #define SBX_NET_DEFAULT_STATE_DIR "/run/sbx/net" /* leases die with veths at reboot */
+/* A Linux bridge has at most BR_MAX_PORTS (1024) ports, numbered from 1; one is the
+ * keep-alive port (docs/network.md), so about 1020 sandboxes fit on one bridge. */
+#define SBX_NET_BRIDGE_MAX_PORTS     1024
+#define SBX_NET_BRIDGE_MAX_SANDBOXES 1022
 
 struct sbx_net_config {
     const char *bridge; /* default SBX_NET_DEFAULT_BRIDGE (at most 15 bytes) */

@@ -9,6 +9,7 @@
 #include <linux/if_addr.h>
 #include <linux/if_bridge.h>
 #include <linux/if_link.h>
+#include <linux/netlink.h>
 #include <linux/rtnetlink.h>
 #include <linux/netfilter/nf_tables.h>
 #include <linux/netfilter/nfnetlink.h>
@@ -518,7 +519,17 @@ sbx_nl_addr_has(struct sbx_nl *nl, int ifindex, uint32_t addr, int prefix)
     nlh->nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
     struct ifaddrmsg *ifa = sbx_nlmsg_put_extra(nlh, sizeof(*ifa));
     ifa->ifa_family = AF_INET;
+    /* The kernel dumps one device's addresses, not every device's (a dump walks all the
+     * host's devices, one veth per sandbox), when the request is strictly checked
+     * (Linux >= 4.20; an older kernel ignores the option and the index, and addr_cb filters). */
+    int one = 1;
+    if (setsockopt(nl->fd, SOL_NETLINK, NETLINK_GET_STRICT_CHK, &one, sizeof one) == 0)
+        ifa->ifa_index = (uint32_t)ifindex;
     int r = sbx_nl_talk(nl, nlh, addr_cb, &q);
+    if (ifa->ifa_index) {
+        int zero = 0;
+        (void)setsockopt(nl->fd, SOL_NETLINK, NETLINK_GET_STRICT_CHK, &zero, sizeof zero);
+    }
     return r < 0 ? r : q.found;
 }
 

@@ -37,6 +37,7 @@
 
 #include "common/cleanup.h"
 #include "common/log.h"
+#include "common/strmap.h"
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "egress/egress.h"
@@ -71,11 +72,6 @@ const char *const sbx_provider_native_keys[] = {
     "total_memory", "total_pids", "min_free_disk", "total_disk", "egress_dns", NULL};
 /* clang-format on */
 
-struct handle {
-    char id[SBX_UUID_LEN + 1];
-    struct sbx_rt_sandbox *h;
-};
-
 struct native_data {
     struct sbx_rt *rt;
     struct sbx_native_bridge *bridge;
@@ -97,9 +93,8 @@ struct native_data {
     struct sbx_egress *egress;
     char egress_gw[16];
     char *egress_dns;
-    pthread_mutex_t mu; /* guards hs */
-    struct handle *hs;
-    size_t n, cap;
+    pthread_mutex_t mu;   /* guards hs */
+    struct sbx_strmap hs; /* sandbox id -> its open handle (struct sbx_rt_sandbox *) */
 };
 
 static struct native_data *
@@ -120,22 +115,13 @@ priv_str(const struct sbx_record *sb, const char *key)
 static struct sbx_rt_sandbox *
 find_locked(struct native_data *d, const char *id)
 {
-    for (size_t i = 0; i < d->n; i++) {
-        if (strcmp(d->hs[i].id, id) == 0)
-            return d->hs[i].h;
-    }
-    return NULL;
+    return sbx_strmap_get(&d->hs, id);
 }
 
 static void
 add_locked(struct native_data *d, const char *id, struct sbx_rt_sandbox *h)
 {
-    if (d->n == d->cap) {
-        d->cap = d->cap ? d->cap * 2 : 32;
-        d->hs = sbx_xrealloc(d->hs, d->cap * sizeof(struct handle));
-    }
-    (void)snprintf(d->hs[d->n].id, sizeof d->hs[d->n].id, "%s", id);
-    d->hs[d->n++].h = h;
+    (void)sbx_strmap_put(&d->hs, id, h);
 }
 
 /* The open handle of sandbox id, adopting it from the runtime's records when needed. */
@@ -157,14 +143,7 @@ static struct sbx_rt_sandbox *
 take_handle(struct native_data *d, const char *id)
 {
     pthread_mutex_lock(&d->mu);
-    struct sbx_rt_sandbox *h = NULL;
-    for (size_t i = 0; i < d->n; i++) {
-        if (strcmp(d->hs[i].id, id) == 0) {
-            h = d->hs[i].h;
-            d->hs[i] = d->hs[--d->n];
-            break;
-        }
-    }
+    struct sbx_rt_sandbox *h = sbx_strmap_del(&d->hs, id);
     pthread_mutex_unlock(&d->mu);
     return h;
 }
@@ -863,11 +842,18 @@ native_check_create(struct sbx_provider *p, const json_t *request, const char **
 }
 
 static void
+free_handle(const char *id, void *h, void *ud)
+{
+    (void)id;
+    (void)ud;
+    sbx_rt_sandbox_free(h);
+}
+
+static void
 free_data(struct native_data *d)
 {
-    for (size_t i = 0; i < d->n; i++)
-        sbx_rt_sandbox_free(d->hs[i].h); /* handles only: the sandboxes keep running */
-    free(d->hs);
+    sbx_strmap_each(&d->hs, free_handle, NULL); /* handles only: the sandboxes keep running */
+    sbx_strmap_free(&d->hs);
     sbx_rt_close(d->rt);
     sbx_egress_close(d->egress); /* the sets stay: sandboxes stay policed while we are away */
     free(d->egress_dns);

@@ -460,6 +460,7 @@ sbx_child_main(struct sbx_child_args *a)
      * and a tty that is not our controlling terminal refuses TIOCSTI injection. */
     if (setsid() < 0)
         sbx_child_fail(a->sync_fd, errno, "setsid");
+    sbx_nofile_restore(); /* the server's raised RLIMIT_NOFILE stays the server's */
     if (spec->die_with_parent)
         die_with_parent(a);
     if (spec->userns) {

@@ -87,6 +87,7 @@ inner(struct sbx_rt_sandbox *sb, const struct sbx_rt_exec *ex, const struct exec
     (void)sigprocmask(SIG_SETMASK, &none, NULL);
     if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
         die("close_range");
+    sbx_nofile_restore();
     environ = ex->env ? (char **)ex->env : (char **)p->env;
     execvp(ex->argv[0], ex->argv);
     die("exec");

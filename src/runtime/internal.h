@@ -44,9 +44,15 @@ struct sbx_rt {
     pthread_t sock_tid;
     bool sock_running, sock_stop;
     struct sbx_rt_netpool *pool; /* netpool.c; NULL without sbx_rt_config.netns_pool */
+    /* netns.c: the sandboxes that hold spare sockets, the newest SBX_RT_SPARE_WINDOW (a
+     * ring): an older one's are closed, so spares do not grow with the number of sandboxes */
+    pthread_mutex_t spare_mu;
+    struct sbx_rt_sandbox **spare_ring;
+    unsigned spare_next;
 };
 
-#define SBX_RT_SPARE_SOCKS 2
+#define SBX_RT_SPARE_SOCKS  2
+#define SBX_RT_SPARE_WINDOW 64
 
 struct sbx_rt_sandbox {
     struct sbx_rt *rt;
@@ -67,6 +73,7 @@ struct sbx_rt_sandbox {
     /* Unconnected TCP sockets made in its network namespace for sbx_rt_connect (taken with
      * an atomic exchange; -1: none). They pin the namespace: closed on destroy and free. */
     int spare_socks[SBX_RT_SPARE_SOCKS];
+    unsigned spare_slot; /* its place + 1 in rt->spare_ring, 0: none */
     /* v1: the cgroups are being made on cg_thread meanwhile (sbx_rt_create only) */
     bool cg_pending;
     pthread_t cg_thread;

@@ -11,12 +11,14 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/xalloc.h"
 #include "runtime/internal.h"
 
 int
@@ -122,6 +124,8 @@ socket_in(struct sbx_rt *rt, int netns_fd, const char **what)
 void
 sbx_rt_sock_init(struct sbx_rt *rt)
 {
+    (void)pthread_mutex_init(&rt->spare_mu, NULL);
+    rt->spare_ring = sbx_xcalloc(SBX_RT_SPARE_WINDOW, sizeof(struct sbx_rt_sandbox *));
     (void)pthread_mutex_init(&rt->sock_mu, NULL);
     (void)pthread_cond_init(&rt->sock_cv, NULL);
     (void)pthread_cond_init(&rt->sock_done, NULL);
@@ -140,8 +144,26 @@ sbx_rt_sock_stop(struct sbx_rt *rt)
     (void)pthread_cond_destroy(&rt->sock_cv);
     (void)pthread_cond_destroy(&rt->sock_done);
     (void)pthread_mutex_destroy(&rt->sock_mu);
+    free(rt->spare_ring);
+    rt->spare_ring = NULL;
+    (void)pthread_mutex_destroy(&rt->spare_mu);
 }
 
+static void
+close_spares(struct sbx_rt_sandbox *sb)
+{
+    for (int i = 0; i < SBX_RT_SPARE_SOCKS; i++) {
+        int fd = __atomic_exchange_n(&sb->spare_socks[i], -1, __ATOMIC_ACQ_REL);
+        if (fd >= 0)
+            (void)close(fd);
+    }
+}
+
+/* Spare sockets serve a new sandbox's first requests (an SDK's ping and first command right
+ * after the create). Only the newest SBX_RT_SPARE_WINDOW sandboxes keep theirs: an idle
+ * sandbox held three descriptors in the server for nothing (with the netns fd), and 10,000 of
+ * them hit RLIMIT_NOFILE. The netns fd is closed too: a connect without spares opens
+ * /proc/PID/ns/net for itself (sbx_rt_connect), as for an adopted sandbox. */
 void
 sbx_rt_make_spare_socks(struct sbx_rt_sandbox *sb)
 {
@@ -149,16 +171,35 @@ sbx_rt_make_spare_socks(struct sbx_rt_sandbox *sb)
         return;
     for (int i = 0; i < SBX_RT_SPARE_SOCKS; i++)
         sb->spare_socks[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    (void)close(sb->netns_fd);
+    sb->netns_fd = -1;
+    struct sbx_rt *rt = sb->rt;
+    if (!rt->spare_ring)
+        return;
+    pthread_mutex_lock(&rt->spare_mu);
+    struct sbx_rt_sandbox *old = rt->spare_ring[rt->spare_next];
+    if (old) {
+        close_spares(old);
+        old->spare_slot = 0;
+    }
+    rt->spare_ring[rt->spare_next] = sb;
+    sb->spare_slot = rt->spare_next + 1;
+    rt->spare_next = (rt->spare_next + 1) % SBX_RT_SPARE_WINDOW;
+    pthread_mutex_unlock(&rt->spare_mu);
 }
 
 void
 sbx_rt_close_spare_socks(struct sbx_rt_sandbox *sb)
 {
-    for (int i = 0; i < SBX_RT_SPARE_SOCKS; i++) {
-        int fd = __atomic_exchange_n(&sb->spare_socks[i], -1, __ATOMIC_ACQ_REL);
-        if (fd >= 0)
-            (void)close(fd);
+    struct sbx_rt *rt = sb->rt;
+    if (rt && rt->spare_ring) {
+        pthread_mutex_lock(&rt->spare_mu);
+        if (sb->spare_slot && rt->spare_ring[sb->spare_slot - 1] == sb)
+            rt->spare_ring[sb->spare_slot - 1] = NULL;
+        sb->spare_slot = 0;
+        pthread_mutex_unlock(&rt->spare_mu);
     }
+    close_spares(sb);
 }
 
 static int

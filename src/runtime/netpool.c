@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "common/cleanup.h"
+#include "common/util.h"
 #include "common/xalloc.h"
 #include "runtime/internal.h"
 
@@ -196,9 +197,7 @@ pool_thread(void *arg)
         if (r == 0)
             drop_entry(p->rt, &e);
         /* No address left, no memory: creates go the cold way; try again later. */
-        struct timespec until;
-        clock_gettime(CLOCK_REALTIME, &until);
-        until.tv_sec += RETRY_DELAY_S;
+        struct timespec until = sbx_monotonic_in(RETRY_DELAY_S * 1000ULL);
         while (!p->stop)
             if (pthread_cond_timedwait(&p->cv, &p->mu, &until) == ETIMEDOUT)
                 break;
@@ -222,7 +221,7 @@ sbx_rt_pool_start(struct sbx_rt *rt, unsigned size, enum sbx_rt_netmode net, sbx
     p->size = size;
     p->self_start = sbx_proc_start_time(getpid());
     (void)pthread_mutex_init(&p->mu, NULL);
-    (void)pthread_cond_init(&p->cv, NULL);
+    sbx_cond_init_monotonic(&p->cv);
     if (pthread_create(&p->tid, NULL, pool_thread, p) != 0) {
         (void)pthread_cond_destroy(&p->cv);
         (void)pthread_mutex_destroy(&p->mu);

@@ -716,25 +716,33 @@ state_matches(const json_t *states, const char *state)
     return false;
 }
 
+static bool
+list_match(const struct sbx_record *sb, void *ud)
+{
+    const struct list_q *q = ud;
+    return state_matches(q->states, sb->state) && sbx_meta_matches(sb->metadata, q->meta);
+}
+
 static json_t *
 list_json(struct sbx_req *r, const struct list_q *q)
 {
-    struct sbx_record **all = NULL;
+    bool all = json_array_size(q->states) == 0 && json_object_size(q->meta) == 0;
+    size_t start = ((size_t)q->page - 1) * (size_t)q->page_size;
+    if (q->page > 1 && start / (size_t)q->page_size != (size_t)q->page - 1)
+        start = SIZE_MAX; /* overflow: a page past any end */
+    struct sbx_record **page = NULL;
     size_t n = 0;
-    sbx_mgr_list(r->srv->mgr, &all, &n);
-    size_t kept = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (state_matches(q->states, all[i]->state) && sbx_meta_matches(all[i]->metadata, q->meta))
-            all[kept++] = all[i];
-        else
-            sbx_record_free(all[i]);
-    }
+    struct sbx_mgr_page want = {.match = all ? NULL : list_match,
+                                .ud = (void *)q,
+                                .start = start,
+                                .count = (size_t)q->page_size};
+    size_t kept = sbx_mgr_list_page(r->srv->mgr, &want, &page, &n);
     struct sbx_page pg;
     sbx_page_calc(kept, (size_t)q->page, (size_t)q->page_size, &pg);
     json_t *items = json_array();
-    for (size_t i = pg.start; i < pg.start + pg.count; i++)
-        (void)json_array_append_new(items, sandbox_json(all[i], true));
-    sbx_mgr_list_free(all, kept);
+    for (size_t i = 0; i < n && i < pg.count; i++)
+        (void)json_array_append_new(items, sandbox_json(page[i], true));
+    sbx_mgr_list_free(page, n);
     return json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:b}}", "items", items, "pagination", "page",
                      (json_int_t)q->page, "pageSize", (json_int_t)q->page_size, "totalItems",
                      (json_int_t)kept, "totalPages", (json_int_t)pg.total_pages, "hasNextPage",

@@ -28,7 +28,9 @@ sbx_api_egress_reroute(struct sbx_req *r)
         !sbx_srv_is_uuid(r->route.sandbox_id) || !rest || strcmp(rest, "/policy") != 0 ||
         sbx_mgr_egress_auth(r->srv->mgr, r->route.sandbox_id, NULL) < 0)
         return;
-    r->route.id = SBX_ROUTE_EGRESS_POLICY;
+    /* A browser's CORS preflight carries no credential: answered like the API's own, never
+     * forwarded and never refused with 401 (which would fail the real request). */
+    r->route.id = strcmp(r->method, "OPTIONS") == 0 ? SBX_ROUTE_PREFLIGHT : SBX_ROUTE_EGRESS_POLICY;
 }
 
 static bool

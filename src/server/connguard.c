@@ -66,11 +66,7 @@ watchdog(void *arg)
         }
         /* A quarter of the deadline (at most 250 ms): a head is cut at most that late. */
         uint64_t tick = g->deadline_ms / 4 < 250 ? g->deadline_ms / 4 : 250;
-        struct timespec ts;
-        (void)clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + (tick ? tick : 1) * 1000000ULL;
-        ts.tv_sec += (time_t)(ns / 1000000000ULL);
-        ts.tv_nsec = (long)(ns % 1000000000ULL);
+        struct timespec ts = sbx_monotonic_in(tick ? tick : 1);
         (void)pthread_cond_timedwait(&g->cv, &g->mu, &ts);
     }
     pthread_mutex_unlock(&g->mu);
@@ -82,7 +78,7 @@ sbx_connguard_start(struct sbx_connguard **out, uint64_t deadline_ms, sbx_error 
 {
     struct sbx_connguard *g = sbx_xcalloc(1, sizeof *g);
     pthread_mutex_init(&g->mu, NULL);
-    pthread_cond_init(&g->cv, NULL);
+    sbx_cond_init_monotonic(&g->cv);
     g->deadline_ms = deadline_ms;
     int e = pthread_create(&g->tid, NULL, watchdog, g);
     if (e != 0) {

@@ -372,10 +372,10 @@ first_call(struct sbx_req *r)
         return fr;
     sbx_route_match(r->method, r->path, &r->route);
     r->sensitive = r->route.id == SBX_ROUTE_SECRET_SET;
-    if (r->route.id == SBX_ROUTE_PREFLIGHT)
-        return send_preflight(r);
     if (handler(r)->reroute)
         handler(r)->reroute(r);
+    if (r->route.id == SBX_ROUTE_PREFLIGHT)
+        return send_preflight(r);
     bool ok = false;
     enum MHD_Result ret = authenticate(r, &ok);
     if (!ok)

@@ -29,6 +29,7 @@
 #include "server/meta.h"
 #include "server/metrics.h"
 #include "server/srvutil.h"
+#include "common/strmap.h"
 
 struct entry {
     struct sbx_record *sb;
@@ -41,6 +42,8 @@ struct entry {
     char spec_hash[SBX_SPEC_HASH_LEN + 1];
     struct entry *next_job;
     sbx_error *create_err;
+    size_t idx;                  /* its place in sbx_mgr.items */
+    struct entry *newer, *older; /* the list in listing order (newest first) */
 };
 
 typedef int (*prov_op)(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err);
@@ -57,8 +60,10 @@ struct sbx_mgr {
     pthread_cond_t cv;      /* an operation ended (create done, entry idle), stopping */
     pthread_cond_t jobs_cv; /* a create was queued, stopping: the workers wait here alone */
     pthread_cond_t stop_cv; /* stopping: the reaper's 1 s ticks wait here alone */
-    struct entry **items;
+    struct entry **items;   /* unordered; an entry knows its index (O(1) removal) */
     size_t n, cap;
+    struct sbx_strmap by_id;       /* id -> entry: lookups that do not grow with the count */
+    struct entry *newest, *oldest; /* listing order (newest_first) */
     struct sbx_mgr_opts opts;
     struct entry *jobs_head, *jobs_tail;
     pthread_t *workers;
@@ -73,11 +78,53 @@ struct sbx_mgr {
 static struct entry *
 find(struct sbx_mgr *m, const char *id)
 {
-    for (size_t i = 0; i < m->n; i++) {
-        if (strcmp(m->items[i]->sb->id, id) == 0)
-            return m->items[i];
+    return sbx_strmap_get(&m->by_id, id);
+}
+
+/* Listing order: newest first, then by id (as GET /sandboxes pages). */
+static int
+cmp_newest_first(const struct sbx_record *x, const struct sbx_record *y)
+{
+    if (x->created_ms != y->created_ms)
+        return x->created_ms < y->created_ms ? 1 : -1;
+    return strcmp(x->id, y->id);
+}
+
+/* Into the ordered list: a new sandbox is the newest (O(1)); records loaded at startup come
+ * oldest first, so each of them is the newest too. */
+static void
+link_ordered(struct sbx_mgr *m, struct entry *e)
+{
+    struct entry *after = NULL; /* the entry e goes after (older side), NULL: at the head */
+    struct entry *cur = m->newest;
+    while (cur && cmp_newest_first(cur->sb, e->sb) < 0) {
+        after = cur;
+        cur = cur->older;
     }
-    return NULL;
+    e->newer = after;
+    e->older = cur;
+    if (after)
+        after->older = e;
+    else
+        m->newest = e;
+    if (cur)
+        cur->newer = e;
+    else
+        m->oldest = e;
+}
+
+static void
+unlink_ordered(struct sbx_mgr *m, struct entry *e)
+{
+    if (e->newer)
+        e->newer->older = e->older;
+    else
+        m->newest = e->older;
+    if (e->older)
+        e->older->newer = e->newer;
+    else
+        m->oldest = e->newer;
+    e->newer = e->older = NULL;
 }
 
 static void
@@ -90,18 +137,22 @@ add_entry(struct sbx_mgr *m, struct entry *e)
         m->cap = m->cap ? m->cap * 2 : 64;
         m->items = sbx_xrealloc(m->items, m->cap * sizeof(struct entry *));
     }
+    e->idx = m->n;
     m->items[m->n++] = e;
+    (void)sbx_strmap_put(&m->by_id, e->sb->id, e);
+    link_ordered(m, e);
 }
 
 static void
 remove_entry(struct sbx_mgr *m, struct entry *e)
 {
-    for (size_t i = 0; i < m->n; i++) {
-        if (m->items[i] == e) {
-            m->items[i] = m->items[--m->n];
-            break;
-        }
+    if (e->idx < m->n && m->items[e->idx] == e) {
+        m->items[e->idx] = m->items[--m->n];
+        m->items[e->idx]->idx = e->idx;
     }
+    if (sbx_strmap_get(&m->by_id, e->sb->id) == e)
+        (void)sbx_strmap_del(&m->by_id, e->sb->id);
+    unlink_ordered(m, e);
     if (sbx_api_renew_seconds(e->sb->extensions))
         atomic_fetch_sub(&m->renewers, 1);
     sbx_record_free(e->sb);
@@ -298,9 +349,12 @@ enqueue_create(struct sbx_mgr *m, struct entry *e, sbx_error **err)
 {
     if (m->stopping)
         return sbx_error_set(err, SBX_EUNAVAIL, 0, "the server is shutting down");
-    if (count_live(m) >= m->opts.max_sandboxes)
-        return sbx_error_set(err, SBX_ELIMIT, 0, "too many sandboxes (limit %zu)",
-                             m->opts.max_sandboxes);
+    size_t live = count_live(m);
+    if (live >= m->opts.max_sandboxes)
+        return sbx_error_set(err, SBX_ELIMIT, 0,
+                             "too many sandboxes: %zu live, the limit is %zu (limits.max_sandboxes "
+                             "in the server's config)",
+                             live, m->opts.max_sandboxes);
     sbx_record_set_state(e->sb, "Pending", "PROVISIONING", "queued");
     if (sbx_store_put(m->opts.store, e->sb, err) < 0)
         return sbx_error_wrap(err, "create sandbox");
@@ -531,27 +585,49 @@ sbx_mgr_get(struct sbx_mgr *m, const char *id, struct sbx_record **out, sbx_erro
     return e ? 0 : sbx_error_set(err, SBX_ENOTFOUND, 0, "sandbox `%s` not found", id);
 }
 
-static int
-newest_first(const void *a, const void *b)
-{
-    const struct sbx_record *x = *(struct sbx_record *const *)a;
-    const struct sbx_record *y = *(struct sbx_record *const *)b;
-    if (x->created_ms != y->created_ms)
-        return x->created_ms < y->created_ms ? 1 : -1;
-    return strcmp(x->id, y->id);
-}
-
 void
 sbx_mgr_list(struct sbx_mgr *m, struct sbx_record ***out, size_t *n)
 {
     pthread_mutex_lock(&m->mu);
     struct sbx_record **items = sbx_xcalloc(m->n + 1, sizeof(struct sbx_record *));
-    for (size_t i = 0; i < m->n; i++)
-        items[i] = sbx_record_dup(m->items[i]->sb);
-    *n = m->n;
+    size_t k = 0;
+    for (struct entry *e = m->newest; e; e = e->older)
+        items[k++] = sbx_record_dup(e->sb);
+    *n = k;
     pthread_mutex_unlock(&m->mu);
-    qsort(items, *n, sizeof(struct sbx_record *), newest_first);
     *out = items;
+}
+
+size_t
+sbx_mgr_list_page(struct sbx_mgr *m, const struct sbx_mgr_page *pg, struct sbx_record ***out,
+                  size_t *n)
+{
+    sbx_mgr_match_fn match = pg->match;
+    void *ud = pg->ud;
+    size_t start = pg->start;
+    size_t count = pg->count;
+    pthread_mutex_lock(&m->mu);
+    struct sbx_record **items = sbx_xcalloc(count + 1, sizeof(struct sbx_record *));
+    size_t total = 0;
+    size_t k = 0;
+    for (struct entry *e = m->newest; e; e = e->older) {
+        if (match && !match(e->sb, ud))
+            continue;
+        /* only the page is copied; the rest is counted (without a filter, not even walked) */
+        if (total >= start && k < count)
+            items[k++] = sbx_record_dup(e->sb);
+        total++;
+        if (!match && k == count) {
+            total = m->n;
+            break;
+        }
+    }
+    if (!match)
+        total = m->n;
+    pthread_mutex_unlock(&m->mu);
+    *out = items;
+    *n = k;
+    return total;
 }
 
 void
@@ -1191,9 +1267,7 @@ reaper_main(void *arg)
     while (!m->stopping) {
         /* A tick every second (stop_cv is signaled only when stopping; a spurious wake-up
          * waits on for the rest of the second). */
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_sec += 1;
+        struct timespec ts = sbx_monotonic_in(1000);
         while (!m->stopping && pthread_cond_timedwait(&m->stop_cv, &m->mu, &ts) != ETIMEDOUT)
             ;
         if (m->stopping)
@@ -1367,7 +1441,7 @@ sbx_mgr_new(const struct sbx_mgr_opts *opts, struct sbx_mgr **out, sbx_error **e
     pthread_mutex_init(&m->mu, NULL);
     pthread_cond_init(&m->cv, NULL);
     pthread_cond_init(&m->jobs_cv, NULL);
-    pthread_cond_init(&m->stop_cv, NULL);
+    sbx_cond_init_monotonic(&m->stop_cv);
     if (reconcile_all(m, err) < 0 || start_threads(m, err) < 0) {
         sbx_mgr_free(m);
         return -SBX_EGENERIC;
@@ -1397,6 +1471,7 @@ sbx_mgr_free(struct sbx_mgr *m)
         free(m->items[i]);
     }
     free(m->items);
+    sbx_strmap_free(&m->by_id);
     free(m->workers);
     pthread_cond_destroy(&m->cv);
     pthread_cond_destroy(&m->jobs_cv);

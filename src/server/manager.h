@@ -49,6 +49,17 @@ int sbx_mgr_get(struct sbx_mgr *mgr, const char *id, struct sbx_record **out, sb
 /* Copies of all records, newest first; free with sbx_mgr_list_free. */
 void sbx_mgr_list(struct sbx_mgr *mgr, struct sbx_record ***out, size_t *n);
 void sbx_mgr_list_free(struct sbx_record **items, size_t n);
+/* A page of the list, newest first: copies of the records `match` accepts (all when NULL),
+ * from the start-th match, at most count; returns how many match in all. Only the page is
+ * copied (a list does not grow with the sandboxes beyond one pass of `match`). */
+typedef bool (*sbx_mgr_match_fn)(const struct sbx_record *sb, void *ud);
+struct sbx_mgr_page {
+    sbx_mgr_match_fn match; /* NULL: every sandbox */
+    void *ud;               /* for match */
+    size_t start, count;    /* the page: from the start-th match, at most count */
+};
+size_t sbx_mgr_list_page(struct sbx_mgr *mgr, const struct sbx_mgr_page *pg,
+                         struct sbx_record ***out, size_t *n);
 int sbx_mgr_delete(struct sbx_mgr *mgr, const char *id, const char *reason, sbx_error **err);
 int sbx_mgr_pause(struct sbx_mgr *mgr, const char *id, sbx_error **err);
 int sbx_mgr_resume(struct sbx_mgr *mgr, const char *id, sbx_error **err);

@@ -163,6 +163,8 @@ struct sbx_provider_factory {
      * secrets. The registry then builds it outside its lock and caches it; a failed build
      * (a secret not set yet) is not cached, so the next use tries again. */
     bool lazy;
+    /* enum sbx_provider_cap bits: what its providers can do (see there). */
+    unsigned caps;
 };
 
 /* The factory called name in table (NULL-terminated by name), or NULL. The server gets its

@@ -229,6 +229,25 @@ wait_for_signal(const sigset_t *set)
     return sig;
 }
 
+/* The server keeps one descriptor per idle native sandbox (its pidfd; the newest 64 also hold
+ * two spare sockets, runtime/netns.c) and some for requests in flight: raise RLIMIT_NOFILE,
+ * and say so when limits.max_sandboxes cannot fit. */
+#define SBX_FDS_PER_SANDBOX 1
+#define SBX_FDS_BASE        1024
+
+static void
+check_nofile(const struct sbx_server_config *cfg)
+{
+    unsigned long lim = sbx_nofile_raise();
+    unsigned long need = (unsigned long)cfg->max_sandboxes * SBX_FDS_PER_SANDBOX + SBX_FDS_BASE;
+    if (lim && lim < need)
+        sbx_warn("sbx serve: open files limit (RLIMIT_NOFILE) is %lu; limits.max_sandboxes = %lld "
+                 "needs about %lu: creates fail with EMFILE beyond about %lu sandboxes (raise "
+                 "the hard limit: ulimit -Hn, systemd LimitNOFILE=)",
+                 lim, (long long)cfg->max_sandboxes, need,
+                 (lim - SBX_FDS_BASE) / SBX_FDS_PER_SANDBOX);
+}
+
 int
 sbx_server_run(const struct sbx_server_opts *opts, sbx_error **err)
 {
@@ -246,6 +265,8 @@ sbx_server_run(const struct sbx_server_opts *opts, sbx_error **err)
     /* Everything that can be checked is checked before anything is created or mounted. */
     if (r >= 0)
         r = sbx_http_check_listen(p.cfg.listen, err);
+    if (r >= 0)
+        check_nofile(&p.cfg);
     if (r >= 0)
         r = open_parts(&p, err);
     if (r >= 0) {

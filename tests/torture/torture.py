@@ -3,7 +3,7 @@
 concurrent clients - create, exec, upload, pause, resume, stop, start, snapshot, delete - killed
 with SIGKILL at random points and restarted, with faults injected between rounds: execd killed
 inside a sandbox, the SQLite file locked by another process, a full disk under the state dir,
-out-of-memory inside a sandbox. After every restart (and every fault) the invariants are checked
+out-of-memory inside a sandbox and in the server's own cgroup, the wall clock stepped back. After every restart (and every fault) the invariants are checked
 with the clients held:
 
   - no sandbox lost: every acknowledged create that was not deleted is listed; no duplicate (each
@@ -18,7 +18,9 @@ with the clients held:
     everything, nothing is left.
 
   torture.py SBX [--ops N] [--kills K] [--clients C] [--faults a,b,...] [--seed S]
-Faults: execd, sqlite-lock, disk-full, oom (default: all). Exit 77 when no native sandbox can be
+Faults: execd, sqlite-lock, disk-full, oom (in a sandbox), server-oom (the server's cgroup), clock
+(the host's wall clock stepped back and forth: not in CI's short form, it would disturb other
+tests) (default: all). Exit 77 when no native sandbox can be
 made here. `make torture` runs the long form; CTest (torture/short) a short one."""
 import argparse
 import concurrent.futures
@@ -438,6 +440,72 @@ class Torture:
         print("fault: OOM in a sandbox -> its hog killed (%r), the sandbox runs on"
               % (out[-1:] if out else events[-1:]), flush=True)
 
+    def fault_clock(self):
+        """Step the host's wall clock back an hour (as an NTP step or `date -s` does), kill a
+        sandbox's execd, and step the clock forward again. The server's timed waits (reaper,
+        connection deadlines, refreshers) run on CLOCK_MONOTONIC: its reaper keeps ticking, so
+        the dead sandbox is still found Failed within seconds, and nothing sticks. This steps
+        the whole machine's clock: `make torture` runs it, CI's short form does not."""
+        m0 = time.monotonic()
+        t0 = time.clock_gettime(time.CLOCK_REALTIME)
+        time.clock_settime(time.CLOCK_REALTIME, t0 - 3600)
+        try:
+            print("fault: wall clock stepped back 1 h", flush=True)
+            self.fault_execd()
+        finally:
+            time.clock_settime(time.CLOCK_REALTIME, t0 + (time.monotonic() - m0))
+        print("fault: wall clock stepped forward again", flush=True)
+
+    def memcg_root(self):
+        """The memory controller's root (cgroup v1), or the unified root (v2)."""
+        if os.path.exists("/sys/fs/cgroup/memory/cgroup.procs"):
+            return "/sys/fs/cgroup/memory", "memory.limit_in_bytes", "memory.oom_control"
+        return "/sys/fs/cgroup", "memory.max", "memory.events"
+
+    def fault_server_oom(self):
+        """The server's own memory cgroup runs out: the kernel's OOM killer ends it (no
+        shutdown path runs, as with kill -9). It is restarted and the invariants hold: the
+        sandboxes live in cgroups of their own and survive."""
+        root, limit_file, events_file = self.memcg_root()
+        cg = os.path.join(root, "sbx-torture-server-%d" % os.getpid())
+        os.makedirs(cg, exist_ok=True)
+        try:
+            with open(os.path.join(cg, "cgroup.procs"), "w") as f:
+                f.write(str(self.s.proc.pid))
+            # On v1 only what it allocates from now on is charged here: a small limit is hit
+            # by the request bodies below.
+            with open(os.path.join(cg, limit_file), "w") as f:
+                f.write(str(48 << 20))
+            self.up.clear()
+            body = b'{"metadata": {"x": "' + b"y" * ((1 << 20) - 64) + b'"}}'
+            deadline = time.time() + 60
+            while self.s.proc.poll() is None and time.time() < deadline:
+                with concurrent.futures.ThreadPoolExecutor(16) as pool:
+                    for _ in range(32):
+                        pool.submit(self.quiet_post, body)
+            check(self.s.proc.poll() == -9,
+                  "the server is killed by its cgroup's OOM killer (exit %r)" % self.s.proc.poll())
+            events = open(os.path.join(cg, events_file)).read()
+            check("oom_kill " in events and "oom_kill 0" not in events,
+                  "the kill was the cgroup's OOM killer: %r" % events)
+        finally:
+            if self.s.proc.poll() is None:
+                self.s.kill9()
+            for _ in range(50):
+                try:
+                    os.rmdir(cg)
+                    break
+                except OSError:
+                    time.sleep(0.1)
+        self.start_server()
+        print("fault: the server's cgroup out of memory -> OOM-killed, restarted", flush=True)
+
+    def quiet_post(self, body):
+        try:
+            self.s.request("POST", "/v1/sandboxes", raw=body, timeout=20)
+        except (OSError, http.client.HTTPException):
+            pass
+
     # ---- the run ----------------------------------------------------------------------------
     def setup(self):
         if "disk-full" in self.args.faults:
@@ -473,7 +541,8 @@ class Torture:
                     self.kill_restart(n)
                 else:
                     fn = {"execd": self.fault_execd, "sqlite-lock": self.fault_sqlite,
-                          "disk-full": self.fault_disk, "oom": self.fault_oom}[ev]
+                          "disk-full": self.fault_disk, "oom": self.fault_oom,
+                          "server-oom": self.fault_server_oom, "clock": self.fault_clock}[ev]
                     self.held(fn, "after fault %s" % ev)
             for f in futs:
                 f.result()
@@ -515,7 +584,7 @@ def main():
     ap.add_argument("--ops", type=int, default=1000)
     ap.add_argument("--kills", type=int, default=20)
     ap.add_argument("--clients", type=int, default=6)
-    ap.add_argument("--faults", default="execd,sqlite-lock,disk-full,oom")
+    ap.add_argument("--faults", default="execd,sqlite-lock,disk-full,oom,server-oom,clock")
     ap.add_argument("--seed", type=int, default=None)
     args = ap.parse_args()
     if args.seed is None:

@@ -20,7 +20,8 @@ python3-kubernetes client drives it in test_fake_apiserver.py):
 
 The fake kubelet runs pods for real: each pod gets a network namespace, a veth on a bridge and
 an IP from --pod-cidr; each container is a process (fake_shim.py: private mount namespace
-with emptyDir and PVC directories bound at their mountPaths) whose output is the pod log.
+with emptyDir and PVC directories bound at their mountPaths) whose output is the pod log;
+readiness probes (tcpSocket, httpGet, exec) gate Ready.
 Images are host directories (--image NAME=DIR). Pods keep running when this server stops
 (--keep-on-exit) and are re-adopted from --state.
 
@@ -731,6 +732,9 @@ class PodWorker:
                     self.backoff(ctr, "containerStatuses")
                     continue
                 done[ctr["name"]] = code
+            for ctr in ctrs:
+                if ctr.get("readinessProbe") and ctr["name"] not in done:
+                    self.readiness(pod, ctr)
             if len(done) == len(ctrs) and self.rt.get("stage") != "evicted":
                 ok = all(c == 0 for c in done.values())
                 self.rt["stage"] = "done"
@@ -739,6 +743,39 @@ class PodWorker:
                 self.teardown_sandbox()
                 return
             self.wait(0.2)
+
+    def readiness(self, pod: Obj, ctr: Obj) -> None:
+        """readinessProbe (tcpSocket, httpGet from the host to the pod IP, as the kubelet
+        does; exec inside the container with nsenter): ready after successThreshold
+        successes, not ready after failureThreshold failures; Unhealthy events."""
+        rec = self.rt["containers"].get(ctr["name"])
+        if rec is None or "exit" in rec:
+            return
+        probe = ctr["readinessProbe"]
+        st = self.__dict__.setdefault("probes", {}).setdefault(ctr["name"], {
+            "next": time.time() + probe.get("initialDelaySeconds", 0), "ok": 0, "bad": 0,
+            "ready": False})
+        if time.time() < st["next"]:
+            return
+        st["next"] = time.time() + probe.get("periodSeconds", 10)
+        err = probe_once(probe, ctr, self.rt.get("ip") or "", rec,
+                         float(probe.get("timeoutSeconds", 1)))
+        if err is None:
+            st["ok"], st["bad"] = st["ok"] + 1, 0
+            if st["ok"] >= probe.get("successThreshold", 1):
+                st["ready"] = True
+        else:
+            st["ok"], st["bad"] = 0, st["bad"] + 1
+            self.kl.event(pod, "Unhealthy", "Readiness probe failed: " + err, "Warning",
+                          field_path="spec.containers{%s}" % ctr["name"])
+            if st["bad"] >= probe.get("failureThreshold", 3):
+                st["ready"] = False
+
+        def upd(s: Obj) -> None:
+            for c in s.get("containerStatuses") or []:
+                if c["name"] == ctr["name"] and "running" in c["state"]:
+                    c["ready"] = st["ready"]
+        self.status(upd)
 
     def backoff(self, ctr: Obj, key: str) -> None:
         """CrashLoopBackOff: 1 s doubling to 10 s (the real one: 10 s to 5 min)."""
@@ -928,7 +965,8 @@ class PodWorker:
             for c in s.get(key) or []:
                 if c["name"] == ctr["name"]:
                     c.update(state={"running": {"startedAt": started}}, ready=key !=
-                             "initContainerStatuses", started=True,
+                             "initContainerStatuses" and not ctr.get("readinessProbe"),
+                             started=True,
                              containerID="containerd://" + cid, imageID=ref.rsplit(":", 1)[0] +
                              "@sha256:" + hashlib.sha256(ref.encode()).hexdigest())
         self.status(st)
@@ -1096,6 +1134,53 @@ class PodWorker:
             self.store.cond.notify_all()
 
 
+def probe_once(probe: Obj, ctr: Obj, ip: str, rec: Obj, timeout: float) -> Optional[str]:
+    """One probe: None when it succeeds, else the kubelet's failure text."""
+    def port_of(p: Any) -> int:
+        if isinstance(p, int):
+            return p
+        for cp in ctr.get("ports") or []:
+            if cp.get("name") == p:
+                return int(cp["containerPort"])
+        return int(p)
+    if probe.get("tcpSocket"):
+        port = port_of(probe["tcpSocket"]["port"])
+        try:
+            socket.create_connection((ip, port), timeout=timeout).close()
+            return None
+        except OSError as e:
+            return "dial tcp %s:%d: connect: %s" % (ip, port, (e.strerror or str(e)).lower())
+    if probe.get("httpGet"):
+        g = probe["httpGet"]
+        port = port_of(g["port"])
+        import http.client
+        cls = http.client.HTTPSConnection if g.get("scheme") == "HTTPS" else \
+            http.client.HTTPConnection
+        kw: Obj = {"context": ssl._create_unverified_context()} if g.get("scheme") == \
+            "HTTPS" else {}
+        try:
+            conn = cls(ip, port, timeout=timeout, **kw)
+            conn.request("GET", g.get("path") or "/", headers={
+                h["name"]: h["value"] for h in g.get("httpHeaders") or []})
+            code = conn.getresponse().status
+            conn.close()
+        except OSError as e:
+            return 'Get "http://%s:%d%s": dial tcp %s:%d: connect: %s' % (
+                ip, port, g.get("path") or "/", ip, port, (e.strerror or str(e)).lower())
+        return None if 200 <= code < 400 else "HTTP probe failed with statuscode: %d" % code
+    if probe.get("exec"):
+        try:
+            with open(os.path.join(rec["dir"], "pid.json")) as f:
+                pid = json.load(f)["pid"]
+            p = subprocess.run(["nsenter", "-t", str(pid), "-m", "-n", "-r", "-w", "--"] +
+                               probe["exec"].get("command", []), capture_output=True,
+                               timeout=max(timeout, 1))
+        except (OSError, ValueError, subprocess.TimeoutExpired) as e:
+            return str(e)
+        return None if p.returncode == 0 else (p.stdout + p.stderr).decode(errors="replace")
+    return None
+
+
 def key_field(key: str) -> str:
     return "initContainers" if key == "initContainerStatuses" else "containers"
 
@@ -1154,7 +1239,8 @@ def recompute(pod: Obj) -> None:
     ctrs = s.get("containerStatuses") or []
     unready = [c["name"] for c in ctrs if not c.get("ready")]
     phase = s.get("phase")
-    if ctrs and not unready and phase in ("Pending", "Running", None):
+    if ctrs and all("running" in c["state"] or "terminated" in c["state"] for c in ctrs) \
+            and any("running" in c["state"] for c in ctrs) and phase in ("Pending", None):
         s["phase"] = "Running"
     if ctrs and unready:
         done = phase in ("Succeeded", "Failed")
@@ -1321,13 +1407,15 @@ class Fake:
                 qos = "Guaranteed"
         pod["status"] = {"phase": "Pending", "qosClass": qos}
 
-    def admit(self, res: str, obj: Obj, ns: str) -> None:
+    def admit(self, res: str, obj: Obj, ns: str, fv: str = "Strict",
+              warnings: Optional[list[str]] = None) -> None:
         """Schema, semantic validation, then admission (namespace, service account,
         RuntimeClass) for a create."""
         kind, model, _ = RESOURCES[res]
         meta = obj.get("metadata") if isinstance(obj, dict) else None
         name = meta.get("name") if isinstance(meta, dict) else ""
-        check_schema(obj, model, kind, name or "")
+        (warnings if warnings is not None else []).extend(
+            check_schema(obj, model, kind, name or "", fv))
         if obj.get("apiVersion") not in (None, "", "v1"):
             raise ApiError(400, "BadRequest", "the API version in the data (%s) does not match "
                            "the expected API version (v1)" % obj["apiVersion"])
@@ -1361,8 +1449,9 @@ class Fake:
                                'RuntimeClass "%s" not found' % (pname, rc),
                                {"name": pname, "kind": "pods"})
 
-    def create(self, res: str, ns: str, obj: Obj) -> Obj:
-        self.admit(res, obj, ns)
+    def create(self, res: str, ns: str, obj: Obj, fv: str = "Strict",
+               warnings: Optional[list[str]] = None) -> Obj:
+        self.admit(res, obj, ns, fv, warnings)
         obj = self.defaults(res, copy.deepcopy(obj), ns)
         with self.store.lock:
             name = obj["metadata"]["name"]
@@ -1422,10 +1511,12 @@ class Fake:
             assert out is not None
             return out
 
-    def update(self, res: str, ns: str, name: str, new: Obj) -> Obj:
+    def update(self, res: str, ns: str, name: str, new: Obj, fv: str = "Strict",
+               warnings: Optional[list[str]] = None) -> Obj:
         """PUT: resourceVersion check, immutable fields, status kept (it is a subresource)."""
         kind, model, _ = RESOURCES[res]
-        check_schema(new, model, kind, name)
+        (warnings if warnings is not None else []).extend(
+            check_schema(new, model, kind, name, fv))
         with self.store.lock:
             cur = self.store.get(res, ns, name)
             if cur is None:
@@ -1488,9 +1579,11 @@ class Fake:
             if out == cur:
                 return cur
             updated = self.store.put(res, out)
-            if res in ("pods", "persistentvolumeclaims") and \
-                    cur["metadata"].get("finalizers") and not out["metadata"].get("finalizers") \
-                    and out["metadata"].get("deletionTimestamp") and res != "pods":
+            # the last finalizer removed from a deleted object: it goes (a pod once the
+            # kubelet has let go of it)
+            if cur["metadata"].get("finalizers") and not out["metadata"].get("finalizers") \
+                    and out["metadata"].get("deletionTimestamp") and \
+                    (res != "pods" or out["metadata"]["uid"] not in self.store.runtime):
                 return self.store.remove(res, updated)
             return updated
 
@@ -1756,6 +1849,8 @@ class Handler(BaseHTTPRequestHandler):
                            {})
         ns, res, name = m.groups()
         kind = RESOURCES[res][0]
+        fv = one("fieldValidation") or FAKE.args.field_validation
+        warns: list[str] = []
         if name is None:
             if method == "GET":
                 if one("watch") in ("1", "true", "True"):
@@ -1763,10 +1858,8 @@ class Handler(BaseHTTPRequestHandler):
                 return self.send_json(200, self.list_objects(res, ns, q))
             if method == "POST" and ns:
                 body = self.json_body(raw)
-                out = FAKE.create(res, ns, body)
-                if one("dryRun"):
-                    pass
-                return self.send_json(201, out)
+                out = FAKE.create(res, ns, body, fv, warns)
+                return self.send_json(201, out, warn_headers(warns))
             if method == "DELETE" and ns:
                 lst = self.list_objects(res, ns, q)
                 opts = self.json_body(raw) if raw else {}
@@ -1795,7 +1888,8 @@ class Handler(BaseHTTPRequestHandler):
                 opts["gracePeriodSeconds"] = int(one("gracePeriodSeconds"))
             return self.send_json(200, FAKE.delete(res, ns, name, opts))
         if method == "PUT":
-            return self.send_json(200, FAKE.update(res, ns, name, self.json_body(raw)))
+            out = FAKE.update(res, ns, name, self.json_body(raw), fv, warns)
+            return self.send_json(200, out, warn_headers(warns))
         if method == "PATCH":
             cur = FAKE.store.get(res, ns, name)
             if cur is None:
@@ -1815,7 +1909,8 @@ class Handler(BaseHTTPRequestHandler):
             if (patch.get("metadata") or {}).get("resourceVersion") is None and \
                     isinstance(patch, dict):
                 new["metadata"]["resourceVersion"] = cur["metadata"]["resourceVersion"]
-            return self.send_json(200, FAKE.update(res, ns, name, new))
+            out = FAKE.update(res, ns, name, new, fv, warns)
+            return self.send_json(200, out, warn_headers(warns))
         raise ApiError(405, "MethodNotAllowed", "the server does not allow this method on the "
                        "requested resource")
 
@@ -2221,6 +2316,14 @@ class Handler(BaseHTTPRequestHandler):
         PortForward(self, ports, rt["netns"], pod, supported.get(proto, False)).run()
 
 
+def warn_headers(warnings: list[str]) -> dict[str, str]:
+    """The API server's `Warning: 299 - "..."` header (one, joined: http.server's
+    send_header cannot repeat a name through our dict)."""
+    if not warnings:
+        return {}
+    return {"Warning": ", ".join('299 - "%s"' % w.replace('"', '\\"') for w in warnings)}
+
+
 def api_resources() -> Obj:
     def r(name: str, kind: str, verbs: list[str], ns: bool = True) -> Obj:
         return {"name": name, "singularName": "", "namespaced": ns, "kind": kind,
@@ -2360,9 +2463,21 @@ class PortForward:
         self.socks: list[Optional[socket.socket]] = [None] * len(ports)
         self.pending: list[bytearray] = [bytearray() for _ in ports]
         self.done = [False] * len(ports)
+        self.wsout = bytearray()
 
     def send(self, opcode: int, payload: bytes) -> None:
-        self.sock.sendall(ws_frame(opcode, payload))
+        """Queue a frame; the loop writes it without blocking, so it keeps reading meanwhile
+        (a client that writes while we write cannot deadlock us)."""
+        self.wsout += ws_frame(opcode, payload)
+        self.flush()
+
+    def flush(self) -> None:
+        while self.wsout:
+            try:
+                n = self.sock.send(bytes(self.wsout[:65536]))
+            except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
+                return
+            del self.wsout[:n]
 
     def send_channel(self, ch: int, data: bytes) -> None:
         if self.b64:
@@ -2378,7 +2493,7 @@ class PortForward:
             inbuf += self.h.rfile.read1(65536)
         except (socket.timeout, ssl.SSLError, OSError):
             pass
-        self.sock.settimeout(None)
+        self.sock.setblocking(False)
         sandbox = hashlib.sha256(self.pod["metadata"]["uid"].encode()).hexdigest()
         try:
             for i, port in enumerate(self.ports):
@@ -2413,67 +2528,76 @@ class PortForward:
         import select
         message = bytearray()
         msg_op = 0
+        closing = False
+        deadline = 0.0
         while True:
-            if all(self.done):
+            if all(self.done) and not closing:
                 self.send(0x8, struct.pack("!H", 1000))
+                closing, deadline = True, time.time() + 5
+            if closing and (not self.wsout or time.time() > deadline):
                 return
-            rl: list[Any] = [self.sock] + [s for i, s in enumerate(self.socks)
-                                           if s and not self.done[i]]
-            wl = [s for i, s in enumerate(self.socks) if s and not self.done[i]
-                  and self.pending[i]]
-            pend = isinstance(self.sock, ssl.SSLSocket) and self.sock.pending()
-            if not inbuf and not pend:
-                r, w, _ = select.select(rl, wl, [], 30)
-            else:
-                r, w = [self.sock], []
-            if self.sock in r or inbuf:
-                if self.sock in r:
-                    data = self.sock.recv(262144)
-                    if not data:
-                        return  # the client went away
+            active = [i for i, s in enumerate(self.socks) if s and not self.done[i]]
+            rl: list[Any] = [] if closing else [self.sock]
+            if len(self.wsout) < (4 << 20):  # backpressure: the client reads slower
+                rl += [self.socks[i] for i in active]
+            wl: list[Any] = [self.socks[i] for i in active if self.pending[i]]
+            if self.wsout:
+                wl.append(self.sock)
+            ready = bool(inbuf) or (isinstance(self.sock, ssl.SSLSocket) and
+                                   self.sock.pending() > 0)
+            r, w, _ = select.select(rl, wl, [], 0 if ready else 1)
+            if self.sock in w:
+                self.flush()
+            if not closing and (self.sock in r or ready):
+                try:
+                    data: Optional[bytes] = self.sock.recv(262144)
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+                    data = None
+                if data == b"":
+                    return  # the client went away
+                if data:
                     inbuf += data
-                while True:
+                while not closing:
                     fr = ws_parse(inbuf)
                     if fr is None:
                         break
                     fin, op, payload, masked = fr
                     if not masked:
                         self.send(0x8, struct.pack("!H", 1002) + b"frame not masked")
-                        return
-                    if op == 0x8:
+                        closing, deadline = True, time.time() + 5
+                    elif op == 0x8:
                         self.send(0x8, payload[:2] if len(payload) >= 2 else b"")
-                        return
-                    if op == 0x9:
+                        closing, deadline = True, time.time() + 5
+                    elif op == 0x9:
                         self.send(0xA, payload)
-                        continue
-                    if op == 0xA:
-                        continue
-                    if op in (0x1, 0x2):
-                        message, msg_op = bytearray(payload), op
-                    elif op == 0x0:
-                        message += payload
+                    elif op == 0xA:
+                        pass
+                    elif op in (0x1, 0x2, 0x0):
+                        if op == 0x0:
+                            message += payload
+                        else:
+                            message, msg_op = bytearray(payload), op
+                        if fin:
+                            self.deliver(bytes(message), msg_op)
+                            message = bytearray()
                     else:
                         self.send(0x8, struct.pack("!H", 1002))
-                        return
-                    if not fin:
-                        continue
-                    self.deliver(bytes(message), msg_op)
-                    message = bytearray()
-            for i, s in enumerate(self.socks):
-                if s is None or self.done[i]:
-                    continue
-                if s in r:
+                        closing, deadline = True, time.time() + 5
+            for i in active:
+                s = self.socks[i]
+                assert s is not None
+                if s in r and not self.done[i]:
                     try:
-                        data = s.recv(262144)
+                        got = s.recv(262144)
                     except BlockingIOError:
-                        continue
+                        got = None
                     except OSError:
-                        data = b""
-                    if not data:
+                        got = b""
+                    if got == b"":
                         self.done[i] = True  # the pod side ended: this port's forward ends
-                        continue
-                    self.send_channel(2 * i, data)
-                if s in w and self.pending[i]:
+                    elif got:
+                        self.send_channel(2 * i, got)
+                if s in w and self.pending[i] and not self.done[i]:
                     try:
                         n = s.send(self.pending[i])
                         del self.pending[i][:n]
@@ -2590,6 +2714,10 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="strict: unmapped images fail to pull; host: they run on the host root")
     p.add_argument("--pod-cidr", default="10.244.0.0/16")
     p.add_argument("--name-prefix", help="prefix of netns/veth/bridge names (default kf<pid>)")
+    p.add_argument("--field-validation", choices=["Strict", "Warn", "Ignore"],
+                   default="Strict", help="unknown fields when a request has no "
+                   "fieldValidation parameter (the real default is Warn since 1.27, none "
+                   "before: Strict here so provider mistakes show)")
     p.add_argument("--watch-history", type=int, default=1000,
                    help="events kept per resource for watches (older: 410)")
     p.add_argument("--bookmark-interval", type=float, default=10.0)

@@ -133,8 +133,9 @@ def parse_quantity(text: JSON) -> Decimal:
 class SchemaWalk:
     """One body's walk against a model class: unknown fields, type errors, missing required."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, prune: bool = False) -> None:
         self.kind = kind
+        self.prune = prune  # drop unknown fields from the body (fieldValidation Ignore/Warn)
         self.unknown: list[str] = []
         self.type_error: Optional[str] = None
         self.missing: list[str] = []
@@ -194,10 +195,12 @@ class SchemaWalk:
         if not isinstance(value, dict):
             return self._type(value, typ, gopath, struct)
         by_json = {j: a for a, j in cls.attribute_map.items()}
-        for key, v in value.items():
+        for key, v in list(value.items()):
             sub = key if not path else path + "." + key
             if key not in by_json:
                 self.unknown.append(sub)
+                if self.prune:
+                    del value[key]
                 continue
             self.walk(v, cls.openapi_types[by_json[key]], sub,
                       key if not gopath else gopath + "." + key,
@@ -211,24 +214,31 @@ class SchemaWalk:
                            % (_json_kind(value), struct or self.kind, gopath, _go_type(typ)))
 
 
-def check_schema(body: JSON, model: str, kind: str, name: str) -> None:
-    """Layer 1: raise the real server's 400/422 for `body` against model class `model`."""
+def check_schema(body: JSON, model: str, kind: str, name: str,
+                 field_validation: str = "Strict") -> list[str]:
+    """Layer 1: raise the real server's 400/422 for `body` against model class `model`.
+    fieldValidation Strict: unknown fields are a 400; Warn: dropped, returned as warnings (the
+    server's `Warning` headers); Ignore: dropped silently."""
+    if field_validation not in ("Strict", "Warn", "Ignore"):
+        raise ApiError(400, "BadRequest", 'fieldValidation must be one of "Ignore", "Warn", or '
+                       '"Strict"; got "%s"' % field_validation)
     if not isinstance(body, dict):
         raise ApiError(400, "BadRequest", "couldn't get version/kind; json parse error: "
                        "json: cannot unmarshal %s into Go value of type struct { APIVersion "
                        "string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string "
                        "\"json:\\\"kind,omitempty\\\"\" }" % _json_kind(body))
-    w = SchemaWalk(kind)
+    w = SchemaWalk(kind, prune=field_validation != "Strict")
     w.walk(body, model, "", "", kind)
     if w.type_error:
         raise ApiError(400, "BadRequest", '%s in version "v1" cannot be handled as a %s: %s'
                        % (kind, kind, w.type_error))
-    if w.unknown:
+    if w.unknown and field_validation == "Strict":
         raise ApiError(400, "BadRequest", "strict decoding error: " + ", ".join(
             'unknown field "%s"' % u for u in w.unknown))
     if w.missing:
         raise invalid(kind, name, [Cause("FieldValueRequired", f, "Required value")
                                    for f in w.missing])
+    return ['unknown field "%s"' % u for u in w.unknown] if field_validation == "Warn" else []
 
 
 # ---------------------------------------------------------------- semantic checks (layer 2)

@@ -36,10 +36,27 @@ TOKEN = "kfake-token-3f9c1d"
 EXECD_TOKEN = "execd-token-77aa"
 EXECD_PORT = 44772
 PREFIX = "kt%x" % (os.getpid() & 0xFFFFF)
-CIDR = "10.%d.%d.0/24" % (200 + os.getpid() % 50, (os.getpid() >> 6) % 256)
+
+
+def free_cidr() -> str:
+    """A /24 in 10.200-249.x.0 that no route on the host overlaps (parallel tests, sbx's
+    10.88.0.0/16), starting from one derived from our pid."""
+    import ipaddress
+    routes = json.loads(subprocess.run(["ip", "-j", "-4", "route", "show"], capture_output=True,
+                                       text=True).stdout or "[]")
+    used = [ipaddress.ip_network(r["dst"], strict=False) for r in routes
+            if r.get("dst") not in (None, "", "default")]
+    for k in range(12800):
+        n = (os.getpid() * 7 + k) % 12800
+        net = ipaddress.ip_network("10.%d.%d.0/24" % (200 + n // 256, n % 256))
+        if not any(net.overlaps(u) for u in used):
+            return str(net)
+    raise RuntimeError("no free /24 for the pod network")
+
+
+CIDR = free_cidr()
 
 try:
-    import kubernetes  # noqa: F401
     from kubernetes import client, config, watch
     from kubernetes.client.rest import ApiException
     from kubernetes.stream import portforward
@@ -57,7 +74,7 @@ def check(cond: Any, what: str) -> None:
         raise Fail(what)
 
 
-def wait_for(fn: Callable[[], Any], what: str, timeout: float = 20) -> Any:
+def wait_for(fn: Callable[[], Any], what: str, timeout: float = 60) -> Any:
     deadline = time.time() + timeout
     while time.time() < deadline:
         v = fn()
@@ -65,6 +82,14 @@ def wait_for(fn: Callable[[], Any], what: str, timeout: float = 20) -> Any:
             return v
         time.sleep(0.1)
     raise Fail("timed out waiting for " + what)
+
+
+START = time.time()
+
+
+def note(what: str) -> None:
+    """A progress line with the time since the start (the machine may be loaded)."""
+    print("  .. %s (t=%.1f s)" % (what, time.time() - START), flush=True)
 
 
 def sh(*argv: str) -> str:
@@ -135,7 +160,7 @@ class Fake:
         with open(self.logf, "ab") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=log)
         wait_for(lambda: os.path.exists(portf) or self.proc.poll() is not None,
-                 "the fake to listen")
+                 "the fake to listen", 120)
         check(self.proc.poll() is None, "the fake started: %s" % self.log())
         self.port = int(open(portf).read())
         config.load_kube_config(self.kubeconfig)
@@ -210,7 +235,7 @@ def contract_pod(fake: Fake, name: str, entry: list[str], labels: dict[str, str]
             "volumes": [{"name": "sbx-bin", "emptyDir": {}}] + (extra_volumes or [])}}
 
 
-def wait_phase(v1: client.CoreV1Api, name: str, phases: set[str], timeout: float = 30,
+def wait_phase(v1: client.CoreV1Api, name: str, phases: set[str], timeout: float = 90,
                rv: Optional[str] = None) -> tuple[client.V1Pod, list[str]]:
     """Watch the pod (official Watch) until its phase is in `phases`; the event types seen."""
     seen: list[str] = []
@@ -374,6 +399,22 @@ def test_validation(fake: Fake, v1: client.CoreV1Api) -> None:
     check(code == 400, "metadata as a number: %r" % b)
     check(v1.list_namespaced_pod(NS, field_selector="metadata.name=val").items == [],
           "nothing was created by the rejected requests")
+    # fieldValidation=Warn/Ignore: unknown fields dropped (with a Warning header for Warn)
+    for mode, name in (("Warn", "fv-warn"), ("Ignore", "fv-ignore")):
+        p = pod()
+        p["metadata"]["name"] = name
+        p["spec"]["bogus"] = 1
+        code, b, hdrs = fake.raw("POST", "/api/v1/namespaces/default/pods?fieldValidation="
+                                 + mode, p)
+        warning = hdrs.get("Warning") or ""
+        check(code == 201 and "bogus" not in b["spec"], "%s: created without it: %r"
+              % (mode, b))
+        check(('unknown field \\"spec.bogus\\"' in warning) == (mode == "Warn"),
+              "%s: Warning header %r" % (mode, warning))
+        v1.delete_namespaced_pod(name, NS, grace_period_seconds=0)
+    code, b, _ = fake.raw("POST", "/api/v1/namespaces/default/pods?fieldValidation=Loose",
+                          pod())
+    check(code == 400 and "fieldValidation must be one of" in b["message"], "bad mode %r" % b)
     # a valid one, then the same name again
     v1.create_namespaced_pod(NS, pod())
     b = expect_api_error(lambda: create(pod()), 409, "AlreadyExists")
@@ -394,7 +435,7 @@ def test_contract_pod(fake: Fake, v1: client.CoreV1Api) -> client.V1Pod:
           int(created.metadata.resource_version) > 0, "created Pending with uid and rv")
     check(created.spec.restart_policy == "Never" and created.status.qos_class == "Burstable",
           "defaults: %s %s" % (created.spec.restart_policy, created.status.qos_class))
-    pod, seen = wait_phase(v1, "sbx-1", {"Running", "Failed"}, 60,
+    pod, seen = wait_phase(v1, "sbx-1", {"Running", "Failed"}, 90,
                            created.metadata.resource_version)
     check(pod.status.phase == "Running", "Running: %s" % pod.status)
     check(seen and set(seen) <= {"MODIFIED"}, "watch from the create's rv: MODIFIED: %r" % seen)
@@ -428,7 +469,7 @@ def wait_execd(v1: client.CoreV1Api, name: str) -> None:
             return False
         finally:
             pf.close()
-    wait_for(ping, "execd's /ping through a port-forward", 20)
+    wait_for(ping, "execd's /ping through a port-forward", 60)
     check(all("connection refused" in e for e in errors if e), "early errors: %r" % errors)
 
 
@@ -452,17 +493,19 @@ def test_portforward(fake: Fake, v1: client.CoreV1Api, pod: client.V1Pod) -> Non
             f = portforward(pf_api().connect_get_namespaced_pod_portforward, "sbx-1", NS,
                             ports="%d,%d" % (EXECD_PORT, 1))
             s = f.socket(EXECD_PORT)
+            s.settimeout(120)  # a stuck forward fails the check below instead of hanging
             results.append(run_command(s, "echo par-%d" % i))
-            err = wait_for(lambda: f.error(1), "the error channel of port 1", 10)
+            err = wait_for(lambda: f.error(1), "the error channel of port 1", 60)
             results.append(err)
             f.close()
-        except Exception as e:  # collected, checked below
-            results.append(e)
-    ts = [threading.Thread(target=one, args=(i,)) for i in range(4)]
+        except Exception:  # collected, checked below
+            results.append("thread %d: %s" % (i, traceback.format_exc()))
+    ts = [threading.Thread(target=one, args=(i,), daemon=True) for i in range(4)]
     for t in ts:
         t.start()
     for t in ts:
-        t.join(60)
+        t.join(180)
+    check(not any(t.is_alive() for t in ts), "the parallel forwards finished: %r" % results)
     outs = sorted(r for r in results if isinstance(r, str) and r.startswith("par-"))
     errs = [r for r in results if isinstance(r, str) and "connection refused" in r]
     check(outs == ["par-%d" % i for i in range(4)] and len(errs) == 4,
@@ -483,8 +526,88 @@ def test_portforward(fake: Fake, v1: client.CoreV1Api, pod: client.V1Pod) -> Non
     # not a WebSocket: 400 as the real server; unknown pod: 404
     code, b, _ = fake.raw("GET", "/api/v1/namespaces/default/pods/sbx-1/portforward?ports=1")
     check(code == 400 and b["message"] == "Upgrade request required", "no upgrade: %r" % b)
-    expect_api_error(lambda: portforward(pf_api().connect_get_namespaced_pod_portforward, "nope", NS,
-                                         ports="80"), 0, "unknown pod") if False else None
+    try:
+        portforward(pf_api().connect_get_namespaced_pod_portforward, "nope", NS, ports="80")
+        raise Fail("port-forward to an unknown pod")
+    except ApiException as e:
+        check("404" in str(e.reason), "unknown pod: handshake 404: %s" % e.reason)
+
+
+def test_websocket_details(fake: Fake) -> None:
+    """The WebSocket layer below the official client: base64 subprotocol, repeated `ports`
+    parameters, ping/pong, a fragmented message, an unmasked frame, a refused subprotocol."""
+    import base64
+    import struct
+    import websocket
+    from websocket import ABNF
+    url = "wss://127.0.0.1:%d/api/v1/namespaces/default/pods/sbx-1/portforward" % fake.port
+    ssl_opts = {"ca_certs": fake.ca}
+    hdr = ["Authorization: Bearer " + TOKEN]
+
+    def http10(path: str) -> bytes:
+        return ("GET %s HTTP/1.0\r\nX-EXECD-ACCESS-TOKEN: %s\r\n\r\n"
+                % (path, EXECD_TOKEN)).encode()
+    ws = websocket.create_connection(url + "?ports=%d&ports=1" % EXECD_PORT, sslopt=ssl_opts,
+                                     header=hdr, subprotocols=["v4.base64.channel.k8s.io"])
+    check(ws.getsubprotocol() == "v4.base64.channel.k8s.io", "base64 subprotocol chosen")
+    first = [ws.recv() for _ in range(4)]
+    want = {"%d%s" % (ch, base64.b64encode(struct.pack("<H", port)).decode())
+            for ch, port in ((0, EXECD_PORT), (1, EXECD_PORT), (2, 1), (3, 1))}
+    check(set(first) == want, "base64 initial frames %r, want %r" % (first, want))
+    err = ws.recv()
+    check(err.startswith("3") and b"connection refused" in base64.b64decode(err[1:]),
+          "port 1 refused on channel 3: %r" % err)
+    ws.send("0" + base64.b64encode(http10("/ping")).decode())
+    got = b""
+    while b"200" not in got:
+        m = ws.recv()
+        check(m[0] == "0", "data on channel 0: %r" % m)
+        got += base64.b64decode(m[1:])
+    ws.close()
+    ws = websocket.create_connection(url + "?ports=%d" % EXECD_PORT, sslopt=ssl_opts,
+                                     header=hdr, subprotocols=["v4.channel.k8s.io"])
+    for _ in range(2):
+        check(ws.recv_data(control_frame=True)[1][1:] == struct.pack("<H", EXECD_PORT),
+              "binary initial frames")
+    ws.ping(b"are-you-there")
+    op, fr = ws.recv_data_frame(control_frame=True)
+    check(op == ABNF.OPCODE_PONG and fr.data == b"are-you-there", "pong echoes the ping")
+    req = b"\x00" + http10("/ping")
+    ws.send_frame(ABNF.create_frame(req[:7], ABNF.OPCODE_BINARY, fin=0))
+    ws.ping(b"between fragments")
+    ws.send_frame(ABNF.create_frame(req[7:20], ABNF.OPCODE_CONT, fin=0))
+    ws.send_frame(ABNF.create_frame(req[20:], ABNF.OPCODE_CONT, fin=1))
+    got, pongs = b"", 0
+    while True:
+        op, fr = ws.recv_data_frame(control_frame=True)
+        if op == ABNF.OPCODE_PONG:
+            pongs += 1
+            continue
+        if op == ABNF.OPCODE_CLOSE:
+            code = struct.unpack("!H", fr.data[:2])[0]
+            break
+        check(fr.data[0] == 0, "execd's answer on channel 0")
+        got += fr.data[1:]
+    check(pongs == 1 and got.startswith(b"HTTP/1.") and b" 200 " in got.split(b"\r\n")[0],
+          "a fragmented request reassembled, a ping between fragments answered: %r" % got)
+    check(code == 1000, "closed (1000) once the pod side closed: %d" % code)
+    ws.close()
+    ws = websocket.create_connection(url + "?ports=%d" % EXECD_PORT, sslopt=ssl_opts,
+                                     header=hdr)
+    check(ws.getsubprotocol() is None, "no subprotocol offered: binary, none echoed")
+    ws.recv_data(True)
+    ws.recv_data(True)
+    ws.sock.sendall(b"\x82\x02\x00x")  # an unmasked binary frame
+    op, fr = ws.recv_data_frame(control_frame=True)
+    check(op == ABNF.OPCODE_CLOSE and struct.unpack("!H", fr.data[:2])[0] == 1002,
+          "an unmasked client frame: close 1002")
+    ws.close()
+    try:
+        websocket.create_connection(url + "?ports=80", sslopt=ssl_opts, header=hdr,
+                                    subprotocols=["v5.channel.k8s.io"])
+        raise Fail("an unsupported subprotocol is refused")
+    except websocket.WebSocketBadStatusException as e:
+        check(e.status_code == 403, "unsupported subprotocol: 403: %s" % e.status_code)
 
 
 def test_logs_events_lists(fake: Fake, v1: client.CoreV1Api) -> None:
@@ -671,6 +794,95 @@ def test_failures(fake: Fake, v1: client.CoreV1Api) -> None:
              "the failed pods deleted")
 
 
+def test_probes(v1: client.CoreV1Api) -> None:
+    """readinessProbe: Running is not Ready until the probe passes."""
+    def pod(name: str, cmd: list[str], probe: dict[str, Any]) -> dict[str, Any]:
+        return {"metadata": {"name": name}, "spec": {"restartPolicy": "Never", "containers": [{
+            "name": "main", "image": "sbx-base:test", "command": cmd,
+            "ports": [{"name": "web", "containerPort": 8080}],
+            "readinessProbe": dict(probe, periodSeconds=1)}]}}
+    v1.create_namespaced_pod(NS, pod("probe-bad", ["/bin/sleep", "1000"],
+                                     {"tcpSocket": {"port": 9}}))
+    v1.create_namespaced_pod(NS, pod("probe-ok", ["/usr/bin/python3", "-m", "http.server",
+                                                  "8080"], {"httpGet": {"path": "/",
+                                                                        "port": "web"}}))
+    wait_phase(v1, "probe-bad", {"Running"})
+    ev = wait_for(lambda: [e for e in v1.list_namespaced_event(
+        NS, field_selector="involvedObject.name=probe-bad").items if e.reason == "Unhealthy"],
+        "an Unhealthy event")
+    check("Readiness probe failed: dial tcp" in ev[0].message and "connection refused" in
+          ev[0].message, "probe failure: %s" % ev[0].message)
+    p = v1.read_namespaced_pod("probe-bad", NS)
+    check(p.status.phase == "Running" and not p.status.container_statuses[0].ready and
+          any(c.type == "Ready" and c.status == "False" for c in p.status.conditions),
+          "Running, not Ready: %r" % p.status)
+    def ok_ready() -> bool:
+        cs = v1.read_namespaced_pod("probe-ok", NS).status.container_statuses
+        return bool(cs and cs[0].ready)
+    wait_for(ok_ready, "probe-ok Ready once its server answers")
+    for n in ("probe-bad", "probe-ok"):
+        v1.delete_namespaced_pod(n, NS, grace_period_seconds=0)
+
+
+def test_secrets_autorun_binding(fake: Fake, v1: client.CoreV1Api) -> None:
+    """secretKeyRef env (and a missing secret: CreateContainerConfigError), autoRun off until
+    /run, a Pending claim binding later."""
+    def pod(name: str, cmd: list[str], env: Optional[list[Any]] = None,
+            claim: Optional[str] = None) -> dict[str, Any]:
+        c: dict[str, Any] = {"name": "main", "image": "sbx-base:test", "command": cmd,
+                             "env": env or []}
+        spec: dict[str, Any] = {"restartPolicy": "Never", "containers": [c]}
+        if claim:
+            spec["volumes"] = [{"name": "d", "persistentVolumeClaim": {"claimName": claim}}]
+            c["volumeMounts"] = [{"name": "d", "mountPath": "/data"}]
+        return {"metadata": {"name": name}, "spec": spec}
+    sec = v1.create_namespaced_secret(NS, {"metadata": {"name": "creds"},
+                                           "stringData": {"token": "s3cr3t"}})
+    check(sec.data == {"token": "czNjcjN0"} and sec.type == "Opaque", "stringData → data")
+    ref = [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}}}]
+    v1.create_namespaced_pod(NS, pod("sec", ["/bin/sh", "-c", "echo TOKEN=$TOKEN"], ref))
+    v1.create_namespaced_pod(NS, pod("sec-missing", ["/bin/true"], [
+        {"name": "X", "valueFrom": {"secretKeyRef": {"name": "nope", "key": "k"}}}]))
+    wait_phase(v1, "sec", {"Succeeded"})
+    check(v1.read_namespaced_pod_log("sec", NS) == "TOKEN=s3cr3t\n", "secretKeyRef env")
+
+    def waiting() -> Any:
+        cs = v1.read_namespaced_pod("sec-missing", NS).status.container_statuses or []
+        return cs and cs[0].state.waiting and cs[0].state.waiting.reason == \
+            "CreateContainerConfigError" and cs[0].state.waiting
+    w = wait_for(waiting, "CreateContainerConfigError")
+    check(w.message == 'secret "nope" not found', "missing secret: %r" % w)
+    fake.ctl("config", {"autoRun": False})
+    v1.create_namespaced_pod(NS, pod("held", ["/bin/sleep", "1000"]))
+    wait_for(lambda: v1.read_namespaced_pod("held", NS).spec.node_name, "held scheduled")
+    time.sleep(1)
+    held = v1.read_namespaced_pod("held", NS)
+    check(held.status.phase == "Pending" and not held.status.pod_ip, "autoRun off: Pending")
+    fake.ctl("pods/default/held/run")
+    fake.ctl("config", {"autoRun": True, "pvcPhase": "Pending"})
+    wait_phase(v1, "held", {"Running"})
+    pvc = v1.create_namespaced_persistent_volume_claim(NS, {
+        "metadata": {"name": "slow"}, "spec": {"accessModes": ["ReadWriteOnce"],
+                                               "resources": {"requests": {"storage": "1Mi"}}}})
+    check(pvc.status.phase == "Pending", "pvcPhase Pending")
+    v1.create_namespaced_pod(NS, pod("unbound", ["/bin/sleep", "1000"], claim="slow"))
+
+    def sched() -> Any:
+        p = v1.read_namespaced_pod("unbound", NS)
+        return next((c for c in p.status.conditions or [] if c.type == "PodScheduled"), None)
+    c = wait_for(sched, "PodScheduled on an unbound claim")
+    check(c.status == "False" and "pod has unbound immediate PersistentVolumeClaims" in
+          c.message, "unbound: %r" % c)
+    fake.ctl("pvcs/default/slow/status", {"phase": "Bound"})
+    fake.ctl("config", {"pvcPhase": "Bound"})
+    wait_phase(v1, "unbound", {"Running"})
+    for n in ("sec", "sec-missing", "held", "unbound"):
+        v1.delete_namespaced_pod(n, NS, grace_period_seconds=0)
+    v1.delete_namespaced_persistent_volume_claim("slow", NS)
+    v1.delete_namespaced_secret("creds", NS)
+    wait_for(lambda: not v1.list_namespaced_persistent_volume_claim(NS).items, "slow gone")
+
+
 def runtime(fake: Fake, name: str) -> dict[str, Any]:
     return fake.ctl("pods/default/%s/runtime" % name, method="GET")
 
@@ -698,7 +910,9 @@ def test_restart(fake: Fake, v1: client.CoreV1Api, pod: client.V1Pod) -> None:
                                                               "sleep 3; exit 5"]}]}})
     wait_phase(v1, "ends-while-down", {"Running"})
     before = v1.list_namespaced_pod(NS)
+    note("stopping the fake")
     fake.stop()
+    note("fake stopped")
     # the API server is down: the pod is not
     with urllib.request.urlopen("http://%s:%d/ping" % (pod.status.pod_ip, EXECD_PORT),
                                 timeout=10) as r:
@@ -712,6 +926,7 @@ def test_restart(fake: Fake, v1: client.CoreV1Api, pod: client.V1Pod) -> None:
         pass
     time.sleep(4)  # ends-while-down exits meanwhile
     fake.start()
+    note("fake started again")
     v1 = client.CoreV1Api()
     after = v1.list_namespaced_pod(NS)
     check(int(after.metadata.resource_version) >= int(before.metadata.resource_version),
@@ -744,7 +959,7 @@ def test_evict_oom_status(fake: Fake, v1: client.CoreV1Api) -> None:
         v1.create_namespaced_pod(NS, contract_pod(fake, name, ["/bin/sleep", "100000"],
                                                   {"app": "sbx"}))
     for name in ("ev", "oom"):
-        wait_phase(v1, name, {"Running"}, 60)
+        wait_phase(v1, name, {"Running"})
     rt = runtime(fake, "ev")
     pid, netns = execd_pid(rt), rt["netns"]
     fake.ctl("pods/default/ev/evict")
@@ -782,6 +997,7 @@ def test_pvc(fake: Fake, v1: client.CoreV1Api) -> None:
     def sched() -> Any:
         p = v1.read_namespaced_pod("with-pvc", NS)
         return next((c for c in p.status.conditions or [] if c.type == "PodScheduled"), None)
+    note("pod with a missing claim created")
     c = wait_for(sched, "the PodScheduled condition")
     check(c.status == "False" and c.reason == "Unschedulable" and
           'persistentvolumeclaim "ws-claim" not found' in c.message, "unschedulable: %r" % c)
@@ -799,7 +1015,9 @@ def test_pvc(fake: Fake, v1: client.CoreV1Api) -> None:
             "storage": "1Gi"}}}})
     check(pvc.status.phase == "Bound" and pvc.status.capacity["storage"] == "1Gi",
           "PVC Bound: %r" % pvc.status)
-    p, _ = wait_phase(v1, "with-pvc", {"Running", "Failed"}, 60)
+    note("claim created")
+    p, _ = wait_phase(v1, "with-pvc", {"Running", "Failed"})
+    note("pod with the claim Running")
     check(p.status.phase == "Running", "runs once the claim exists")
     wait_execd(v1, "with-pvc")
     f = portforward(pf_api().connect_get_namespaced_pod_portforward, "with-pvc", NS,
@@ -811,15 +1029,18 @@ def test_pvc(fake: Fake, v1: client.CoreV1Api) -> None:
           "a file written through execd lands in the PVC's directory")
     check(not os.path.exists("/workspace"), "nothing made on the host root")
     # deleting the claim while in use: kept (pvc-protection) until the pod goes
+    note("file written")
     v1.delete_namespaced_persistent_volume_claim("ws-claim", NS)
     time.sleep(1)
     kept = v1.read_namespaced_persistent_volume_claim("ws-claim", NS)
     check(kept.metadata.deletion_timestamp is not None and
           "kubernetes.io/pvc-protection" in kept.metadata.finalizers, "in-use PVC kept")
+    note("claim kept while in use")
     v1.delete_namespaced_pod("with-pvc", NS, grace_period_seconds=1)
     wait_for(lambda: not v1.list_namespaced_persistent_volume_claim(NS).items,
-             "the PVC goes with its last pod", 30)
-    check(not os.path.exists(pvc_dir), "its volume is deleted (reclaimPolicy Delete)")
+             "the PVC goes with its last pod")
+    wait_for(lambda: not os.path.exists(pvc_dir),
+             "its volume deleted after the claim (reclaimPolicy Delete)")
 
 
 def test_node_lost_and_delete(fake: Fake, v1: client.CoreV1Api) -> None:
@@ -830,6 +1051,12 @@ def test_node_lost_and_delete(fake: Fake, v1: client.CoreV1Api) -> None:
     code, _, _ = fake.raw("GET", "/api/v1/nodes/fake-node")
     n = v1.read_node("fake-node")
     check(n.status.conditions[0].status == "Unknown", "node NotReady/Unknown")
+    try:
+        portforward(pf_api().connect_get_namespaced_pod_portforward, "sbx-1", NS,
+                    ports=str(EXECD_PORT))
+        raise Fail("no port-forward to a lost node")
+    except ApiException as e:
+        check("500" in str(e.reason), "lost node: port-forward 500: %s" % e.reason)
     fake.ctl("node/ready")
     rt = runtime(fake, "sbx-1")
     pid, netns, veth = execd_pid(rt), rt["netns"], rt["veth"]
@@ -837,7 +1064,7 @@ def test_node_lost_and_delete(fake: Fake, v1: client.CoreV1Api) -> None:
     v1.delete_namespaced_pod("sbx-1", NS)
     seen = []
     for ev in watch.Watch().stream(v1.list_namespaced_pod, NS, resource_version=rv,
-                                   field_selector="metadata.name=sbx-1", timeout_seconds=30):
+                                   field_selector="metadata.name=sbx-1", timeout_seconds=90):
         seen.append(ev["type"])
         if ev["type"] == "DELETED":
             break
@@ -861,39 +1088,50 @@ def main() -> int:
     if len(sys.argv) < 2 or not os.path.exists(sys.argv[1]):
         print("SKIP: no sbx-execd-static given")
         return SKIP
+    # a SIGTERM (ctest, a user) still runs the cleanup below
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     tmp = tempfile.mkdtemp(prefix="kfake-test-")
     fake = Fake(tmp, sys.argv[1])
     ok = False
+    t0 = [time.time()]
+
+    def say(what: str) -> None:
+        print("ok: %s (%.1f s)" % (what, time.time() - t0[0]), flush=True)
+        t0[0] = time.time()
     try:
         fake.start()
         v1 = client.CoreV1Api()
-        steps: list[tuple[str, Callable[[], Any]]] = []
         test_discovery_auth(fake)
-        print("ok: discovery, auth (token, mTLS, 401)")
+        say("discovery, auth (token, mTLS, 401)")
         test_validation(fake, v1)
-        print("ok: schema and semantic validation")
+        say("schema and semantic validation")
         pod = test_contract_pod(fake, v1)
-        print("ok: contract pod Running (watch)")
+        say("contract pod Running (watch)")
         test_portforward(fake, v1, pod)
-        print("ok: port-forward, execd, pod IP")
+        say("port-forward, execd, pod IP")
+        test_websocket_details(fake)
+        say("WebSocket details: base64, ping, fragments, masking")
         test_logs_events_lists(fake, v1)
-        print("ok: logs, events, selectors, patch/put")
+        say("logs, events, selectors, patch/put")
         test_watch_410_bookmarks(fake, v1)
-        print("ok: watch 410, bookmarks, selector transitions")
+        say("watch 410, bookmarks, selector transitions")
         test_injection(fake, v1)
-        print("ok: injections")
+        say("injections")
         test_failures(fake, v1)
-        print("ok: image pull, init, exit, exec failures")
+        say("image pull, init, exit, exec failures")
+        test_probes(v1)
+        say("readiness probes")
+        test_secrets_autorun_binding(fake, v1)
+        say("secrets, autoRun, claim binding")
         test_restart(fake, v1, pod)
         v1 = client.CoreV1Api()
-        print("ok: API server restart")
+        say("API server restart")
         test_evict_oom_status(fake, v1)
-        print("ok: evict, OOM, status")
+        say("evict, OOM, status")
         test_pvc(fake, v1)
-        print("ok: PVC")
+        say("PVC")
         test_node_lost_and_delete(fake, v1)
-        print("ok: node lost, delete")
-        del steps
+        say("node lost, delete")
         # stopped without --keep-on-exit semantics: the test tears down and checks
         fake.stop()
         subprocess.run([sys.executable, os.path.join(HERE, "fake_apiserver.py"), "--teardown",

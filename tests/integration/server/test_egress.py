@@ -325,6 +325,13 @@ def egress_api(s, a, b):
     check(r.status == 400, "DELETE []: %r" % r)
     r = policy_api(s, a, "PUT", ha, [])
     check(r.status == 405, "PUT: %r" % r)
+    # a browser's CORS preflight has no credential: 204 with the CORS headers, not 401
+    r = s.request("OPTIONS", "/sandboxes/%s/proxy/18080/policy" % a, key=False,
+                  headers={"Origin": "https://console.test",
+                           "Access-Control-Request-Method": "PATCH",
+                           "Access-Control-Request-Headers": "opensandbox-egress-auth"})
+    check(r.status == 204 and "PATCH" in (r.header("Access-Control-Allow-Methods") or ""),
+          "CORS preflight of /policy: %r %r" % (r, r.headers))
     return ha
 
 

@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,11 +142,36 @@ test_io_helpers(void **state)
     assert_false(sbx_str_starts("over", "overlay:"));
 }
 
+/* The timed waits of the server's threads run on CLOCK_MONOTONIC: a deadline from
+ * sbx_monotonic_in is a real wait on such a cv (on a CLOCK_REALTIME one that deadline, seconds
+ * after boot, lies in 1970 and the wait would return at once), so a wall-clock step cannot
+ * stall or cut it. */
+static void
+test_monotonic_cond(void **state)
+{
+    (void)state;
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    pthread_cond_t cv;
+    sbx_cond_init_monotonic(&cv);
+    uint64_t t0 = sbx_now_ms();
+    struct timespec until = sbx_monotonic_in(150);
+    assert_true(until.tv_nsec >= 0 && until.tv_nsec < 1000000000L);
+    pthread_mutex_lock(&mu);
+    int r = 0;
+    while ((r = pthread_cond_timedwait(&cv, &mu, &until)) == 0)
+        ;
+    pthread_mutex_unlock(&mu);
+    assert_int_equal(r, ETIMEDOUT);
+    assert_true(sbx_now_ms() - t0 >= 150);
+    pthread_cond_destroy(&cv);
+}
+
 int
 main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_size),
+        cmocka_unit_test(test_monotonic_cond),
         cmocka_unit_test(test_parse_numbers),
         cmocka_unit_test(test_files_roundtrip),
         cmocka_unit_test(test_rm_rf_does_not_follow_symlinks),
