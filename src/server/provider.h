@@ -156,9 +156,6 @@ struct sbx_provider_factory {
     /* Optional: validate the settings at startup without reading secrets or touching the
      * network (lazy providers: config mistakes still stop the server at startup). */
     int (*check)(const json_t *settings, sbx_error **err);
-    /* enum sbx_provider_cap bits: what its providers can do (see there). Next to `lazy`: no
-     * padding between them (the factory tables are arrays of these). */
-    unsigned caps;
     /* Build on first use instead of at startup: for providers whose construction needs
      * secrets. The registry then builds it outside its lock and caches it; a failed build
      * (a secret not set yet) is not cached, so the next use tries again. */
