@@ -1,12 +1,14 @@
 /*
- * router_fuzz.c - what a sandbox answers through the router: the input is a response head
- * (status line, header lines) and chunk-size lines. A parsed head holds only token names and
- * values without CR, LF or other controls, and never both framings (the two things response
- * splitting and smuggling need); a chunk size is what its hex digits say.
+ * router_fuzz.c - what a sandbox answers through the router: the input is a response (interim
+ * heads, the final head, a body). A parsed head holds only token names and values without CR,
+ * LF or other controls, and never both framings (the two things response splitting and
+ * smuggling need); its length is inside the input; the body is then framed and, when chunked,
+ * decoded as proxy.c does.
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/chunked.h"
 #include "common/xalloc.h"
 #include "fuzz/fuzz.h"
 #include "server/httphead.h"
@@ -26,18 +28,21 @@ check_head(const struct sbx_http_head *h)
     }
 }
 
+/* The body after the head: a chunked one decoded in one go, data inside the input. */
 static void
-chunk_lines(const char *s)
+chunked_body(const char *p, size_t n)
 {
-    for (const char *line = s; *line;) {
-        const char *eol = strstr(line, "\r\n");
-        size_t n = eol ? (size_t)(eol - line) : strlen(line);
-        char *one = sbx_xstrndup(line, n);
-        int64_t size = sbx_http_chunk_size(one);
-        if (size < -1 || size > 0xfffffffffffffffLL)
+    struct sbx_chunked st = {.strict = true};
+    size_t off = 0;
+    while (off < n && st.state != CH_DONE) {
+        const char *d = NULL;
+        size_t dl = 0;
+        ssize_t used = sbx_chunked_step(&st, p + off, n - off, &d, &dl);
+        if (used < 0)
+            return;
+        if ((size_t)used > n - off || (dl && (d < p + off || d + dl > p + n)))
             __builtin_trap();
-        free(one);
-        line += n + (eol ? 2 : 0);
+        off += (size_t)used;
     }
 }
 
@@ -50,12 +55,21 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int status = sbx_http_status_line(buf, size);
     if (status != -1 && (status < 100 || status > 599))
         __builtin_trap();
-    chunk_lines(buf);
-    char *lines = strstr(buf, "\r\n");
-    if (lines) {
-        struct sbx_http_head h = {0};
-        if (sbx_http_head_parse(lines + 2, &h) == 0)
-            check_head(&h);
+    size_t off = 0;
+    for (;;) {
+        struct sbx_http_resp r = {0};
+        ssize_t n = sbx_http_resp_head(buf + off, size - off, &r);
+        if (n <= 0)
+            break;
+        if ((size_t)n > size - off || r.status < 100 || r.status > 599)
+            __builtin_trap();
+        check_head(&r.head);
+        off += (size_t)n;
+        if (sbx_http_interim(r.status))
+            continue;
+        if (sbx_http_body_framing(&r, "GET") == SBX_BODY_CHUNKED)
+            chunked_body(buf + off, size - off);
+        break;
     }
     free(buf);
     return 0;

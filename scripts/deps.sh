@@ -84,6 +84,9 @@ pkgs=(
   # compare_docx_files: python-docx; compare_table: openpyxl), imported only when a task uses
   # them; the tests sdk/python/metrics-office and sdk/python/desktop-env run them (/usr/bin/python3)
   python3-pil python3-numpy python3-docx python3-openpyxl
+  # server/router-differential: h11 (a reference HTTP/1.1 parser, pure Python) reads the same
+  # sandbox responses as the router and the two verdicts must agree (/usr/bin/python3)
+  python3-h11
   # the fake Kubernetes API server (tests/integration/kubernetes): the official client's
   # generated models are its OpenAPI schema, and its test drives it with that client
   # (CoreV1Api, Watch, stream.portforward) to prove the wire protocol; no API server here

@@ -106,7 +106,9 @@ execd_fast_words(const char *cmd)
     /* `true` and `false` are builtins, but without arguments their programs behave the same
      * (no output, status 0 / 1); with arguments `--help` would not. */
     bool plain_true = n == 1 && (strcmp(v[0], "true") == 0 || strcmp(v[0], "false") == 0);
-    if (n == 0 || strchr(v[0], '=') || (is_shell_word(v[0]) && !plain_true)) {
+    /* A first word starting with `%` is a job spec to bash (`%1` means `fg %1`, even in a
+     * `bash -c` without job control, which then fails), whatever PATH holds. */
+    if (n == 0 || strchr(v[0], '=') || v[0][0] == '%' || (is_shell_word(v[0]) && !plain_true)) {
         execd_strv_free(v);
         return NULL;
     }

@@ -18,6 +18,7 @@
 
 #include "common/buf.h"
 #include "execd/execd.h"
+#include "execd/pty_msg.h"
 
 #define PTY_RING         (1u << 20)   /* replay ring per session (COMPAT 2.6) */
 #define PTY_CHUNK        (64u << 10)  /* bytes per read and per output frame */
@@ -52,12 +53,11 @@ struct pty_client {
     struct evhttp_connection *evcon;
     struct bufferevent *bev;
     struct event *ping;
-    struct event *defer; /* runs the first read, or frees a client with nothing left to send */
-    struct sbx_buf msg;  /* a fragmented message being assembled */
-    int msg_op;          /* its opcode, 0 when none */
-    uint64_t cursor;     /* the next output offset to send */
-    uint64_t replay_end; /* output below this offset goes out as replay frames */
-    bool need_offset;    /* bytes were skipped: the next frame says where it is */
+    struct event *defer;    /* runs the first read, or frees a client with nothing left to send */
+    struct pty_msg_asm msg; /* messages assembled from frames */
+    uint64_t cursor;        /* the next output offset to send */
+    uint64_t replay_end;    /* output below this offset goes out as replay frames */
+    bool need_offset;       /* bytes were skipped: the next frame says where it is */
     bool viewer;
     bool closing;   /* a close frame is queued: freed once it is sent */
     bool lingering; /* it is sent and our side shut: reading until the client closes */

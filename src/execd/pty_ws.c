@@ -99,7 +99,7 @@ client_free(struct pty_client *c, bool free_conn)
         event_free(c->ping);
     if (c->defer)
         event_free(c->defer);
-    sbx_buf_dispose(&c->msg);
+    sbx_buf_dispose(&c->msg.buf);
     bufferevent_setcb(c->bev, NULL, NULL, NULL, NULL);
     evhttp_connection_set_closecb(c->evcon, NULL, NULL);
     if (free_conn)
@@ -169,27 +169,6 @@ pty_client_pump(struct pty_client *c)
 
 /* ---- messages from the client ---- */
 
-static const struct {
-    const char *name;
-    int sig;
-} signals[] = {
-    {"INT", SIGINT},   {"TERM", SIGTERM}, {"KILL", SIGKILL},   {"HUP", SIGHUP},
-    {"QUIT", SIGQUIT}, {"TSTP", SIGTSTP}, {"CONT", SIGCONT},   {"STOP", SIGSTOP},
-    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"WINCH", SIGWINCH}, {"ALRM", SIGALRM},
-};
-
-static int
-signal_by_name(const char *name)
-{
-    if (strncasecmp(name, "SIG", 3) == 0)
-        name += 3;
-    for (size_t i = 0; i < SBX_ARRAY_SIZE(signals); i++) {
-        if (strcasecmp(name, signals[i].name) == 0)
-            return signals[i].sig;
-    }
-    return -1;
-}
-
 static void
 do_stdin(struct pty_client *c, const void *p, size_t n)
 {
@@ -198,78 +177,49 @@ do_stdin(struct pty_client *c, const void *p, size_t n)
         pty_client_error(c, "STDIN_WRITE_FAILED", why);
 }
 
-static bool
-dim_ok(json_t *v)
-{
-    return json_is_integer(v) && json_integer_value(v) >= 1 && json_integer_value(v) <= 10000;
-}
-
 static void
-do_control(struct pty_client *c, const char *type, json_t *j)
+do_control(struct pty_client *c, const struct pty_msg *m)
 {
-    if (strcmp(type, "ping") == 0) {
-        send_json(c, json_pack("{s:s}", "type", "pong"));
-        return;
-    }
-    bool known = !strcmp(type, "stdin") || !strcmp(type, "resize") || !strcmp(type, "signal") ||
-                 !strcmp(type, "eof");
-    if (!known) {
-        pty_client_error(c, "INVALID_FRAME", "unknown message type");
-        return;
-    }
-    if (c->viewer) { /* sbx: ?viewer=1 attaches read-only */
-        pty_client_error(c, "INVALID_FRAME", "a viewer is read-only (no stdin, resize, signal)");
-        return;
-    }
-    if (strcmp(type, "stdin") == 0) {
-        json_t *d = json_object_get(j, "data");
-        if (!json_is_string(d))
-            pty_client_error(c, "INVALID_FRAME", "stdin: data must be a string");
-        else
-            do_stdin(c, json_string_value(d), json_string_length(d));
-    } else if (strcmp(type, "eof") == 0) { /* sbx: close the process's stdin (pipe mode) */
-        const char *why = NULL;
+    const char *why = NULL;
+    switch (m->kind) {
+    case PTY_MSG_STDIN:
+        do_stdin(c, m->data, m->len);
+        break;
+    case PTY_MSG_EOF: /* sbx: close the process's stdin (pipe mode) */
         if (pty_close_stdin(c->s, &why) < 0)
             pty_client_error(c, "INVALID_FRAME", why);
-    } else if (strcmp(type, "resize") == 0) {
-        json_t *cols = json_object_get(j, "cols");
-        json_t *rows = json_object_get(j, "rows");
-        if (!dim_ok(cols) || !dim_ok(rows))
-            pty_client_error(c, "INVALID_FRAME", "resize: cols and rows must be 1..10000");
-        else
-            pty_resize(c->s, (unsigned)json_integer_value(cols),
-                       (unsigned)json_integer_value(rows));
-    } else {
-        json_t *name = json_object_get(j, "signal");
-        int sig = json_is_string(name) ? signal_by_name(json_string_value(name)) : -1;
-        if (sig < 0)
-            pty_client_error(c, "INVALID_FRAME", "signal: unknown signal name");
-        else if (pty_signal(c->s, sig) < 0)
+        break;
+    case PTY_MSG_RESIZE:
+        pty_resize(c->s, m->cols, m->rows);
+        break;
+    case PTY_MSG_SIGNAL:
+        if (pty_signal(c->s, m->sig) < 0)
             pty_client_error(c, "RUNTIME_ERROR", "the process is not running");
+        break;
+    case PTY_MSG_PING:
+        send_json(c, json_pack("{s:s}", "type", "pong"));
+        break;
+    case PTY_MSG_NONE:
+    default:
+        break;
     }
 }
 
+/* A whole message: what it is first (a viewer is told it is read-only before anything about
+ * the fields), then acted on. */
 static void
-on_message(struct pty_client *c, int op, const uint8_t *p, size_t n)
+on_message(struct pty_client *c, const struct pty_msg_in *in)
 {
-    if (op == SBX_WS_BINARY) {
-        if (n == 0 || p[0] != PTY_CH_STDIN)
-            pty_client_error(c, "INVALID_FRAME", "binary frames carry stdin: 0x00, then bytes");
-        else if (c->viewer)
-            pty_client_error(c, "INVALID_FRAME",
-                             "a viewer is read-only (no stdin, resize, signal)");
-        else
-            do_stdin(c, p + 1, n - 1);
-        return;
-    }
-    json_error_t jerr;
-    json_t *j = json_loadb((const char *)p, n, JSON_REJECT_DUPLICATES, &jerr);
-    json_t *t = json_object_get(j, "type");
-    if (!json_is_object(j) || !json_is_string(t))
-        pty_client_error(c, "INVALID_FRAME", "want a JSON object with a string `type`");
+    struct pty_msg m;
+    const char *why = NULL;
+    int rc = pty_msg_parse(in->op, in->p, in->n, &m, &why);
+    if (c->viewer && m.kind != PTY_MSG_NONE && m.kind != PTY_MSG_PING) /* sbx: ?viewer=1 */
+        pty_client_error(c, "INVALID_FRAME", "a viewer is read-only (no stdin, resize, signal)");
+    else if (rc < 0)
+        pty_client_error(c, "INVALID_FRAME", why);
     else
-        do_control(c, json_string_value(t), j);
-    json_decref(j);
+        do_control(c, &m);
+    pty_msg_dispose(&m);
 }
 
 static void
@@ -283,26 +233,14 @@ protocol_error(struct pty_client *c, int code, const char *why)
 static void
 on_data_frame(struct pty_client *c, const struct sbx_ws_frame *f)
 {
-    if ((f->op == SBX_WS_CONT) != (c->msg_op != 0)) {
+    struct pty_msg_in in;
+    int rc = pty_msg_frame(&c->msg, f, &in);
+    if (rc == PTY_FRAME_PROTOCOL)
         protocol_error(c, SBX_WS_CLOSE_PROTOCOL, "unexpected continuation state");
-        return;
-    }
-    if (f->fin && f->op != SBX_WS_CONT) {
-        on_message(c, f->op, f->payload, f->len);
-        return;
-    }
-    if (sbx_buf_append(&c->msg, f->payload, f->len, NULL) < 0) {
+    else if (rc == PTY_FRAME_TOO_BIG)
         protocol_error(c, SBX_WS_CLOSE_TOO_BIG, "message larger than 64 KiB");
-        return;
-    }
-    if (f->op != SBX_WS_CONT)
-        c->msg_op = f->op;
-    if (f->fin) {
-        int op = c->msg_op;
-        c->msg_op = 0;
-        on_message(c, op, (const uint8_t *)c->msg.data, c->msg.len);
-        sbx_buf_reset(&c->msg);
-    }
+    else if (rc == PTY_FRAME_MESSAGE)
+        on_message(c, &in);
 }
 
 static void
@@ -516,7 +454,7 @@ take_connection(struct execd *ex, struct evhttp_request *req, const char *accept
     struct pty_client *c = sbx_xcalloc(1, sizeof(*c));
     c->evcon = evhttp_request_get_connection(req);
     c->bev = evhttp_connection_get_bufferevent(c->evcon);
-    sbx_buf_init(&c->msg, PTY_MAX_MSG);
+    sbx_buf_init(&c->msg.buf, PTY_MAX_MSG);
     execd_upload_forget(c->bev);
     evhttp_connection_set_closecb(c->evcon, on_evcon_close, c);
     bufferevent_setcb(c->bev, on_read, on_write, on_event, c);

@@ -242,6 +242,22 @@ fail:;
     _exit(127);
 }
 
+/* glibc's posix_spawn sets its internal signals (SIGCANCEL, SIGSETXID: 32 and 33) to SIG_IGN
+ * in the child unless they are in the default set, and an exec keeps a signal ignored: every
+ * command would start with them ignored, unlike under a shell (which forks). sigaddset refuses
+ * them, so their bits go in directly (glibc's sigset_t: signal n is bit n-1). */
+static void
+add_libc_signals(sigset_t *set)
+{
+#ifdef __GLIBC__
+    const size_t bits = 8 * sizeof set->__val[0];
+    for (int sig = 32; sig < SIGRTMIN; sig++)
+        set->__val[(size_t)(sig - 1) / bits] |= 1UL << ((size_t)(sig - 1) % bits);
+#else
+    (void)set;
+#endif
+}
+
 /* The common case (no user change) goes through posix_spawn: glibc uses a vfork-style clone,
  * cheaper than fork, and reports chdir/exec failures as its return value. */
 static int
@@ -257,6 +273,7 @@ spawn_fast(const struct execd_spawn *sp, pid_t *pid)
     sigaddset(&deflt, SIGCHLD);
     sigaddset(&deflt, SIGTERM);
     sigaddset(&deflt, SIGINT);
+    add_libc_signals(&deflt);
     posix_spawn_file_actions_init(&fa);
     posix_spawnattr_init(&attr);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK |

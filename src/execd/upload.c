@@ -36,7 +36,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
-#include "execd/chunked.h"
+#include "common/chunked.h"
 #include "execd/files.h"
 #include "execd/multipart.h"
 #include "execd/pagecache.h"
@@ -66,7 +66,7 @@ struct conn {
     struct bufferevent *bev;
     enum conn_state state;
     uint64_t remaining; /* Content-Length bytes left of the current body */
-    struct execd_chunked chunk;
+    struct sbx_chunked chunk;
     bool chunked;
     struct sbx_buf head;
     bool busy; /* we are changing the input buffer ourselves: ignore the callbacks */
@@ -688,7 +688,7 @@ start_upload(struct conn *c, const struct head_info *hi)
                 (unsigned long long)hi->cl, (unsigned long long)c->ex->cfg.max_upload);
     c->chunked = hi->chunked;
     c->remaining = hi->cl;
-    memset(&c->chunk, 0, sizeof(c->chunk));
+    c->chunk = (struct sbx_chunked){.strict = false}; /* evhttp's reading: chunked.h */
     c->state = C_UPLOAD;
     if (hi->expect && !u->status)
         send_continue(c);
@@ -711,7 +711,7 @@ handle_head(struct conn *c, struct evbuffer *out)
                    : hi.cl > 0                            ? C_BODY_PASS
                                                           : C_HEAD;
         c->remaining = hi.cl;
-        memset(&c->chunk, 0, sizeof(c->chunk));
+        c->chunk = (struct sbx_chunked){.strict = false}; /* evhttp's reading: chunked.h */
     } else {
         rewrite_head(out, c->head.data, c->head.len);
         start_upload(c, &hi);
@@ -770,7 +770,7 @@ upload_chunked(struct conn *c, struct evbuffer *in)
         return;
     const char *data = NULL;
     size_t dlen = 0;
-    ssize_t used = execd_chunked_step(&c->chunk, v.iov_base, v.iov_len, &data, &dlen);
+    ssize_t used = sbx_chunked_step(&c->chunk, v.iov_base, v.iov_len, &data, &dlen);
     if (used < 0) {
         up_fail(c->up, 400, "INVALID_FILE", "malformed chunked body");
         c->state = C_DISCARD;
@@ -792,7 +792,7 @@ pass_chunked(struct conn *c, struct evbuffer *in, struct evbuffer *out)
         return;
     const char *data = NULL;
     size_t dlen = 0;
-    ssize_t used = execd_chunked_step(&c->chunk, v.iov_base, v.iov_len, &data, &dlen);
+    ssize_t used = sbx_chunked_step(&c->chunk, v.iov_base, v.iov_len, &data, &dlen);
     if (used < 0) {
         c->state = C_PASS; /* evhttp rejects the body; we stop following this connection */
         return;

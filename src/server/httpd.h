@@ -103,9 +103,10 @@ void sbx_req_query_each(struct sbx_req *r, const char *name,
 
 /*
  * What answers a route. The transport calls, in order: reroute (right after the match; it
- * may make the request a CORS preflight, which the transport answers), the authentication (the API key unless the route is public, or alt_auth / own_auth below), then
- * begin (head accepted), data (each body chunk), end (the body is complete), and done when the
- * request is over, whatever happened. Each step returns MHD_YES/MHD_NO like an access handler.
+ * may make the request a CORS preflight, which the transport answers), the authentication (the API
+ * key unless the route is public, or alt_auth / own_auth below), then begin (head accepted), data
+ * (each body chunk), end (the body is complete), and done when the request is over, whatever
+ * happened. Each step returns MHD_YES/MHD_NO like an access handler.
  */
 struct sbx_http_handler {
     /* Optional: turn the matched route into another one (which then picks the handler). */

@@ -118,13 +118,61 @@ sbx_http_head_parse(char *lines, struct sbx_http_head *h)
     return 0;
 }
 
-int64_t
-sbx_http_chunk_size(const char *line)
+/* The reason phrase (RFC 9112 4: HTAB, SP, VCHAR, obs-text) up to the status line's CRLF. A
+ * bare CR or LF in it would end the line for another parser, which would then read the rest
+ * as header lines the router never saw (a Content-Length, say). */
+static bool
+reason_ok(const char *buf, size_t line_len)
 {
-    /* strtoull's leniency (signs, spaces, "0x") is how two parsers come to disagree on where
-     * a body ends: the digits are checked first. */
-    size_t digits = strspn(line, "0123456789abcdefABCDEF");
-    if (digits == 0 || digits > 15 || (line[digits] && line[digits] != ';'))
+    for (size_t i = 12; i < line_len; i++) {
+        unsigned char c = (unsigned char)buf[i];
+        if ((c < 0x20 && c != '\t') || c == 0x7f)
+            return false;
+    }
+    return true;
+}
+
+ssize_t
+sbx_http_resp_head(char *buf, size_t len, struct sbx_http_resp *r)
+{
+    r->head.why = NULL;
+    if (len == 0)
+        return 0;
+    const char *blank = memmem(buf, len, "\r\n\r\n", 4);
+    if (!blank && len >= SBX_HTTP_HEAD_MAX)
+        return r->head.why = "a response head longer than 64 KiB", -1;
+    if (!blank)
+        return 0;
+    size_t end = (size_t)(blank - buf) + 4;
+    /* The head is read as C strings from here on: a NUL would end a line (or all of them)
+     * early and hide what follows it from the router alone. */
+    if (memchr(buf, '\0', end))
+        return r->head.why = "a NUL in the response head", -1;
+    const char *crlf = memmem(buf, end, "\r\n", 2); /* found: the blank line has one */
+    size_t line_len = (size_t)(crlf - buf);
+    r->status = sbx_http_status_line(buf, end);
+    if (r->status < 0 || !reason_ok(buf, line_len))
+        return r->head.why = "a malformed status line", -1;
+    buf[end - 2] = '\0'; /* after the last header line's CRLF (or the status line's) */
+    if (sbx_http_head_parse(buf + line_len + 2, &r->head) < 0)
         return -1;
-    return (int64_t)strtoull(line, NULL, 16);
+    return (ssize_t)end;
+}
+
+bool
+sbx_http_interim(int status)
+{
+    return status >= 100 && status < 200 && status != 101;
+}
+
+enum sbx_http_body
+sbx_http_body_framing(const struct sbx_http_resp *r, const char *method)
+{
+    if (strcmp(method, "HEAD") == 0 || r->status == 204 || r->status == 304 ||
+        (r->status >= 100 && r->status < 200) ||
+        (strcmp(method, "CONNECT") == 0 && r->status >= 200 && r->status < 300))
+        return SBX_BODY_NONE;
+    if (r->head.chunked)
+        return SBX_BODY_CHUNKED;
+    return r->head.content_length >= 0 ? SBX_BODY_LENGTH : SBX_BODY_CLOSE;
 }

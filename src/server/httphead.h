@@ -1,7 +1,9 @@
 /*
- * httphead.h - the router's parsers of what a sandbox answers (RFC 9112, strict): the status
- * line, the header lines and a chunk-size line. Pure functions on buffers (fuzz/router_fuzz.c);
- * proxy.c does the I/O.
+ * httphead.h - the router's parsers of what a sandbox answers (RFC 9112, strict): a response
+ * head (status line, header lines) and how its body is framed; the body's chunked coding is
+ * common/chunked.h's (strict mode). Pure functions on buffers (fuzz/router_fuzz.c, and
+ * tests/helpers/httpresp_verdict.c, which a differential test runs against h11); proxy.c does
+ * the I/O.
  */
 #ifndef SBX_SERVER_HTTPHEAD_H
 #define SBX_SERVER_HTTPHEAD_H
@@ -9,8 +11,10 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define SBX_HTTP_MAX_HEADERS 128
+#define SBX_HTTP_HEAD_MAX    ((size_t)64 * 1024) /* a longer head is refused */
 
 /* The upstream's header lines, checked. */
 struct sbx_http_head {
@@ -31,8 +35,28 @@ int sbx_http_status_line(const char *buf, size_t len);
  * could read differently. */
 int sbx_http_head_parse(char *lines, struct sbx_http_head *h);
 
-/* A chunk-size line (without its CRLF): 1-15 hex digits, then nothing or `;extensions`. The
- * size, or -1. */
-int64_t sbx_http_chunk_size(const char *line);
+/* A response head: its status and header lines. */
+struct sbx_http_resp {
+    int status;
+    struct sbx_http_head head;
+};
+
+/* The response head at the start of buf[0..len), through its blank line: its length, with r
+ * parsed in place (buf is changed only then); 0 while incomplete (no blank line yet, fewer than
+ * SBX_HTTP_HEAD_MAX bytes); -1 with r->head.why when malformed or too long. */
+ssize_t sbx_http_resp_head(char *buf, size_t len, struct sbx_http_resp *r);
+
+/* An interim (1xx) response other than 101: dropped, the final one follows. */
+bool sbx_http_interim(int status);
+
+enum sbx_http_body {
+    SBX_BODY_NONE,    /* HEAD, 1xx, 204, 304: whatever the headers say */
+    SBX_BODY_LENGTH,  /* Content-Length bytes */
+    SBX_BODY_CHUNKED, /* Transfer-Encoding: chunked */
+    SBX_BODY_CLOSE,   /* until the connection closes */
+};
+
+/* How the body of a parsed response to a request with this method is framed (RFC 9112 6.3). */
+enum sbx_http_body sbx_http_body_framing(const struct sbx_http_resp *r, const char *method);
 
 #endif

@@ -34,6 +34,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "common/chunked.h"
 #include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"
@@ -45,7 +46,7 @@
 #include "server/metrics.h"
 #include "server/srvutil.h"
 
-#define HEAD_MAX   ((size_t)64 * 1024)
+#define HEAD_MAX   SBX_HTTP_HEAD_MAX
 #define IO_BUF     ((size_t)32 * 1024)
 #define POLL_SLICE 1000
 /* Subprotocols of the router's own (see sbx_proxy_ws_key_ok): the API key as a browser can
@@ -53,14 +54,6 @@
 #define KEY_PROTO     "sbx-api-key."
 #define CONSOLE_PROTO "sbx-console"
 #define PROTO_HEADER  "Sec-WebSocket-Protocol"
-
-enum chunk_state {
-    CH_SIZE,
-    CH_DATA,
-    CH_CRLF,
-    CH_TRAILER,
-    CH_DONE
-};
 
 struct sbx_proxy {
     struct sbx_srv *srv;
@@ -76,9 +69,8 @@ struct sbx_proxy {
     char *buf;       /* bytes read from upstream not yet consumed */
     size_t off, len, cap;
     bool resp_chunked;
-    int64_t remaining; /* content-length left, -1 = until EOF */
-    enum chunk_state cst;
-    uint64_t chunk_left;
+    int64_t remaining;            /* content-length left, -1 = until EOF */
+    struct sbx_chunked ch;        /* the body's chunked coding, strict: the sandbox is hostile */
     uint64_t t0_ns;               /* for GET /metrics: when the request began */
     uint64_t bytes_in, bytes_out; /* body bytes to the sandbox, bytes read from it */
 };
@@ -438,22 +430,6 @@ fill(struct sbx_proxy *p)
     return got;
 }
 
-static char *
-find_head_end(struct sbx_proxy *p)
-{
-    return memmem(p->buf, p->len, "\r\n\r\n", 4);
-}
-
-static int
-read_head(struct sbx_proxy *p, char **end)
-{
-    while (!(*end = p->len ? find_head_end(p) : NULL)) {
-        if (p->len >= HEAD_MAX || fill(p) <= 0)
-            return -1;
-    }
-    return 0;
-}
-
 static bool
 skip_response_header(const char *k)
 {
@@ -501,78 +477,25 @@ add_headers(const struct sbx_http_head *h, struct MHD_Response *resp)
     (void)MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
 }
 
-/* Chunked decoding of the upstream body into out. */
-static ssize_t
-dechunk_line(struct sbx_proxy *p, char **line)
-{
-    char *nl = NULL;
-    while (!(nl = p->len > p->off ? memmem(p->buf + p->off, p->len - p->off, "\r\n", 2) : NULL)) {
-        if (p->len - p->off > 4096)
-            return -1;
-        ssize_t got = fill(p);
-        if (got <= 0)
-            return -1;
-    }
-    *nl = '\0';
-    *line = p->buf + p->off;
-    p->off = (size_t)(nl - p->buf) + 2;
-    return 0;
-}
-
-static ssize_t
-dechunk_step(struct sbx_proxy *p, char *out, size_t max)
-{
-    char *line = NULL;
-    switch (p->cst) {
-    case CH_SIZE: {
-        if (dechunk_line(p, &line) < 0)
-            return -1;
-        int64_t size = sbx_http_chunk_size(line);
-        if (size < 0)
-            return -1;
-        p->chunk_left = (uint64_t)size;
-        p->cst = p->chunk_left ? CH_DATA : CH_TRAILER;
-        return 0;
-    }
-    case CH_DATA: {
-        if (p->off == p->len && fill(p) <= 0)
-            return -1;
-        size_t n = p->len - p->off;
-        n = n < max ? n : max;
-        n = n < p->chunk_left ? n : (size_t)p->chunk_left;
-        memcpy(out, p->buf + p->off, n);
-        p->off += n;
-        p->chunk_left -= n;
-        if (p->chunk_left == 0)
-            p->cst = CH_CRLF;
-        return (ssize_t)n;
-    }
-    case CH_CRLF:
-        if (dechunk_line(p, &line) < 0 || *line) /* exactly CRLF after the data */
-            return -1;
-        p->cst = CH_SIZE;
-        return 0;
-    case CH_TRAILER:
-        if (dechunk_line(p, &line) < 0)
-            return -1;
-        if (!*line)
-            p->cst = CH_DONE;
-        return 0;
-    case CH_DONE:
-    default:
-        return 0;
-    }
-}
-
+/* The upstream body's chunked coding decoded into out: what is there now, at most max bytes.
+ * A chunk's data is handed to the decoder max bytes at a time, so whatever it consumes fits. */
 static ssize_t
 read_chunked(struct sbx_proxy *p, char *out, size_t max)
 {
-    while (p->cst != CH_DONE) {
-        ssize_t n = dechunk_step(p, out, max);
-        if (n < 0)
+    while (p->ch.state != CH_DONE) {
+        if (p->off == p->len && fill(p) <= 0)
             return MHD_CONTENT_READER_END_WITH_ERROR;
-        if (n > 0)
-            return n;
+        size_t n = p->len - p->off;
+        const char *data = NULL;
+        size_t dlen = 0;
+        ssize_t used = sbx_chunked_step(&p->ch, p->buf + p->off, n < max ? n : max, &data, &dlen);
+        if (used < 0)
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        p->off += (size_t)used;
+        if (dlen) {
+            memcpy(out, data, dlen);
+            return (ssize_t)dlen;
+        }
     }
     return MHD_CONTENT_READER_END_OF_STREAM;
 }
@@ -816,26 +739,12 @@ queue(struct sbx_req *r, struct MHD_Response *resp, int status)
     return ret;
 }
 
-static bool
-no_body(struct sbx_req *r, int status)
-{
-    return strcmp(r->method, "HEAD") == 0 || status == 204 || status == 304 ||
-           (status >= 100 && status < 200);
-}
-
 static enum MHD_Result
-answer(struct sbx_req *r, struct sbx_proxy *p, int status, char *header_lines)
+answer(struct sbx_req *r, struct sbx_proxy *p, const struct sbx_http_resp *rh)
 {
-    struct sbx_http_head h = {0};
-    if (sbx_http_head_parse(header_lines, &h) < 0) {
-        char msg[160];
-        (void)snprintf(msg, sizeof msg, "the sandbox sent a malformed response head: %s", h.why);
-        return sbx_http_send_error(r, 502, "SANDBOX::PROXY_ERROR", msg);
-    }
-    p->resp_chunked = h.chunked;
-    p->remaining = h.content_length;
+    const struct sbx_http_head *h = &rh->head;
     struct MHD_Response *resp = NULL;
-    if (status == 101) {
+    if (rh->status == 101) {
         /* Only an upgrade the client asked for: a 101 it did not ask for would hand the
          * client's connection to the sandbox in a protocol the client never agreed to. */
         if (!p->upgrade)
@@ -843,43 +752,43 @@ answer(struct sbx_req *r, struct sbx_proxy *p, int status, char *header_lines)
                                        "the sandbox switched protocols although the request "
                                        "asked for no upgrade");
         resp = MHD_create_response_for_upgrade(on_upgraded, p);
-        add_headers(&h, resp);
+        add_headers(h, resp);
         (void)MHD_add_response_header(resp, "Upgrade", sbx_req_header(r, "Upgrade"));
         /* A browser fails a handshake that picks none of the subprotocols it offered. */
         if (p->console && !MHD_get_response_header(resp, PROTO_HEADER))
             (void)MHD_add_response_header(resp, PROTO_HEADER, CONSOLE_PROTO);
         return queue(r, resp, 101);
     }
-    if (no_body(r, status)) {
+    enum sbx_http_body framing = sbx_http_body_framing(rh, r->method);
+    p->resp_chunked = framing == SBX_BODY_CHUNKED;
+    p->ch = (struct sbx_chunked){.strict = true};
+    p->remaining = framing == SBX_BODY_LENGTH ? h->content_length : -1;
+    if (framing == SBX_BODY_NONE) {
         resp = MHD_create_response_from_buffer(0, (void *)"", MHD_RESPMEM_PERSISTENT);
     } else {
-        uint64_t size =
-            !p->resp_chunked && p->remaining >= 0 ? (uint64_t)p->remaining : MHD_SIZE_UNKNOWN;
+        uint64_t size = framing == SBX_BODY_LENGTH ? (uint64_t)p->remaining : MHD_SIZE_UNKNOWN;
         resp = MHD_create_response_from_callback(size, IO_BUF, body_reader, p, NULL);
     }
-    add_headers(&h, resp);
-    return queue(r, resp, status);
+    add_headers(h, resp);
+    return queue(r, resp, rh->status);
 }
 
-/* Read response heads until a final one (interim 1xx heads other than 101 are dropped). On
- * success the head is NUL-terminated at *end and p->off points at the body. */
+/* Read response heads until a final one: interim 1xx heads other than 101 are checked like
+ * any head and dropped. On success rh points into p->buf and p->off at the body. */
 static int
-read_final_head(struct sbx_proxy *p, char **end, int *status)
+read_final_head(struct sbx_proxy *p, struct sbx_http_resp *rh)
 {
     for (;;) {
-        if (read_head(p, end) < 0)
+        ssize_t n = sbx_http_resp_head(p->buf + p->off, p->len - p->off, rh);
+        if (n < 0)
             return -1;
-        **end = '\0';
-        p->off = (size_t)(*end - p->buf) + 4;
-        /* "HTTP/1.x NNN": exactly, before anything else is read from the head */
-        *status = sbx_http_status_line(p->buf, (size_t)(*end - p->buf) + 4);
-        if (*status < 0)
+        if (n == 0 && fill(p) <= 0) {
+            rh->head.why = "the sandbox closed the connection before a whole response head";
             return -1;
-        if (*status >= 200 || *status == 101)
+        }
+        p->off += (size_t)n;
+        if (n > 0 && !sbx_http_interim(rh->status))
             return 0;
-        memmove(p->buf, p->buf + p->off, p->len - p->off);
-        p->len -= p->off;
-        p->off = 0;
     }
 }
 
@@ -891,21 +800,20 @@ proxy_end(struct sbx_req *r)
         return sbx_http_send_error(r, p->err_status, p->err_code, p->err_msg);
     if (p->chunked_up && !p->failed && sbx_write_all(p->fd, "0\r\n\r\n", 5) < 0)
         p->failed = true;
-    char *end = NULL;
-    int status = 0;
+    struct sbx_http_resp rh = {0};
     /* Even when sending the body failed, the upstream may have answered before it closed
      * (a refused upload): that answer is what the client should see. */
-    if (read_final_head(p, &end, &status) < 0)
-        return sbx_http_send_error(r, 502, "SANDBOX::PROXY_ERROR",
-                                   p->failed ? "the sandbox closed the connection before the "
-                                               "request was sent, without an answer"
-                                             : "the sandbox sent no valid response");
-    /* The head is NUL-terminated at its blank line: put back the CRLF that ends the last
-     * header line, so that every line sbx_http_head_parse sees ends in CRLF. (MHD copies what it is
-     * given, so parsing in place is fine.) */
-    memcpy(end, "\r\n", 3);
-    char *lines = strstr(p->buf, "\r\n") + 2; /* after the status line: there is one */
-    return answer(r, p, status, lines);
+    if (read_final_head(p, &rh) < 0) {
+        if (p->failed && p->len == 0)
+            return sbx_http_send_error(r, 502, "SANDBOX::PROXY_ERROR",
+                                       "the sandbox closed the connection before the request "
+                                       "was sent, without an answer");
+        char msg[200];
+        (void)snprintf(msg, sizeof msg, "the sandbox sent no valid response: %s",
+                       rh.head.why ? rh.head.why : "no head");
+        return sbx_http_send_error(r, 502, "SANDBOX::PROXY_ERROR", msg);
+    }
+    return answer(r, p, &rh);
 }
 
 static void

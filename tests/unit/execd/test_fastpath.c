@@ -54,7 +54,7 @@ test_words(void **state)
         "A=1 env",    "x{a,b}",      "",        "   ",         "time ls",   "cd /tmp", "exit 3",
         "echo hi",    "true --help", "false x", "exec ls",     ". file",    ": x",     "source f",
         "if",         "kill 1",      "pwd",     "printf x",    "test -f x", "read x",  "command ls",
-        "type ls",    "builtin x",   "ls\x01",  "ls \xc3\xa9",
+        "type ls",    "builtin x",   "ls\x01",  "ls \xc3\xa9", "%1",        "%prog x",
     };
     for (size_t i = 0; i < SBX_ARRAY_SIZE(bash_only); i++) {
         char **w = execd_fast_words(bash_only[i]);
