@@ -37,6 +37,8 @@ pkgs=(
   libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libevent-dev
   libseccomp-dev libarchive-dev libzstd-dev libsodium-dev libconfig-dev
   libnftables-dev libc-ares-dev
+  # the kubernetes provider's kubeconfig reader
+  libyaml-dev
   # test and CI gates
   libcmocka-dev clang clang-tidy clang-format libclang-rt-14-dev
   # runtime helpers used by tests (real peers, not mocks)

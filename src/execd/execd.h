@@ -43,6 +43,7 @@ struct execd_config {
     char *python;        /* --python / EXECD_PYTHON: the kernel interpreter; NULL: search */
     uint64_t log_ring;   /* --log-buffer: bytes of log kept in memory (logs.c) */
     char *desktop;       /* --desktop SPEC: start one at boot (desktop.c) */
+    char *install;       /* --install DEST: copy this binary there and exit (main.c) */
 };
 
 struct execd_cmd;

@@ -51,6 +51,9 @@ static const char usage[] =
     "                         `true` for 1280x800 (the /desktop endpoints start one later)\n"
     "  -- ENTRYPOINT...       also start ENTRYPOINT (stdin /dev/null; its stdout/stderr go to\n"
     "                         the log, see --log-buffer)\n"
+    "  --install DEST         copy this binary to DEST (mode 0755, atomically: a temp file\n"
+    "                         renamed into place) and exit; for an init container that puts\n"
+    "                         execd into a volume shared with the sandbox's container\n"
     "  --version, --help\n";
 
 enum {
@@ -64,7 +67,8 @@ enum {
     OPT_READY,
     OPT_PYTHON,
     OPT_LOG_BUFFER,
-    OPT_DESKTOP
+    OPT_DESKTOP,
+    OPT_INSTALL
 };
 
 static const struct option long_opts[] = {
@@ -79,6 +83,7 @@ static const struct option long_opts[] = {
     {"python", required_argument, NULL, OPT_PYTHON},
     {"log-buffer", required_argument, NULL, OPT_LOG_BUFFER},
     {"desktop", required_argument, NULL, OPT_DESKTOP},
+    {"install", required_argument, NULL, OPT_INSTALL},
     {"version", no_argument, NULL, 'V'},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -148,6 +153,12 @@ parse_opt(struct execd_config *cfg, int c, const char *arg)
             cfg->log_ring > (64u << 20))
             return -1;
         return 0;
+    case OPT_INSTALL:
+        if (!*arg)
+            return -1;
+        free(cfg->install);
+        cfg->install = sbx_xstrdup(arg);
+        return 0;
     case OPT_DESKTOP: {
         struct sbx_desktop_opts o = {0};
         if (sbx_desktop_parse_spec(arg, &o, NULL) < 0)
@@ -203,6 +214,7 @@ config_dispose(struct execd_config *cfg)
     free(cfg->envs_file);
     free(cfg->python);
     free(cfg->desktop);
+    free(cfg->install);
 }
 
 /* Returns 0 to run, 1 for a usage error, 2 when --help/--version already answered. */
@@ -483,6 +495,39 @@ run(struct execd *ex, int ready_fd, char **entrypoint)
     return ex->exit_code;
 }
 
+/* --install DEST: copy /proc/self/exe to DEST.tmp-<pid> next to DEST, make it 0755, sync it
+ * and rename it over DEST, so a reader never sees half a binary (and a running copy at DEST is
+ * replaced, not overwritten: ETXTBSY). 0, or 1 with a message on stderr. */
+static int
+install_self(const char *dest)
+{
+    sbx_autoclose int in = open("/proc/self/exe", O_RDONLY | O_CLOEXEC);
+    if (in < 0) {
+        fprintf(stderr, "sbx-execd: --install: open /proc/self/exe: %m\n");
+        return 1;
+    }
+    sbx_autofree char *tmp = sbx_xasprintf("%s.tmp-%d", dest, (int)getpid());
+    sbx_autoclose int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0700);
+    if (out < 0) {
+        fprintf(stderr, "sbx-execd: --install: create `%s`: %m\n", tmp);
+        return 1;
+    }
+    char buf[65536];
+    ssize_t n = 0;
+    while ((n = read(in, buf, sizeof buf)) > 0) {
+        if (sbx_write_all(out, buf, (size_t)n) < 0) {
+            n = -1;
+            break;
+        }
+    }
+    if (n < 0 || fchmod(out, 0755) < 0 || fsync(out) < 0 || rename(tmp, dest) < 0) {
+        fprintf(stderr, "sbx-execd: --install: write `%s`: %m\n", dest);
+        (void)unlink(tmp);
+        return 1;
+    }
+    return 0;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -500,6 +545,11 @@ main(int argc, char **argv)
     if (r != 0) {
         config_dispose(&ex.cfg);
         return r == 2 ? 0 : 2;
+    }
+    if (ex.cfg.install) {
+        r = install_self(ex.cfg.install);
+        config_dispose(&ex.cfg);
+        return r;
     }
     config_from_env(&ex.cfg);
     execd_logs_init(&ex, (size_t)ex.cfg.log_ring);

@@ -29,5 +29,12 @@ const struct sbx_provider_factory sbx_providers_builtin[] = {
      .keys = sbx_provider_daytona_keys,
      .check = sbx_provider_daytona_check,
      .lazy = true},
+    /* a pod per sandbox; resourceRequests go to the scheduler */
+    {.name = "kubernetes",
+     .caps = SBX_CAP_RESOURCE_REQUESTS,
+     .create = sbx_provider_kubernetes_new,
+     .keys = sbx_provider_kubernetes_keys,
+     .check = sbx_provider_kubernetes_check,
+     .lazy = true},
     {0},
 };

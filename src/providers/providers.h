@@ -21,6 +21,12 @@ extern const struct sbx_provider_factory sbx_providers_builtin[];
 int sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *env,
                             struct sbx_provider **out, sbx_error **err);
 extern const char *const sbx_provider_native_keys[];
+/* The kubernetes provider's factory (lazy: a kubeconfig, possibly from the secret store). */
+int sbx_provider_kubernetes_new(const json_t *settings, const struct sbx_provider_env *env,
+                                struct sbx_provider **out, sbx_error **err);
+int sbx_provider_kubernetes_check(const json_t *settings, sbx_error **err);
+extern const char *const sbx_provider_kubernetes_keys[];
+
 #endif
 
 /* The process provider's factory. */
@@ -38,5 +44,11 @@ int sbx_provider_daytona_new(const json_t *settings, const struct sbx_provider_e
                              struct sbx_provider **out, sbx_error **err);
 int sbx_provider_daytona_check(const json_t *settings, sbx_error **err);
 extern const char *const sbx_provider_daytona_keys[];
+
+/* The kubernetes provider's factory (lazy: a kubeconfig, possibly from the secret store). */
+int sbx_provider_kubernetes_new(const json_t *settings, const struct sbx_provider_env *env,
+                                struct sbx_provider **out, sbx_error **err);
+int sbx_provider_kubernetes_check(const json_t *settings, sbx_error **err);
+extern const char *const sbx_provider_kubernetes_keys[];
 
 #endif

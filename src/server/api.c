@@ -512,6 +512,10 @@ build_record(const json_t *body, const char *prov, int64_t timeout_s)
             (void)json_object_set_new(json_object_get(sb->priv, SBX_EGRESS_PRIV), "credentialProxy",
                                       json_true());
     }
+    /* for a provider with a scheduler (SBX_CAP_RESOURCE_REQUESTS, checked above) */
+    json_t *rr = json_object_get(body, "resourceRequests");
+    if (json_object_size(rr) > 0)
+        (void)json_object_set_new(sb->priv, SBX_REQUESTS_PRIV, json_deep_copy(rr));
     json_t *vols = json_object_get(body, "volumes");
     if (json_array_size(vols) > 0) /* the provider mounts them (checked above) */
         (void)json_object_set_new(sb->priv, "volumes", json_deep_copy(vols));

@@ -37,7 +37,10 @@ struct sbx_record {
 
 /* priv of a sandbox with an egress policy: {"policy": NetworkPolicy, "token": hex} (the
  * egress API's OPENSANDBOX-EGRESS-AUTH). */
-#define SBX_EGRESS_PRIV   "egress"
+#define SBX_EGRESS_PRIV "egress"
+/* priv["resourceRequests"]: the create's resourceRequests (providers declaring
+ * SBX_CAP_RESOURCE_REQUESTS hand them to their scheduler) */
+#define SBX_REQUESTS_PRIV "resourceRequests"
 #define SBX_EGRESS_HEADER "OPENSANDBOX-EGRESS-AUTH"
 #define SBX_EGRESS_PORT   18080
 

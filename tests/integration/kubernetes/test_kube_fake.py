@@ -1,0 +1,440 @@
+#!/usr/bin/python3
+"""The `kubernetes` provider against the FAKE Kubernetes API server (fake_apiserver.py: real
+HTTPS, request bodies validated against python3-kubernetes' models, pods run as real processes
+in network namespaces). Through a real `sbx serve`:
+
+  lazy (no request to the API server at startup); create → a pod of the contract shape (init
+  container installing execd into an emptyDir, `sandbox` container running execd and the
+  entrypoint; labels; resourceLimits/resourceRequests as container resources) → Running;
+  commands through the router (execd over pods/portforward: real bytes); files up and down;
+  endpoints; delete (pod gone, its netns gone); an unmapped image → Failed with
+  ImagePullBackOff's message; evicted mid-run → Failed (Evicted); a pod deleted behind sbx's
+  back → Failed (SANDBOX_LOST); the API server down and back (status fails soft, then
+  recovers); a server restart with pods running, pending and gone (nothing lost, no pod
+  leaked); pause and stop → 400; networkPolicy/volumes → 400 (fail closed); the `pod-ip`
+  connect mode.
+
+argv: SBX_CLI SBX_EXECD_STATIC. Needs root (network namespaces), openssl and
+python3-kubernetes (the fake's validation)."""
+import hashlib
+import http.client
+import json
+import os
+import shutil
+import signal
+import ssl
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "server"))
+from harness import Fail, Skip, check, main, wait_for  # noqa: E402
+
+TOKEN = "kfake-token-for-sbx-test"
+CIDR = "10.251.%d.0/24" % (os.getpid() % 200 + 20)
+PREFIX = "kp%d" % (os.getpid() % 100000)
+BASE = "sbx-base:test"
+
+
+def sh(*argv):
+    p = subprocess.run(list(argv), capture_output=True, text=True)
+    check(p.returncode == 0, "%s: %s" % (" ".join(argv), p.stderr))
+    return p.stdout
+
+
+class Fake:
+    """The fake API server: certificates, the execd image, its kubeconfig, its state."""
+
+    def __init__(self, execd):
+        self.tmp = tempfile.mkdtemp(prefix="sbx-kube-fake-")
+        self.state = os.path.join(self.tmp, "state.json")
+        self.data = os.path.join(self.tmp, "data")
+        self.kubeconfig = os.path.join(self.tmp, "kubeconfig")
+        self.logf = os.path.join(self.tmp, "fake.log")
+        self.proc = None
+        self.port = 0
+        t = self.tmp
+        ca, cakey = os.path.join(t, "ca.pem"), os.path.join(t, "ca.key")
+        sh("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", cakey,
+           "-out", ca, "-days", "1", "-subj", "/CN=kfake-ca")
+        key, csr, crt = (os.path.join(t, "server" + x) for x in (".key", ".csr", ".pem"))
+        sh("openssl", "req", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", csr,
+           "-subj", "/CN=127.0.0.1")
+        with open(os.path.join(t, "server.ext"), "w") as f:
+            f.write("subjectAltName=IP:127.0.0.1\n")
+        sh("openssl", "x509", "-req", "-in", csr, "-CA", ca, "-CAkey", cakey, "-CAcreateserial",
+           "-out", crt, "-days", "1", "-extfile", os.path.join(t, "server.ext"))
+        self.ca = ca
+        self.ctx = ssl.create_default_context(cafile=ca)
+        img = os.path.join(t, "img-execd")
+        os.makedirs(img)
+        shutil.copy(execd, os.path.join(img, "sbx-execd"))
+        self.execd_img = img
+
+    def start(self):
+        portf = os.path.join(self.tmp, "port")
+        if os.path.exists(portf):
+            os.unlink(portf)
+        argv = [sys.executable, os.path.join(HERE, "fake_apiserver.py"),
+                "--cert", os.path.join(self.tmp, "server.pem"),
+                "--key", os.path.join(self.tmp, "server.key"),
+                "--kubeconfig-ca", self.ca, "--token", TOKEN,
+                "--listen", "127.0.0.1:%d" % self.port, "--port-file", portf,
+                "--kubeconfig-out", self.kubeconfig, "--state", self.state,
+                "--data-dir", self.data, "--pod-cidr", CIDR, "--name-prefix", PREFIX,
+                "--image", "sbx-execd:test=" + self.execd_img, "--image", BASE + "=/",
+                "--pull-policy", "strict", "--keep-on-exit", "--namespace", "sbx"]
+        with open(self.logf, "ab") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=log)
+        wait_for(lambda: os.path.exists(portf) or self.proc.poll() is not None,
+                 "the fake to listen", 120)
+        check(self.proc.poll() is None, "the fake started: %s" % self.log())
+        self.port = int(open(portf).read())
+
+    def stop(self):
+        if self.proc and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def teardown(self):
+        self.stop()
+        subprocess.run([sys.executable, os.path.join(HERE, "fake_apiserver.py"), "--teardown",
+                        "--state", self.state], capture_output=True, timeout=120)
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def log(self):
+        try:
+            return open(self.logf).read()[-6000:]
+        except OSError:
+            return ""
+
+    def dump(self):
+        """The pods' statuses and container logs, for a failure's report."""
+        try:
+            for p in self.pods():
+                print("---- pod %s: %s" % (p["metadata"]["name"],
+                                         json.dumps(p.get("status"), indent=1)[:3000]))
+        except Exception as e:  # noqa: BLE001 - the fake may be down
+            print("(no pods: %s)" % e)
+        for root, _, files in os.walk(os.path.join(self.data, "pods")):
+            for f in files:
+                if f.endswith(".log"):
+                    with open(os.path.join(root, f), errors="replace") as fh:
+                        print("---- %s\n%s" % (os.path.join(root, f), fh.read()[-2000:]))
+
+    def raw(self, method, path, body=None):
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request("https://127.0.0.1:%d%s" % (self.port, path), data=data,
+                                     method=method,
+                                     headers={"Content-Type": "application/json",
+                                              "Authorization": "Bearer " + TOKEN})
+        try:
+            with urllib.request.urlopen(req, timeout=30, context=self.ctx) as r:
+                return r.status, json.loads(r.read() or b"null")
+        except urllib.error.HTTPError as e:
+            return e.code, json.loads(e.read() or b"null")
+
+    def ctl(self, path, body=None):
+        code, out = self.raw("POST", "/fake/" + path, body if body is not None else {})
+        check(code == 200, "control %s: %s %s" % (path, code, out))
+        return out
+
+    def pod(self, ns, name):
+        code, out = self.raw("GET", "/api/v1/namespaces/%s/pods/%s" % (ns, name))
+        return out if code == 200 else None
+
+    def pods(self, ns="sbx"):
+        code, out = self.raw("GET", "/api/v1/namespaces/%s/pods?labelSelector=%s" % (
+            ns, "app.kubernetes.io%2Fmanaged-by%3Dsbx"))
+        check(code == 200, "list pods: %s" % out)
+        return out["items"]
+
+    def requests(self):
+        code, out = self.raw("GET", "/fake/requests")
+        return out
+
+    def netns_of(self, pod):
+        code, out = self.raw("GET", "/fake/pods/%s/%s/runtime" % (
+            pod["metadata"]["namespace"], pod["metadata"]["name"]))
+        return out.get("netns") if code == 200 else None
+
+
+def config(fake, connect="portforward"):
+    return ('providers = { supported = ["process", "kubernetes"]; default = "process";\n'
+            '  kubernetes = { kubeconfig = "%s"; namespace = "sbx"; execd_image = '
+            '"sbx-execd:test"; poll_ms = 100; wait_timeout_ms = 40000; retries = 1;\n'
+            '    request_timeout_ms = 5000; connect = "%s"; labels = ["team=sbx-test"]; }; };\n'
+            'limits = { wait_usable_seconds = 40; };\n' % (fake.kubeconfig, connect))
+
+
+def kcreate(s, image=BASE, **kw):
+    body = {"provider": "kubernetes", "image": {"uri": image},
+            "entrypoint": ["sleep", "3600"], "timeout": 600,
+            "resourceLimits": {"cpu": "500m", "memory": "256Mi"}}
+    body.update(kw)
+    return s.request("POST", "/v1/sandboxes", body)
+
+
+def state_of(s, sid):
+    r = s.request("GET", "/v1/sandboxes/" + sid)
+    check(r.status == 200, "get %s: %r" % (sid, r))
+    return r.json()["status"]
+
+
+def wait_state(s, sid, want, timeout=60):
+    last = {}
+
+    def ok():
+        last.update(state_of(s, sid))
+        return last.get("state") == want
+    try:
+        wait_for(ok, "sandbox %s %s" % (sid, want), timeout)
+    except Fail:
+        raise Fail("sandbox %s is %r, not %s" % (sid, last, want))
+    return last
+
+
+def run_ok(s, sid, cmd):
+    out, events = s.run(sid, cmd)
+    check(events[-1]["type"] == "execution_complete", "%r: %r" % (cmd, events[-3:]))
+    return out
+
+
+def pod_name(sid):
+    return "sbx-" + sid
+
+
+def lifecycle(s, fake):
+    check(fake.requests() == [], "no request to the API server at startup (lazy)")
+    r = kcreate(s, metadata={"owner": "alice"},
+                env={"GREETING": "hello $(HOME)", "PLAIN": "v"},
+                resourceRequests={"cpu": "250m", "memory": "128Mi"})
+    check(r.status == 202, "create: %r" % r)
+    sid = r.json()["id"]
+    wait_state(s, sid, "Running")
+    pod = fake.pod("sbx", pod_name(sid))
+    check(pod is not None, "the pod sbx-<id> exists in namespace sbx")
+    spec = pod["spec"]
+    check(spec["restartPolicy"] == "Never", "restartPolicy Never")
+    init = spec["initContainers"][0]
+    check(init["image"] == "sbx-execd:test" and
+          init["command"] == ["/sbx-execd", "--install", "/opt/sbx/sbx-execd"],
+          "the init container installs execd: %r" % init)
+    ctr = spec["containers"][0]
+    check(ctr["name"] == "sandbox" and ctr["image"] == BASE, "the sandbox container")
+    check(ctr["command"] == ["/opt/sbx/sbx-execd", "--port", "44772", "--"] and
+          ctr["args"] == ["sleep", "3600"], "execd runs the entrypoint: %r" % ctr)
+    res = ctr["resources"]
+    check(res["limits"] == {"cpu": "500m", "memory": str(256 << 20)} and
+          res["requests"] == {"cpu": "250m", "memory": str(128 << 20)},
+          "resourceLimits and resourceRequests reach the container: %r" % res)
+    labels = pod["metadata"]["labels"]
+    check(labels.get("sbx.dev/sandbox-id") == sid and
+          labels.get("app.kubernetes.io/managed-by") == "sbx" and
+          labels.get("owner") == "alice" and labels.get("team") == "sbx-test",
+          "labels: %r" % labels)
+    names = [e["name"] for e in ctr["env"]]
+    check("EXECD_ACCESS_TOKEN" in names, "execd's token in the container's env")
+    # a command through the router: execd over pods/portforward
+    out = run_ok(s, sid, "echo hello-from-pod; echo \"$GREETING\"; echo $HOSTNAME")
+    check(out[0] == "hello-from-pod", "a command through portforward: %r" % out)
+    check(out[1] == "hello $(HOME)", "$(VAR) in env is not expanded by Kubernetes: %r" % out)
+    check(out[2] == pod_name(sid), "it ran in the pod (HOSTNAME): %r" % out)
+    env = run_ok(s, sid, "env")
+    check(not any(x.startswith("EXECD_ACCESS_TOKEN") for x in env),
+          "commands do not see execd's token")
+    pf = [x for x in fake.requests() if "/portforward" in x.get("path", "")]
+    check(pf, "the router went through pods/portforward")
+    # files up and down (bytes through the WebSocket both ways)
+    data = os.urandom(300000)
+    boundary = "sbxKUBEtest"
+    meta = json.dumps({"path": "/tmp/kube-%s.bin" % sid[:8], "mode": 644}).encode()
+    body = (("--%s\r\nContent-Disposition: form-data; name=\"metadata\"; filename=\"metadata\""
+             "\r\nContent-Type: application/json\r\n\r\n" % boundary).encode() + meta +
+            ("\r\n--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f\"\r\n"
+             "Content-Type: application/octet-stream\r\n\r\n" % boundary).encode() + data +
+            ("\r\n--%s--\r\n" % boundary).encode())
+    r = s.request("POST", "/sandboxes/%s/proxy/44772/files/upload" % sid, raw=body,
+                  headers={"Content-Type": "multipart/form-data; boundary=" + boundary})
+    check(r.status == 200, "upload through portforward: %r" % r)
+    r = s.request("GET", "/sandboxes/%s/proxy/44772/files/download?path=/tmp/kube-%s.bin"
+                  % (sid, sid[:8]))
+    check(r.status == 200 and hashlib.sha256(r.body).hexdigest() ==
+          hashlib.sha256(data).hexdigest(), "download: the same bytes")
+    os.unlink("/tmp/kube-%s.bin" % sid[:8]) if os.path.exists("/tmp/kube-%s.bin"
+                                                              % sid[:8]) else None
+    r = s.request("GET", "/v1/sandboxes/%s/endpoints/44772" % sid)
+    check(r.status == 200 and r.json()["endpoint"].endswith("/sandboxes/%s/proxy/44772" % sid),
+          "endpoints: %r" % r)
+    # a port nothing listens on: an error, not a hang
+    r = s.request("GET", "/sandboxes/%s/proxy/9/x" % sid, timeout=30)
+    check(r.status >= 500, "a closed port answers 5xx: %r" % r)
+    # pause, stop: refused clearly
+    r = s.request("POST", "/v1/sandboxes/%s/pause" % sid)
+    check(r.status == 400 and r.json()["code"] == "SANDBOX::API_NOT_SUPPORTED",
+          "pause: %r" % r)
+    r = s.request("POST", "/v1/sandboxes/%s/stop" % sid)
+    check(r.status == 400 and "delete it instead" in r.json()["message"], "stop: %r" % r)
+    check(state_of(s, sid)["state"] == "Running", "still Running after the refused stop")
+    netns = fake.netns_of(pod)
+    check(netns and os.path.exists("/run/netns/" + netns), "the pod's netns exists")
+    r = s.request("DELETE", "/v1/sandboxes/" + sid)
+    check(r.status == 204, "delete: %r" % r)
+    check(fake.pod("sbx", pod_name(sid)) is None, "the pod is gone")
+    wait_for(lambda: not os.path.exists("/run/netns/" + netns), "its netns gone", 30)
+    return sid
+
+
+def refused(s):
+    r = kcreate(s, networkPolicy={"defaultAction": "deny", "egress": []})
+    check(r.status == 400 and r.json()["code"] == "SANDBOX::API_NOT_SUPPORTED",
+          "networkPolicy fails closed: %r" % r)
+    r = kcreate(s, volumes=[{"name": "w", "pvc": {"claimName": "work"}, "mountPath": "/w"}])
+    check(r.status == 400, "volumes fail closed: %r" % r)
+    r = kcreate(s, image="host")
+    check(r.status == 400 and "kubernetes" in r.json()["message"], "image host: %r" % r)
+    r = kcreate(s, resourceLimits={"cpu": "1", "memory": "lots"})
+    check(r.status == 400 and "memory" in r.json()["message"], "bad memory: %r" % r)
+    r = kcreate(s, resourceLimits={"cpu": "1", "gpu": "1"})
+    check(r.status == 400, "gpu: %r" % r)
+
+
+def pull_failure(s, fake):
+    t0 = time.time()
+    r = kcreate(s, image="nosuch/image:1", metadata={"kind": "pullfail"})
+    check(r.status == 500 and r.json()["code"] == "SANDBOX::SANDBOX_START_FAILED" and
+          "ErrImagePull" in r.json()["message"], "create with an unmapped image: %r" % r)
+    check(time.time() - t0 < 20, "it fails at the first pull error, not after the wait")
+    r = s.request("GET", "/v1/sandboxes?metadata=" + "kind%3Dpullfail")
+    sid = [x for x in r.json()["items"] if x["metadata"].get("kind") == "pullfail"][0]["id"]
+    st = wait_state(s, sid, "Failed", 60)
+    check("ImagePullBackOff" in st.get("message", "") or "ErrImagePull" in st.get("message", ""),
+          "the message says why: %r" % st)
+    check("not found" in st.get("message", ""), "with the registry's message: %r" % st)
+    check(fake.pod("sbx", pod_name(sid)) is None, "the failed pod is deleted")
+    check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete the failed one")
+
+
+def evicted_and_lost(s, fake):
+    ids = []
+    for _ in range(2):
+        r = kcreate(s)
+        check(r.status == 202, "create: %r" % r)
+        ids.append(r.json()["id"])
+    for sid in ids:
+        wait_state(s, sid, "Running")
+    # (the fake may answer 500 when sbx deletes the evicted pod while its evict handler still
+    # runs: the eviction itself has happened by then)
+    fake.raw("POST", "/fake/pods/sbx/%s/evict" % pod_name(ids[0]), {})
+    st = wait_state(s, ids[0], "Failed", 30)
+    check(st.get("reason") == "Evicted", "evicted: %r" % st)
+    code, _ = fake.raw("DELETE", "/api/v1/namespaces/sbx/pods/%s?gracePeriodSeconds=0"
+                       % pod_name(ids[1]))
+    check(code == 200, "delete behind sbx's back")
+    st = wait_state(s, ids[1], "Failed", 30)
+    check(st.get("reason") == "SANDBOX_LOST", "lost: %r" % st)
+    for sid in ids:
+        check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+
+
+def api_down(s, fake):
+    r = kcreate(s)
+    sid = r.json()["id"]
+    wait_state(s, sid, "Running")
+    fake.stop()
+    time.sleep(7)  # a liveness round or more with the API server away
+    check(state_of(s, sid)["state"] == "Running", "the API server away says nothing about it")
+    r = s.request("POST", "/sandboxes/%s/proxy/44772/command" % sid, {"command": "true"})
+    check(r.status >= 500, "the router answers an error meanwhile: %r" % r)
+    fake.start()
+    out = run_ok(s, sid, "echo back")
+    check(out == ["back"], "after the API server is back: %r" % out)
+    return sid
+
+
+def restart(new_server, s, fake, live):
+    """Pods running (live), one pending (its image missing), one deleted while the server was
+    away: after a restart the running ones are Running, the others Failed, no pod leaked."""
+    r = kcreate(s)
+    gone = r.json()["id"]
+    wait_state(s, gone, "Running")
+    s.kill9()
+    fake.raw("DELETE", "/api/v1/namespaces/sbx/pods/%s?gracePeriodSeconds=0" % pod_name(gone))
+    s.start()
+    check(state_of(s, live)["state"] == "Running", "the running pod is re-adopted")
+    out = run_ok(s, live, "echo still-here")
+    check(out == ["still-here"], "and works: %r" % out)
+    st = wait_state(s, gone, "Failed", 30)
+    check(st.get("reason") == "SANDBOX_LOST", "the deleted one is Failed: %r" % st)
+    check(s.request("DELETE", "/v1/sandboxes/" + gone).status == 204, "delete")
+    check(s.request("DELETE", "/v1/sandboxes/" + live).status == 204, "delete")
+    check(fake.pods() == [], "no pod leaked: %r" % [p["metadata"]["name"] for p in fake.pods()])
+
+
+def pod_ip_mode(new_server, fake):
+    s = new_server(config_text=config(fake, "pod-ip"), tag="podip")
+    s.start()
+    r = kcreate(s)
+    check(r.status == 202, "create: %r" % r)
+    sid = r.json()["id"]
+    wait_state(s, sid, "Running")
+    before = len([x for x in fake.requests() if "/portforward" in x.get("path", "")])
+    out = run_ok(s, sid, "echo via-pod-ip")
+    check(out == ["via-pod-ip"], "pod-ip: %r" % out)
+    after = len([x for x in fake.requests() if "/portforward" in x.get("path", "")])
+    check(after == before, "no portforward in pod-ip mode")
+    check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+    s.stop()
+
+
+def test(new_server):
+    if os.geteuid() != 0:
+        raise Skip("needs root (the fake kubelet makes network namespaces)")
+    try:
+        import kubernetes  # noqa: F401
+    except ImportError:
+        raise Skip("python3-kubernetes is not installed (the fake validates with it)")
+    if not shutil.which("openssl"):
+        raise Skip("no openssl")
+    execd = sys.argv[2]
+    t0 = time.time()
+    fake = Fake(execd)
+    try:
+        fake.start()
+        print("     the fake is up (%.1f s)" % (time.time() - t0), flush=True)
+        s = new_server(config_text=config(fake), tag="kube")
+        s.start()
+        try:
+            t0 = time.time()
+            lifecycle(s, fake)
+            print("ok   lifecycle (%.1f s)" % (time.time() - t0), flush=True)
+            refused(s)
+            pull_failure(s, fake)
+            print("ok   refusals, image pull failure (%.1f s)" % (time.time() - t0), flush=True)
+            evicted_and_lost(s, fake)
+            print("ok   evicted, lost (%.1f s)" % (time.time() - t0), flush=True)
+            live = api_down(s, fake)
+            print("ok   API server down and back (%.1f s)" % (time.time() - t0), flush=True)
+            restart(new_server, s, fake, live)
+            print("ok   server restart (%.1f s)" % (time.time() - t0), flush=True)
+            pod_ip_mode(new_server, fake)
+            print("ok   pod-ip (%.1f s)" % (time.time() - t0), flush=True)
+        except Exception:
+            print("---- fake log ----\n" + fake.log())
+            fake.dump()
+            raise
+        check(s.stop() == 0, "the server exits cleanly")
+    finally:
+        fake.teardown()
+
+
+if __name__ == "__main__":
+    main(test)
