@@ -1,6 +1,7 @@
 /* A string-keyed hash map (chained, power-of-two buckets, FNV-1a): O(1) lookups by id where
  * a linear scan grew with the number of sandboxes. Keys are copied; values are borrowed. */
-#pragma once
+#ifndef SBX_COMMON_STRMAP_H
+#define SBX_COMMON_STRMAP_H
 
 #include <stddef.h>
 
@@ -24,3 +25,5 @@ size_t sbx_strmap_count(const struct sbx_strmap *m);
 /* fn for every entry, in no particular order; fn must not change the map. */
 void sbx_strmap_each(const struct sbx_strmap *m, void (*fn)(const char *key, void *val, void *ud),
                      void *ud);
+
+#endif
