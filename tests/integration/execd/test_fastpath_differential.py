@@ -15,6 +15,7 @@ usage: test_fastpath_differential.py SBX_EXECD
 """
 from __future__ import annotations
 
+import ctypes
 import os
 import random
 import re
@@ -101,9 +102,25 @@ class World:
     def bash(self, line: str) -> Outcome:
         p = subprocess.run([SHELL, "-c", line], env=self.env, cwd=self.cwd,
                            stdin=subprocess.DEVNULL, capture_output=True, timeout=30,
-                           check=False, start_new_session=True)  # its own group, as execd's
+                           check=False, start_new_session=True,  # its own group, as execd's
+                           preexec_fn=default_libc_signals)
         code = p.returncode if p.returncode >= 0 else -1  # execd: -1 for a signal
         return Outcome(code, lines(p.stdout), lines(p.stderr))
+
+
+def default_libc_signals() -> None:
+    """In the reference bash's child: glibc's internal signals 32 and 33 back to SIG_DFL. A
+    parent that started us with posix_spawn (GNU make does, so `make test` -> ctest -> here)
+    left them ignored, and an ignored signal stays ignored across exec: the reference would
+    show SigIgn bits that a shell started by a clean parent does not have. glibc's sigaction
+    refuses these two, so rt_sigaction is called directly (a zeroed struct: SIG_DFL)."""
+    nr = {"x86_64": 13, "aarch64": 134}.get(os.uname().machine)  # SYS_rt_sigaction
+    if nr is None:
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    act = ctypes.create_string_buffer(32)
+    for sig in (32, 33):
+        libc.syscall(nr, sig, act, None, 8)
 
 
 def via_execd(ex: Execd, line: str, cwd: str) -> Outcome:
