@@ -109,20 +109,6 @@ struct settings {
     long auto_stop, wait_ms, poll_ms, req_ms;
 };
 
-static const char *
-str_or(const json_t *s, const char *key, const char *def)
-{
-    const char *v = json_string_value(json_object_get(s, key));
-    return v ? v : def;
-}
-
-static long
-int_or(const json_t *s, const char *key, long def)
-{
-    json_t *v = json_object_get(s, key);
-    return v ? (long)json_integer_value(v) : def;
-}
-
 /* The API key travels to this URL: https, or plain http only to this host's loopback. */
 static int
 check_url(const char *key, const char *url, sbx_error **err)
@@ -174,18 +160,19 @@ read_settings(const json_t *s, struct settings *out, sbx_error **err)
     if (check_types(s, err) < 0)
         return -SBX_EINVAL;
     *out = (struct settings){
-        .api_url = str_or(s, "api_url", "https://app.daytona.io/api"),
-        .toolbox_url = str_or(s, "toolbox_url", "https://proxy.app.daytona.io/toolbox"),
-        .key_secret = str_or(s, "api_key_secret", "DAYTONA_API_KEY"),
-        .org_secret = str_or(s, "organization_id_secret", "DAYTONA_ORGANIZATION_ID"),
-        .target_secret = str_or(s, "target_secret", "DAYTONA_TARGET"),
-        .execd = str_or(s, "execd", NULL),
-        .remote_dir = str_or(s, "remote_dir", "/tmp/.sbx"),
-        .ca_file = str_or(s, "ca_file", NULL),
-        .auto_stop = int_or(s, "auto_stop_minutes", 15),
-        .wait_ms = int_or(s, "wait_timeout_ms", 300000),
-        .poll_ms = int_or(s, "poll_ms", 1000),
-        .req_ms = int_or(s, "request_timeout_ms", 30000),
+        .api_url = sbx_srv_setting_str(s, "api_url", "https://app.daytona.io/api"),
+        .toolbox_url =
+            sbx_srv_setting_str(s, "toolbox_url", "https://proxy.app.daytona.io/toolbox"),
+        .key_secret = sbx_srv_setting_str(s, "api_key_secret", "DAYTONA_API_KEY"),
+        .org_secret = sbx_srv_setting_str(s, "organization_id_secret", "DAYTONA_ORGANIZATION_ID"),
+        .target_secret = sbx_srv_setting_str(s, "target_secret", "DAYTONA_TARGET"),
+        .execd = sbx_srv_setting_str(s, "execd", NULL),
+        .remote_dir = sbx_srv_setting_str(s, "remote_dir", "/tmp/.sbx"),
+        .ca_file = sbx_srv_setting_str(s, "ca_file", NULL),
+        .auto_stop = sbx_srv_setting_int(s, "auto_stop_minutes", 15),
+        .wait_ms = sbx_srv_setting_int(s, "wait_timeout_ms", 300000),
+        .poll_ms = sbx_srv_setting_int(s, "poll_ms", 1000),
+        .req_ms = sbx_srv_setting_int(s, "request_timeout_ms", 30000),
     };
     const char *names[] = {out->key_secret, out->org_secret, out->target_secret};
     for (size_t i = 0; i < SBX_ARRAY_SIZE(names); i++) {

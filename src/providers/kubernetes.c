@@ -300,20 +300,6 @@ struct settings {
     long wait_ms, poll_ms, req_ms, retries;
 };
 
-static const char *
-str_or(const json_t *s, const char *key, const char *def)
-{
-    const char *v = json_string_value(json_object_get(s, key));
-    return v ? v : def;
-}
-
-static long
-int_or(const json_t *s, const char *key, long def)
-{
-    json_t *v = json_object_get(s, key);
-    return v ? (long)json_integer_value(v) : def;
-}
-
 static int
 bad(sbx_error **err, const char *key, const char *what)
 {
@@ -446,23 +432,23 @@ read_settings(const json_t *s, struct settings *out, sbx_error **err)
     if (check_types(s, err) < 0)
         return -SBX_EINVAL;
     *out = (struct settings){
-        .kubeconfig = str_or(s, "kubeconfig", NULL),
-        .kubeconfig_secret = str_or(s, "kubeconfig_secret", NULL),
-        .context = str_or(s, "context", NULL),
-        .namespace = str_or(s, "namespace", NULL),
-        .execd_image = str_or(s, "execd_image", "sbx-execd:" SBX_VERSION),
-        .sa = str_or(s, "service_account", NULL),
-        .runtime_class = str_or(s, "runtime_class", NULL),
-        .connect = str_or(s, "connect", "portforward"),
+        .kubeconfig = sbx_srv_setting_str(s, "kubeconfig", NULL),
+        .kubeconfig_secret = sbx_srv_setting_str(s, "kubeconfig_secret", NULL),
+        .context = sbx_srv_setting_str(s, "context", NULL),
+        .namespace = sbx_srv_setting_str(s, "namespace", NULL),
+        .execd_image = sbx_srv_setting_str(s, "execd_image", "sbx-execd:" SBX_VERSION),
+        .sa = sbx_srv_setting_str(s, "service_account", NULL),
+        .runtime_class = sbx_srv_setting_str(s, "runtime_class", NULL),
+        .connect = sbx_srv_setting_str(s, "connect", "portforward"),
         .node_selector = json_object_get(s, "node_selector"),
         .pull_secrets = json_object_get(s, "image_pull_secrets"),
         .labels = json_object_get(s, "labels"),
-        .tolerations = str_or(s, "tolerations", NULL),
+        .tolerations = sbx_srv_setting_str(s, "tolerations", NULL),
         .allow_insecure = json_is_true(json_object_get(s, "allow_insecure")),
-        .wait_ms = int_or(s, "wait_timeout_ms", 300000),
-        .poll_ms = int_or(s, "poll_ms", 500),
-        .req_ms = int_or(s, "request_timeout_ms", 30000),
-        .retries = int_or(s, "retries", 3),
+        .wait_ms = sbx_srv_setting_int(s, "wait_timeout_ms", 300000),
+        .poll_ms = sbx_srv_setting_int(s, "poll_ms", 500),
+        .req_ms = sbx_srv_setting_int(s, "request_timeout_ms", 30000),
+        .retries = sbx_srv_setting_int(s, "retries", 3),
     };
     return check_values(out, err);
 }

@@ -155,3 +155,17 @@ sbx_srv_secret_equal(const char *a, const char *b)
         return false;
     return sodium_memcmp(a, b, la) == 0;
 }
+
+const char *
+sbx_srv_setting_str(const json_t *s, const char *key, const char *def)
+{
+    const char *v = json_string_value(json_object_get(s, key));
+    return v ? v : def;
+}
+
+long
+sbx_srv_setting_int(const json_t *s, const char *key, long def)
+{
+    json_t *v = json_object_get(s, key);
+    return v ? (long)json_integer_value(v) : def;
+}

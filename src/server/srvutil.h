@@ -4,6 +4,7 @@
 #ifndef SBX_SERVER_SRVUTIL_H
 #define SBX_SERVER_SRVUTIL_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -32,5 +33,9 @@ char *sbx_srv_url_decode(const char *s, size_t n, bool plus_space);
 
 /* Constant-time comparison of two NUL-terminated secrets. */
 bool sbx_srv_secret_equal(const char *a, const char *b);
+/* A provider's setting (its config group as JSON, checked at startup): the string or integer
+ * at key, or def when it is absent. */
+const char *sbx_srv_setting_str(const json_t *s, const char *key, const char *def);
+long sbx_srv_setting_int(const json_t *s, const char *key, long def);
 
 #endif
