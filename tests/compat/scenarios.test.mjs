@@ -334,7 +334,7 @@ test("snapshots: create, Ready, list, restore with snapshotId, delete", async (t
 // SDK 0.1.11 has no pool calls: the pool is made over HTTP, the create from it is the SDK's own
 // Sandbox.create with extensions.poolRef (its default entrypoint and limits, the pool's image).
 test("pools: Sandbox.create with extensions.poolRef takes a warm sandbox", async (t) => {
-  if (provider !== "native" && provider !== "process") {
+  if (!["native", "process", "docker"].includes(provider)) {
     t.skip(`provider ${provider} keeps no pools`);
     return;
   }
