@@ -236,10 +236,23 @@ namespace_alive(const struct sbx_rt_sandbox *sb)
     return ns >= 0 && sbx_proc_start_time(sb->pid) == sb->start_time;
 }
 
-int
-sbx_rt_connect(int *fd, struct sbx_rt_sandbox *sb, uint16_t port, sbx_error **err)
+/* A socket in sb's network namespace, -1 with errno and *what, or -2 when sb no longer runs.
+ * A spare made at create needs neither the namespace nor the socket thread (a warm sandbox's
+ * first request after its take, a new sandbox's first ones): it was made in the sandbox's own
+ * namespace, whatever became of its pid since. Otherwise the namespace fd the create kept, or
+ * one opened for this call (an adopted sandbox), checked *after* the open: the pid could have
+ * been reused by then, and only a start time that still matches says the namespace opened is
+ * this sandbox's. */
+static int
+sandbox_socket(struct sbx_rt_sandbox *sb, const char **what)
 {
-    /* The namespace fd the create kept, else one opened for this call (an adopted sandbox). */
+    if (!still_running(sb)) {
+        errno = ESRCH;
+        return -2;
+    }
+    int s = take_spare(sb);
+    if (s >= 0)
+        return s;
     sbx_autoclose int own = -1;
     int ns = sb->netns_fd;
     if (ns < 0) {
@@ -248,13 +261,20 @@ sbx_rt_connect(int *fd, struct sbx_rt_sandbox *sb, uint16_t port, sbx_error **er
         own = open(path, O_RDONLY | O_CLOEXEC);
         ns = own;
     }
-    if (ns < 0 || !still_running(sb))
-        return sbx_error_set(err, SBX_ECONFLICT, ns < 0 ? errno : ESRCH,
-                             "sandbox `%s` is not running", sb->id);
+    if (ns < 0 || !still_running(sb)) {
+        errno = ns < 0 ? errno : ESRCH;
+        return -2;
+    }
+    return socket_in(sb->rt, ns, what);
+}
+
+int
+sbx_rt_connect(int *fd, struct sbx_rt_sandbox *sb, uint16_t port, sbx_error **err)
+{
     const char *what = "socket";
-    sbx_autoclose int s = take_spare(sb);
-    if (s < 0)
-        s = socket_in(sb->rt, ns, &what);
+    sbx_autoclose int s = sandbox_socket(sb, &what);
+    if (s == -2)
+        return sbx_error_set(err, SBX_ECONFLICT, errno, "sandbox `%s` is not running", sb->id);
     if (s < 0)
         return sbx_error_set(err, SBX_EGENERIC, errno,
                              "connect to 127.0.0.1:%u in sandbox `%s`: %s", port, sb->id, what);

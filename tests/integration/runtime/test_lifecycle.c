@@ -184,6 +184,22 @@ test_exec_connect_adopt(void)
     struct sbx_rt_exit ex;
     CHECK(sbx_rt_wait(&ex, sb, NULL, &err) == 0, "wait: %s", sbx_error_msg(err));
     CHECK(ex.code == 0, "listen probe exit %d", ex.code);
+    /* Its init killed while a spare socket made at create is left (the first connect took
+     * one; the spare keeps the namespace): a connect says it is not running, never uses the
+     * spare. */
+    CHECK(kill(sbx_rt_sandbox_pid(sb), SIGKILL) == 0, "kill the init");
+    int cr = 0;
+    for (int i = 0; i < 500; i++) {
+        int fd = -1;
+        sbx_autoerror sbx_error *cerr = NULL;
+        cr = sbx_rt_connect(&fd, sb, 8123, &cerr);
+        if (fd >= 0)
+            (void)close(fd);
+        if (cr == -SBX_ECONFLICT)
+            break;
+        (void)usleep(10 * 1000);
+    }
+    CHECK(cr == -SBX_ECONFLICT, "connect to a sandbox whose init was killed: %d", cr);
     CHECK(sbx_rt_destroy(again, &err) == 0, "destroy adopted: %s", sbx_error_msg(err));
     CHECK(sbx_rt_destroy(sb, &err) == 0, "destroy: %s", sbx_error_msg(err));
     sbx_rt_sandbox_free(again);
