@@ -11,7 +11,7 @@
 #include "common/chunked.h"
 #include "common/xalloc.h"
 #include "fuzz/fuzz.h"
-#include "server/httphead.h"
+#include "common/httphead.h"
 
 static void
 check_head(const struct sbx_http_head *h)
