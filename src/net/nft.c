@@ -117,9 +117,9 @@ count_rules(struct sbx_nft *nft, const char *what, const char *comment, long lon
 }
 
 /* The structure's version: a table written by an older sbx (v1: NAT and the inbound forward
- * rules only; v2: no egress policy sets and chains) lacks rules of this one, so its check fails
- * and setup rewrites it. */
-#define RULES_VERSION "v3"
+ * rules only; v2: no egress policy sets and chains; v3: no credential proxy redirect) lacks
+ * rules of this one, so its check fails and setup rewrites it. */
+#define RULES_VERSION "v4"
 /* Marks the switched packets of a sandbox group (bridge_table says why). */
 #define GROUP_MARK "0x53425801"
 /* The comment on the last rule of the host-wide bridge table. */
@@ -240,6 +240,39 @@ egress_part(FILE *f, const char *b)
             b);
 }
 
+/* The credential proxy (docs/network.md "Credential proxy"): TCP to port 80 of sandboxes in
+ * credproxy4 (those with a Credential Vault) is DNAT'ed to the server's listener on the
+ * gateway (gw:80), but only what the forward chain would have let through: a DNAT'ed packet
+ * goes to `input` and never meets the egress chains or the base isolation, so
+ * credproxy_check repeats them (each `return` leaves the packet untouched, and the forward
+ * chain then refuses it as before): the host's own addresses (the input chain's, refused),
+ * other sandboxes, an address a deny-default sandbox's resolver did not answer, a blocked
+ * address of an allow-default one, the blocked ranges unless the operator allows them. The
+ * input chain accepts the DNAT'ed connections (ct status dnat) to gw:80 from credproxy4 only;
+ * a sandbox connecting to gw:80 itself is refused as before. */
+static void
+credproxy_part(FILE *f, const char *b, const char *subnet, const char *gw)
+{
+    fprintf(f,
+            "add set ip sbx_%1$s credproxy4 { type ipv4_addr; }\n"
+            "add chain ip sbx_%1$s credproxy_check\n"
+            "flush chain ip sbx_%1$s credproxy_check\n"
+            "add rule ip sbx_%1$s credproxy_check fib daddr type local return\n"
+            "add rule ip sbx_%1$s credproxy_check ip daddr %2$s return\n"
+            "add rule ip sbx_%1$s credproxy_check ip saddr @egress_deny_mode4 "
+            "ip saddr . ip daddr != @egress_ok4 return\n"
+            "add rule ip sbx_%1$s credproxy_check ip saddr . ip daddr @egress_block4 return\n"
+            "add rule ip sbx_%1$s credproxy_check ip daddr @blocked4 ip daddr != @allow4 "
+            "return\n"
+            "add rule ip sbx_%1$s credproxy_check dnat ip to %3$s\n"
+            "add chain ip sbx_%1$s prerouting { type nat hook prerouting priority dstnat; "
+            "policy accept; }\n"
+            "flush chain ip sbx_%1$s prerouting\n"
+            "add rule ip sbx_%1$s prerouting iifname \"%1$s\" ip saddr @credproxy4 "
+            "tcp dport 80 jump credproxy_check\n",
+            b, subnet, gw);
+}
+
 static void
 ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const char *dns)
 {
@@ -260,6 +293,7 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
         fprintf(f, "add element ip sbx_%s dns4 { %s }\n", b, elems);
     /* The chains jumped to must exist before the forward chain's rules name them. */
     egress_part(f, b);
+    credproxy_part(f, b, subnet, gw);
     fprintf(f,
             "add chain ip sbx_%1$s postrouting { type nat hook postrouting priority srcnat; "
             "policy accept; }\n"
@@ -300,6 +334,8 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
             "add rule ip sbx_%1$s input iifname \"%1$s\" ip daddr @dns4 "
             "meta l4proto { tcp, udp } th dport 53 accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ip daddr @allow4 accept\n"
+            "add rule ip sbx_%1$s input iifname \"%1$s\" ip saddr @credproxy4 ip daddr %4$s "
+            "tcp dport 80 ct status dnat accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" meta l4proto tcp "
             "reject with tcp reset\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" reject with icmp type "
@@ -614,7 +650,27 @@ sbx_nft_egress_flush(struct sbx_nft *nft, const char *bridge, sbx_error **err)
 {
     char cmd[256];
     (void)snprintf(cmd, sizeof cmd,
-                   "flush set ip sbx_%1$s egress_ok4\nflush set ip sbx_%1$s egress_block4\n",
+                   "flush set ip sbx_%1$s egress_ok4\nflush set ip sbx_%1$s egress_block4\n"
+                   "flush set ip sbx_%1$s credproxy4\n",
                    bridge);
+    return run_locked(nft, cmd, err);
+}
+
+int
+sbx_nft_credproxy(struct sbx_nft *nft, const char *bridge, const char *addr, bool on,
+                  sbx_error **err)
+{
+    if (!is_ipv4(addr))
+        return sbx_error_set(err, SBX_EINVAL, 0, "credential proxy: `%s` is not an IPv4 address",
+                             addr);
+    char cmd[256];
+    /* add + delete: (as in sbx_nft_egress_mode) an absent element cannot be deleted */
+    int n = snprintf(cmd, sizeof cmd,
+                     "add element ip sbx_%1$s credproxy4 { %2$s }\n"
+                     "delete element ip sbx_%1$s credproxy4 { %2$s }\n",
+                     bridge, addr);
+    if (on)
+        (void)snprintf(cmd + n, sizeof cmd - (size_t)n, "add element ip sbx_%s credproxy4 { %s }\n",
+                       bridge, addr);
     return run_locked(nft, cmd, err);
 }
