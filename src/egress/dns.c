@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -31,6 +32,7 @@
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "egress/credproxy.h"
 #include "egress/dnsmsg.h"
 #include "egress/egress.h"
 #include "net/nft.h"
@@ -46,6 +48,15 @@
 #define BLOCK_NAMES_MAX 256 /* exact deny targets resolved per allow-default sandbox */
 #define UDP_MAX         4096
 #define APPLY_BUDGET_MS 3000
+#define PAIRS_MAX       256 /* (name, address) answers kept per sandbox with a vault */
+
+/* An address the resolver answered for a name (the credential proxy's proof that a
+ * connection's destination is the name's: docs/network.md "Credential proxy"). */
+struct pair {
+    char name[SBX_EGRESS_NAME_MAX + 1];
+    struct in_addr addr;
+    uint64_t until_ms; /* sbx_now_ms */
+};
 
 struct entry {
     /* changes with every policy applied: what a query decided under an older one is not
@@ -55,6 +66,8 @@ struct entry {
     char addr[INET_ADDRSTRLEN];
     struct in_addr in;
     struct sbx_egress_policy *policy;
+    json_t *bindings;   /* its Credential Vault's bindings; NULL: no vault */
+    struct pair *pairs; /* PAIRS_MAX of them once it has a vault */
 };
 
 struct sbx_egress {
@@ -78,7 +91,21 @@ struct sbx_egress {
     unsigned workers, tcp_conns;
     uint64_t gens;
     bool stopping;
+    struct sbx_egress_config cfg; /* (its strings are not kept: only the callbacks) */
+    struct sbx_credproxy *proxy;  /* NULL: port 80 of the gateway could not be had */
+    char proxy_why[200];
 };
+
+static void
+entry_free(struct entry *en)
+{
+    sbx_egress_policy_free(en->policy);
+    json_decref(en->bindings);
+    free(en->pairs);
+    en->policy = NULL;
+    en->bindings = NULL;
+    en->pairs = NULL;
+}
 
 /* ---- the table of policed sandboxes ---- */
 
@@ -198,6 +225,44 @@ learn(struct sbx_egress *e, const struct learn_ctx *ctx, const uint8_t *reply, s
     return 0;
 }
 
+/* The slot of (name, in) in pairs, else the one that expires first (an empty one: 0). */
+static size_t
+pair_slot(const struct pair *pairs, const char *name, struct in_addr in)
+{
+    size_t k = 0;
+    for (size_t j = 0; j < PAIRS_MAX; j++) {
+        if (pairs[j].addr.s_addr == in.s_addr && strcmp(pairs[j].name, name) == 0)
+            return j;
+        if (pairs[j].until_ms < pairs[k].until_ms)
+            k = j;
+    }
+    return k;
+}
+
+/* Keep (name, each A record of reply) for the sandbox of ctx if it has a vault, in deny and
+ * allow mode alike, under the policy generation it was decided under (as learn). The oldest
+ * pair makes room when all PAIRS_MAX are taken. */
+static void
+remember(struct sbx_egress *e, const struct learn_ctx *ctx, const char *name, const uint8_t *reply,
+         size_t n)
+{
+    struct sbx_dns_addr a[64];
+    size_t na = sbx_dns_a_records(reply, n, a, 64);
+    uint64_t now = sbx_now_ms();
+    pthread_mutex_lock(&e->mu);
+    struct entry *en = find_addr(e, ctx->sandbox);
+    for (size_t i = 0; en && en->pairs && en->gen == ctx->gen && i < na; i++) {
+        struct in_addr in;
+        if (inet_pton(AF_INET, a[i].addr, &in) != 1)
+            continue;
+        size_t k = pair_slot(en->pairs, name, in);
+        (void)snprintf(en->pairs[k].name, sizeof en->pairs[k].name, "%s", name);
+        en->pairs[k].addr = in;
+        en->pairs[k].until_ms = now + (uint64_t)clamp_ttl(a[i].ttl) * 1000;
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
 /* ---- answering a query ---- */
 
 /* The answer to query q (n bytes) from src into out; its length (0: no answer). */
@@ -227,6 +292,7 @@ answer(struct sbx_egress *e, struct in_addr src, const uint8_t *q, size_t n, uin
      * could not use: it asks again, under the policy of now. */
     if (deny_mode && learn(e, &ctx, out, (size_t)got) < 0)
         return sbx_dns_error_reply(out, cap, q, qq.end, SBX_DNS_SERVFAIL);
+    remember(e, &ctx, qq.name, out, (size_t)got);
     return (size_t)got;
 }
 
@@ -497,15 +563,32 @@ static void
 drop_stale(struct sbx_egress *e, struct in_addr in, const char *id)
 {
     pthread_mutex_lock(&e->mu);
-    for (size_t i = 0; i < e->n;) {
-        if (e->entries[i].in.s_addr == in.s_addr && (!id || strcmp(e->entries[i].id, id) != 0)) {
-            sbx_egress_policy_free(e->entries[i].policy);
-            e->entries[i] = e->entries[--e->n];
-        } else {
-            i++;
-        }
+    size_t kept = 0;
+    for (size_t i = 0; i < e->n; i++) {
+        if (e->entries[i].in.s_addr == in.s_addr && (!id || strcmp(e->entries[i].id, id) != 0))
+            entry_free(&e->entries[i]);
+        else
+            e->entries[kept++] = e->entries[i];
     }
+    e->n = kept;
     pthread_mutex_unlock(&e->mu);
+}
+
+/* Is id at in policed by this very policy already? (A vault change enforces the unchanged
+ * policy again: what the sandbox learned stays then.) Caller holds e->mu. */
+static bool
+same_policy(struct sbx_egress *e, const char *id, struct in_addr in,
+            const struct sbx_egress_policy *policy)
+{
+    const struct entry *en = find_id(e, id);
+    if (!en || en->in.s_addr != in.s_addr)
+        return false;
+    json_t *a = sbx_egress_policy_json(en->policy);
+    json_t *b = sbx_egress_policy_json(policy);
+    bool same = json_equal(a, b);
+    json_decref(a);
+    json_decref(b);
+    return same;
 }
 
 static int
@@ -519,6 +602,10 @@ apply_locked(struct sbx_egress *e, const char *id, struct in_addr in,
     /* another sandbox's entry at this address is stale (it went while we were not told) */
     drop_stale(e, in, id);
     pthread_mutex_lock(&e->mu);
+    if (same_policy(e, id, in, policy)) {
+        pthread_mutex_unlock(&e->mu);
+        return 0;
+    }
     struct entry *en = find_id(e, id);
     if (!en) {
         if (e->n == e->cap) {
@@ -531,6 +618,8 @@ apply_locked(struct sbx_egress *e, const char *id, struct in_addr in,
     }
     (void)snprintf(en->addr, sizeof en->addr, "%s", addr);
     en->in = in;
+    if (en->pairs) /* what the old policy let it resolve is no proof under the new one */
+        memset(en->pairs, 0, PAIRS_MAX * sizeof *en->pairs);
     sbx_egress_policy_free(en->policy);
     en->policy = sbx_egress_policy_dup(policy);
     en->gen = ++e->gens;
@@ -571,6 +660,7 @@ static int
 clear_locked(struct sbx_egress *e, const char *addr, sbx_error **err)
 {
     if (sbx_nft_egress_mode(e->nft, e->bridge, addr, SBX_NFT_EGRESS_NONE, err) < 0 ||
+        sbx_nft_credproxy(e->nft, e->bridge, addr, false, err) < 0 ||
         sbx_nft_egress_forget(e->nft, e->bridge, addr, err) < 0)
         return sbx_error_wrap(err, "egress: clear `%s`", addr);
     return 0;
@@ -598,8 +688,9 @@ sbx_egress_drop(struct sbx_egress *e, const char *id, sbx_error **err)
     struct entry *en = find_id(e, id);
     if (en) {
         (void)snprintf(addr, sizeof addr, "%s", en->addr);
-        sbx_egress_policy_free(en->policy);
+        struct entry dead = *en;
         *en = e->entries[--e->n];
+        entry_free(&dead);
     }
     pthread_mutex_unlock(&e->mu);
     /* not found: never policed here, or its address already has a new holder (whose apply
@@ -670,6 +761,18 @@ bind_one(struct sbx_egress *e, int type, sbx_error **err)
     return fd;
 }
 
+/* The credential proxy on the gateway's port 80. Without it (the port is taken) policies work
+ * as before and only a sandbox's vault bindings are refused (sbx_egress_vault says why). */
+static void
+open_proxy(struct sbx_egress *e)
+{
+    sbx_autoerror sbx_error *perr = NULL;
+    if (sbx_credproxy_open(&e->proxy, e, e->listen.sin_addr, &perr) < 0) {
+        (void)snprintf(e->proxy_why, sizeof e->proxy_why, "%s", sbx_error_msg(perr));
+        sbx_warn("egress: %s", e->proxy_why);
+    }
+}
+
 int
 sbx_egress_open(struct sbx_egress **out, const struct sbx_egress_config *cfg, sbx_error **err)
 {
@@ -697,6 +800,9 @@ sbx_egress_open(struct sbx_egress **out, const struct sbx_egress_config *cfg, sb
         r = e->tcp;
     if (r == 0 && pipe2(e->stop_pipe, O_CLOEXEC) < 0)
         r = sbx_error_set(err, SBX_EGENERIC, errno, "egress: pipe");
+    e->cfg = (struct sbx_egress_config){.values = cfg->values, .values_arg = cfg->values_arg};
+    if (r == 0)
+        open_proxy(e);
     if (r == 0) {
         e->started = pthread_create(&e->udp_t, NULL, udp_loop, e) == 0;
         e->started = e->started && pthread_create(&e->tcp_t, NULL, tcp_loop, e) == 0;
@@ -733,8 +839,9 @@ sbx_egress_close(struct sbx_egress *e)
     while (e->workers)
         pthread_cond_wait(&e->cv, &e->mu);
     pthread_mutex_unlock(&e->mu);
+    sbx_credproxy_close(e->proxy); /* (its connections end before the entries go) */
     for (size_t i = 0; i < e->n; i++)
-        sbx_egress_policy_free(e->entries[i].policy);
+        entry_free(&e->entries[i]);
     free(e->entries);
     for (int i = 0; i < 2; i++) {
         if (e->stop_pipe[i] >= 0)
@@ -749,4 +856,70 @@ sbx_egress_close(struct sbx_egress *e)
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e);
+}
+
+/* ---- the credential proxy's view (credproxy.h) ---- */
+
+int
+sbx_egress_vault(struct sbx_egress *e, const char *id, const json_t *bindings, sbx_error **err)
+{
+    bool on = bindings && json_array_size(bindings) > 0;
+    if (on && !e->proxy)
+        return sbx_error_set(err, SBX_EUNAVAIL, 0,
+                             "the credential proxy is not running on this server (%s)",
+                             e->proxy_why);
+    pthread_mutex_lock(&e->ops);
+    pthread_mutex_lock(&e->mu);
+    struct entry *en = find_id(e, id);
+    char addr[INET_ADDRSTRLEN] = "";
+    if (en) {
+        json_decref(en->bindings);
+        en->bindings = on ? json_deep_copy(bindings) : NULL;
+        if (on && !en->pairs)
+            en->pairs = sbx_xcalloc(PAIRS_MAX, sizeof *en->pairs);
+        (void)snprintf(addr, sizeof addr, "%s", en->addr);
+    }
+    pthread_mutex_unlock(&e->mu);
+    /* the redirect follows the bindings: a sandbox without any is never redirected */
+    int r = addr[0] ? sbx_nft_credproxy(e->nft, e->bridge, addr, on, err) : 0;
+    pthread_mutex_unlock(&e->ops);
+    if (!en && on)
+        return sbx_error_set(err, SBX_ENOTFOUND, 0, "credential proxy: `%s` is not policed", id);
+    return r < 0 ? sbx_error_wrap(err, "credential proxy of `%s`", id) : 0;
+}
+
+json_t *
+sbx_egress_bindings_of(struct sbx_egress *e, struct in_addr src, char id[64])
+{
+    pthread_mutex_lock(&e->mu);
+    struct entry *en = find_addr(e, src);
+    json_t *b = en && en->bindings ? json_deep_copy(en->bindings) : NULL;
+    if (b)
+        (void)snprintf(id, 64, "%s", en->id);
+    pthread_mutex_unlock(&e->mu);
+    return b;
+}
+
+bool
+sbx_egress_answered(struct sbx_egress *e, struct in_addr src, const char *name, struct in_addr addr)
+{
+    uint64_t now = sbx_now_ms();
+    bool found = false;
+    pthread_mutex_lock(&e->mu);
+    struct entry *en = find_addr(e, src);
+    for (size_t i = 0; en && en->pairs && !found && i < PAIRS_MAX; i++) {
+        const struct pair *p = &en->pairs[i];
+        found =
+            p->until_ms > now && p->addr.s_addr == addr.s_addr && strcasecmp(p->name, name) == 0;
+    }
+    pthread_mutex_unlock(&e->mu);
+    return found;
+}
+
+int
+sbx_egress_values(struct sbx_egress *e, const char *id, json_t **values, sbx_error **err)
+{
+    if (!e->cfg.values)
+        return sbx_error_set(err, SBX_EUNAVAIL, 0, "no credential values here");
+    return e->cfg.values(e->cfg.values_arg, id, values, err);
 }

@@ -24,6 +24,10 @@ struct sbx_egress_config {
     const char *bridge;   /* whose nftables table (ip sbx_<bridge>) holds the sets */
     const char *listen;   /* the gateway address: where the resolver listens (port 53) */
     const char *upstream; /* resolvers to forward to: "a.b.c.d[:port] ...", at least one */
+    /* The credential proxy's values: sandbox id's Credential Vault values (an object of
+     * name -> value; the caller's store), read at each request it injects into. */
+    int (*values)(void *arg, const char *id, json_t **values, sbx_error **err);
+    void *values_arg;
 };
 
 /* Bind the resolver (SBX_EEXISTS naming the port when something else has it), start its
@@ -39,6 +43,10 @@ int sbx_egress_apply(struct sbx_egress *e, const char *id, const char *addr,
 /* Stop enforcing for id: its address leaves the mode sets and every element it learned goes
  * (another sandbox may get the address next). Unknown id: nothing. */
 int sbx_egress_drop(struct sbx_egress *e, const char *id, sbx_error **err);
+/* The bindings of sandbox id's Credential Vault (a JSON array as api_vault.c stores them,
+ * copied; NULL or empty: none): with some, its TCP to port 80 goes through the credential
+ * proxy (docs/network.md "Credential proxy"). After sbx_egress_apply. */
+int sbx_egress_vault(struct sbx_egress *e, const char *id, const json_t *bindings, sbx_error **err);
 /* Clear addr of anything a former holder left (a sandbox without policy got it). */
 int sbx_egress_clear_addr(struct sbx_egress *e, const char *addr, sbx_error **err);
 

@@ -47,6 +47,7 @@
 #include "providers/launch.h"
 #include "providers/procutil.h"
 #include "providers/providers.h"
+#include "server/credvault.h"
 #include "server/provider.h"
 #include "server/srvutil.h"
 #include "providers/volumes.h"
@@ -91,6 +92,7 @@ struct native_data {
      * `egress_dns`; NULL: the sandboxes' resolvers) */
     pthread_mutex_t egress_mu;
     struct sbx_egress *egress;
+    struct sbx_credvault *vault; /* the server's, for the credential proxy */
     char egress_gw[16];
     char *egress_dns;
     pthread_mutex_t mu;   /* guards hs */
@@ -173,6 +175,25 @@ has_policy(const struct sbx_record *sb)
     return json_object_get(json_object_get(sb->priv, SBX_EGRESS_PRIV), "policy") != NULL;
 }
 
+/* The credential proxy's values of sandbox id (sbx_egress_config.values). */
+static int
+vault_values(void *arg, const char *id, json_t **values, sbx_error **err)
+{
+    if (!arg)
+        return sbx_error_set(err, SBX_EUNAVAIL, 0, "no credential vault store");
+    return sbx_credvault_get(arg, id, values, err);
+}
+
+/* The bindings of the sandbox's Credential Vault, or NULL (no credentialProxy, no vault). */
+static const json_t *
+bindings_of(const struct sbx_record *sb)
+{
+    const json_t *eg = json_object_get(sb->priv, SBX_EGRESS_PRIV);
+    if (!json_is_true(json_object_get(eg, "credentialProxy")))
+        return NULL;
+    return json_object_get(json_object_get(eg, "vault"), "bindings");
+}
+
 /* The resolver and sets of this server's bridge, made on first use (the bridge is set up
  * then if it is not yet). */
 static struct sbx_egress *
@@ -184,7 +205,9 @@ egress_service(struct native_data *d, sbx_error **err)
         int r = sbx_native_bridge_host(d->bridge, &ni, err);
         struct sbx_egress_config cfg = {.bridge = ni.bridge,
                                         .listen = ni.gateway,
-                                        .upstream = d->egress_dns ? d->egress_dns : ni.dns};
+                                        .upstream = d->egress_dns ? d->egress_dns : ni.dns,
+                                        .values = vault_values,
+                                        .values_arg = d->vault};
         if (r >= 0 && sbx_egress_open(&d->egress, &cfg, err) >= 0)
             (void)snprintf(d->egress_gw, sizeof d->egress_gw, "%s", ni.gateway);
     }
@@ -221,6 +244,9 @@ egress_enforce(struct native_data *d, const struct sbx_record *sb, struct sbx_rt
     struct sbx_egress_policy *p = policy_of(sb);
     int r = p ? sbx_egress_apply(e, sb->id, addr, p, err) : 0;
     sbx_egress_policy_free(p);
+    /* after the policy: the proxy's redirect needs the sandbox's entry */
+    if (r >= 0 && p)
+        r = sbx_egress_vault(e, sb->id, bindings_of(sb), err);
     return r;
 }
 
@@ -1109,6 +1135,7 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
     d->upper = upper;
     d->upper_size = upper_size;
     d->state_dir = sbx_xstrdup(env->state_dir);
+    d->vault = env->vault;
     pthread_mutex_init(&d->egress_mu, NULL);
     const char *edns = json_string_value(json_object_get(settings, "egress_dns"));
     d->egress_dns = edns ? sbx_xstrdup(edns) : NULL;

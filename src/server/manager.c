@@ -1170,6 +1170,23 @@ sbx_mgr_egress(struct sbx_mgr *m, const char *id, sbx_mgr_egress_fn change, void
     return r;
 }
 
+/* Under the lock: a changed vault (stored) reaches the provider's credential proxy through its
+ * egress op, as a changed policy does (the bindings are in the same priv object). */
+static int
+vault_enforce(struct sbx_mgr *m, struct entry *e, sbx_error **err)
+{
+    if (!e->prov || !e->prov->ops->egress)
+        return 0; /* (a provider without egress has no credentialProxy either) */
+    e->busy = true;
+    struct sbx_record *work = sbx_record_dup(e->sb);
+    pthread_mutex_unlock(&m->mu);
+    int r = e->prov->ops->egress(e->prov, work, err);
+    pthread_mutex_lock(&m->mu);
+    sbx_record_free(work);
+    set_idle(m, e);
+    return r;
+}
+
 int
 sbx_mgr_vault(struct sbx_mgr *m, const char *id, const struct sbx_mgr_vault_op *op, json_t **out,
               sbx_error **err)
@@ -1195,6 +1212,12 @@ sbx_mgr_vault(struct sbx_mgr *m, const char *id, const struct sbx_mgr_vault_op *
             (void)put_priv(m, e, old, NULL);
             if (op->undo)
                 op->undo(op->arg);
+        } else if (r > 0 && vault_enforce(m, e, err) < 0) {
+            r = -SBX_EGENERIC;
+            (void)put_priv(m, e, old, NULL);
+            if (op->undo)
+                op->undo(op->arg);
+            (void)vault_enforce(m, e, NULL); /* the old bindings again */
         }
         if (r >= 0)
             *out = json_deep_copy(neg);

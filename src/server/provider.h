@@ -119,12 +119,17 @@ struct sbx_provider {
 struct sbx_srv_secrets;
 
 /* What every provider factory gets besides its own settings. */
+struct sbx_credvault;
+
 struct sbx_provider_env {
     const char *state_dir; /* the server's state dir */
     const char *exe_dir;   /* the directory of the running sbx binary */
     /* The secret store, opened on first use (secretsrv.h). Factories of lazy providers read
      * their credentials here, by the names in their settings; never from the environment. */
     struct sbx_srv_secrets *secrets;
+    /* The Credential Vaults' values (credvault.h): the native provider's credential proxy
+     * reads them at each request it injects into (docs/network.md "Credential proxy"). */
+    struct sbx_credvault *vault;
 };
 
 /*
