@@ -256,13 +256,17 @@ test("credentialProxy: the Credential Vault through port 18080 (no injection yet
   assert.deepEqual((await v.listCredentials()).map((c) => c.name), ["openai", "k2"]);
   assert.equal((await v.getCredential("k2")).revision, st2.revision);
   assert.deepEqual(await v.listBindings(), []);
-  // a binding is refused (nothing injects it yet), never stored and ignored
+  // an HTTPS binding (the spec's default scheme) is refused: sbx injects into plain HTTP only
   await assert.rejects(v.patch({ bindings: { add: [{ name: "b", match: { hosts: ["api.example.com"] },
     auth: { type: "bearer", credential: "openai" } }] } }), (err) => {
     assert.equal(err.statusCode, 400);
-    assert.match(err.message, /not implemented/);
+    assert.match(err.message, /plain HTTP only/);
     return true;
   });
+  // a plain-HTTP one is stored (its injection: tests/integration/server/test_credinject.py)
+  const st3 = await v.patch({ bindings: { add: [{ name: "b", match: { schemes: ["http"],
+    ports: [80], hosts: ["api.example.com"] }, auth: { type: "bearer", credential: "openai" } }] } });
+  assert.deepEqual(st3.bindings.map((b) => b.name), ["b"]);
   assert.ok(!JSON.stringify(await v.get()).includes(secret), "values are write-only");
   await v.delete();
   await assert.rejects(v.get(), (err) => { assert.equal(err.statusCode, 404); return true; });
