@@ -312,6 +312,63 @@ def live_changes(s, a, ha, up):
     check("keep-alive" in h["head"], "and untouched: %r" % h)
 
 
+HOLD = r'''
+import socket, time
+# 200 connections to api.test:80 that never send a head
+held = []
+for i in range(200):
+    try: held.append(socket.create_connection(("api.test", 80), timeout=2))
+    except OSError: pass
+print("held", len(held), flush=True)
+time.sleep(4)
+'''
+
+
+def bounds(s, a, up):
+    """A head over 16 KiB passes untouched (no credential); 200 silent connections: the
+    server's threads stay bounded and a request after them is injected."""
+    big = "X-Big:" + "b" * 20000
+    out = send(s, a, "api.test", "api.test", "GET", "/v1/x", big)
+    check("ok-from-" in out, "a 20 kB head is answered: %.80r" % out)
+    h = one_head(up, "a 20 kB head")
+    check("Bearer" not in h["head"] and "keep-alive" in h["head"],
+          "a head over the limit is relayed untouched: %.200r" % h["head"])
+    script = base64.b64encode(HOLD.encode()).decode()
+    t0 = time.time()
+    s.run(a, "python3 -c \"$(echo %s | base64 -d)\" > /tmp/hold.out &" % script)
+    threads = 0
+    for _ in range(30):
+        time.sleep(0.1)
+        threads = max(threads, len(os.listdir("/proc/%d/task" % s.proc.pid)))
+    check(threads < 250, "the server's threads stay bounded: %d" % threads)
+    time.sleep(max(0, 4.5 - (time.time() - t0)))
+    out, _ = s.run(a, "cat /tmp/hold.out")
+    check(" ".join(out).startswith("held"), "the connections were made: %r" % out)
+    print("threads with 200 silent connections: %d" % threads)
+    ok = False
+    for _ in range(30):  # the held ones end at the head timeout (10 s) or when they close
+        out = send(s, a, "api.test", "api.test", "GET", "/v1/x")
+        got = up.new()
+        if "ok-from-" in out and any("Bearer " + SECRET in g["head"] for g in got):
+            ok = True
+            break
+        time.sleep(0.5)
+    check(ok, "injection works after the flood")
+    up.new()
+
+
+def restart(s, a, up):
+    """kill -9: the sandbox stays redirected while the server is down (its port-80 connects
+    fail: the listener is gone), and after the restart it is injected again once it
+    resolves anew (the pairs were in memory)."""
+    s.kill9()
+    s.start()
+    send(s, a, "api.test", "api.test", "GET", "/v1/x")
+    hs = headers(one_head(up, "after a restart")["head"])
+    check([v for n, v in hs if n == "authorization"] == ["Bearer " + SECRET],
+          "injected after a server restart: %r" % hs)
+
+
 def sandbox_sees_nothing(s, a):
     for what, cmd in (("env", "env; cat /proc/[0-9]*/environ | tr '\\0' '\\n'; echo scanned"),
                       ("files", "grep -rlsF -e '%s' -e '%s' /etc /tmp /root /home 2>/dev/null "
@@ -406,6 +463,10 @@ def test(new_server):
         check("Authorization: Bearer c-own" in h["head"] and "keep-alive" in h["head"],
               "a sandbox without a vault: untouched: %r" % h)
         sandbox_sees_nothing(s, a)
+        t0 = time.time()
+        bounds(s, a, up)
+        print("bounds: %.1f s" % (time.time() - t0))
+        restart(s, a, up)
         live_changes(s, a, ha, up)
         table = "sbx_" + bridge
         check(len(nft_elems(table, "credproxy4")) == 2, "control: a and b are in credproxy4")
