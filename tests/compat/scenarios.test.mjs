@@ -227,7 +227,7 @@ test("egress: networkPolicy at create, get, patch and delete rules through port 
   assert.match(ex.logs.stdout.map((m) => m.text).join("\n"), /^nameserver 10\./);
 });
 
-test("credentialProxy: the Credential Vault through port 18080 (no injection yet)", async () => {
+test("credentialProxy: the Credential Vault through port 18080 (plain-HTTP bindings only)", async () => {
   const networkPolicy = { defaultAction: "deny", egress: [{ action: "allow", target: "api.example.com" }] };
   const credentialProxy = { enabled: true };
   if (provider !== "native") {
