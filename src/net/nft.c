@@ -240,16 +240,15 @@ egress_part(FILE *f, const char *b)
             b);
 }
 
-/* The credential proxy (docs/network.md "Credential proxy"): TCP to port 80 of sandboxes in
- * credproxy4 (those with a Credential Vault) is DNAT'ed to the server's listener on the
- * gateway (gw:80), but only what the forward chain would have let through: a DNAT'ed packet
- * goes to `input` and never meets the egress chains or the base isolation, so
- * credproxy_check repeats them (each `return` leaves the packet untouched, and the forward
- * chain then refuses it as before): the host's own addresses (the input chain's, refused),
- * other sandboxes, an address a deny-default sandbox's resolver did not answer, a blocked
- * address of an allow-default one, the blocked ranges unless the operator allows them. The
- * input chain accepts the DNAT'ed connections (ct status dnat) to gw:80 from credproxy4 only;
- * a sandbox connecting to gw:80 itself is refused as before. */
+/* The credential proxy (docs/network.md "Credential proxy"): TCP to ports 80 and 443 of sandboxes
+ * in credproxy4 (those with a Credential Vault) is DNAT'ed to the server's listener on the gateway
+ * (gw:80), but only what the forward chain would have let through: a DNAT'ed packet goes to `input`
+ * and never meets the egress chains or the base isolation, so credproxy_check repeats them (each
+ * `return` leaves the packet untouched, and the forward chain then refuses it as before): the
+ * host's own addresses (the input chain's, refused), other sandboxes, an address a deny-default
+ * sandbox's resolver did not answer, a blocked address of an allow-default one, the blocked ranges
+ * unless the operator allows them. The input chain accepts the DNAT'ed connections (ct status dnat)
+ * to gw:80 from credproxy4 only; a sandbox connecting to gw:80 itself is refused as before. */
 static void
 credproxy_part(FILE *f, const char *b, const char *subnet, const char *gw)
 {
@@ -269,7 +268,7 @@ credproxy_part(FILE *f, const char *b, const char *subnet, const char *gw)
             "policy accept; }\n"
             "flush chain ip sbx_%1$s prerouting\n"
             "add rule ip sbx_%1$s prerouting iifname \"%1$s\" ip saddr @credproxy4 "
-            "tcp dport 80 jump credproxy_check\n",
+            "tcp dport { 80, 443 } jump credproxy_check\n",
             b, subnet, gw);
 }
 
@@ -335,7 +334,7 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
             "meta l4proto { tcp, udp } th dport 53 accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ip daddr @allow4 accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ip saddr @credproxy4 ip daddr %4$s "
-            "tcp dport 80 ct status dnat accept\n"
+            "tcp dport { 80, 443 } ct status dnat accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" meta l4proto tcp "
             "reject with tcp reset\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" reject with icmp type "

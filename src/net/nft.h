@@ -65,7 +65,7 @@ int sbx_nft_egress_add(struct sbx_nft *nft, const char *bridge,
                        const struct sbx_nft_egress_elems *e, sbx_error **err);
 /* Empty egress_ok4 and egress_block4 (a server start: sandboxes resolve again). */
 int sbx_nft_egress_flush(struct sbx_nft *nft, const char *bridge, sbx_error **err);
-/* Put addr into credproxy4 (on) or take it out: its TCP to port 80 goes to the credential
+/* Put addr into credproxy4 (on) or take it out: its TCP to ports 80 and 443 goes to the credential
  * proxy on the gateway, as far as the forward chain would let it through. */
 int sbx_nft_credproxy(struct sbx_nft *nft, const char *bridge, const char *addr, bool on,
                       sbx_error **err);
