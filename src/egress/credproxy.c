@@ -30,6 +30,7 @@
  *   reaches nothing the sandbox could not.
  */
 #include "egress/credproxy.h"
+#include "egress/credproxy_int.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -54,30 +55,7 @@
 #endif
 
 #define CONNS_MAX  64
-#define HEAD_MAX   ((size_t)16 * 1024)
-#define HEAD_S     10
-#define CONNECT_MS 5000
-#define IDLE_S     60
 #define INJECT_MAX 16 /* headers one binding adds */
-
-struct sbx_credproxy {
-    struct sbx_egress *e;
-    struct in_addr listen;
-    int fd;
-    int stop_pipe[2];
-    pthread_t accept_t;
-    bool started;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    unsigned conns;
-    bool stopping;
-};
-
-struct conn {
-    struct sbx_credproxy *cp;
-    int fd;
-    struct in_addr src;
-};
 
 /* ---- matching a binding ---- */
 
@@ -189,7 +167,8 @@ request_host(const struct sbx_http_req *r, unsigned port, char host[256])
 
 /* The first binding that matches the request, or NULL. */
 static const json_t *
-find_binding(const json_t *bindings, const struct sbx_http_req *r, const char *host, unsigned port)
+find_binding(const json_t *bindings, const struct sbx_http_req *r, const char *host,
+             const char *scheme, unsigned port)
 {
     const char *path = r->target;
     size_t pn = strcspn(path, "?#");
@@ -199,7 +178,7 @@ find_binding(const json_t *bindings, const struct sbx_http_req *r, const char *h
     json_t *b = NULL;
     json_array_foreach (bindings, i, b) {
         const json_t *m = json_object_get(b, "match");
-        if (has_str(json_object_get(m, "schemes"), "http") &&
+        if (has_str(json_object_get(m, "schemes"), scheme) &&
             has_port(json_object_get(m, "ports"), port) &&
             host_matches(json_object_get(m, "hosts"), host) &&
             has_str(json_object_get(m, "methods"), r->method) &&
@@ -207,6 +186,21 @@ find_binding(const json_t *bindings, const struct sbx_http_req *r, const char *h
             return b;
     }
     return NULL;
+}
+
+bool
+sbx_credproxy_candidate(const json_t *bindings, const char *host, unsigned port)
+{
+    size_t i = 0;
+    json_t *b = NULL;
+    json_array_foreach (bindings, i, b) {
+        const json_t *m = json_object_get(b, "match");
+        if (has_str(json_object_get(m, "schemes"), "https") &&
+            has_port(json_object_get(m, "ports"), port) &&
+            host_matches(json_object_get(m, "hosts"), host))
+            return true;
+    }
+    return false;
 }
 
 /* ---- the rewritten head ---- */
@@ -320,8 +314,8 @@ struct flow {
 };
 
 /* Wait for fd to be readable within ms; false on the proxy's stop, a timeout or an error. */
-static bool
-wait_readable(const struct sbx_credproxy *cp, int fd, int ms)
+bool
+sbx_credproxy_wait_readable(const struct sbx_credproxy *cp, int fd, int ms)
 {
     struct pollfd p[2] = {{.fd = fd, .events = POLLIN}, {.fd = cp->stop_pipe[0], .events = POLLIN}};
     int n = 0;
@@ -338,7 +332,8 @@ read_head(struct flow *f, struct sbx_http_req *req)
     f->headlen = 0;
     while (f->got < HEAD_MAX && f->headlen == 0) {
         uint64_t now = sbx_now_ms();
-        if (now >= deadline || !wait_readable(f->c->cp, f->c->fd, (int)(deadline - now)))
+        if (now >= deadline ||
+            !sbx_credproxy_wait_readable(f->c->cp, f->c->fd, (int)(deadline - now)))
             break;
         ssize_t n = recv(f->c->fd, f->head + f->got, HEAD_MAX - f->got, 0);
         if (n <= 0)
@@ -351,32 +346,30 @@ read_head(struct flow *f, struct sbx_http_req *req)
     }
 }
 
-/* The head to send for a complete, parsed request (req points into parsed): rewritten when
- * a binding applies, else NULL (the bytes as they came go). */
-static char *
-decide(struct flow *f, const struct sbx_http_req *req, size_t *len)
+char *
+sbx_credproxy_decide(const struct sbx_credproxy_req *q, const struct sbx_http_req *req, size_t *len)
 {
     char host[256];
-    unsigned port = ntohs(f->dst.sin_port);
-    if (!request_host(req, port, host))
-        return NULL;
-    const json_t *b = find_binding(f->bindings, req, host, port);
+    unsigned port = ntohs(q->dst->sin_port);
+    if (!request_host(req, port, host) || (q->sni && strcmp(host, q->sni) != 0))
+        return NULL; /* HTTPS: the Host must be the name the TLS connection was made for */
+    const json_t *b = find_binding(q->bindings, req, host, q->sni ? "https" : "http", port);
     if (!b)
         return NULL;
     const char *bname = json_string_value(json_object_get(b, "name"));
     /* the destination must be the host's: see the top of this file */
-    if (!sbx_egress_answered(f->c->cp->e, f->c->src, host, f->dst.sin_addr)) {
+    if (!sbx_egress_answered(q->cp->e, q->src, host, q->dst->sin_addr)) {
         char a[INET_ADDRSTRLEN];
-        (void)inet_ntop(AF_INET, &f->dst.sin_addr, a, sizeof a);
+        (void)inet_ntop(AF_INET, &q->dst->sin_addr, a, sizeof a);
         sbx_warn("sandbox %s: binding `%s` not applied: %s was not resolved for `%s` by this "
                  "sandbox's resolver (a Host header naming another host?)",
-                 f->id, bname, a, host);
+                 q->id, bname, a, host);
         return NULL;
     }
     json_t *values = NULL;
     sbx_autoerror sbx_error *err = NULL;
-    if (sbx_egress_values(f->c->cp->e, f->id, &values, &err) < 0) {
-        sbx_warn("sandbox %s: binding `%s` not applied: %s", f->id, bname, sbx_error_msg(err));
+    if (sbx_egress_values(q->cp->e, q->id, &values, &err) < 0) {
+        sbx_warn("sandbox %s: binding `%s` not applied: %s", q->id, bname, sbx_error_msg(err));
         return NULL;
     }
     struct inject in = {0};
@@ -384,12 +377,12 @@ decide(struct flow *f, const struct sbx_http_req *req, size_t *len)
     inject_free(&in);
     json_decref(values); /* (jansson does not wipe: the store's copy is as short-lived) */
     if (out)
-        sbx_debug("sandbox %s: binding `%s` applied to %s %s", f->id, bname, req->method, host);
+        sbx_debug("sandbox %s: binding `%s` applied to %s %s", q->id, bname, req->method, host);
     return out;
 }
 
-static bool
-send_all(int fd, const char *p, size_t n)
+bool
+sbx_credproxy_send_all(int fd, const char *p, size_t n)
 {
     while (n > 0) {
         ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
@@ -403,8 +396,8 @@ send_all(int fd, const char *p, size_t n)
     return true;
 }
 
-static int
-connect_upstream(const struct sockaddr_in *dst)
+int
+sbx_credproxy_connect_upstream(const struct sockaddr_in *dst)
 {
     int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0)
@@ -425,8 +418,8 @@ connect_upstream(const struct sockaddr_in *dst)
 }
 
 /* Both ways until both ends are done, IDLE_S pass without a byte or the proxy stops. */
-static void
-relay(const struct sbx_credproxy *cp, int a, int b)
+void
+sbx_credproxy_relay(const struct sbx_credproxy *cp, int a, int b)
 {
     struct pollfd p[3] = {{.fd = a, .events = POLLIN},
                           {.fd = b, .events = POLLIN},
@@ -444,7 +437,7 @@ relay(const struct sbx_credproxy *cp, int a, int b)
                 continue;
             ssize_t r = recv(p[i].fd, buf, sizeof buf, 0);
             int other = p[1 - i].fd;
-            if (r > 0 && send_all(other, buf, (size_t)r))
+            if (r > 0 && sbx_credproxy_send_all(other, buf, (size_t)r))
                 continue;
             if (r != 0)
                 return;                     /* an error either way: both go */
@@ -467,20 +460,22 @@ serve(struct flow *f)
     sbx_autofree char *out = NULL;
     if (f->headlen > 0) {
         memcpy(parsed, f->head, f->got); /* req's pointers: into a parse of this copy */
+        struct sbx_credproxy_req q = {
+            .cp = f->c->cp, .src = f->c->src, .id = f->id, .bindings = f->bindings, .dst = &f->dst};
         if (sbx_http_req_head(parsed, f->got, HEAD_MAX, &req) > 0)
-            out = decide(f, &req, &len);
+            out = sbx_credproxy_decide(&q, &req, &len);
     }
-    sbx_autoclose int up = connect_upstream(&f->dst);
+    sbx_autoclose int up = sbx_credproxy_connect_upstream(&f->dst);
     bool ok = up >= 0;
     if (ok && out)
-        ok = send_all(up, out, len) &&
-             send_all(up, f->head + f->headlen, f->got - (size_t)f->headlen);
+        ok = sbx_credproxy_send_all(up, out, len) &&
+             sbx_credproxy_send_all(up, f->head + f->headlen, f->got - (size_t)f->headlen);
     else if (ok)
-        ok = send_all(up, f->head, f->got);
+        ok = sbx_credproxy_send_all(up, f->head, f->got);
     if (out)
         explicit_bzero(out, len);
     if (ok)
-        relay(f->c->cp, f->c->fd, up);
+        sbx_credproxy_relay(f->c->cp, f->c->fd, up);
 }
 
 /* The original destination; false when there is none worth connecting to (not DNAT'ed, or
@@ -491,7 +486,8 @@ original_dst(const struct conn *c, struct sockaddr_in *dst)
     socklen_t l = sizeof *dst;
     if (getsockopt(c->fd, SOL_IP, SO_ORIGINAL_DST, dst, &l) < 0 || dst->sin_family != AF_INET)
         return false;
-    return dst->sin_addr.s_addr != c->cp->listen.s_addr && ntohs(dst->sin_port) == 80;
+    return dst->sin_addr.s_addr != c->cp->listen.s_addr &&
+           ntohs(dst->sin_port) == (c->tls ? 443 : 80);
 }
 
 static void
@@ -510,8 +506,12 @@ conn_main(void *arg)
     struct flow *f = sbx_xcalloc(1, sizeof *f);
     f->c = c;
     if (original_dst(c, &f->dst) &&
-        (f->bindings = sbx_egress_bindings_of(c->cp->e, c->src, f->id)) != NULL)
-        serve(f);
+        (f->bindings = sbx_egress_bindings_of(c->cp->e, c->src, f->id)) != NULL) {
+        if (c->tls)
+            sbx_credtls_serve(c, &f->dst, f->id, f->bindings);
+        else
+            serve(f);
+    }
     json_decref(f->bindings);
     free(f);
     (void)close(c->fd);
@@ -545,50 +545,61 @@ spawn_conn(struct conn *c)
     return ok;
 }
 
+static void
+accept_one(struct sbx_credproxy *cp, int lfd, bool tls)
+{
+    struct sockaddr_in from;
+    socklen_t fl = sizeof from;
+    int fd = accept4(lfd, (struct sockaddr *)&from, &fl, SOCK_CLOEXEC);
+    if (fd < 0)
+        return;
+    if (fl != sizeof from || !conn_take(cp)) {
+        (void)close(fd); /* beyond CONNS_MAX: refused, never queued */
+        return;
+    }
+    struct conn *c = sbx_xcalloc(1, sizeof *c);
+    *c = (struct conn){.cp = cp, .fd = fd, .src = from.sin_addr, .tls = tls};
+    if (!spawn_conn(c)) {
+        (void)close(fd);
+        free(c);
+        conn_done(cp);
+    }
+}
+
 static void *
 accept_loop(void *arg)
 {
     struct sbx_credproxy *cp = arg;
     for (;;) {
-        struct pollfd p[2] = {{.fd = cp->fd, .events = POLLIN},
+        struct pollfd p[3] = {{.fd = cp->fd[0], .events = POLLIN},
+                              {.fd = cp->fd[1], .events = POLLIN},
                               {.fd = cp->stop_pipe[0], .events = POLLIN}};
-        if (poll(p, 2, -1) < 0 && errno != EINTR)
+        if (poll(p, 3, -1) < 0 && errno != EINTR)
             return NULL;
-        if (p[1].revents)
+        if (p[2].revents)
             return NULL;
-        struct sockaddr_in from;
-        socklen_t fl = sizeof from;
-        int fd = accept4(cp->fd, (struct sockaddr *)&from, &fl, SOCK_CLOEXEC);
-        if (fd < 0)
-            continue;
-        if (fl != sizeof from || !conn_take(cp)) {
-            (void)close(fd); /* beyond CONNS_MAX: refused, never queued */
-            continue;
-        }
-        struct conn *c = sbx_xcalloc(1, sizeof *c);
-        *c = (struct conn){.cp = cp, .fd = fd, .src = from.sin_addr};
-        if (!spawn_conn(c)) {
-            (void)close(fd);
-            free(c);
-            conn_done(cp);
+        for (int i = 0; i < 2; i++) {
+            if (p[i].revents)
+                accept_one(cp, cp->fd[i], i == 1);
         }
     }
 }
 
 static int
-bind_listener(struct sbx_credproxy *cp, sbx_error **err)
+bind_listener(struct sbx_credproxy *cp, int i, unsigned port, sbx_error **err)
 {
-    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(80), .sin_addr = cp->listen};
+    struct sockaddr_in sa = {
+        .sin_family = AF_INET, .sin_port = htons((uint16_t)port), .sin_addr = cp->listen};
     int one = 1;
-    cp->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (cp->fd < 0)
+    cp->fd[i] = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (cp->fd[i] < 0)
         return sbx_error_set(err, SBX_EGENERIC, errno, "credential proxy: socket");
-    (void)setsockopt(cp->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    (void)setsockopt(cp->fd[i], SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     char a[INET_ADDRSTRLEN];
     (void)inet_ntop(AF_INET, &cp->listen, a, sizeof a);
-    if (bind(cp->fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(cp->fd, 128) < 0)
+    if (bind(cp->fd[i], (struct sockaddr *)&sa, sizeof sa) < 0 || listen(cp->fd[i], 128) < 0)
         return sbx_error_set(err, errno == EADDRINUSE ? SBX_EEXISTS : SBX_EGENERIC, errno,
-                             "credential proxy: bind/listen %s:80", a);
+                             "credential proxy: bind/listen %s:%u", a, port);
     return 0;
 }
 
@@ -599,10 +610,12 @@ sbx_credproxy_open(struct sbx_credproxy **out, struct sbx_egress *e, struct in_a
     struct sbx_credproxy *cp = sbx_xcalloc(1, sizeof *cp);
     cp->e = e;
     cp->listen = listen;
-    cp->fd = cp->stop_pipe[0] = cp->stop_pipe[1] = -1;
+    cp->fd[0] = cp->fd[1] = cp->stop_pipe[0] = cp->stop_pipe[1] = -1;
     pthread_mutex_init(&cp->mu, NULL);
     pthread_cond_init(&cp->cv, NULL);
-    int r = bind_listener(cp, err);
+    int r = bind_listener(cp, 0, 80, err);
+    if (r == 0)
+        r = bind_listener(cp, 1, 443, err);
     if (r == 0 && pipe2(cp->stop_pipe, O_CLOEXEC) < 0)
         r = sbx_error_set(err, SBX_EGENERIC, errno, "credential proxy: pipe");
     if (r == 0 && pthread_create(&cp->accept_t, NULL, accept_loop, cp) != 0)
@@ -637,8 +650,10 @@ sbx_credproxy_close(struct sbx_credproxy *cp)
         if (cp->stop_pipe[i] >= 0)
             (void)close(cp->stop_pipe[i]);
     }
-    if (cp->fd >= 0)
-        (void)close(cp->fd);
+    for (int i = 0; i < 2; i++) {
+        if (cp->fd[i] >= 0)
+            (void)close(cp->fd[i]);
+    }
     pthread_mutex_destroy(&cp->mu);
     pthread_cond_destroy(&cp->cv);
     free(cp);

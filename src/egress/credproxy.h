@@ -29,6 +29,11 @@ bool sbx_egress_answered(struct sbx_egress *e, struct in_addr src, const char *n
                          struct in_addr addr);
 /* Sandbox id's credential values (sbx_egress_config.values). */
 int sbx_egress_values(struct sbx_egress *e, const char *id, json_t **values, sbx_error **err);
+/* Sandbox id's CA (sbx_egress_config.ca). */
+int sbx_egress_ca(struct sbx_egress *e, const char *id, char **key_pem, char **cert_pem,
+                  sbx_error **err);
+/* sbx_egress_config.upstream_ca, or NULL. */
+const char *sbx_egress_upstream_ca(const struct sbx_egress *e);
 
 /* Bind listen:80 and start accepting. */
 int sbx_credproxy_open(struct sbx_credproxy **out, struct sbx_egress *e, struct in_addr listen,

@@ -91,7 +91,7 @@ struct sbx_egress {
     unsigned workers, tcp_conns;
     uint64_t gens;
     bool stopping;
-    struct sbx_egress_config cfg; /* (its strings are not kept: only the callbacks) */
+    struct sbx_egress_config cfg; /* the callbacks and upstream_ca (a copy) */
     struct sbx_credproxy *proxy;  /* NULL: port 80 of the gateway could not be had */
     char proxy_why[200];
 };
@@ -800,7 +800,11 @@ sbx_egress_open(struct sbx_egress **out, const struct sbx_egress_config *cfg, sb
         r = e->tcp;
     if (r == 0 && pipe2(e->stop_pipe, O_CLOEXEC) < 0)
         r = sbx_error_set(err, SBX_EGENERIC, errno, "egress: pipe");
-    e->cfg = (struct sbx_egress_config){.values = cfg->values, .values_arg = cfg->values_arg};
+    e->cfg = (struct sbx_egress_config){
+        .values = cfg->values,
+        .ca = cfg->ca,
+        .values_arg = cfg->values_arg,
+        .upstream_ca = cfg->upstream_ca ? sbx_xstrdup(cfg->upstream_ca) : NULL};
     if (r == 0)
         open_proxy(e);
     if (r == 0) {
@@ -852,6 +856,7 @@ sbx_egress_close(struct sbx_egress *e)
     if (e->tcp >= 0)
         (void)close(e->tcp);
     sbx_nft_free(e->nft);
+    free((char *)e->cfg.upstream_ca);
     pthread_mutex_destroy(&e->ops);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
@@ -922,4 +927,19 @@ sbx_egress_values(struct sbx_egress *e, const char *id, json_t **values, sbx_err
     if (!e->cfg.values)
         return sbx_error_set(err, SBX_EUNAVAIL, 0, "no credential values here");
     return e->cfg.values(e->cfg.values_arg, id, values, err);
+}
+
+int
+sbx_egress_ca(struct sbx_egress *e, const char *id, char **key_pem, char **cert_pem,
+              sbx_error **err)
+{
+    if (!e->cfg.ca)
+        return sbx_error_set(err, SBX_EUNAVAIL, 0, "no credential proxy CA here");
+    return e->cfg.ca(e->cfg.values_arg, id, key_pem, cert_pem, err);
+}
+
+const char *
+sbx_egress_upstream_ca(const struct sbx_egress *e)
+{
+    return e->cfg.upstream_ca;
 }

@@ -27,7 +27,12 @@ struct sbx_egress_config {
     /* The credential proxy's values: sandbox id's Credential Vault values (an object of
      * name -> value; the caller's store), read at each request it injects into. */
     int (*values)(void *arg, const char *id, json_t **values, sbx_error **err);
-    void *values_arg;
+    /* HTTPS: sandbox id's CA (tlsca.h) as PEM texts, the caller frees them (the key is
+     * secret); NULL: HTTPS is never intercepted. */
+    int (*ca)(void *arg, const char *id, char **key_pem, char **cert_pem, sbx_error **err);
+    void *values_arg; /* (of both) */
+    /* a PEM file of CAs the proxy trusts for destinations besides the system's; NULL: none */
+    const char *upstream_ca;
 };
 
 /* Bind the resolver (SBX_EEXISTS naming the port when something else has it), start its

@@ -526,7 +526,8 @@ add_cred(struct vault_op *op, json_t *vault, json_t *values, const json_t *c, js
     return 0;
 }
 
-/* A binding (checked) that the proxy could never apply: msg says why. */
+/* A binding (checked) that the proxy could never apply: msg says why. The proxy sees a
+ * sandbox's TCP to ports 80 (plain HTTP) and 443 (HTTPS) only. */
 static bool
 binding_unservable(const json_t *nb, char *msg, size_t n)
 {
@@ -534,19 +535,11 @@ binding_unservable(const json_t *nb, char *msg, size_t n)
     const char *name = json_string_value(json_object_get(nb, "name"));
     size_t i = 0;
     json_t *v = NULL;
-    json_array_foreach (json_object_get(m, "schemes"), i, v) {
-        if (strcmp(json_string_value(v), "http") != 0)
-            return fail(msg, n,
-                        "binding `%s`: scheme `https` (the default of `match.schemes`) is not "
-                        "supported: sbx injects into plain HTTP only (no HTTPS interception "
-                        "yet); give `schemes: [\"http\"]` and `ports: [80]`",
-                        name) < 0;
-    }
     json_array_foreach (json_object_get(m, "ports"), i, v) {
-        if (json_integer_value(v) != 80)
+        if (json_integer_value(v) != 80 && json_integer_value(v) != 443)
             return fail(msg, n,
                         "binding `%s`: port %lld is not supported: sbx redirects a sandbox's "
-                        "plain HTTP on port 80 only; give `ports: [80]`",
+                        "TCP to ports 80 (http) and 443 (https) only",
                         name, (long long)json_integer_value(v)) < 0;
     }
     return false;
