@@ -227,7 +227,7 @@ test("egress: networkPolicy at create, get, patch and delete rules through port 
   assert.match(ex.logs.stdout.map((m) => m.text).join("\n"), /^nameserver 10\./);
 });
 
-test("credentialProxy: the Credential Vault through port 18080 (plain-HTTP bindings only)", async () => {
+test("credentialProxy: the Credential Vault through port 18080", async () => {
   const networkPolicy = { defaultAction: "deny", egress: [{ action: "allow", target: "api.example.com" }] };
   const credentialProxy = { enabled: true };
   if (provider !== "native") {
@@ -256,16 +256,17 @@ test("credentialProxy: the Credential Vault through port 18080 (plain-HTTP bindi
   assert.deepEqual((await v.listCredentials()).map((c) => c.name), ["openai", "k2"]);
   assert.equal((await v.getCredential("k2")).revision, st2.revision);
   assert.deepEqual(await v.listBindings(), []);
-  // an HTTPS binding (the spec's default scheme) is refused: sbx injects into plain HTTP only
-  await assert.rejects(v.patch({ bindings: { add: [{ name: "b", match: { hosts: ["api.example.com"] },
-    auth: { type: "bearer", credential: "openai" } }] } }), (err) => {
+  // a binding on a port the proxy never sees is refused, not stored and ignored
+  await assert.rejects(v.patch({ bindings: { add: [{ name: "b", match: { hosts: ["api.example.com"],
+    ports: [8443] }, auth: { type: "bearer", credential: "openai" } }] } }), (err) => {
     assert.equal(err.statusCode, 400);
-    assert.match(err.message, /plain HTTP only/);
+    assert.match(err.message, /port 8443/);
     return true;
   });
-  // a plain-HTTP one is stored (its injection: tests/integration/server/test_credinject.py)
-  const st3 = await v.patch({ bindings: { add: [{ name: "b", match: { schemes: ["http"],
-    ports: [80], hosts: ["api.example.com"] }, auth: { type: "bearer", credential: "openai" } }] } });
+  // one with the spec's defaults (https, 443) is stored (its injection:
+  // tests/integration/server/test_credinject.py)
+  const st3 = await v.patch({ bindings: { add: [{ name: "b", match: { hosts: ["api.example.com"] },
+    auth: { type: "bearer", credential: "openai" } }] } });
   assert.deepEqual(st3.bindings.map((b) => b.name), ["b"]);
   assert.ok(!JSON.stringify(await v.get()).includes(secret), "values are write-only");
   await v.delete();

@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Credential injection of credentialProxy (issue 15, step 1: plain HTTP), with real traffic on
-this machine only: the test makes its own "internet" (a network namespace behind a veth,
+"""Credential injection of credentialProxy (issue 15: plain HTTP and HTTPS), with real traffic
+on this machine only: the test makes its own "internet" (a network namespace behind a veth,
 TEST-NET-3 addresses 203.0.113.0/24), an upstream DNS server there answering for the test's
 names (the server's resolver forwards to it: providers.native.egress_dns) and an HTTP server
-on port 80 of each address that logs every request head it gets (to a file the test reads)
-and answers without echoing any of it. From inside real sandboxes:
+on port 80 (and HTTPS on 443, a certificate of the test's own CA, which the server is told to
+trust: providers.native.credproxy_upstream_ca) of each address that logs every request head it
+gets (to a file the test reads) and answers without echoing any of it. From inside real
+sandboxes:
 
 - a matching request (host, port, method, path) gets the binding's header, the sandbox's own
   copy of it removed, `Connection: close`; the sandbox's answer is the upstream's;
@@ -14,6 +16,11 @@ and answers without echoing any of it. From inside real sandboxes:
   `Host: api.test`: evil.test never sees the credential; the same with an address of
   api.test's the sandbox's resolver never answered for it (a hard-coded one in allow mode);
 - a path with dot segments is never given a credential;
+- HTTPS: a bound name is terminated with a leaf of the sandbox's own CA (its bundle and env
+  name it), injected and sent on over verified TLS; an unbound name is spliced end to end (the
+  upstream's own certificate reaches the sandbox); another path is not injected; a Host other
+  than the SNI name is not; the spoof (evil.test's address, SNI api.test) is spliced; an
+  upstream whose certificate does not verify gets nothing;
 - a vault change applies live (a new value, a deleted binding);
 - an allow-default sandbox is injected too; a sandbox without a vault is never redirected;
 - the value is never in the sandbox (env, files, the answers it reads);
@@ -30,7 +37,8 @@ from harness import Skip, check, main
 
 UP = "203.0.113.2"
 ADDRS = {"api.test": "203.0.113.20", "evil.test": "203.0.113.21", "other.test": "203.0.113.22",
-         "key.test": "203.0.113.23", "multi.test": "203.0.113.24"}
+         "key.test": "203.0.113.23", "multi.test": "203.0.113.24", "bad.test": "203.0.113.25",
+         "alias.test": "203.0.113.20"}  # api.test's address (a shared one, as on a CDN)
 SECRET = "sk-inj-" + "%08x" % (os.getpid() * 2654435761 % 2**32) + "-Qx9"
 SECRET2 = "sk-new-" + SECRET[::-1]
 B64 = base64.b64encode(b"user:" + SECRET.encode()).decode()
@@ -76,6 +84,22 @@ def one(c, to):
         c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
     except Exception: pass
     c.close()
+def tls_one(c, to, ctx):
+    try:
+        c.settimeout(5); one(ctx.wrap_socket(c, server_side=True), to + "/tls")
+    except Exception: c.close()
+def https(d):
+    import ssl
+    good = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); good.load_cert_chain(d + "/srv.pem", d + "/srv.key")
+    bad = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); bad.load_cert_chain(d + "/bad.pem", d + "/bad.key")
+    t = socket.socket(); t.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    t.bind(("0.0.0.0", 443)); t.listen(64)
+    while True:
+        c, _ = t.accept(); to = c.getsockname()[0]
+        # bad.test's address presents a certificate no CA of the test signed
+        threading.Thread(target=tls_one, args=(c, to, bad if to.endswith(".25") else good),
+                         daemon=True).start()
+threading.Thread(target=https, args=(sys.argv[2],), daemon=True).start()
 s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.bind(("0.0.0.0", 80)); s.listen(64)
 print("ready", flush=True)
@@ -106,9 +130,58 @@ except Exception as e:
 '''
 SEND_B64 = base64.b64encode(SEND.encode()).decode()
 
+# `tls CONNECT_TO SNI HOST_HEADER PATH CAFILE|- [Name:value ...]`: one GET over HTTPS verified for
+# SNI (with CAFILE, else the default CAs, i.e. the sandbox's bundle), then "ISSUER=<CN> " and the
+# whole answer; or "FAIL why".
+TLS = r'''
+import socket, ssl, sys
+to, sni, host, path, cafile = sys.argv[1:6]
+extra = "".join(h.replace(":", ": ", 1) + "\r\n" for h in sys.argv[6:])
+try:
+    ctx = ssl.create_default_context(cafile=None if cafile == "-" else cafile)
+    s = ctx.wrap_socket(socket.create_connection((to, 443), timeout=5), server_hostname=sni)
+    issuer = dict(x[0] for x in s.getpeercert()["issuer"]).get("commonName", "?")
+    s.sendall(("GET %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: sbx-test\r\n%sConnection: keep-alive\r\n\r\n"
+               % (path, host, extra)).encode())
+    data = b""
+    while True:
+        d = s.recv(65536)
+        if not d: break
+        data += d
+    print("ISSUER=" + issuer.replace(" ", "_"), data.decode("latin-1").replace("\r\n", "|"))
+except Exception as e:
+    print("FAIL %s %s" % (type(e).__name__, str(e)[:80]))
+'''
+TLS_B64 = base64.b64encode(TLS.encode()).decode()
+
+
+def make_pki(d):
+    """The test's CA, a server certificate of it for every test name, and a self-signed one."""
+    def run(*argv):
+        r = subprocess.run(["openssl"] + list(argv), capture_output=True, text=True, cwd=d)
+        check(r.returncode == 0, "openssl %r: %s" % (argv[:2], r.stderr[-300:]))
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=sbx test upstream CA")
+    run("req", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", "srv.key", "-out", "srv.csr", "-subj", "/CN=test upstream")
+    with open(os.path.join(d, "san.ext"), "w") as f:
+        f.write("subjectAltName=" + ",".join("DNS:" + n for n in ADDRS) + "\n")
+    run("x509", "-req", "-in", "srv.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+        "-CAcreateserial", "-out", "srv.pem", "-days", "2", "-extfile", "san.ext")
+    run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+        "-keyout", "bad.key", "-out", "bad.pem", "-days", "2", "-subj", "/CN=bad.test",
+        "-addext", "subjectAltName=DNS:bad.test")
+
+
+def tls(s, sid, to, sni, host, path="/v1/x", cafile="-", *extra):
+    out, _ = s.run(sid, "python3 -c \"$(echo %s | base64 -d)\" %s %s %s '%s' %s %s" % (
+        TLS_B64, to, sni, host, path, cafile, " ".join("'%s'" % h for h in extra)), timeout=60)
+    return " ".join(out).strip()
+
 
 class World:
-    def __init__(self, tag, log):
+    def __init__(self, tag, log, pki):
+        self.pki = pki
         self.ns = "sbxci-inet-%d" % os.getpid()
         self.host_if = "cii%dh" % tag
         self.ns_if = "cii%dn" % tag
@@ -128,10 +201,11 @@ class World:
         nx = ["ip", "netns", "exec", self.ns]
         self.sh(*nx, "ip", "link", "set", "lo", "up")
         self.sh(*nx, "ip", "link", "set", self.ns_if, "up")
-        for a in [UP] + list(ADDRS.values()):
+        for a in [UP] + sorted(set(ADDRS.values())):
             self.sh(*nx, "ip", "addr", "add", a + "/24", "dev", self.ns_if)
         self.sh(*nx, "ip", "route", "add", "default", "via", "203.0.113.1")
-        for argv in (["python3", "-c", DNS_SERVER], ["python3", "-c", HTTP_SERVER, self.log]):
+        for argv in (["python3", "-c", DNS_SERVER],
+                     ["python3", "-c", HTTP_SERVER, self.log, self.pki]):
             p = subprocess.Popen(nx + argv, stdout=subprocess.PIPE, text=True)
             self.procs.append(p)
             check(p.stdout.readline().strip() == "ready", "a test peer did not start")
@@ -367,6 +441,62 @@ def restart(s, a, up):
     hs = headers(one_head(up, "after a restart")["head"])
     check([v for n, v in hs if n == "authorization"] == ["Bearer " + SECRET],
           "injected after a server restart: %r" % hs)
+    out = tls(s, a, "api.test", "api.test", "api.test", "/v1/x", "-")
+    hs = headers(one_head(up, "HTTPS after a restart")["head"])
+    check(out.startswith("ISSUER=sbx_credential_proxy") and
+          [v for n, v in hs if n == "authorization"] == ["Bearer " + SECRET],
+          "HTTPS after a restart: the same CA (kept encrypted), injected: %r %r" % (out, hs))
+
+
+def https(s, a, up, pki):
+    """HTTPS through the proxy: a matched name is terminated with a leaf of the sandbox's own
+    CA (which its bundle trusts), injected, and sent on over TLS verified against the test's
+    CA; anything else is spliced untouched (the upstream's own certificate reaches the
+    sandbox)."""
+    with open(os.path.join(pki, "ca.pem")) as f:
+        ca = base64.b64encode(f.read().encode()).decode()
+    s.run(a, "echo %s | base64 -d > /tmp/testca.pem" % ca)
+    env = " ".join(s.run(a, "env")[0])
+    check("SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt" in env and
+          "NODE_EXTRA_CA_CERTS=" in env, "the sandbox's env names its bundle: %r" % env[:300])
+    out = tls(s, a, "api.test", "api.test", "api.test", "/v1/models", "-",
+              "Authorization:Bearer mine")
+    check(out.startswith("ISSUER=sbx_credential_proxy_" + a[:8]) and
+          "ok-from-" + ADDRS["api.test"] + "/tls" in out,
+          "an HTTPS request to a bound name, verified by the sandbox: %r" % out)
+    no_secret("the HTTPS answer the sandbox reads", out)
+    h = one_head(up, "HTTPS bearer")
+    hs = headers(h["head"])
+    check(h["to"] == ADDRS["api.test"] + "/tls", "over TLS to api.test: %r" % h)
+    check([v for n, v in hs if n == "authorization"] == ["Bearer " + SECRET] and
+          ("connection", "close") in hs, "injected over HTTPS: %r" % hs)
+    # a name no binding has: spliced, the upstream's certificate (the test CA's) end to end
+    out = tls(s, a, "other.test", "other.test", "other.test", "/v1/models", "/tmp/testca.pem")
+    check(out.startswith("ISSUER=sbx_test_upstream_CA") and "ok-from-" in out,
+          "an unbound name is spliced untouched: %r" % out)
+    h = one_head(up, "HTTPS spliced")
+    check("keep-alive" in h["head"] and "Bearer" not in h["head"], "untouched: %r" % h)
+    # the bound name's path that does not match: terminated, not injected
+    out = tls(s, a, "api.test", "api.test", "api.test", "/v2/x", "-")
+    h = one_head(up, "HTTPS unmatched path")
+    check("ok-from-" in out and "Bearer" not in h["head"] and "keep-alive" in h["head"],
+          "HTTPS, another path: untouched: %r %r" % (out, h))
+    # Host other than the SNI name (both bound, same address): never injected
+    out = tls(s, a, "alias.test", "alias.test", "api.test", "/v1/x", "-")
+    h = one_head(up, "HTTPS Host other than SNI")
+    check("ok-from-" in out, "answered: %r" % out)
+    no_secret("a request whose Host is not its SNI", h["head"])
+    # the spoof: evil.test's address with SNI and Host api.test: spliced (evil's own TLS)
+    out = tls(s, a, "evil.test", "api.test", "api.test", "/v1/x", "/tmp/testca.pem")
+    h = one_head(up, "HTTPS spoof")
+    check(h["to"] == ADDRS["evil.test"] + "/tls" and out.startswith("ISSUER=sbx_test_upstream"),
+          "the spoofed connection went to evil.test, spliced: %r %r" % (out, h))
+    no_secret("what evil.test got over TLS with SNI api.test", h["head"])
+    # an upstream whose certificate does not verify: the proxy sends nothing
+    out = tls(s, a, "bad.test", "bad.test", "bad.test", "/v1/x", "-")
+    check(out.startswith("ISSUER=sbx_credential_proxy") and "ok-from-" not in out,
+          "bad.test: terminated by the proxy, then closed without an answer: %r" % out)
+    check(up.new() == [], "nothing reached an upstream that did not verify")
 
 
 def sandbox_sees_nothing(s, a):
@@ -393,11 +523,12 @@ def vault_setup(s, a, ha):
     r = vault(s, a, "POST", ha, body)
     check(r.status == 201, "POST a vault with http bindings: %r" % r)
     no_secret("the POST answer", r.body.decode())
+    # HTTPS: the spec's defaults (schemes [https], ports [443])
     r = vault(s, a, "PATCH", ha, {"bindings": {"add": [{
-        "name": "tls", "match": {"hosts": ["api.test"]},
+        "name": "tls", "match": {"hosts": ["api.test", "bad.test", "alias.test"],
+                                 "paths": ["/v1/*"]},
         "auth": {"type": "bearer", "credential": "k"}}]}})
-    check(r.status == 400 and "https" in r.json()["message"],
-          "a binding that needs HTTPS is refused, saying why: %r" % r)
+    check(r.status == 200, "an HTTPS binding: %r" % r)
     r = vault(s, a, "PATCH", ha, {"bindings": {"add": [http_binding(
         "p", ["api.test"], {"type": "bearer", "credential": "k"})]}})
     check(r.status == 200, "control: an http one is added: %r" % r)
@@ -413,13 +544,16 @@ def test(new_server):
     tag = os.getpid() % 200 + 20
     bridge = "sbxci%d" % tag
     subnet = "10.234.%d.0/24" % tag
+    pki = tempfile.mkdtemp(prefix="sbx-credinject-pki-")
+    make_pki(pki)
     config = ('providers = { supported = ["native"]; default = "native";\n'
-              '  native = { bridge = "%s"; subnet = "%s"; egress_dns = "%s"; }; };\n'
-              % (bridge, subnet, UP))
+              '  native = { bridge = "%s"; subnet = "%s"; egress_dns = "%s";\n'
+              '    credproxy_upstream_ca = "%s/ca.pem"; }; };\n'
+              % (bridge, subnet, UP, pki))
     s = new_server(config_text=config, tag="credinject")
     fd, log = tempfile.mkstemp(prefix="sbx-credinject-upstream-")
     os.close(fd)
-    world = World(tag, log)
+    world = World(tag, log, pki)
     up = Upstream(log)
     try:
         world.up()
@@ -431,7 +565,8 @@ def test(new_server):
             raise e
         pol = {"defaultAction": "deny", "egress": [
             {"action": "allow", "target": t} for t in ("api.test", "evil.test", "other.test",
-                                                       "key.test", "multi.test")]}
+                                                       "key.test", "multi.test", "bad.test",
+                                                       "alias.test")]}
         r = s.create(networkPolicy=pol, credentialProxy={"enabled": True})
         if r.status != 202:
             raise Skip("the runtime cannot make sandboxes on this host: %r" % r)
@@ -451,6 +586,9 @@ def test(new_server):
         t0 = time.time()
         injected(s, a, up)
         print("three injected requests: %.2f s" % (time.time() - t0))
+        t0 = time.time()
+        https(s, a, up, pki)
+        print("https: %.2f s" % (time.time() - t0))
         untouched(s, a, up)
         spoofing(s, a, up)
         r = vault(s, b, "POST", token(s, b), {"credentials": [cred("k", SECRET)], "bindings": [
@@ -487,7 +625,7 @@ def test(new_server):
         s.kill9()
         s.gc_runtime()
         world.down()
-        subprocess.run(["rm", "-f", log], capture_output=True)
+        subprocess.run(["rm", "-rf", log, pki], capture_output=True)
         subprocess.run([s.sbx, "net", "nft", "teardown", bridge, subnet], capture_output=True)
         subprocess.run(["ip", "link", "del", bridge + "-kp"], capture_output=True)
         subprocess.run(["ip", "link", "del", bridge], capture_output=True)

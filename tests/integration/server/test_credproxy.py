@@ -10,9 +10,9 @@ with an egress policy, local peers only (nothing leaves the machine):
   400 for bad bodies (unknown fields, bad names, header names that frame a request, values
   with CR/LF), 404, 409 (create twice, add an existing name, a stale expectedRevision), 412
   (the sandbox has no Credential Proxy), 401 without the sandbox's token;
-- bindings: those the proxy could never apply (scheme https, the spec's default; a port other
-  than 80) are refused with a 400 saying why (nothing is stored and silently never applied);
-  malformed ones get their schema's 400; the injection itself: test_credinject.py;
+- bindings: those the proxy could never apply (a port other than 80 and 443) are refused with a
+  400 saying why (nothing is stored and silently never applied); malformed ones get their
+  schema's 400; the injection itself: test_credinject.py;
 - hostile input: a body of 8 MiB, 10k bindings, 10k-character names; the server stays up;
 - a server killed with SIGKILL: the vault (metadata and values) is the same after the restart;
 - the value is never in an answer, the server's log, the state dir in clear, nor anywhere in
@@ -65,14 +65,12 @@ def shapes(s, a, ha):
     check(r.status == 404, "GET before any vault: %r" % r)
     r = vault(s, a, "PATCH", ha, body={"credentials": {"add": [cred("x", "y")]}})
     check(r.status == 404, "PATCH before any vault: %r" % r)
-    # bindings the proxy cannot apply (HTTPS, another port than 80) are refused, not ignored
+    # bindings the proxy cannot apply (a port other than 80 and 443) are refused, not ignored
     port = binding("port", "openai")
     port["match"]["ports"] = [80, 8080]
-    both = binding("both", "openai")
-    both["match"]["schemes"] = ["http", "https"]
-    for b, why in (({"name": "dflt", "match": {"hosts": ["api.test"]},
-                     "auth": {"type": "bearer", "credential": "openai"}}, "https"),
-                   (both, "https"), (port, "port 8080")):
+    tls = {"name": "tls", "match": {"hosts": ["api.test"], "ports": [8443]},
+           "auth": {"type": "bearer", "credential": "openai"}}
+    for b, why in ((tls, "port 8443"), (port, "port 8080")):
         r = vault(s, a, "POST", ha, body={"credentials": [cred("openai", SECRET)],
                                           "bindings": [b]})
         check(r.status == 400 and why in r.json()["message"],
@@ -126,10 +124,10 @@ def mutations(s, a, ha, rev):
     r = vault(s, a, "PATCH", ha, body={"bindings": {"delete": ["nope"]}})
     check(r.status == 404, "delete a missing binding: %r" % r)
     r = vault(s, a, "PATCH", ha, body={"bindings": {"add": [{
-        "name": "tls", "match": {"hosts": ["api.test"]},
+        "name": "tls", "match": {"hosts": ["api.test"], "ports": [8443]},
         "auth": {"type": "bearer", "credential": "openai"}}]}})
-    check(r.status == 400 and "https" in r.json()["message"],
-          "PATCH adding an HTTPS binding is refused: %r" % r)
+    check(r.status == 400 and "8443" in r.json()["message"],
+          "PATCH adding a binding on port 8443 is refused: %r" % r)
     r = vault(s, a, "PATCH", ha, body={"credentials": {"add": [cred("x", "v"), cred("x", "w")]}})
     check(r.status == 409, "the same name added twice: %r" % r)
     check(vault(s, a, "GET", ha).json()["revision"] == rev, "refusals change nothing")
