@@ -178,27 +178,20 @@ ssl_write_all(SSL *s, const char *p, size_t n)
     return true;
 }
 
-/* The sandbox's side: a leaf for name from the sandbox's CA. */
+/* The sandbox's side: a leaf for name from the sandbox's CA (ca: its PEM key and cert). */
 static SSL *
-accept_down(const struct conn *c, const char *id, const char *name)
+accept_down(const struct conn *c, char *const ca[2], const char *id, const char *name)
 {
-    char *key = NULL;
-    char *cert = NULL;
     SSL_CTX *ctx = NULL;
     sbx_autoerror sbx_error *err = NULL;
     SSL *s = NULL;
-    if (sbx_egress_ca(c->cp->e, id, &key, &cert, &err) == 0 &&
-        sbx_tlsca_leaf_ctx(key, cert, name, &ctx, &err) == 0 && (s = SSL_new(ctx)) &&
-        SSL_set_fd(s, c->fd) == 1 && SSL_accept(s) != 1) {
+    if (sbx_tlsca_leaf_ctx(ca[0], ca[1], name, &ctx, &err) == 0 && (s = SSL_new(ctx)) &&
+        (SSL_set_fd(s, c->fd) != 1 || SSL_accept(s) != 1)) {
         SSL_free(s);
         s = NULL;
     }
     if (err)
         sbx_warn("sandbox %s: credential proxy for `%s`: %s", id, name, sbx_error_msg(err));
-    if (key)
-        explicit_bzero(key, strlen(key));
-    free(key);
-    free(cert);
     SSL_CTX_free(ctx); /* (the SSL holds its own reference) */
     return s;
 }
@@ -286,11 +279,11 @@ first_request(const struct sbx_credproxy_req *q, struct tls_pair *t)
 }
 
 static void
-intercept(struct conn *c, const struct sbx_credproxy_req *q)
+intercept(struct conn *c, char *const ca[2], const struct sbx_credproxy_req *q)
 {
     struct tls_pair t = {.down_fd = c->fd, .up_fd = -1};
     set_timeouts(c->fd, HEAD_S);
-    t.down = accept_down(c, q->id, q->sni);
+    t.down = accept_down(c, ca, q->id, q->sni);
     if (t.down)
         t.up_fd = sbx_credproxy_connect_upstream(q->dst);
     if (t.up_fd >= 0) {
@@ -317,10 +310,17 @@ sbx_credtls_serve(struct conn *c, const struct sockaddr_in *dst, const char *id,
     unsigned port = ntohs(dst->sin_port);
     bool mine = peek_hello(c, name) && sbx_credproxy_candidate(bindings, name, port) &&
                 sbx_egress_answered(c->cp->e, c->src, name, dst->sin_addr);
-    if (mine) {
+    /* a sandbox without a CA (its image has no CA bundle to add one to) cannot trust a leaf:
+     * its HTTPS is spliced */
+    char *ca[2] = {NULL, NULL};
+    sbx_autoerror sbx_error *err = NULL;
+    if (mine && sbx_egress_ca(c->cp->e, id, &ca[0], &ca[1], &err) == 0) {
         struct sbx_credproxy_req q = {
             .cp = c->cp, .src = c->src, .id = id, .bindings = bindings, .dst = dst, .sni = name};
-        intercept(c, &q);
+        intercept(c, ca, &q);
+        explicit_bzero(ca[0], strlen(ca[0]));
+        free(ca[0]);
+        free(ca[1]);
         return;
     }
     /* not ours to open: the sandbox's TLS goes end to end (the ClientHello is still queued) */

@@ -790,7 +790,8 @@ native_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     j->d = d;
     (void)snprintf(j->id, sizeof j->id, "%s", sb->id);
     j->volumes = json_deep_copy(json_object_get(sb->priv, "volumes"));
-    sbx_credca_remove(d->vault, d->state_dir, sb->id); /* its CA and bundle go with it */
+    if (json_object_get(json_object_get(sb->priv, SBX_EGRESS_PRIV), "credentialProxy"))
+        sbx_credca_remove(d->vault, d->state_dir, sb->id); /* its CA and bundle go with it */
     /* A layer kept by an earlier stop goes with the sandbox's teardown, so a crash before that
      * is done leaves nothing that gc would keep. */
     if (h && sbx_rt_upper_unkeep(d->rt, sb->id, err) < 0) {
