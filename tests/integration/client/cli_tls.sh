@@ -2,7 +2,7 @@
 # The CLI against a server behind TLS (an https:// SBX_HOST, as behind an ingress): a
 # TLS-terminating proxy (tls_proxy.py, a certificate of a CA this test makes) in front of a
 # real server. API calls and the WebSocket verbs (`sbx exec` in pipe mode, stdin and output in
-# bulk, `sbx cp` of a directory, `sbx shell` in tmux) over https:// and wss://; an untrusted
+# bulk, `sbx cp` of a directory, `sbx shell` in tmux, the Python SDK) over https:// and wss://; an untrusted
 # certificate and a wrong host name refused, never downgraded.
 #   cli_tls.sh SBX_BINARY
 set -uo pipefail
@@ -75,6 +75,17 @@ if command -v tmux >/dev/null; then
   for _ in $(seq 50); do T capture-pane -p -t sh | grep -q 'sh-EXIT=' && break; sleep 0.1; done
   T capture-pane -p -t sh | grep -q '^sh-EXIT=3' && ok "the shell's exit code" || fail "shell exit"
 fi
+
+# The Python SDK over the same https:// and wss:// (its commands stream through the router).
+sdk=$here/../../../sdk/python
+got=$(PYTHONPATH=$sdk python3 -c '
+import sys, sbx
+sb = sbx.Client().connect(sys.argv[1])
+print("".join(sb.commands.run("echo sdk-$((2*21))").stdout).strip())' "$id" 2>&1)
+[[ $got == sdk-42 ]] && ok "the Python SDK over https" || fail "Python SDK: $got"
+got=$(SBX_CA_CERT= PYTHONPATH=$sdk python3 -c 'import sbx; sbx.Client().list()' 2>&1)
+[[ $got == *CERTIFICATE_VERIFY_FAILED* ]] && ok "the Python SDK refuses an untrusted certificate" ||
+  fail "Python SDK, untrusted CA: $got"
 
 # Never downgraded: a certificate of an unknown CA, and a name the certificate is not for.
 err=$(SBX_CA_CERT= "$sbx" exec "$id" -- true 2>&1)
