@@ -98,6 +98,7 @@ runtime_packages() {
   printf '%s\n' "${pkgs[@]}" | grep -v -x -e libc6 | sort -u
 }
 
+# shellcheck disable=SC2016 # the hooks' "$1" is mmdebstrap's root, expanded by its shell
 build_server() {
   [[ $(id -u) -eq 0 ]] || die "the server image needs root (mmdebstrap in root mode)"
   command -v mmdebstrap >/dev/null || die "mmdebstrap is not installed (apt-get install mmdebstrap)"
@@ -125,7 +126,10 @@ build_server() {
   local cache=/var/cache/apt/archives
   echo "build.sh: debian bookworm (essential) + ${pkgs[*]}" >&2
   # The user is written into passwd/group directly: `essential` has no useradd (passwd).
+  # merged /usr by mmdebstrap's hook (as debootstrap does it), not by the usrmerge package,
+  # which would pull perl into the image.
   mmdebstrap --quiet --variant=essential --mode=root --format=tar \
+    --hook-dir=/usr/share/mmdebstrap/hooks/merged-usr \
     --aptopt='APT::Install-Recommends "false"' --dpkgopt='path-exclude=/usr/share/doc/*' \
     --dpkgopt='path-exclude=/usr/share/man/*' --dpkgopt='path-exclude=/usr/share/locale/*' \
     --dpkgopt='path-exclude=/usr/share/info/*' \
@@ -142,7 +146,8 @@ build_server() {
     --customize-hook='echo "sbx:*:19000:0:99999:7:::" >> "$1"/etc/shadow' \
     --customize-hook='install -d -m 0700 -o 10001 -g 10001 "$1"/var/lib/sbx' \
     --customize-hook='chown -R 0:0 "$1"/usr/bin/sbx "$1"/usr/bin/sbx-full "$1"/usr/lib/sbx "$1"/etc/sbx' \
-    --customize-hook='rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/* "$1"/var/log/*.log "$1"/var/cache/ldconfig/aux-cache' \
+    --customize-hook='rm -rf "$1"/var/cache/apt/archives/*.deb "$1"/var/lib/apt/lists/*' \
+    --customize-hook='rm -f "$1"/var/log/*.log "$1"/var/cache/ldconfig/aux-cache' \
     bookworm "$work/server-rootfs.tar" "${sources[@]}"
   python3 "$top/images/desktop/mkimage.py" --rootfs "$work/server-rootfs.tar" \
     --tag "${prefix}sbx:$version" --output "$outdir/sbx.tar" \
