@@ -36,6 +36,25 @@ def kustomize(path=os.path.join(TOP, "deploy", "kubernetes")):
     return p.stdout
 
 
+def overlay(tmp, namespace, conf=None, image=None):
+    """An overlay of the base in tmp: another namespace, and optionally another sbx.conf and
+    server image ("repo:tag"); returns its rendering."""
+    base = os.path.relpath(os.path.join(TOP, "deploy", "kubernetes"), tmp)
+    k = {"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
+         "namespace": namespace, "resources": [base]}
+    if conf is not None:
+        with open(os.path.join(tmp, "sbx.conf"), "w") as f:
+            f.write(conf)
+        k["configMapGenerator"] = [{"name": "sbx-config", "behavior": "replace",
+                                    "files": ["sbx.conf"]}]
+    if image:
+        repo, _, tag = image.rpartition(":")
+        k["images"] = [{"name": "sbx", "newName": repo, "newTag": tag}]
+    with open(os.path.join(tmp, "kustomization.yaml"), "w") as f:
+        yaml.safe_dump(k, f)
+    return kustomize(tmp)
+
+
 def load(text):
     return [o for o in yaml.safe_load_all(text) if o]
 

@@ -16,7 +16,6 @@ a real `sbx serve` in the in-cluster mode, against the FAKE Kubernetes API serve
   Role of the manifests, in that one namespace.
 
 argv: SBX_CLI SBX_EXECD_STATIC. Root (the fake's network namespaces, the mount namespace)."""
-import json
 import os
 import re
 import shutil
@@ -98,7 +97,7 @@ def test(new_server):
     try:
         import manifests as m
         import images
-        from test_kube_fake import Fake, TOKEN, BASE
+        from test_kube_fake import Fake, TOKEN
     except ImportError as e:
         raise Skip("%s (Debian's python3-kubernetes, python3-yaml)" % e)
     if not shutil.which("kubectl") or not shutil.which("openssl"):

@@ -14,8 +14,10 @@ Each check is also run on copies broken one property at a time, which it must re
 
 Uses Debian's /usr/bin/python3 (python3-kubernetes) and kubectl; exit 77 without them."""
 import os
+import re
 import shutil
 import sys
+import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -57,6 +59,29 @@ def main():
     for what, broken in m.broken_copies(objs):
         if not m.security_problems(broken):
             fails.append("(c) the checks let a broken copy through: %s" % what)
+    # an overlay moving everything to another namespace keeps the properties (the binding's
+    # subject follows the namespace)
+    with tempfile.TemporaryDirectory(prefix="sbx-deploy-overlay-") as tmp:
+        moved = m.load(m.overlay(tmp, "agents-prod", image="registry.example/sbx:9.9"))
+    if any(o["metadata"].get("namespace") != "agents-prod" for o in moved):
+        fails.append("the overlay's namespace is not on every object")
+    fails += ["(c) overlay: " + x for x in m.validate(moved) + m.security_problems(moved)]
+    images = sorted({c["image"] for d in m.of_kind(moved, "Deployment") for c in
+                     d["spec"]["template"]["spec"]["initContainers"] +
+                     d["spec"]["template"]["spec"]["containers"]})
+    if images != ["registry.example/sbx:9.9"]:
+        fails.append("the overlay's image is not every container's: %r" % images)
+    print("overlay (namespace agents-prod, another image): %s" % (
+        "ok" if not fails else "see below"))
+    # the images are the project's version, as deploy/images/build.sh tags them
+    with open(os.path.join(m.TOP, "CMakeLists.txt")) as f:
+        version = re.search(r"project\(sbx VERSION ([0-9.]+)", f.read()).group(1)
+    spec = m.of_kind(objs, "Deployment")[0]["spec"]["template"]["spec"]
+    used = sorted({c["image"] for c in spec["initContainers"] + spec["containers"]})
+    if used != ["sbx:" + version]:
+        fails.append("the server image is not sbx:%s: %r" % (version, used))
+    if m.conf_value(m.conf_text(objs), "execd_image") != "sbx-execd:" + version:
+        fails.append("sbx.conf's execd_image is not sbx-execd:%s" % version)
     # the image's default config is the ConfigMap's: one file, deploy/kubernetes/sbx.conf
     with open(os.path.join(m.TOP, "deploy", "kubernetes", "sbx.conf")) as f:
         if m.conf_text(objs) != f.read():
