@@ -25,6 +25,7 @@ argv: SBX_CLI. The cluster is the one given: this test sends traffic there and n
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -201,6 +202,7 @@ if __name__ == "__main__":
     if not os.path.exists(KUBECONFIG):
         print("FAIL: SBX_TEST_KUBECONFIG=%s does not exist" % KUBECONFIG)
         sys.exit(1)
-    if subprocess.run(["kubectl", "version", "--client"], capture_output=True).returncode != 0:
-        raise SystemExit("FAIL: kubectl is needed")
+    if not shutil.which("kubectl"):
+        print("SKIP: no kubectl (not a Debian 12 package: the Kubernetes project's apt repository)")
+        sys.exit(77)
     main(test)
