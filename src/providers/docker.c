@@ -22,7 +22,7 @@
  * networkPolicy (docker_egress.c): enforced inside the container's own network namespace, from
  * its start on: the container starts with no network but loopback (network "sbx", attached
  * after; or "none"), its table and sbx's resolver there are made before the attach, and its
- * resolv.conf names that resolver (HostConfig.Dns). Refused for other networks (the engine's
+ * resolv.conf names that resolver (a read-only bind). Refused for other networks (the engine's
  * would let the entrypoint's first packets out before the rules exist) and remote engines.
  */
 #include <errno.h>
@@ -339,7 +339,9 @@ static json_t *
 container_body(struct docker_data *d, const struct sbx_record *sb, const char *ref, sbx_error **err)
 {
     json_t *hc = host_config(d);
-    if (limits_into(d, sb, hc, err) < 0) {
+    /* a policed container resolves through sbx's resolver in its own namespace, only */
+    if (limits_into(d, sb, hc, err) < 0 ||
+        (sbx_docker_egress_has_policy(sb) && sbx_docker_egress_mount(d->state_dir, hc, err) < 0)) {
         json_decref(hc);
         return NULL;
     }
@@ -358,9 +360,6 @@ container_body(struct docker_data *d, const struct sbx_record *sb, const char *r
                   d->state_dir, "HostConfig", hc);
     sbx_strv_free(argv);
     sbx_strv_free(envp);
-    /* a policed container resolves through sbx's resolver in its own namespace, only */
-    if (body && sbx_docker_egress_has_policy(sb))
-        (void)json_object_set_new(hc, "Dns", json_pack("[s]", SBX_DOCKER_EGRESS_RESOLVER));
     return body;
 }
 

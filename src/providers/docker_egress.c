@@ -67,6 +67,23 @@ sbx_docker_egress_has_policy(const struct sbx_record *sb)
     return json_object_get(json_object_get(sb->priv, SBX_EGRESS_PRIV), "policy") != NULL;
 }
 
+int
+sbx_docker_egress_mount(const char *state_dir, json_t *host_config, sbx_error **err)
+{
+    static const char text[] = "nameserver " SBX_DOCKER_EGRESS_RESOLVER "\n";
+    sbx_autofree char *path = sbx_xasprintf("%s/egress-resolv.conf", state_dir);
+    sbx_autofree char *now = NULL;
+    /* one file for every policed container: read-only inside, so none can change another's */
+    if ((sbx_read_file(path, 4096, &now, NULL, NULL) < 0 || strcmp(now, text) != 0) &&
+        sbx_write_file_atomic(path, text, strlen(text), 0644, err) < 0)
+        return sbx_error_wrap(err, "networkPolicy: the containers' resolv.conf");
+    json_t *mounts = json_object_get(host_config, "Mounts");
+    (void)json_array_append_new(mounts,
+                                json_pack("{s:s, s:s, s:s, s:b}", "Type", "bind", "Source", path,
+                                          "Target", "/etc/resolv.conf", "ReadOnly", 1));
+    return 0;
+}
+
 /* The resolver, opened on first use; upstream: the setting, else the host's resolvers. */
 static struct sbx_egress *
 service(struct sbx_docker_egress *x, sbx_error **err)

@@ -28,6 +28,10 @@ void sbx_docker_egress_free(struct sbx_docker_egress *x);
 
 bool sbx_docker_egress_has_policy(const struct sbx_record *sb);
 
+/* Add to a HostConfig's Mounts the read-only bind of <state_dir>/egress-resolv.conf (written
+ * here when missing or different) over /etc/resolv.conf. */
+int sbx_docker_egress_mount(const char *state_dir, json_t *host_config, sbx_error **err);
+
 /* Enforce sb's stored policy on its running container, whose init is pid (start_time checked
  * again here, after its namespace is opened). Refused (SBX_EINVAL) when that process could
  * change its own rules (CAP_NET_ADMIN, CAP_NET_RAW or CAP_SYS_ADMIN in its bounding set). */
