@@ -40,6 +40,60 @@ RESOLVER = "127.0.0.53"
 HELLO = "hello-from-"
 
 
+# In the container's network namespace (from the host, with the host's python and its
+# CAP_NET_RAW): an ICMP echo over a raw socket -> "REPLY" or "FAIL why". Raw sockets pass the
+# output hook too: even a process holding CAP_NET_RAW (which the container has not) is policed.
+RAWPING = r'''
+import os, select, socket, struct, sys
+def csum(b):
+    s = sum(struct.unpack("!%dH" % (len(b) // 2), b)); s = (s >> 16) + (s & 0xffff)
+    return ~(s + (s >> 16)) & 0xffff
+ident = os.getpid() & 0xffff
+body = struct.pack("!BBHHH", 8, 0, 0, ident, 1) + b"sbxx"
+pkt = struct.pack("!BBHHH", 8, 0, csum(body), ident, 1) + b"sbxx"
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_ICMP)
+try:
+    s.sendto(pkt, (sys.argv[1], 0))
+except OSError as e:
+    print("FAIL send errno %d" % e.errno); sys.exit()
+while select.select([s], [], [], 2)[0]:
+    d = s.recv(2048); ihl = (d[0] & 15) * 4
+    if d[ihl] == 0 and struct.unpack("!H", d[ihl + 4:ihl + 6])[0] == ident:
+        print("REPLY"); break
+else:
+    print("FAIL no reply")
+'''
+
+# The container's table, listed inside its namespace through libnftables (no nft binary).
+NFT_LIST = r'''
+import ctypes
+lib = ctypes.CDLL("libnftables.so.1")
+lib.nft_ctx_new.restype = ctypes.c_void_p
+lib.nft_ctx_get_output_buffer.restype = ctypes.c_char_p
+lib.nft_ctx_get_output_buffer.argtypes = [ctypes.c_void_p]
+lib.nft_run_cmd_from_buffer.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+lib.nft_ctx_buffer_output.argtypes = [ctypes.c_void_p]
+c = lib.nft_ctx_new(0)
+lib.nft_ctx_buffer_output(c)
+if lib.nft_run_cmd_from_buffer(c, b"list table inet sbx_egress") != 0:
+    print("NO TABLE")
+else:
+    print(lib.nft_ctx_get_output_buffer(c).decode())
+'''
+
+
+def in_ns(e, sid, script, *args):
+    r = subprocess.run(["nsenter", "-t", str(pid_of(e, sid)), "-n", "python3", "-c", script] +
+                       list(args), capture_output=True, text=True, timeout=30)
+    return r.stdout.strip()
+
+
+def table_ok(e, sid):
+    t = in_ns(e, sid, NFT_LIST)
+    return ("hook output" in t and "nfproto ipv6 goto refuse" in t and "53, 853" in t and
+            "policy accept" in t), t
+
+
 def create(s, e, **kw):
     body = {"image": {"uri": e.image}, "entrypoint": ["sleep", "3600"],
             "resourceLimits": {"cpu": "500m", "memory": "128Mi"}, "timeout": 600}
@@ -105,6 +159,12 @@ def deny_default(s, e, a):
     check(out.startswith("FAIL"), "DNS over TLS (853), even to an allowed address: %r" % out)
     out = probe(e, a, "connect", ADDRS["denied.test"], "80")
     check(out.startswith("FAIL"), "the denied address in the namespace: %r" % out)
+    out = in_ns(e, a, RAWPING, ADDRS["allowed.test"])
+    check(out == "REPLY", "control: a raw ICMP echo to the allowed address: %r" % out)
+    out = in_ns(e, a, RAWPING, ADDRS["denied.test"])
+    check(out.startswith("FAIL"), "a raw socket to the denied address: %r" % out)
+    ok, t = table_ok(e, a)
+    check(ok, "the table drops IPv6 and DNS elsewhere: %s" % t)
     # another resolver: resolv.conf is read-only, and naming another server does not help
     out = sh(s, a, "echo nameserver %s > /etc/resolv.conf 2>&1; echo rc=$?" % UP)
     check("rc=0" not in out, "root in the container cannot rewrite resolv.conf: %r" % out)
@@ -174,6 +234,8 @@ def stop_start(s, e, b):
 
 def restart(s, e, a, ha):
     s.kill9()
+    ok, t = table_ok(e, a)
+    check(ok and "ip daddr @ok4 accept" in t, "the table stays while the server is down: %s" % t)
     out = probe(e, a, "connect", ADDRS["other.test"], "80")
     check(out.startswith("FAIL"), "policed while the server is down: %r" % out)
     out = probe(e, a, "dns", "denied.test", UP, "udp")
