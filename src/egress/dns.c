@@ -183,14 +183,21 @@ find_gen(struct sbx_egress *e, uint64_t gen)
     return NULL;
 }
 
-/* Caller holds e->mu: the entry whose query arrived on ln from src. */
+/* Who asked: the listener the query came in on, and its source (what tells sandboxes apart
+ * on the bridge's shared listener). */
+struct asker {
+    const struct listener *ln;
+    struct in_addr src;
+};
+
+/* Caller holds e->mu: the entry of the sandbox that asked. */
 static struct entry *
-find_asker(struct sbx_egress *e, const struct listener *ln, struct in_addr src)
+find_asker(struct sbx_egress *e, const struct asker *who)
 {
-    if (ln == e->shared)
-        return find_addr(e, src);
+    if (who->ln == e->shared)
+        return find_addr(e, who->src);
     for (size_t i = 0; i < e->n; i++) {
-        if (e->entries[i].ln == ln)
+        if (e->entries[i].ln == who->ln)
             return &e->entries[i];
     }
     return NULL;
@@ -280,15 +287,15 @@ struct learn_ctx {
     unsigned extra_s;
 };
 
-/* The action for name from the sandbox that asked on ln from src; -1 when it is no policed
- * sandbox. Fills ctx (its policy's generation; ctx->block false). */
+/* The action for name from who; -1 when it is no policed sandbox. Fills ctx (its policy's
+ * generation; ctx->block false). */
 static int
-decide(struct sbx_egress *e, const struct listener *ln, struct in_addr src, const char *name,
-       struct learn_ctx *ctx, bool *deny_mode)
+decide(struct sbx_egress *e, const struct asker *who, const char *name, struct learn_ctx *ctx,
+       bool *deny_mode)
 {
     int r = -1;
     pthread_mutex_lock(&e->mu);
-    struct entry *en = find_asker(e, ln, src);
+    struct entry *en = find_asker(e, who);
     if (en) {
         r = (int)sbx_egress_policy_eval(en->policy, name);
         *deny_mode = en->policy->dflt == SBX_EGRESS_DENY;
@@ -363,10 +370,10 @@ learn(struct sbx_egress *e, const struct learn_ctx *ctx, const uint8_t *reply, s
 
 /* ---- answering a query ---- */
 
-/* The answer to query q (n bytes) from src on ln into out; its length (0: no answer). */
+/* The answer to who's query q (n bytes) into out; its length (0: no answer). */
 static size_t
-answer(struct sbx_egress *e, const struct listener *ln, struct in_addr src, const uint8_t *q,
-       size_t n, uint8_t *out, size_t cap)
+answer(struct sbx_egress *e, const struct asker *who, const uint8_t *q, size_t n, uint8_t *out,
+       size_t cap)
 {
     struct sbx_dns_question qq;
     if (n < SBX_DNS_HEADER)
@@ -376,7 +383,7 @@ answer(struct sbx_egress *e, const struct listener *ln, struct in_addr src, cons
         return sbx_dns_error_reply(out, cap, q, 0, -r);
     bool deny_mode = true;
     struct learn_ctx ctx = {0};
-    int act = decide(e, ln, src, qq.name, &ctx, &deny_mode);
+    int act = decide(e, who, qq.name, &ctx, &deny_mode);
     if (act < 0) /* not a policed sandbox (nft lets only those in: defence in depth) */
         return sbx_dns_error_reply(out, cap, q, qq.end, SBX_DNS_REFUSED);
     /* NXDOMAIN, as OpenSandbox's egress sidecar answers a denied name */
@@ -431,7 +438,8 @@ udp_worker(void *arg)
 {
     struct udp_job *j = arg;
     uint8_t out[UDP_MAX];
-    size_t len = answer(j->e, j->ln, j->from.sin_addr, j->q, j->n, out, sizeof out);
+    struct asker who = {j->ln, j->from.sin_addr};
+    size_t len = answer(j->e, &who, j->q, j->n, out, sizeof out);
     if (len)
         (void)sendto(j->ln->udp, out, len, 0, (struct sockaddr *)&j->from, sizeof j->from);
     worker_done(j->e, false);
@@ -519,7 +527,8 @@ tcp_worker(void *arg)
         size_t n = (size_t)((lb[0] << 8) | lb[1]);
         if (n < SBX_DNS_HEADER || !read_full(j->fd, q, n))
             break;
-        size_t len = answer(j->e, j->ln, j->from, q, n, out + 2, SBX_DNS_MSG_MAX);
+        struct asker who = {j->ln, j->from};
+        size_t len = answer(j->e, &who, q, n, out + 2, SBX_DNS_MSG_MAX);
         if (!len)
             break;
         out[0] = (uint8_t)(len >> 8);
@@ -597,7 +606,7 @@ pollset_free(struct pollset *ps)
 static void
 pollset_of(struct sbx_egress *e, struct pollset *ps)
 {
-    ps->ls = sbx_xcalloc(e->n + 1, sizeof *ps->ls);
+    ps->ls = sbx_xcalloc(e->n + 1, sizeof(struct listener *));
     ps->n = 0;
     if (e->shared)
         ps->ls[ps->n++] = listener_ref(e->shared);
@@ -899,8 +908,11 @@ listener_bind(struct sbx_egress *e, struct listener *ln, sbx_error **err)
                              "egress resolver in the sandbox's network: %s %s:53%s", c.what, a,
                              c.err == EADDRINUSE ? " (a process of the sandbox has the port)" : "");
     }
+    /* under e->mu: the poll loop reads them there */
+    pthread_mutex_lock(&e->mu);
     ln->udp = c.udp;
     ln->tcp = c.tcp;
+    pthread_mutex_unlock(&e->mu);
     return 0;
 }
 
@@ -946,16 +958,19 @@ apply_netns_locked(struct sbx_egress *e, const char *id, const struct sbx_egress
         struct listener *ln = NULL;
         r = listener_for(ns->netns_fd, ns->pidfd, &ln, err);
         old = en->ln;
-        en->ln = r < 0 ? NULL : ln;
+        en->ln = ln;
     }
     /* the rules first: a sandbox whose resolver cannot be made still reaches nothing its
      * policy does not allow */
     if (r == 0)
         r = enforce(e, en, policy, err);
-    struct listener *ln = listener_ref(en->ln);
+    else if (!en->policy) /* a new entry that never got a policy */
+        *en = e->entries[--e->n];
+    struct listener *ln = r == 0 ? listener_ref(en->ln) : NULL;
+    bool bound = ln && ln->udp >= 0;
     pthread_mutex_unlock(&e->mu);
     listener_unref(old);
-    if (r == 0 && ln->udp < 0)
+    if (r == 0 && !bound)
         r = listener_bind(e, ln, err);
     listener_unref(ln);
     wake_loop(e);
@@ -1022,17 +1037,6 @@ sbx_egress_drop(struct sbx_egress *e, const char *id, sbx_error **err)
     int r = addr[0] ? clear_locked(e, addr, err) : 0;
     pthread_mutex_unlock(&e->ops);
     return r;
-}
-
-int
-sbx_egress_listeners(struct sbx_egress *e)
-{
-    int n = 0;
-    pthread_mutex_lock(&e->mu);
-    for (size_t i = 0; i < e->n; i++)
-        n += e->entries[i].ln != NULL;
-    pthread_mutex_unlock(&e->mu);
-    return n;
 }
 
 /* "a.b.c.d[:port] ..." into e->up. */

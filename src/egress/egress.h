@@ -63,9 +63,6 @@ struct sbx_egress_netns {
 int sbx_egress_apply_netns(struct sbx_egress *e, const char *id, const struct sbx_egress_netns *ns,
                            const struct sbx_egress_policy *policy, sbx_error **err);
 
-/* How many sandboxes have a listener of their own now (netns mode; for tests and metrics). */
-int sbx_egress_listeners(struct sbx_egress *e);
-
 /* Stop enforcing for id: bridge mode: its address leaves the mode sets and every element it
  * learned goes (another sandbox may get the address next); netns mode: its listener is closed
  * (its table goes with its namespace). Unknown id: nothing. */
