@@ -16,9 +16,12 @@ run in that namespace from the host (nsenter -n: raw DNS over UDP and TCP, conne
 - the egress API (port 18080): PATCH and DELETE change what works at once;
 - stop/start: policed again in the new namespace; the server killed with SIGKILL: policed
   while it is down, its resolver back after the restart with the same policy;
-- teardown: the server's descriptors (listeners, namespaces, pidfds) come back to where they
-  were once the policed containers stopped or went (nothing keeps a dead namespace alive);
-- hostile input: 10001 rules refused; 10000 accepted and answered promptly.
+- teardown: a container killed in the engine behind the server's back has its listener
+  closed at once (its init's pidfd); the server's descriptors (listeners, namespaces, pidfds)
+  come back to where they were once the policed containers stopped or went (nothing keeps a
+  dead namespace alive);
+- hostile input: 10001 rules refused; 10000 accepted and answered promptly; a flood of
+  queries from the container (bounded threads, the resolver answers right after).
 
   test_egress_docker.py SBX ENGINE      ENGINE: dockerd or podman (the other is the fallback)
 """
@@ -270,6 +273,49 @@ def hostile(s, e):
     check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
 
 
+def flood(s, e, a):
+    """The container floods its resolver (server/egress's flood: 20000 UDP queries, 200 TCP
+    connections held): bounded threads, and the resolver answers again right after."""
+    t0 = time.time()
+    out = in_ns(e, a, net.FLOOD % (RESOLVER, RESOLVER))
+    check(out.startswith("held"), "the flood ran: %r" % out)
+    threads = len(os.listdir("/proc/%d/task" % s.proc.pid))
+    check(threads < 400, "the server's threads stay bounded: %d" % threads)
+    ok = False
+    for _ in range(20):  # the held connections time out within 5 s
+        if probe(e, a, "dns", "x.wild.test", RESOLVER, "tcp") == "RCODE 0 198.51.100.12":
+            ok = True
+            break
+        time.sleep(0.5)
+    check(ok, "the resolver answers after the flood")
+    print("flood: %.1f s" % (time.time() - t0))
+
+
+def killed_behind(s, e):
+    """A policed container killed in the engine behind the server's back: its init's exit
+    closes its listener at once (a pidfd), not only when the liveness check (every 5 s) finds
+    it lost and deletes it. Told apart by the log: closed before "lost" is logged. A liveness
+    check that happens to run in the few milliseconds between makes a try inconclusive."""
+    for _ in range(3):
+        r = create(s, e, networkPolicy={"defaultAction": "deny"})
+        check(r.status == 202, "create: %r" % r)
+        sid = r.json()["id"]
+        fds1 = server_fds(s)
+        status, _ = eng.api(e.socket, "POST", "/containers/sbx-%s/kill" % sid)
+        check(status == 204, "kill the container in the engine: %r" % status)
+        deadline = time.time() + 10
+        while server_fds(s) > fds1 - 4 and time.time() < deadline:
+            time.sleep(0.02)
+        closed = server_fds(s) <= fds1 - 4
+        lost = ("sandbox %s: lost" % sid) in s.log(full=True)
+        s.request("DELETE", "/v1/sandboxes/" + sid)
+        check(closed, "the listener of a killed container closes (descriptors %d, now %d)"
+              % (fds1, server_fds(s)))
+        if not lost:
+            return
+    raise Fail("a killed container's listener closed only once the liveness check found it")
+
+
 def refusals(new_server, e):
     s = new_server(config_text=(
         'providers = { supported = ["docker"]; default = "docker";\n'
@@ -326,8 +372,10 @@ def run(new_server, setup, world, tag):
         ha = patch_live(s, e, a)
         stop_start(s, e, b)
         hostile(s, e)
+        flood(s, e, a)
         restart(s, e, a, ha)
-        # teardown: b stopped (its init exits: its listener closes by itself), a deleted
+        killed_behind(s, e)
+        # teardown: b stopped, a and b deleted
         check(s.request("POST", "/v1/sandboxes/%s/stop" % b).status == 202, "stop b")
         check(s.request("DELETE", "/v1/sandboxes/" + a).status == 204, "delete a")
         wait_for(lambda: server_fds(s) <= fds0 + 1, "the server's descriptors back to %d (now "
