@@ -145,9 +145,9 @@ policy_of(const struct sbx_record *sb)
     return p;
 }
 
-/* The namespace and a pidfd of pid, both opened before its start time is checked again: if
- * the pid was recycled before the opens, the start time differs; after them, the fds pin what
- * was checked. */
+/* The namespace and a pidfd of pid, both opened (and its capabilities read) before its start
+ * time is checked again: if the pid was recycled before, the start time differs; after, the
+ * fds pin what was checked. */
 static int
 open_init(pid_t pid, uint64_t start_time, int *ns, int *pidfd, sbx_error **err)
 {
@@ -155,10 +155,13 @@ open_init(pid_t pid, uint64_t start_time, int *ns, int *pidfd, sbx_error **err)
     (void)snprintf(path, sizeof path, "/proc/%d/ns/net", (int)pid);
     *ns = open(path, O_RDONLY | O_CLOEXEC);
     *pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
-    if (*ns < 0 || *pidfd < 0 || !sbx_proc_same(pid, start_time))
-        return sbx_error_set(err, SBX_ECONFLICT, *ns < 0 || *pidfd < 0 ? errno : ESRCH,
-                             "the container's init %d is gone", (int)pid);
-    return check_caps(pid, err);
+    if (*ns < 0 || *pidfd < 0)
+        return sbx_error_set(err, SBX_ECONFLICT, errno, "the container's init %d is gone",
+                             (int)pid);
+    int r = check_caps(pid, err);
+    if (r == 0 && !sbx_proc_same(pid, start_time))
+        r = sbx_error_set(err, SBX_ECONFLICT, ESRCH, "the container's init %d is gone", (int)pid);
+    return r;
 }
 
 int
