@@ -273,8 +273,13 @@ sbx_cli_print_overview(FILE *out)
           out);
     for (const struct sbx_cli_cmd *c = sbx_cli_commands; c->name; c++)
         fprintf(out, "  %-10s %s\n", c->name, c->summary);
-    fputs("\nRun `sbx COMMAND --help` for the options of one command.\n"
-          "Environment: SBX_LOG_LEVEL=error|warn|info|debug|trace\n",
+    fputs("\nRun `sbx COMMAND --help` for the options of one command.\n\n"
+          "Environment:\n"
+          "  SBX_HOST       the server (default http://127.0.0.1:8080; https:// is verified)\n"
+          "  SBX_API_KEY    its API key (default: the api-key file in SBX_STATE_DIR)\n"
+          "  SBX_STATE_DIR  the local server's state (default /var/lib/sbx)\n"
+          "  SBX_CA_CERT    the CAs (PEM) of an https:// SBX_HOST, instead of the system's\n"
+          "  SBX_LOG_LEVEL  error|warn|info|debug|trace\n",
           out);
 }
 

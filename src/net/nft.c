@@ -615,13 +615,11 @@ sbx_nft_egress_forget(struct sbx_nft *nft, const char *bridge, const char *addr,
     return r;
 }
 
-int
-sbx_nft_egress_add(struct sbx_nft *nft, const char *bridge, const struct sbx_nft_egress_elems *e,
-                   sbx_error **err)
+/* Add (prefix daddrs[i]) to set (the set named with its family and table) with the timeout. */
+static int
+add_elems(struct sbx_nft *nft, const char *set, const char *prefix,
+          const struct sbx_nft_egress_elems *e, sbx_error **err)
 {
-    const char *set = e->block ? "egress_block4" : "egress_ok4";
-    if (!is_ipv4(e->saddr))
-        return sbx_error_set(err, SBX_EINVAL, 0, "egress: `%s` is not an IPv4 address", e->saddr);
     sbx_autofree char *cmd = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&cmd, &len);
@@ -634,14 +632,28 @@ sbx_nft_egress_add(struct sbx_nft *nft, const char *bridge, const struct sbx_nft
          * (libnftables 1.0.6 has no `destroy`, and an `add` of an existing element keeps its
          * old timeout) or not. */
         fprintf(f,
-                "add element ip sbx_%1$s %2$s { %3$s . %4$s timeout %5$us }\n"
-                "delete element ip sbx_%1$s %2$s { %3$s . %4$s }\n"
-                "add element ip sbx_%1$s %2$s { %3$s . %4$s timeout %5$us }\n",
-                bridge, set, e->saddr, e->daddrs[i], e->timeout_s);
+                "add element %1$s { %2$s%3$s timeout %4$us }\n"
+                "delete element %1$s { %2$s%3$s }\n"
+                "add element %1$s { %2$s%3$s timeout %4$us }\n",
+                set, prefix, e->daddrs[i], e->timeout_s);
     }
     if (fclose(f) != 0)
         return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
     return len ? run_locked(nft, cmd, err) : 0;
+}
+
+int
+sbx_nft_egress_add(struct sbx_nft *nft, const char *bridge, const struct sbx_nft_egress_elems *e,
+                   sbx_error **err)
+{
+    if (!is_ipv4(e->saddr))
+        return sbx_error_set(err, SBX_EINVAL, 0, "egress: `%s` is not an IPv4 address", e->saddr);
+    char set[64];
+    char prefix[32];
+    (void)snprintf(set, sizeof set, "ip sbx_%s %s", bridge,
+                   e->block ? "egress_block4" : "egress_ok4");
+    (void)snprintf(prefix, sizeof prefix, "%s . ", e->saddr);
+    return add_elems(nft, set, prefix, e, err);
 }
 
 int
@@ -672,4 +684,66 @@ sbx_nft_credproxy(struct sbx_nft *nft, const char *bridge, const char *addr, boo
         (void)snprintf(cmd + n, sizeof cmd - (size_t)n, "add element ip sbx_%s credproxy4 { %s }\n",
                        bridge, addr);
     return run_locked(nft, cmd, err);
+}
+
+/* ---- egress inside a sandbox's own network namespace (the docker provider) ----
+ *
+ * The table `inet sbx_egress` of the namespace the context was made in. Its output chain sees
+ * every packet the namespace's processes send, raw sockets included (AF_PACKET would not pass
+ * it, and needs CAP_NET_RAW, which these sandboxes do not have), at priority -150: after
+ * conntrack (-200, so `ct state` is known) and before any destination NAT (-100) an engine
+ * may have put there, so the ports seen are the ones the process asked for. Loopback is the
+ * sandbox's own business (sbx's resolver listens there); everything else: no IPv6, DNS (53)
+ * and DNS over TLS (853) refused, then the policy. Accepts end the chain only for this table:
+ * the bridge's base isolation still applies to what leaves. */
+
+#define NS_TABLE "inet sbx_egress"
+
+static void
+ns_mode_rules(FILE *f, enum sbx_nft_egress_mode mode)
+{
+    fprintf(f,
+            "add table " NS_TABLE "\n"
+            "add set " NS_TABLE " ok4 { type ipv4_addr; flags timeout; }\n"
+            "add set " NS_TABLE " block4 { type ipv4_addr; flags timeout; }\n"
+            "add chain " NS_TABLE " refuse\n"
+            "flush chain " NS_TABLE " refuse\n"
+            "add rule " NS_TABLE " refuse meta l4proto tcp reject with tcp reset\n"
+            "add rule " NS_TABLE " refuse reject with icmpx type admin-prohibited\n"
+            "add chain " NS_TABLE " out { type filter hook output priority -150; policy accept; }\n"
+            "flush chain " NS_TABLE " out\n"
+            "add rule " NS_TABLE " out oifname \"lo\" accept\n"
+            "add rule " NS_TABLE " out meta nfproto ipv6 goto refuse\n"
+            "add rule " NS_TABLE " out meta l4proto { tcp, udp } th dport { 53, 853 } goto refuse\n"
+            "add rule " NS_TABLE " out ct state established,related accept\n");
+    if (mode == SBX_NFT_EGRESS_DENY)
+        fprintf(f, "add rule " NS_TABLE " out ip daddr @ok4 accept\n"
+                   "add rule " NS_TABLE " out goto refuse\n");
+    else
+        fprintf(f, "add rule " NS_TABLE " out ip daddr @block4 goto refuse\n");
+    /* what the former policy let the sandbox learn (or a former server) goes with it */
+    fprintf(f, "flush set " NS_TABLE " ok4\nflush set " NS_TABLE " block4\n");
+}
+
+int
+sbx_nft_ns_egress(struct sbx_nft *nft, enum sbx_nft_egress_mode mode, sbx_error **err)
+{
+    sbx_autofree char *cmd = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&cmd, &len);
+    if (!f)
+        return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
+    if (mode == SBX_NFT_EGRESS_NONE) /* add first: a delete of a missing table fails */
+        fprintf(f, "add table " NS_TABLE "\ndelete table " NS_TABLE "\n");
+    else
+        ns_mode_rules(f, mode);
+    if (fclose(f) != 0)
+        return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
+    return run_locked(nft, cmd, err);
+}
+
+int
+sbx_nft_ns_egress_add(struct sbx_nft *nft, const struct sbx_nft_egress_elems *e, sbx_error **err)
+{
+    return add_elems(nft, e->block ? NS_TABLE " block4" : NS_TABLE " ok4", "", e, err);
 }

@@ -466,12 +466,26 @@ kube_cfg_load(const char *path, const struct kube_cfg_opts *o, struct kube_cfg *
     return r;
 }
 
+/* The service account's directory: the caller's, else $SBX_KUBERNETES_SA_DIR, else the
+ * standard one. The variable exists for tests (a fake API server outside a cluster) and for
+ * token projections mounted elsewhere; it names a directory, not a credential, and whoever
+ * sets the server's environment controls the server anyway. */
+static const char *
+sa_dir_of(const char *sa_dir)
+{
+    if (sa_dir)
+        return sa_dir;
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): read-only use of the environment */
+    const char *env = getenv("SBX_KUBERNETES_SA_DIR");
+    return env && *env ? env : SA_DIR;
+}
+
 bool
 kube_in_cluster_available(const char *sa_dir)
 {
     /* NOLINTNEXTLINE(concurrency-mt-unsafe): read-only use of the environment */
     const char *host = getenv("KUBERNETES_SERVICE_HOST");
-    sbx_autofree char *tok = sbx_xasprintf("%s/token", sa_dir ? sa_dir : SA_DIR);
+    sbx_autofree char *tok = sbx_xasprintf("%s/token", sa_dir_of(sa_dir));
     return host && *host && access(tok, R_OK) == 0;
 }
 
@@ -479,7 +493,7 @@ int
 kube_cfg_in_cluster(const char *sa_dir, struct kube_cfg *out, sbx_error **err)
 {
     memset(out, 0, sizeof *out);
-    const char *dir = sa_dir ? sa_dir : SA_DIR;
+    const char *dir = sa_dir_of(sa_dir);
     /* NOLINTNEXTLINE(concurrency-mt-unsafe): read-only use of the environment */
     const char *host = getenv("KUBERNETES_SERVICE_HOST");
     /* NOLINTNEXTLINE(concurrency-mt-unsafe): read-only use of the environment */

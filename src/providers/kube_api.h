@@ -50,8 +50,8 @@ int kube_cfg_parse(const char *text, size_t len, const char *what, const struct 
 int kube_cfg_load(const char *path, const struct kube_cfg_opts *o, struct kube_cfg *out,
                   sbx_error **err);
 /* In-cluster: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, sa_dir/token (re-read
- * on each call), sa_dir/ca.crt, sa_dir/namespace (sa_dir NULL: the standard
- * /var/run/secrets/kubernetes.io/serviceaccount). */
+ * on each call), sa_dir/ca.crt, sa_dir/namespace (sa_dir NULL: $SBX_KUBERNETES_SA_DIR when
+ * set, else the standard /var/run/secrets/kubernetes.io/serviceaccount). */
 int kube_cfg_in_cluster(const char *sa_dir, struct kube_cfg *out, sbx_error **err);
 /* True when in-cluster credentials look present (the variables and the token file). */
 bool kube_in_cluster_available(const char *sa_dir);

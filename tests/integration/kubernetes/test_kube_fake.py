@@ -49,8 +49,9 @@ def sh(*argv):
 class Fake:
     """The fake API server: certificates, the execd image, its kubeconfig, its state."""
 
-    def __init__(self, execd):
+    def __init__(self, execd, extra_args=()):
         self.tmp = tempfile.mkdtemp(prefix="sbx-kube-fake-")
+        self.extra_args = list(extra_args)  # more fake_apiserver.py flags (--image N=DIR)
         self.state = os.path.join(self.tmp, "state.json")
         self.data = os.path.join(self.tmp, "data")
         self.kubeconfig = os.path.join(self.tmp, "kubeconfig")
@@ -87,7 +88,7 @@ class Fake:
                 "--kubeconfig-out", self.kubeconfig, "--state", self.state,
                 "--data-dir", self.data, "--pod-cidr", CIDR, "--name-prefix", PREFIX,
                 "--image", "sbx-execd:test=" + self.execd_img, "--image", BASE + "=/",
-                "--pull-policy", "strict", "--keep-on-exit", "--namespace", "sbx"]
+                "--pull-policy", "strict", "--keep-on-exit", "--namespace", "sbx"] + self.extra_args
         with open(self.logf, "ab") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=log)
         wait_for(lambda: os.path.exists(portf) or self.proc.poll() is not None,
