@@ -49,6 +49,14 @@
 #define MOUNT_DIR       "/opt/sbx"
 #define EXECD_PATH      MOUNT_DIR "/sbx-execd"
 #define EXECD_VOL       "sbx-execd"
+/* execd's token: the Secret mounted in the init container only, copied into a memory
+ * emptyDir that only the sandbox container mounts (read-write: execd removes the copy) */
+#define SECRET_VOL      "sbx-token-secret"
+#define SECRET_DIR      "/sbx-secret"
+#define TOKEN_VOL       "sbx-token"
+#define TOKEN_DIR       "/opt/sbx-token"
+#define TOKEN_FILE      TOKEN_DIR "/token"
+#define TOKEN_KEY       "token"
 #define REQ_PRIV        SBX_REQUESTS_PRIV
 #define PING_TIMEOUT_MS 3000
 
@@ -569,16 +577,14 @@ container_env(const struct sbx_record *sb)
         (void)json_array_append_new(
             env, json_pack("{s:s, s:o}", "name", key, "value", escaped(json_string_value(v))));
     }
-    /* execd reads and unsets it first thing: the entrypoint and commands never see it */
-    (void)json_array_append_new(
-        env, json_pack("{s:s, s:s}", "name", "EXECD_ACCESS_TOKEN", "value", priv_str(sb, "token")));
     return env;
 }
 
 static json_t *
 main_container(const struct sbx_record *sb)
 {
-    json_t *cmd = json_pack("[s, s, s]", EXECD_PATH, "--port", "44772");
+    json_t *cmd = json_pack("[s, s, s, s, s]", EXECD_PATH, "--port", "44772",
+                            "--access-token-file", TOKEN_FILE);
     const char *desk = sbx_launch_desktop(sb);
     if (desk) {
         (void)json_array_append_new(cmd, json_string("--desktop"));
@@ -601,22 +607,43 @@ main_container(const struct sbx_record *sb)
     json_decref(lim);
     json_decref(req);
     const char *uri = json_string_value(json_object_get(sb->image, "uri"));
-    return json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:[{s:s, s:s, s:b}]}", "name",
+    return json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:[{s:s, s:s, s:b}, {s:s, s:s}]}", "name",
                      SBX_KUBE_CONTAINER, "image", uri ? uri : "", "command", cmd, "args", args,
                      "env", container_env(sb), "resources", res, "volumeMounts", "name", EXECD_VOL,
-                     "mountPath", MOUNT_DIR, "readOnly", 1);
+                     "mountPath", MOUNT_DIR, "readOnly", 1, "name", TOKEN_VOL, "mountPath",
+                     TOKEN_DIR);
+}
+
+/* The init container installs execd and copies the token out of the Secret (mounted here
+ * only) into the sandbox container's memory volume. */
+static json_t *
+init_container(struct kube *k)
+{
+    return json_pack("{s:s, s:s, s:[s, s, s, s, s], s:[{s:s, s:s}, {s:s, s:s}, {s:s, s:s, s:b}]}",
+                     "name", "sbx-execd-install", "image", k->execd_image, "command",
+                     "/sbx-execd", "--install", EXECD_PATH, "--install-token",
+                     SECRET_DIR "/" TOKEN_KEY ":" TOKEN_FILE, "volumeMounts", "name", EXECD_VOL,
+                     "mountPath", MOUNT_DIR, "name", TOKEN_VOL, "mountPath", TOKEN_DIR, "name",
+                     SECRET_VOL, "mountPath", SECRET_DIR, "readOnly", 1);
+}
+
+static json_t *
+pod_volumes(const struct sbx_record *sb)
+{
+    return json_pack("[{s:s, s:{}}, {s:s, s:{s:s, s:s}}, {s:s, s:{s:s, s:i, s:[{s:s, s:s}]}}]",
+                     "name", EXECD_VOL, "emptyDir", "name", TOKEN_VOL, "emptyDir", "medium",
+                     "Memory", "sizeLimit", "1Mi", "name", SECRET_VOL, "secret", "secretName",
+                     priv_str(sb, "secret"), "defaultMode", 0400, "items", "key", TOKEN_KEY,
+                     "path", TOKEN_KEY);
 }
 
 static json_t *
 pod_spec(struct kube *k, const struct sbx_record *sb)
 {
-    json_t *init = json_pack("{s:s, s:s, s:[s, s, s], s:[{s:s, s:s}]}", "name", "sbx-execd-install",
-                             "image", k->execd_image, "command", "/sbx-execd", "--install",
-                             EXECD_PATH, "volumeMounts", "name", EXECD_VOL, "mountPath", MOUNT_DIR);
-    json_t *spec = json_pack("{s:s, s:b, s:b, s:[{s:s, s:{}}], s:[o], s:[o]}", "restartPolicy",
-                             "Never", "enableServiceLinks", 0, "automountServiceAccountToken",
-                             k->sa != NULL, "volumes", "name", EXECD_VOL, "emptyDir",
-                             "initContainers", init, "containers", main_container(sb));
+    json_t *spec = json_pack("{s:s, s:b, s:b, s:o, s:[o], s:[o]}", "restartPolicy", "Never",
+                             "enableServiceLinks", 0, "automountServiceAccountToken", k->sa != NULL,
+                             "volumes", pod_volumes(sb), "initContainers", init_container(k),
+                             "containers", main_container(sb));
     if (k->sa)
         (void)json_object_set_new(spec, "serviceAccountName", json_string(k->sa));
     if (k->runtime_class)
@@ -696,46 +723,104 @@ kube_create(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     (void)json_object_set_new(sb->priv, "namespace", json_string(k->ns));
     sbx_autofree char *name = sbx_xasprintf("sbx-%s", sb->id);
     (void)json_object_set_new(sb->priv, "pod", json_string(name));
+    sbx_autofree char *secret = sbx_xasprintf("sbx-%s-token", sb->id);
+    (void)json_object_set_new(sb->priv, "secret", json_string(secret));
     return 0;
 }
 
-/* POST the pod; an AlreadyExists of our own pod (a start retried) is fine. */
+static char *
+obj_path(const char *ns, const char *res, const char *name)
+{
+    return sbx_xasprintf("/api/v1/namespaces/%s/%s%s%s", ns, res, name ? "/" : "",
+                         name ? name : "");
+}
+
+/* Whether the object at ns/res/name carries this sandbox's id label (409 on a create: ours
+ * from a retried start, or someone else's). */
+static int
+owned_by(struct kube *k, const struct sbx_record *sb, const char *res, const char *name,
+         sbx_error **err)
+{
+    sbx_autofree char *path = obj_path(priv_str(sb, "namespace"), res, name);
+    struct kube_resp r;
+    if (kube_call(k->api, "GET", path, NULL, &r, err) < 0)
+        return -SBX_EUNAVAIL;
+    const char *id = json_string_value(json_object_get(
+        json_object_get(json_object_get(r.json, "metadata"), "labels"), SBX_KUBE_LABEL_ID));
+    bool ours = r.status == 200 && id && strcmp(id, sb->id) == 0;
+    kube_resp_dispose(&r);
+    return ours ? 0
+                : sbx_error_set(err, SBX_ECONFLICT, 0,
+                                "%s `%s` that sbx did not make for this sandbox exists in "
+                                "namespace `%s`",
+                                res, name, priv_str(sb, "namespace"));
+}
+
+/* POST an object (res: "pods", "secrets", ...) of this sandbox; an AlreadyExists of our own
+ * object (a start retried) is fine. */
+static int
+post_owned(struct kube *k, struct sbx_record *sb, const char *res, json_t *obj, sbx_error **err)
+{
+    const char *name = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+    sbx_autofree char *what = sbx_xasprintf("create %s `%s`", res, name ? name : "");
+    sbx_autofree char *path = obj_path(priv_str(sb, "namespace"), res, NULL);
+    struct kube_resp r;
+    int rc = kube_call(k->api, "POST", path, obj, &r, err);
+    json_decref(obj);
+    if (rc < 0)
+        return rc;
+    long st = r.status;
+    if (st == 201 || st == 200 || st == 202)
+        rc = 0;
+    else if (st == 409)
+        rc = owned_by(k, sb, res, name, err);
+    else if (st == 404)
+        rc = sbx_error_set(err, SBX_EINVAL, 0, "namespace `%s` does not exist (HTTP 404)",
+                           priv_str(sb, "namespace"));
+    else
+        rc = kube_fail(&r, what, err);
+    kube_resp_dispose(&r);
+    return rc;
+}
+
+/* DELETE ns/res/name; 404 is done already. 1 when it was gone. */
+static int
+delete_named(struct kube *k, const char *ns, const char *res, const char *name, sbx_error **err)
+{
+    sbx_autofree char *path = obj_path(ns, res, name);
+    sbx_autofree char *what = sbx_xasprintf("delete %s `%s`", res, name);
+    struct kube_resp r;
+    if (kube_call(k->api, "DELETE", path, NULL, &r, err) < 0)
+        return -SBX_EUNAVAIL;
+    int rc = r.status == 404 ? 1 : r.status >= 200 && r.status < 300 ? 0 : kube_fail(&r, what, err);
+    kube_resp_dispose(&r);
+    return rc;
+}
+
+static json_t *
+owned_meta(const struct sbx_record *sb, const char *name)
+{
+    return json_pack("{s:s, s:s, s:{s:s, s:s}}", "name", name, "namespace",
+                     priv_str(sb, "namespace"), "labels", SBX_KUBE_LABEL_ID, sb->id,
+                     SBX_KUBE_LABEL_MANAGED, "sbx");
+}
+
+/* execd's token as an immutable Secret the pod mounts (in its init container only): not in
+ * the pod spec, where anyone who may read pods would see it. */
+static int
+post_secret(struct kube *k, struct sbx_record *sb, sbx_error **err)
+{
+    json_t *sec = json_pack("{s:s, s:s, s:o, s:s, s:b, s:{s:s}}", "apiVersion", "v1", "kind",
+                            "Secret", "metadata", owned_meta(sb, priv_str(sb, "secret")),
+                            "type", "Opaque", "immutable", 1, "stringData", TOKEN_KEY,
+                            priv_str(sb, "token"));
+    return post_owned(k, sb, "secrets", sec, err);
+}
+
 static int
 post_pod(struct kube *k, struct sbx_record *sb, sbx_error **err)
 {
-    json_t *pod = pod_spec(k, sb);
-    sbx_autofree char *path = pod_path(priv_str(sb, "namespace"), NULL);
-    struct kube_resp r;
-    int rc = kube_call(k->api, "POST", path, pod, &r, err);
-    json_decref(pod);
-    if (rc < 0)
-        return rc;
-    if (r.status == 201 || r.status == 200 || r.status == 202) {
-        kube_resp_dispose(&r);
-        return 0;
-    }
-    if (r.status == 409) {
-        kube_resp_dispose(&r);
-        json_t *cur = NULL;
-        if (get_pod(k, sb, &cur, err) < 0)
-            return -SBX_ECONFLICT;
-        const char *id = json_string_value(json_object_get(
-            json_object_get(json_object_get(cur, "metadata"), "labels"), SBX_KUBE_LABEL_ID));
-        bool ours = id && strcmp(id, sb->id) == 0;
-        json_decref(cur);
-        return ours ? 0
-                    : sbx_error_set(err, SBX_ECONFLICT, 0,
-                                    "a pod `%s` that sbx did not make exists in namespace `%s`",
-                                    priv_str(sb, "pod"), priv_str(sb, "namespace"));
-    }
-    if (r.status == 404) {
-        kube_resp_dispose(&r);
-        return sbx_error_set(err, SBX_EINVAL, 0, "namespace `%s` does not exist (HTTP 404)",
-                             priv_str(sb, "namespace"));
-    }
-    rc = kube_fail(&r, "create pod", err);
-    kube_resp_dispose(&r);
-    return rc;
+    return post_owned(k, sb, "pods", pod_spec(k, sb), err);
 }
 
 /* A plain TCP connection to ip:port (pod-ip mode). */
@@ -877,7 +962,12 @@ kube_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     struct kube *k = kd(p);
     if (!*priv_str(sb, "pod"))
         return sbx_error_set(err, SBX_EUNAVAIL, 0, "sandbox `%s` has no pod", sb->id);
-    if (post_pod(k, sb, err) < 0 || wait_running(k, sb, err) < 0)
+    if (!*priv_str(sb, "secret")) {
+        /* made before the token moved into a Secret: its pod had it in env */
+        sbx_autofree char *secret = sbx_xasprintf("sbx-%s-token", sb->id);
+        (void)json_object_set_new(sb->priv, "secret", json_string(secret));
+    }
+    if (post_secret(k, sb, err) < 0 || post_pod(k, sb, err) < 0 || wait_running(k, sb, err) < 0)
         return sbx_error_wrap(err, "kubernetes: pod %s/%s", priv_str(sb, "namespace"),
                               priv_str(sb, "pod"));
     sbx_info("sandbox %s: pod %s/%s running", sb->id, priv_str(sb, "namespace"),
@@ -954,16 +1044,15 @@ list_by_id(struct kube *k, const struct sbx_record *sb, json_t **items, sbx_erro
     return rc;
 }
 
+/* The pod, then any other pod labelled with the sandbox's id. */
 static int
-kube_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
+delete_pods(struct kube *k, const struct sbx_record *sb, const char *ns, sbx_error **err)
 {
-    struct kube *k = kd(p);
-    const char *ns = *priv_str(sb, "namespace") ? priv_str(sb, "namespace") : k->ns;
     if (*priv_str(sb, "pod") && delete_pod(k, ns, priv_str(sb, "pod"), err) < 0)
-        return sbx_error_wrap(err, "delete sandbox `%s`", sb->id);
+        return -SBX_EUNAVAIL;
     json_t *items = NULL;
     if (list_by_id(k, sb, &items, err) < 0)
-        return sbx_error_wrap(err, "delete sandbox `%s`", sb->id);
+        return -SBX_EUNAVAIL;
     size_t i = 0;
     json_t *it = NULL;
     int r = 0;
@@ -974,7 +1063,19 @@ kube_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
             r = delete_pod(k, ns, name, err);
     }
     json_decref(items);
-    return r < 0 ? sbx_error_wrap(err, "delete sandbox `%s`", sb->id) : 0;
+    return r;
+}
+
+static int
+kube_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
+{
+    struct kube *k = kd(p);
+    const char *ns = *priv_str(sb, "namespace") ? priv_str(sb, "namespace") : k->ns;
+    /* the secret's name follows from the id: found even for a record that lost it */
+    sbx_autofree char *secret = sbx_xasprintf("sbx-%s-token", sb->id);
+    if (delete_pods(k, sb, ns, err) < 0 || delete_named(k, ns, "secrets", secret, err) < 0)
+        return sbx_error_wrap(err, "delete sandbox `%s`", sb->id);
+    return 0;
 }
 
 static int

@@ -16,6 +16,7 @@ in network namespaces). Through a real `sbx serve`:
 
 argv: SBX_CLI SBX_EXECD_STATIC. Needs root (network namespaces), openssl and
 python3-kubernetes (the fake's validation)."""
+import base64
 import hashlib
 import http.client
 import json
@@ -227,11 +228,13 @@ def lifecycle(s, fake):
     check(spec["restartPolicy"] == "Never", "restartPolicy Never")
     init = spec["initContainers"][0]
     check(init["image"] == "sbx-execd:test" and
-          init["command"] == ["/sbx-execd", "--install", "/opt/sbx/sbx-execd"],
+          init["command"] == ["/sbx-execd", "--install", "/opt/sbx/sbx-execd",
+                              "--install-token", "/sbx-secret/token:/opt/sbx-token/token"],
           "the init container installs execd: %r" % init)
     ctr = spec["containers"][0]
     check(ctr["name"] == "sandbox" and ctr["image"] == BASE, "the sandbox container")
-    check(ctr["command"] == ["/opt/sbx/sbx-execd", "--port", "44772", "--"] and
+    check(ctr["command"] == ["/opt/sbx/sbx-execd", "--port", "44772", "--access-token-file",
+                             "/opt/sbx-token/token", "--"] and
           ctr["args"] == ["sleep", "3600"], "execd runs the entrypoint: %r" % ctr)
     res = ctr["resources"]
     check(res["limits"] == {"cpu": "500m", "memory": str(256 << 20)} and
@@ -242,8 +245,7 @@ def lifecycle(s, fake):
           labels.get("app.kubernetes.io/managed-by") == "sbx" and
           labels.get("owner") == "alice" and labels.get("team") == "sbx-test",
           "labels: %r" % labels)
-    names = [e["name"] for e in ctr["env"]]
-    check("EXECD_ACCESS_TOKEN" in names, "execd's token in the container's env")
+    token = token_checks(s, fake, sid, pod)
     # a command through the router: execd over pods/portforward
     out = run_ok(s, sid, "echo hello-from-pod; echo \"$GREETING\"; echo $HOSTNAME")
     check(out[0] == "hello-from-pod", "a command through portforward: %r" % out)
@@ -252,6 +254,7 @@ def lifecycle(s, fake):
     env = run_ok(s, sid, "env")
     check(not any(x.startswith("EXECD_ACCESS_TOKEN") for x in env),
           "commands do not see execd's token")
+    token_inside(s, sid, token)
     pf = [x for x in fake.requests() if "/portforward" in x.get("path", "")]
     check(pf, "the router went through pods/portforward")
     # files up and down (bytes through the WebSocket both ways)
@@ -290,8 +293,54 @@ def lifecycle(s, fake):
     r = s.request("DELETE", "/v1/sandboxes/" + sid)
     check(r.status == 204, "delete: %r" % r)
     check(fake.pod("sbx", pod_name(sid)) is None, "the pod is gone")
+    check(fake.raw("GET", "/api/v1/namespaces/sbx/secrets/" + secret_name(sid))[0] == 404,
+          "the token's secret is gone")
     wait_for(lambda: not os.path.exists("/run/netns/" + netns), "its netns gone", 30)
     return sid
+
+
+def secret_name(sid):
+    return "sbx-%s-token" % sid
+
+
+def token_checks(s, fake, sid, pod):
+    """execd's token: in a Secret of the sandbox, mounted in the init container only; no pod
+    body sbx sent carries it (in any form), no container env names it."""
+    code, sec = fake.raw("GET", "/api/v1/namespaces/sbx/secrets/" + secret_name(sid))
+    check(code == 200, "the token's secret exists: %r" % sec)
+    check(sec["metadata"]["labels"].get("sbx.dev/sandbox-id") == sid and
+          sec.get("immutable") is True, "labelled with the sandbox, immutable: %r"
+          % sec["metadata"])
+    token = base64.b64decode(sec["data"]["token"]).decode()
+    check(len(token) >= 32, "a real token")
+    forms = [token, base64.b64encode(token.encode()).decode()]
+    bodies = [json.dumps(x.get("body")) for x in fake.requests()
+              if x.get("method") in ("POST", "PUT", "PATCH") and "/pods" in x.get("path", "")]
+    check(bodies, "the fake recorded the pod's body")
+    check(not any(f in b for f in forms for b in bodies),
+          "no pod body sent to the API server carries the token")
+    check(token not in json.dumps(pod), "nor does the pod the API server holds")
+    for c in pod["spec"]["containers"] + pod["spec"]["initContainers"]:
+        check(all(e["name"] != "EXECD_ACCESS_TOKEN" for e in c.get("env") or []),
+              "no container env names the token: %r" % c.get("env"))
+    vols = {v["name"]: v for v in pod["spec"]["volumes"]}
+    check(vols["sbx-token-secret"]["secret"]["secretName"] == secret_name(sid),
+          "the secret is a volume: %r" % vols)
+    ctr = pod["spec"]["containers"][0]
+    check(all(m["name"] != "sbx-token-secret" for m in ctr["volumeMounts"]),
+          "the sandbox container does not mount the secret")
+    # the router's requests carry the token: a wrong one is refused by execd in the pod
+    return token
+
+
+def token_inside(s, sid, token):
+    """Inside the sandbox: the copy execd read is gone, execd's environment (its PPID from a
+    command) and every process's hold no token."""
+    out = run_ok(s, sid, "ls -A /opt/sbx-token; echo end; "
+                 "cat /proc/$PPID/environ /proc/self/environ 2>&1 | tr '\\0' '\\n' | "
+                 "grep -c -F -e '%s' || true" % token)
+    check(out[0] == "end", "the token file is removed before commands run: %r" % out)
+    check(out[-1] == "0", "no environment (execd's, a command's) holds the token: %r" % out)
 
 
 def refused(s):
