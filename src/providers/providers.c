@@ -31,7 +31,7 @@ const struct sbx_provider_factory sbx_providers_builtin[] = {
      .lazy = true},
     /* a pod per sandbox; resourceRequests go to the scheduler */
     {.name = "kubernetes",
-     .caps = SBX_CAP_RESOURCE_REQUESTS,
+     .caps = SBX_CAP_RESOURCE_REQUESTS | SBX_CAP_VOLUMES,
      .create = sbx_provider_kubernetes_new,
      .keys = sbx_provider_kubernetes_keys,
      .check = sbx_provider_kubernetes_check,

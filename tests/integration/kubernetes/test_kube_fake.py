@@ -11,8 +11,12 @@ in network namespaces). Through a real `sbx serve`:
   ImagePullBackOff's message; evicted mid-run → Failed (Evicted); a pod deleted behind sbx's
   back → Failed (SANDBOX_LOST); the API server down and back (status fails soft, then
   recovers); a server restart with pods running, pending and gone (nothing lost, no pod
-  leaked); pause and stop → 400; networkPolicy/volumes → 400 (fail closed); the `pod-ip`
-  connect mode.
+  leaked); pause and stop (without a workspace) → 400; networkPolicy and host volumes → 400
+  (fail closed); the `pod-ip` connect mode. execd's token: in a Secret, never in a pod body
+  (asserted on every body the fake recorded), gone inside the sandbox. A second server with
+  workspace_pvc_size: a PVC workspace kept over stop/start (a file survives through execd's
+  files API), removed by delete; OpenSandbox `pvc` volumes (existing, read-only subPath, made
+  when missing, VOLUME::* refusals).
 
 argv: SBX_CLI SBX_EXECD_STATIC. Needs root (network namespaces), openssl and
 python3-kubernetes (the fake's validation)."""
@@ -169,12 +173,178 @@ class Fake:
         return out.get("netns") if code == 200 else None
 
 
-def config(fake, connect="portforward"):
+def config(fake, connect="portforward", extra=""):
     return ('providers = { supported = ["process", "kubernetes"]; default = "process";\n'
             '  kubernetes = { kubeconfig = "%s"; namespace = "sbx"; execd_image = '
             '"sbx-execd:test"; poll_ms = 100; wait_timeout_ms = 40000; retries = 1;\n'
-            '    request_timeout_ms = 5000; connect = "%s"; labels = ["team=sbx-test"]; }; };\n'
-            'limits = { wait_usable_seconds = 40; };\n' % (fake.kubeconfig, connect))
+            '    request_timeout_ms = 5000; connect = "%s"; labels = ["team=sbx-test"]; %s }; };\n'
+            'limits = { wait_usable_seconds = 40; };\n' % (fake.kubeconfig, connect, extra))
+
+
+WS_CONFIG = ('workspace_pvc_size = "2Gi"; storage_class = "fast"; workspace_path = "/workspace";'
+             ' volume_default_size = "3Gi";')
+
+
+def upload(s, sid, path, data):
+    boundary = "sbxKUBEtest"
+    meta = json.dumps({"path": path, "mode": 644}).encode()
+    body = (("--%s\r\nContent-Disposition: form-data; name=\"metadata\"; filename=\"metadata\""
+             "\r\nContent-Type: application/json\r\n\r\n" % boundary).encode() + meta +
+            ("\r\n--%s\r\nContent-Disposition: form-data; name=\"file\"; filename=\"f\"\r\n"
+             "Content-Type: application/octet-stream\r\n\r\n" % boundary).encode() + data +
+            ("\r\n--%s--\r\n" % boundary).encode())
+    return s.request("POST", "/sandboxes/%s/proxy/44772/files/upload" % sid, raw=body,
+                     headers={"Content-Type": "multipart/form-data; boundary=" + boundary})
+
+
+def download(s, sid, path):
+    return s.request("GET", "/sandboxes/%s/proxy/44772/files/download?path=%s" % (sid, path))
+
+
+def pvc(fake, name):
+    code, out = fake.raw("GET", "/api/v1/namespaces/sbx/persistentvolumeclaims/" + name)
+    return out if code == 200 else None
+
+
+def workspace(s, fake):
+    """workspace_pvc_size: a PVC per sandbox at workspace_path; stop deletes the pod and keeps
+    the claim, start runs a new pod on it (the files survive, through execd's files API),
+    delete removes the pod, the claim and the token's secret."""
+    r = kcreate(s)
+    check(r.status == 202, "create: %r" % r)
+    sid = r.json()["id"]
+    wait_state(s, sid, "Running")
+    claim = "sbx-%s-workspace" % sid
+    c = pvc(fake, claim)
+    check(c is not None, "the workspace claim exists")
+    check(c["metadata"]["labels"].get("sbx.dev/sandbox-id") == sid and
+          c["spec"]["resources"]["requests"]["storage"] == "2Gi" and
+          c["spec"].get("storageClassName") == "fast" and
+          c["spec"]["accessModes"] == ["ReadWriteOnce"], "its shape: %r" % c)
+    pod = fake.pod("sbx", pod_name(sid))
+    uid1 = pod["metadata"]["uid"]
+    vols = {v["name"]: v for v in pod["spec"]["volumes"]}
+    check(vols["sbx-workspace"]["persistentVolumeClaim"]["claimName"] == claim,
+          "the pod mounts it: %r" % vols)
+    mounts = {m["mountPath"]: m for m in pod["spec"]["containers"][0]["volumeMounts"]}
+    check(mounts["/workspace"]["name"] == "sbx-workspace", "at /workspace: %r" % mounts)
+    data = os.urandom(200000)
+    check(upload(s, sid, "/workspace/keep.bin", data).status == 200, "upload to the workspace")
+    r = s.request("POST", "/v1/sandboxes/%s/stop" % sid)
+    check(r.status == 202, "stop with a workspace: %r" % r)
+    wait_state(s, sid, "Stopped", 60)
+    check(fake.pod("sbx", pod_name(sid)) is None, "stop deleted the pod")
+    check(pvc(fake, claim) is not None, "and kept the claim")
+    check(fake.raw("GET", "/api/v1/namespaces/sbx/secrets/" + secret_name(sid))[0] == 200,
+          "and the token's secret")
+    time.sleep(2)  # liveness rounds: a stopped sandbox stays Stopped
+    check(state_of(s, sid)["state"] == "Stopped", "still Stopped")
+    r = s.request("POST", "/v1/sandboxes/%s/start" % sid)
+    check(r.status == 202, "start: %r" % r)
+    wait_state(s, sid, "Running", 60)
+    pod = fake.pod("sbx", pod_name(sid))
+    check(pod["metadata"]["uid"] != uid1, "start made a new pod")
+    r = download(s, sid, "/workspace/keep.bin")
+    check(r.status == 200 and hashlib.sha256(r.body).hexdigest() ==
+          hashlib.sha256(data).hexdigest(), "the workspace's file survived stop/start: %r"
+          % r.status)
+    out = run_ok(s, sid, "echo after-start")
+    check(out == ["after-start"], "commands after the start: %r" % out)
+    check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+    check(fake.pod("sbx", pod_name(sid)) is None, "the pod is gone")
+    check(fake.raw("GET", "/api/v1/namespaces/sbx/secrets/" + secret_name(sid))[0] == 404,
+          "the secret is gone")
+    wait_for(lambda: pvc(fake, claim) is None, "the workspace claim gone", 30)
+
+
+def volumes(s, fake):
+    """OpenSandbox `volumes` with `pvc`: an existing claim mounted read-write; another sandbox
+    mounts a subPath of it read-only; a missing claim with createIfNotExists false is
+    VOLUME::PVC_NOT_FOUND; a missing one is made (volume_default_size) and kept after the
+    delete; bad names, paths, sizes, host paths: 400 with VOLUME::* codes."""
+    code, out = fake.raw("POST", "/api/v1/namespaces/sbx/persistentvolumeclaims", {
+        "apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "shared"},
+        "spec": {"accessModes": ["ReadWriteOnce"],
+                 "resources": {"requests": {"storage": "1Gi"}}}})
+    check(code == 201, "a claim made by someone else: %r" % out)
+    r = kcreate(s, volumes=[{"name": "data", "pvc": {"claimName": "shared",
+                                                      "createIfNotExists": False},
+                             "mountPath": "/data"}])
+    check(r.status == 202, "create with an existing claim: %r" % r)
+    a = r.json()["id"]
+    wait_state(s, a, "Running")
+    run_ok(s, a, "mkdir -p /data/sub && echo in-the-claim > /data/sub/x.txt")
+    r = kcreate(s, volumes=[{"name": "ro", "pvc": {"claimName": "shared"}, "mountPath": "/ro",
+                             "readOnly": True, "subPath": "sub"}])
+    check(r.status == 202, "create with a read-only subPath: %r" % r)
+    b = r.json()["id"]
+    wait_state(s, b, "Running")
+    pod = fake.pod("sbx", pod_name(b))
+    m = [x for x in pod["spec"]["containers"][0]["volumeMounts"] if x["name"] == "ro"][0]
+    check(m == {"name": "ro", "mountPath": "/ro", "readOnly": True, "subPath": "sub"},
+          "the mount: %r" % m)
+    v = [x for x in pod["spec"]["volumes"] if x["name"] == "ro"][0]
+    check(v["persistentVolumeClaim"] == {"claimName": "shared", "readOnly": True},
+          "the volume: %r" % v)
+    out = run_ok(s, b, "cat /ro/x.txt; echo no > /ro/y.txt 2>/dev/null && echo wrote || "
+                 "echo refused")
+    check(out == ["in-the-claim", "refused"], "subPath read-only: %r" % out)
+    for sid in (a, b):
+        check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+    check(pvc(fake, "shared") is not None, "a claim sbx did not make is left alone")
+    r = kcreate(s, volumes=[{"name": "d", "pvc": {"claimName": "nosuch",
+                                                   "createIfNotExists": False},
+                             "mountPath": "/d"}])
+    check(r.status == 400 and r.json()["code"] == "VOLUME::PVC_NOT_FOUND" and
+          "nosuch" in r.json()["message"], "a missing claim: %r" % r)
+    r = kcreate(s, volumes=[{"name": "d", "pvc": {"claimName": "made-by-sbx"},
+                             "mountPath": "/d"}])
+    check(r.status == 202, "createIfNotExists: %r" % r)
+    sid = r.json()["id"]
+    wait_state(s, sid, "Running")
+    c = pvc(fake, "made-by-sbx")
+    check(c and c["spec"]["resources"]["requests"]["storage"] == "3Gi" and
+          c["spec"].get("storageClassName") == "fast", "made with the defaults: %r" % c)
+    check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+    check(pvc(fake, "made-by-sbx") is not None, "kept after the delete (OpenSandbox: a "
+          "Kubernetes claim's lifecycle is not the sandbox's)")
+    bad = [({"name": "sbx-x", "pvc": {"claimName": "c"}, "mountPath": "/x"},
+            "VOLUME::INVALID_NAME"),
+           ({"name": "x", "pvc": {"claimName": "c"}, "mountPath": "/opt/sbx"},
+            "VOLUME::INVALID_MOUNT_PATH"),
+           ({"name": "x", "pvc": {"claimName": "c"}, "mountPath": "/opt"},
+            "VOLUME::INVALID_MOUNT_PATH"),
+           ({"name": "x", "pvc": {"claimName": "c"}, "mountPath": "/workspace/x"},
+            "VOLUME::INVALID_MOUNT_PATH"),
+           ({"name": "x", "pvc": {"claimName": "c", "storage": "lots"}, "mountPath": "/x"},
+            "SANDBOX::INVALID_PARAMETER"),
+           ({"name": "x", "pvc": {"claimName": "c", "accessModes": ["Sometimes"]},
+             "mountPath": "/x"}, "SANDBOX::INVALID_PARAMETER"),
+           ({"name": "x", "pvc": {"claimName": "Bad_Name"}, "mountPath": "/x"},
+            "VOLUME::INVALID_PVC_NAME"),
+           ({"name": "x", "pvc": {"claimName": "c"}, "mountPath": "/x", "subPath": "../up"},
+            "VOLUME::INVALID_SUB_PATH"),
+           ({"name": "x", "ossfs": {"bucket": "b", "endpoint": "e", "accessKeyId": "i",
+                                    "accessKeySecret": "s"}, "mountPath": "/x"},
+            "VOLUME::UNSUPPORTED_BACKEND")]
+    for vol, want in bad:
+        r = kcreate(s, volumes=[vol])
+        check(r.status == 400 and r.json()["code"] == want, "%r: %r" % (vol, r))
+
+
+def storage(new_server, fake):
+    s = new_server(config_text=config(fake, extra=WS_CONFIG), tag="ws")
+    s.start()
+    t0 = time.time()
+    # the first create builds the lazy provider: its checks apply to it too
+    r = kcreate(s, volumes=[{"name": "x", "host": {"path": "/etc"}, "mountPath": "/x"}])
+    check(r.status == 400 and r.json()["code"] == "VOLUME::UNSUPPORTED_BACKEND",
+          "the first create is checked by the provider: %r" % r)
+    workspace(s, fake)
+    print("ok   workspace PVC, stop/start (%.1f s)" % (time.time() - t0), flush=True)
+    volumes(s, fake)
+    print("ok   pvc volumes (%.1f s)" % (time.time() - t0), flush=True)
+    check(s.stop() == 0, "the server exits cleanly")
 
 
 def kcreate(s, image=BASE, **kw):
@@ -347,8 +517,10 @@ def refused(s):
     r = kcreate(s, networkPolicy={"defaultAction": "deny", "egress": []})
     check(r.status == 400 and r.json()["code"] == "SANDBOX::API_NOT_SUPPORTED",
           "networkPolicy fails closed: %r" % r)
-    r = kcreate(s, volumes=[{"name": "w", "pvc": {"claimName": "work"}, "mountPath": "/w"}])
-    check(r.status == 400, "volumes fail closed: %r" % r)
+    r = kcreate(s, volumes=[{"name": "w", "host": {"path": "/etc"}, "mountPath": "/w"}])
+    check(r.status == 400 and r.json()["code"] == "VOLUME::UNSUPPORTED_BACKEND" and
+          "kubernetes" in r.json()["message"] and "host" in r.json()["message"],
+          "host volumes refused, naming the field and the provider: %r" % r)
     r = kcreate(s, image="host")
     check(r.status == 400 and "kubernetes" in r.json()["message"], "image host: %r" % r)
     r = kcreate(s, resourceLimits={"cpu": "1", "memory": "lots"})
@@ -477,6 +649,7 @@ def test(new_server):
             print("ok   server restart (%.1f s)" % (time.time() - t0), flush=True)
             pod_ip_mode(new_server, fake)
             print("ok   pod-ip (%.1f s)" % (time.time() - t0), flush=True)
+            storage(new_server, fake)
         except Exception:
             print("---- fake log ----\n" + fake.log())
             fake.dump()
