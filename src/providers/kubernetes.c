@@ -43,15 +43,16 @@
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "providers/kube_api.h"
+#include "providers/kube_watch.h"
 #include "providers/launch.h"
 #include "providers/providers.h"
 #include "secrets/secrets.h"
 #include "server/secretsrv.h"
 #include "server/srvutil.h"
 
-#define MOUNT_DIR       "/opt/sbx"
-#define EXECD_PATH      MOUNT_DIR "/sbx-execd"
-#define EXECD_VOL       "sbx-execd"
+#define MOUNT_DIR  "/opt/sbx"
+#define EXECD_PATH MOUNT_DIR "/sbx-execd"
+#define EXECD_VOL  "sbx-execd"
 /* execd's token: the Secret mounted in the init container only, copied into a memory
  * emptyDir that only the sandbox container mounts (read-write: execd removes the copy) */
 #define SECRET_VOL      "sbx-token-secret"
@@ -64,17 +65,28 @@
 #define REQ_PRIV        SBX_REQUESTS_PRIV
 #define PING_TIMEOUT_MS 3000
 
-const char *const sbx_provider_kubernetes_keys[] = {"kubeconfig",     "kubeconfig_secret",
-                                                    "context",        "namespace",
-                                                    "execd_image",    "service_account",
-                                                    "runtime_class",  "node_selector",
-                                                    "tolerations",    "image_pull_secrets",
-                                                    "labels",         "connect",
-                                                    "allow_insecure", "wait_timeout_ms",
-                                                    "poll_ms",        "request_timeout_ms",
-                                                    "retries",        "workspace_pvc_size",
-                                                    "storage_class",  "workspace_path",
-                                                    "volume_default_size", NULL};
+const char *const sbx_provider_kubernetes_keys[] = {"kubeconfig",
+                                                    "kubeconfig_secret",
+                                                    "context",
+                                                    "namespace",
+                                                    "execd_image",
+                                                    "service_account",
+                                                    "runtime_class",
+                                                    "node_selector",
+                                                    "tolerations",
+                                                    "image_pull_secrets",
+                                                    "labels",
+                                                    "connect",
+                                                    "allow_insecure",
+                                                    "wait_timeout_ms",
+                                                    "poll_ms",
+                                                    "request_timeout_ms",
+                                                    "retries",
+                                                    "workspace_pvc_size",
+                                                    "storage_class",
+                                                    "workspace_path",
+                                                    "volume_default_size",
+                                                    NULL};
 
 /* ---- labels, quantities ---- */
 
@@ -538,6 +550,7 @@ sbx_provider_kubernetes_check(const json_t *settings, sbx_error **err)
 
 struct kube {
     struct kube_client *api;
+    struct kube_watch *watch; /* the pods of ns labelled managed-by=sbx, kept by a thread */
     char *ns;
     char *execd_image;
     char *sa, *runtime_class;
@@ -588,6 +601,19 @@ get_pod(struct kube *k, const struct sbx_record *sb, json_t **pod, sbx_error **e
         rc = kube_fail(&r, "get pod", err);
     kube_resp_dispose(&r);
     return rc;
+}
+
+/* The pod of sb as the watch saw it last; when the watch does not have it (not watching now,
+ * another namespace, absent: maybe not seen yet, maybe gone), as the API server answers. */
+static int
+look_pod(struct kube *k, const struct sbx_record *sb, json_t **pod, sbx_error **err)
+{
+    if (kube_watch_get(k->watch, priv_str(sb, "namespace"), priv_str(sb, "pod"), pod) ==
+        KUBE_PRESENT)
+        return 0;
+    json_decref(*pod);
+    *pod = NULL;
+    return get_pod(k, sb, pod, err);
 }
 
 /* Kubernetes expands $(VAR) in command, args and env values: `$$` is its escape. */
@@ -670,8 +696,8 @@ user_volumes(const struct sbx_record *sb, json_t *vols, json_t *mounts)
         if (!name || !claim || !mp)
             continue;
         (void)json_array_append_new(vols, json_pack("{s:s, s:{s:s, s:b}}", "name", name,
-                                                    "persistentVolumeClaim", "claimName",
-                                                    claim, "readOnly", ro));
+                                                    "persistentVolumeClaim", "claimName", claim,
+                                                    "readOnly", ro));
         json_t *m = json_pack("{s:s, s:s, s:b}", "name", name, "mountPath", mp, "readOnly", ro);
         if (sub && *sub)
             (void)json_object_set_new(m, "subPath", json_string(sub));
@@ -696,8 +722,8 @@ main_mounts(const struct sbx_record *sb)
 static json_t *
 main_container(const struct sbx_record *sb)
 {
-    json_t *cmd = json_pack("[s, s, s, s, s]", EXECD_PATH, "--port", "44772",
-                            "--access-token-file", TOKEN_FILE);
+    json_t *cmd = json_pack("[s, s, s, s, s]", EXECD_PATH, "--port", "44772", "--access-token-file",
+                            TOKEN_FILE);
     const char *desk = sbx_launch_desktop(sb);
     if (desk) {
         (void)json_array_append_new(cmd, json_string("--desktop"));
@@ -731,8 +757,8 @@ static json_t *
 init_container(struct kube *k)
 {
     return json_pack("{s:s, s:s, s:[s, s, s, s, s], s:[{s:s, s:s}, {s:s, s:s}, {s:s, s:s, s:b}]}",
-                     "name", "sbx-execd-install", "image", k->execd_image, "command",
-                     "/sbx-execd", "--install", EXECD_PATH, "--install-token",
+                     "name", "sbx-execd-install", "image", k->execd_image, "command", "/sbx-execd",
+                     "--install", EXECD_PATH, "--install-token",
                      SECRET_DIR "/" TOKEN_KEY ":" TOKEN_FILE, "volumeMounts", "name", EXECD_VOL,
                      "mountPath", MOUNT_DIR, "name", TOKEN_VOL, "mountPath", TOKEN_DIR, "name",
                      SECRET_VOL, "mountPath", SECRET_DIR, "readOnly", 1);
@@ -741,11 +767,11 @@ init_container(struct kube *k)
 static json_t *
 pod_volumes(const struct sbx_record *sb)
 {
-    json_t *v = json_pack(
-        "[{s:s, s:{}}, {s:s, s:{s:s, s:s}}, {s:s, s:{s:s, s:i, s:[{s:s, s:s}]}}]", "name",
-        EXECD_VOL, "emptyDir", "name", TOKEN_VOL, "emptyDir", "medium", "Memory", "sizeLimit",
-        "1Mi", "name", SECRET_VOL, "secret", "secretName", priv_str(sb, "secret"), "defaultMode",
-        0400, "items", "key", TOKEN_KEY, "path", TOKEN_KEY);
+    json_t *v = json_pack("[{s:s, s:{}}, {s:s, s:{s:s, s:s}}, {s:s, s:{s:s, s:i, s:[{s:s, s:s}]}}]",
+                          "name", EXECD_VOL, "emptyDir", "name", TOKEN_VOL, "emptyDir", "medium",
+                          "Memory", "sizeLimit", "1Mi", "name", SECRET_VOL, "secret", "secretName",
+                          priv_str(sb, "secret"), "defaultMode", 0400, "items", "key", TOKEN_KEY,
+                          "path", TOKEN_KEY);
     if (*priv_str(sb, "workspace"))
         (void)json_array_append_new(v, json_pack("{s:s, s:{s:s}}", "name", WS_VOL,
                                                  "persistentVolumeClaim", "claimName",
@@ -864,9 +890,9 @@ check_volume(struct kube *k, const json_t *v, size_t i, const char **code, sbx_e
     if (name && strncmp(name, "sbx-", 4) == 0)
         return vol_refuse(code, "VOLUME::INVALID_NAME", err, i,
                           "`name`: names starting with `sbx-` are provider `kubernetes`'s own");
-    if (mp && (clashes_execd(mp) ||
-               (k->ws_size && strncmp(mp, k->ws_path, strlen(k->ws_path)) == 0 &&
-                (mp[strlen(k->ws_path)] == '\0' || mp[strlen(k->ws_path)] == '/'))))
+    if (mp &&
+        (clashes_execd(mp) || (k->ws_size && strncmp(mp, k->ws_path, strlen(k->ws_path)) == 0 &&
+                               (mp[strlen(k->ws_path)] == '\0' || mp[strlen(k->ws_path)] == '/'))))
         return vol_refuse(code, "VOLUME::INVALID_MOUNT_PATH", err, i,
                           "`mountPath`: provider `kubernetes` keeps execd at " MOUNT_DIR
                           " and its token at " TOKEN_DIR ", and the workspace there");
@@ -1031,10 +1057,10 @@ owned_meta(const struct sbx_record *sb, const char *name)
 static int
 post_secret(struct kube *k, struct sbx_record *sb, sbx_error **err)
 {
-    json_t *sec = json_pack("{s:s, s:s, s:o, s:s, s:b, s:{s:s}}", "apiVersion", "v1", "kind",
-                            "Secret", "metadata", owned_meta(sb, priv_str(sb, "secret")),
-                            "type", "Opaque", "immutable", 1, "stringData", TOKEN_KEY,
-                            priv_str(sb, "token"));
+    json_t *sec =
+        json_pack("{s:s, s:s, s:o, s:s, s:b, s:{s:s}}", "apiVersion", "v1", "kind", "Secret",
+                  "metadata", owned_meta(sb, priv_str(sb, "secret")), "type", "Opaque", "immutable",
+                  1, "stringData", TOKEN_KEY, priv_str(sb, "token"));
     return post_owned(k, sb, "secrets", sec, err);
 }
 
@@ -1055,10 +1081,10 @@ post_workspace(struct kube *k, struct sbx_record *sb, sbx_error **err)
     if (!*priv_str(sb, "workspace"))
         return 0;
     json_t *modes = json_pack("[s]", "ReadWriteOnce");
-    json_t *pvc = json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "v1", "kind",
-                            "PersistentVolumeClaim", "metadata",
-                            owned_meta(sb, priv_str(sb, "workspace")), "spec",
-                            pvc_spec(priv_str(sb, "ws_size"), k->storage_class, modes));
+    json_t *pvc =
+        json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "v1", "kind", "PersistentVolumeClaim",
+                  "metadata", owned_meta(sb, priv_str(sb, "workspace")), "spec",
+                  pvc_spec(priv_str(sb, "ws_size"), k->storage_class, modes));
     json_decref(modes);
     return post_owned(k, sb, "persistentvolumeclaims", pvc, err);
 }
@@ -1099,7 +1125,7 @@ ensure_claim(struct kube *k, const struct sbx_record *sb, const json_t *pvc, sbx
         return rc;
     /* 409: made meanwhile by someone else, which is what we wanted */
     rc = r.status == 201 || r.status == 200 || r.status == 409 ? 0
-                                                                : kube_fail(&r, "create pvc", err);
+                                                               : kube_fail(&r, "create pvc", err);
     kube_resp_dispose(&r);
     return rc;
 }
@@ -1210,7 +1236,8 @@ pod_ip(const json_t *pod)
     return ip ? ip : "";
 }
 
-/* Until the pod runs and execd answers, or it fails, or wait_ms passes. */
+/* Until the pod runs and execd answers, or it fails, or wait_ms passes: the pod's state as
+ * the watch reports it (each event wakes this), execd pinged every poll_ms once it runs. */
 static int
 wait_running(struct kube *k, struct sbx_record *sb, sbx_error **err)
 {
@@ -1219,7 +1246,8 @@ wait_running(struct kube *k, struct sbx_record *sb, sbx_error **err)
     for (;;) {
         json_t *pod = NULL;
         sbx_error *gerr = NULL;
-        int r = get_pod(k, sb, &pod, &gerr);
+        uint64_t gen = kube_watch_gen(k->watch);
+        int r = look_pod(k, sb, &pod, &gerr);
         if (r == -SBX_ENOTFOUND) {
             sbx_error_clear(&gerr);
             return sbx_error_set(err, SBX_EUNAVAIL, 0, "the pod was deleted while starting");
@@ -1252,7 +1280,8 @@ wait_running(struct kube *k, struct sbx_record *sb, sbx_error **err)
         if (sbx_now_ms() >= deadline)
             return sbx_error_set(err, SBX_ETIMEDOUT, 0, "the pod is not ready after %ld ms (%s)",
                                  k->wait_ms, last);
-        (void)usleep((useconds_t)k->poll_ms * 1000);
+        /* woken early by the watch's next event; poll_ms bounds it (execd's ping, no watch) */
+        kube_watch_wait(k->watch, gen, k->poll_ms);
     }
 }
 
@@ -1294,16 +1323,23 @@ delete_pod(struct kube *k, const char *ns, const char *name, sbx_error **err)
     kube_resp_dispose(&r);
     if (rc != 0)
         return rc < 0 ? rc : 0;
-    /* gone for good before a delete reports done: nothing left running or holding its IP */
+    /* gone for good before a delete reports done: nothing left running or holding its IP.
+     * The watch's DELETED event wakes this; the API server confirms. */
     uint64_t deadline = sbx_now_ms() + 60000;
     while (sbx_now_ms() < deadline) {
-        if (kube_call(k->api, "GET", path, NULL, &r, err) < 0)
-            return -SBX_EUNAVAIL;
-        long st = r.status;
-        kube_resp_dispose(&r);
-        if (st == 404)
-            return 0;
-        (void)usleep((useconds_t)k->poll_ms * 1000);
+        uint64_t gen = kube_watch_gen(k->watch);
+        json_t *seen = NULL;
+        enum kube_seen s = kube_watch_get(k->watch, ns, name, &seen);
+        json_decref(seen);
+        if (s != KUBE_PRESENT) {
+            if (kube_call(k->api, "GET", path, NULL, &r, err) < 0)
+                return -SBX_EUNAVAIL;
+            long st = r.status;
+            kube_resp_dispose(&r);
+            if (st == 404)
+                return 0;
+        }
+        kube_watch_wait(k->watch, gen, s == KUBE_PRESENT ? 2000 : k->poll_ms);
     }
     return sbx_error_set(err, SBX_ETIMEDOUT, 0, "pod %s/%s still there 60 s after its delete", ns,
                          name);
@@ -1407,10 +1443,16 @@ kube_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_prov
     }
     json_t *pod = NULL;
     sbx_error *gerr = NULL;
-    int r = get_pod(k, sb, &pod, &gerr);
+    bool stopped = json_is_true(json_object_get(sb->priv, "stopped"));
+    /* a stopped one's pod is gone: the watch not having it is answer enough */
+    enum kube_seen seen =
+        kube_watch_get(k->watch, priv_str(sb, "namespace"), priv_str(sb, "pod"), &pod);
+    int r = seen == KUBE_PRESENT             ? 0
+            : seen == KUBE_ABSENT && stopped ? -SBX_ENOTFOUND
+                                             : get_pod(k, sb, &pod, &gerr);
     if (r == -SBX_ENOTFOUND) {
         sbx_error_clear(&gerr);
-        if (json_is_true(json_object_get(sb->priv, "stopped")))
+        if (stopped)
             sbx_provider_status_set(out, "stopped", SBX_CLASS_STARTABLE, "");
         else
             sbx_provider_status_set(out, "deleted", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
@@ -1486,6 +1528,7 @@ kube_proxy_headers(struct sbx_provider *p, const struct sbx_record *sb, int port
 static void
 free_data(struct kube *k)
 {
+    kube_watch_stop(k->watch);
     kube_client_free(k->api);
     free(k->ns);
     free(k->execd_image);
@@ -1586,6 +1629,7 @@ sbx_provider_kubernetes_new(const json_t *settings, const struct sbx_provider_en
         free_data(k);
         return -SBX_EUNAVAIL;
     }
+    k->watch = kube_watch_start(k->api, k->ns, "app.kubernetes.io%2Fmanaged-by%3Dsbx");
     struct sbx_provider *p = sbx_xcalloc(1, sizeof *p);
     p->ops = &kube_ops;
     p->data = k;

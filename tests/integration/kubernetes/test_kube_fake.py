@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -93,7 +94,10 @@ class Fake:
                 "--kubeconfig-out", self.kubeconfig, "--state", self.state,
                 "--data-dir", self.data, "--pod-cidr", CIDR, "--name-prefix", PREFIX,
                 "--image", "sbx-execd:test=" + self.execd_img, "--image", BASE + "=/",
-                "--pull-policy", "strict", "--keep-on-exit", "--namespace", "sbx"] + self.extra_args
+                "--pull-policy", "strict", "--keep-on-exit", "--namespace", "sbx",
+                # no BOOKMARK moves sbx's watch past changes it does not watch: api_down
+                # counts on its resourceVersion lagging behind a Secret made before the stop
+                "--bookmark-interval", "3600"] + self.extra_args
         with open(self.logf, "ab") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=log)
         wait_for(lambda: os.path.exists(portf) or self.proc.poll() is not None,
@@ -451,6 +455,7 @@ def lifecycle(s, fake):
     # a port nothing listens on: an error, not a hang
     r = s.request("GET", "/sandboxes/%s/proxy/9/x" % sid, timeout=30)
     check(r.status >= 500, "a closed port answers 5xx: %r" % r)
+    watch_checks(s, fake, sid)
     # pause, stop: refused clearly
     r = s.request("POST", "/v1/sandboxes/%s/pause" % sid)
     check(r.status == 400 and r.json()["code"] == "SANDBOX::API_NOT_SUPPORTED",
@@ -467,6 +472,45 @@ def lifecycle(s, fake):
           "the token's secret is gone")
     wait_for(lambda: not os.path.exists("/run/netns/" + netns), "its netns gone", 30)
     return sid
+
+
+def is_watch(x):
+    return x.get("method") == "GET" and "watch=1" in (x.get("query") or "")
+
+
+def is_list(x):
+    return (x.get("method") == "GET" and x.get("path") == "/api/v1/namespaces/sbx/pods" and
+            "watch=1" not in (x.get("query") or ""))
+
+
+def qs(x):
+    return {k: v[0] for k, v in urllib.parse.parse_qs(x.get("query") or "").items()}
+
+
+def watch_checks(s, fake, sid):
+    """One watch on the pods labelled managed-by=sbx, from a list's resourceVersion; the
+    liveness rounds are answered from it (no GET per pod); a watch the server ends is resumed
+    from the last resourceVersion, without a relist."""
+    watches = [x for x in fake.requests() if is_watch(x)]
+    check(watches, "a watch on pods")
+    q = qs(watches[0])
+    check(q.get("labelSelector") == "app.kubernetes.io/managed-by=sbx" and
+          q.get("resourceVersion") not in (None, "", "0") and
+          q.get("allowWatchBookmarks") == "true", "its query: %r" % q)
+    fake.raw("DELETE", "/fake/requests")
+    time.sleep(11)  # two liveness rounds
+    gets = [x for x in fake.requests() if x.get("method") == "GET" and
+            x.get("path") == "/api/v1/namespaces/sbx/pods/" + pod_name(sid)]
+    check(gets == [], "liveness answered from the watch, not by GETs: %r" % gets)
+    before = int(q["resourceVersion"])
+    fake.ctl("watches/close")
+    wait_for(lambda: any(is_watch(x) for x in fake.requests()), "the watch resumed", 15)
+    reqs = fake.requests()
+    check(not any(is_list(x) for x in reqs), "resumed without a relist: %r" % reqs)
+    again = qs([x for x in reqs if is_watch(x)][0])
+    check(int(again["resourceVersion"]) >= before, "from the last resourceVersion: %r" % again)
+    out = run_ok(s, sid, "echo still")
+    check(out == ["still"], "and the sandbox works: %r" % out)
 
 
 def secret_name(sid):
@@ -571,6 +615,12 @@ def api_down(s, fake):
     r = kcreate(s)
     sid = r.json()["id"]
     wait_state(s, sid, "Running")
+    last_rv = max([int(qs(x)["resourceVersion"]) for x in fake.requests() if is_watch(x)] or [0])
+    # a change the pod watch does not see: the restarted server's history starts after it
+    code, _ = fake.raw("POST", "/api/v1/namespaces/sbx/secrets", {
+        "apiVersion": "v1", "kind": "Secret", "metadata": {"name": "bump-%d" % os.getpid()},
+        "stringData": {"k": "v"}})
+    check(code == 201, "a secret made")
     fake.stop()
     time.sleep(7)  # a liveness round or more with the API server away
     check(state_of(s, sid)["state"] == "Running", "the API server away says nothing about it")
@@ -579,6 +629,25 @@ def api_down(s, fake):
     fake.start()
     out = run_ok(s, sid, "echo back")
     check(out == ["back"], "after the API server is back: %r" % out)
+    # the restarted API server keeps no history: the watch's resourceVersion is answered with
+    # 410 Expired, and the watch relists, then watches from the list's version
+    def relisted():
+        reqs = [x for x in fake.requests() if is_watch(x) or is_list(x)]
+        kinds = ["w" if is_watch(x) else "l" for x in reqs]
+        return "wlw" in "".join(kinds)
+    wait_for(relisted, "a relist after 410 Expired", 30)
+    reqs = [x for x in fake.requests() if is_watch(x) or is_list(x)]
+    first = qs(reqs[0])
+    check(is_watch(reqs[0]) and int(first["resourceVersion"]) >= last_rv,
+          "the first watch after the restart resumed from the old version: %r" % first)
+    evicted_after_restart = kcreate(s)
+    check(evicted_after_restart.status == 202, "create after the API server's restart")
+    sid2 = evicted_after_restart.json()["id"]
+    wait_state(s, sid2, "Running")
+    fake.raw("POST", "/fake/pods/sbx/%s/oom" % pod_name(sid2), {})
+    st = wait_state(s, sid2, "Failed", 30)
+    check(st.get("reason") == "OOMKilled", "states follow the events of the new watch: %r" % st)
+    check(s.request("DELETE", "/v1/sandboxes/" + sid2).status == 204, "delete")
     return sid
 
 

@@ -413,8 +413,8 @@ test_sizes(void **state)
 {
     (void)state;
     static const char *const good[] = {"1", "10Gi", "1.5Gi", "512Mi", "3Ei", "100Ki"};
-    static const char *const bad[] = {"", "Gi", "1G", "1.Gi", ".5Gi", "1gi", "1Gix", "-1",
-                                      "1 Gi", "1e3"};
+    static const char *const bad[] = {"",    "Gi",   "1G", "1.Gi", ".5Gi",
+                                      "1gi", "1Gix", "-1", "1 Gi", "1e3"};
     for (size_t i = 0; i < sizeof good / sizeof *good; i++)
         assert_true(sbx_kube_size_ok(good[i]));
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
