@@ -16,7 +16,7 @@ in network namespaces). Through a real `sbx serve`:
   (asserted on every body the fake recorded), gone inside the sandbox. A second server with
   workspace_pvc_size: a PVC workspace kept over stop/start (a file survives through execd's
   files API), removed by delete; OpenSandbox `pvc` volumes (existing, read-only subPath, made
-  when missing, VOLUME::* refusals).
+  when missing, VOLUME::* refusals). A pool of warm pods: a pooled create answers from one.
 
 argv: SBX_CLI SBX_EXECD_STATIC. Needs root (network namespaces), openssl and
 python3-kubernetes (the fake's validation)."""
@@ -573,6 +573,42 @@ def refused(s):
     check(r.status == 400, "gpu: %r" % r)
 
 
+def pool_status(s, name):
+    r = s.request("GET", "/v1/pools/" + name)
+    check(r.status == 200, "get pool: %r" % r)
+    return r.json()["status"]
+
+
+def pools(s, fake):
+    """A pool on kubernetes: warm pods made by the refiller; a pooled create answers at once
+    from a warm pod (the same pod, commands at once with the template's env), the pool refills
+    with a new pod; deleting the pool deletes its warm pods."""
+    tmpl = {"provider": "kubernetes", "image": {"uri": BASE}, "entrypoint": ["sleep", "3600"],
+            "env": {"POOLED": "yes"}, "resourceLimits": {"cpu": "250m", "memory": "128Mi"}}
+    r = s.request("POST", "/v1/pools", {"name": "kp", "template": tmpl, "capacitySpec": {
+        "bufferMax": 2, "bufferMin": 1, "poolMax": 4, "poolMin": 0}})
+    check(r.status == 201, "create a pool on kubernetes: %r" % r)
+    wait_for(lambda: pool_status(s, "kp")["available"] == 1, "a warm pod", 60)
+    warm = {p["metadata"]["name"] for p in fake.pods()}
+    check(len(warm) == 1, "one warm pod: %r" % warm)
+    t0 = time.monotonic()
+    r = s.request("POST", "/v1/sandboxes", {"extensions": {"poolRef": "kp"},
+                                            "metadata": {"job": "pooled"}, "timeout": 300})
+    took = time.monotonic() - t0
+    check(r.status == 202 and r.json()["status"]["state"] == "Running",
+          "a pooled create: %r" % r)
+    sid = r.json()["id"]
+    check(pod_name(sid) in warm, "it answers from the warm pod: %s not in %r" % (sid, warm))
+    check(took < 2, "at once (%.3f s)" % took)
+    out = run_ok(s, sid, "echo $POOLED; echo $HOSTNAME")
+    check(out == ["yes", pod_name(sid)], "commands in the warm pod at once: %r" % out)
+    wait_for(lambda: pool_status(s, "kp")["available"] == 1 and
+             len(fake.pods()) == 2, "the pool refilled with a new pod", 60)
+    check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete the taken one")
+    check(s.request("DELETE", "/v1/pools/kp").status == 204, "delete the pool")
+    wait_for(lambda: fake.pods() == [], "the warm pods deleted with the pool", 60)
+
+
 def pull_failure(s, fake):
     t0 = time.time()
     r = kcreate(s, image="nosuch/image:1", metadata={"kind": "pullfail"})
@@ -707,6 +743,8 @@ def test(new_server):
             t0 = time.time()
             lifecycle(s, fake)
             print("ok   lifecycle (%.1f s)" % (time.time() - t0), flush=True)
+            pools(s, fake)
+            print("ok   pool (%.1f s)" % (time.time() - t0), flush=True)
             refused(s)
             pull_failure(s, fake)
             print("ok   refusals, image pull failure (%.1f s)" % (time.time() - t0), flush=True)
