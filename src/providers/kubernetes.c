@@ -680,7 +680,11 @@ container_env(const struct sbx_record *sb)
     return env;
 }
 
-/* The request's `pvc` volumes (check_create accepted them) as pod volumes and mounts. */
+/* The request's `pvc` volumes (check_create accepted them) as pod volumes and mounts.
+ * Security: only claims of the sandbox's namespace are named (no hostPath or any other source
+ * is ever made from a request); the API refused absolute and `..` subPaths and normalized the
+ * mountPath, check_create refused mounts over execd and its token; the kubelet resolves a
+ * subPath inside the volume and refuses one that leaves it through a symlink. */
 static void
 user_volumes(const struct sbx_record *sb, json_t *vols, json_t *mounts)
 {
