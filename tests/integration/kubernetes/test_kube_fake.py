@@ -212,8 +212,9 @@ def pvc(fake, name):
 
 def workspace(s, fake):
     """workspace_pvc_size: a PVC per sandbox at workspace_path; stop deletes the pod and keeps
-    the claim, start runs a new pod on it (the files survive, through execd's files API),
-    delete removes the pod, the claim and the token's secret."""
+    the claim, a restarted server finds the sandbox Stopped, start runs a new pod on it (the
+    files survive, through execd's files API, and the token's secret is found again), delete
+    removes the pod, the claim and the token's secret."""
     r = kcreate(s)
     check(r.status == 202, "create: %r" % r)
     sid = r.json()["id"]
@@ -243,6 +244,11 @@ def workspace(s, fake):
           "and the token's secret")
     time.sleep(2)  # liveness rounds: a stopped sandbox stays Stopped
     check(state_of(s, sid)["state"] == "Stopped", "still Stopped")
+    # a restarted server finds it stopped (no pod: not lost), its claim and secret again
+    s.kill9()
+    s.start()
+    time.sleep(6)  # a liveness round after the restart
+    check(state_of(s, sid)["state"] == "Stopped", "Stopped after a server restart")
     r = s.request("POST", "/v1/sandboxes/%s/start" % sid)
     check(r.status == 202, "start: %r" % r)
     wait_state(s, sid, "Running", 60)
