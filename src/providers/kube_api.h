@@ -89,6 +89,23 @@ void kube_resp_dispose(struct kube_resp *r);
  * 5xx SBX_EUNAVAIL. */
 int kube_fail(const struct kube_resp *r, const char *what, sbx_error **err);
 
+/* A streamed GET (a watch): the body's lines as they come. */
+struct kube_stream_ops {
+    /* the answer's status, before its body */
+    void (*on_status)(void *ud, long status);
+    /* one line of a 200 answer's body (no newline); <0 ends the stream */
+    int (*on_line)(void *ud, const char *line, size_t n);
+    /* asked about once a second, also while connecting: true ends the stream */
+    bool (*stopped)(void *ud);
+    void *ud;
+};
+
+/* GET path (no retry), its body handed over line by line until the server ends it (0), an
+ * on_line or stopped callback ends it (0), max_ms passes or the transport fails
+ * (SBX_EUNAVAIL); a non-200 answer is kube_fail's error. */
+int kube_stream(struct kube_client *c, const char *path, const struct kube_stream_ops *o,
+                long max_ms, sbx_error **err);
+
 /* A connected stream to `port` of pod ns/name through the API server's pods/portforward
  * (WebSocket, v4.channel.k8s.io): a socketpair whose other end a detached thread pumps
  * (data channel 0 both ways; a message on error channel 1 is logged and ends the stream). */

@@ -29,9 +29,9 @@ const struct sbx_provider_factory sbx_providers_builtin[] = {
      .keys = sbx_provider_daytona_keys,
      .check = sbx_provider_daytona_check,
      .lazy = true},
-    /* a pod per sandbox; resourceRequests go to the scheduler */
+    /* a pod per sandbox; resourceRequests go to the scheduler; pvc volumes; warm pods */
     {.name = "kubernetes",
-     .caps = SBX_CAP_RESOURCE_REQUESTS,
+     .caps = SBX_CAP_RESOURCE_REQUESTS | SBX_CAP_VOLUMES | SBX_CAP_POOLS,
      .create = sbx_provider_kubernetes_new,
      .keys = sbx_provider_kubernetes_keys,
      .check = sbx_provider_kubernetes_check,

@@ -154,8 +154,8 @@ test("volumes: a pvc shared by claimName, read-only mounts, host paths need the 
     await assert.rejects(make({ volumes: [pvc()] }), code(/API_NOT_SUPPORTED/));
     return;
   }
-  if (provider !== "native") {
-    t.skip(`volume checks are written for the native and process providers, not ${provider}`);
+  if (provider !== "native" && provider !== "kubernetes") {
+    t.skip(`volume checks are written for the native, kubernetes and process providers, not ${provider}`);
     return;
   }
   const a = await make({ volumes: [pvc()] });
@@ -167,8 +167,9 @@ test("volumes: a pvc shared by claimName, read-only mounts, host paths need the 
   assert.match(r.logs.stderr.map((m) => m.text).join(""), /Read-only file system/);
   await a.kill();
   await b.kill();
+  // native: host paths need the allow-list; kubernetes binds none (a node's files)
   await assert.rejects(make({ volumes: [{ name: "h", mountPath: "/h", host: { path: "/etc" } }] }),
-    code(/VOLUME::HOST_PATH_NOT_ALLOWED/));
+    code(provider === "kubernetes" ? /VOLUME::UNSUPPORTED_BACKEND/ : /VOLUME::HOST_PATH_NOT_ALLOWED/));
   await assert.rejects(make({
     volumes: [{ name: "n", mountPath: "/n", pvc: { claimName: `${claim}-missing`, createIfNotExists: false } }],
   }), code(/VOLUME::PVC_NOT_FOUND/));
@@ -277,6 +278,15 @@ test("credentialProxy: the Credential Vault through port 18080", async () => {
 
 test("pause and resume", async () => {
   const sbx = await make();
+  if (provider === "kubernetes") {
+    // a pod cannot be frozen through the Kubernetes API: refused, the sandbox left running
+    await assert.rejects(sbx.pause(), (err) => {
+      assert.match(String(err.error?.code ?? err.message), /API_NOT_SUPPORTED/);
+      return true;
+    });
+    assert.equal((await sbx.getInfo()).status.state, "Running");
+    return;
+  }
   await sbx.pause();
   assert.equal((await sbx.getInfo()).status.state, "Paused");
   const resumed = await sbx.resume();
@@ -297,7 +307,7 @@ test("renew", async () => {
 test("snapshots: create, Ready, list, restore with snapshotId, delete", async (t) => {
   const manager = SandboxManager.create({ connectionConfig: config });
   try {
-    if (provider === "process") {
+    if (provider === "process" || provider === "kubernetes") {
       const sbx = await make();
       await assert.rejects(manager.createSnapshot(sbx.id), (err) => {
         assert.match(String(err.error?.code ?? err.message), /API_NOT_SUPPORTED/);
@@ -341,7 +351,7 @@ test("snapshots: create, Ready, list, restore with snapshotId, delete", async (t
 // SDK 0.1.11 has no pool calls: the pool is made over HTTP, the create from it is the SDK's own
 // Sandbox.create with extensions.poolRef (its default entrypoint and limits, the pool's image).
 test("pools: Sandbox.create with extensions.poolRef takes a warm sandbox", async (t) => {
-  if (provider !== "native" && provider !== "process") {
+  if (!["native", "process", "kubernetes"].includes(provider)) {
     t.skip(`provider ${provider} keeps no pools`);
     return;
   }
