@@ -471,7 +471,7 @@ test_forward_policy_drop(void **state)
     struct sbx_net *again = NULL;
     open_net(&again); /* idempotent: no duplicates */
     sbx_net_close(again);
-    (void)snprintf(cmd, sizeof(cmd), "test $(iptables -w -S FORWARD | grep -c 'sbx:%s') -eq 2",
+    (void)snprintf(cmd, sizeof(cmd), "test $(iptables -w -S FORWARD | grep -c 'sbx:%s') -eq 4",
                    T.bridge);
     assert_int_equal(sh(cmd), 0);
     assert_int_equal(sh("iptables -w -F FORWARD && iptables -w -P FORWARD ACCEPT"), 0);
@@ -509,7 +509,7 @@ test_concurrent_first_setup(void **state)
         assert_int_equal(waitpid(pids[i], &st, 0), pids[i]);
         assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
-    (void)snprintf(cmd, sizeof(cmd), "test $(iptables -w -S FORWARD | grep -c 'sbx:%s') -eq 2",
+    (void)snprintf(cmd, sizeof(cmd), "test $(iptables -w -S FORWARD | grep -c 'sbx:%s') -eq 4",
                    bridge);
     assert_int_equal(sh(cmd), 0);
     int up = 0;
