@@ -69,7 +69,7 @@
 const char *const sbx_provider_native_keys[] = {
     "execd", "ping_timeout_ms", "cgroup_parent", "network", "upper", "upper_size",
     "allowed_host_paths", "netns_pool", "bridge", "subnet", "network_allow", "pids",
-    "total_memory", "total_pids", "min_free_disk", "total_disk", "egress_dns", NULL};
+    "total_memory", "total_pids", "min_free_disk", "total_disk", "egress_dns", "leaf_size", NULL};
 /* clang-format on */
 
 struct native_data {
@@ -1046,6 +1046,15 @@ configure_bridge(struct native_data *d, const json_t *settings, sbx_error **err)
             r = sbx_error_set(err, SBX_EINVAL, 0,
                               "providers.native.network_allow[%zu] must be a string", i);
     }
+    const json_t *leaf = json_object_get(settings, "leaf_size");
+    if (r == 0 && leaf &&
+        (!json_is_integer(leaf) || json_integer_value(leaf) < 1 ||
+         json_integer_value(leaf) > SBX_NET_LEAF_MAX_SIZE))
+        r = sbx_error_set(err, SBX_EINVAL, 0,
+                          "providers.native.leaf_size must be an integer from 1 to %d",
+                          SBX_NET_LEAF_MAX_SIZE);
+    if (r == 0 && leaf)
+        sbx_native_bridge_set_leaf_size(d->bridge, (unsigned)json_integer_value(leaf));
     if (r == 0)
         r = sbx_native_bridge_configure(
             d->bridge, json_string_value(json_object_get(settings, "bridge")),
