@@ -132,8 +132,10 @@ count_rules(struct sbx_nft *nft, const char *what, const char *comment, long lon
 #define LEAF_MARK_MASK "0xfff00000"
 #define LEAF_PASS      0x00080000U
 #define LEAF_GROUPS    "0x7ffff"
-/* The comment on the last rule of the host-wide bridge table. */
-#define BRIDGE_MARKER "sbx:bridges:" RULES_VERSION
+/* The comments on the last rules of the host-wide bridge table's chains: `forward` (as sbx
+ * wrote it since the ip table's v3) and the leaf bridges' chains (bridge_table says why two). */
+#define BRIDGE_MARKER "sbx:bridges:v3"
+#define LEAVES_MARKER "sbx:leaves:v1"
 
 static void
 comments(char table_c[160], char fwd_c[32], const char *bridge, const char *subnet, const char *dns)
@@ -160,7 +162,8 @@ sbx_nft_check(struct sbx_nft *nft, const char *bridge, const char *subnet, const
         ok = count_rules(nft, what, table_c, NULL) == 1;
     }
     if (ok)
-        ok = count_rules(nft, "table bridge sbx", BRIDGE_MARKER, NULL) == 1;
+        ok = count_rules(nft, "table bridge sbx", BRIDGE_MARKER, NULL) == 1 &&
+             count_rules(nft, "table bridge sbx", LEAVES_MARKER, NULL) == 1;
     if (ok) {
         int n = count_rules(nft, "chain ip filter FORWARD", fwd_c, NULL);
         ok = n < 0 || n == FILTER_RULES;
@@ -412,40 +415,48 @@ static void
 bridge_leaf_rules(FILE *f)
 {
     fprintf(f,
-            "add rule bridge sbx forward iifname \"vsbx*\" oifname \"" SBX_NET_UPLINK_PREFIX
+            "add map bridge sbx groupmark { type devgroup : mark; }\n"
+            "add set bridge sbx markgroups { type mark . devgroup; }\n"
+            "add chain bridge sbx leaves { type filter hook forward priority filter; "
+            "policy accept; }\n"
+            "flush chain bridge sbx leaves\n"
+            "add rule bridge sbx leaves iifname \"vsbx*\" oifname \"" SBX_NET_UPLINK_PREFIX
             "*\" meta mark set meta iifgroup map @groupmark accept\n"
-            "add rule bridge sbx forward iifname \"vsbx*\" oifname \"" SBX_NET_UPLINK_PREFIX
+            "add rule bridge sbx leaves iifname \"vsbx*\" oifname \"" SBX_NET_UPLINK_PREFIX
             "*\" meta mark set %1$#x accept\n"
-            "add rule bridge sbx forward iifname \"" SBX_NET_UPLINK_PREFIX
+            "add rule bridge sbx leaves iifname \"" SBX_NET_UPLINK_PREFIX
             "*\" oifname \"" SBX_NET_UPLINK_PREFIX "*\" meta mark & " LEAF_MARK_MASK
             " == %1$#x meta mark & " LEAF_GROUPS " != 0 meta mark set meta mark | %2$#x accept\n"
-            "add rule bridge sbx forward iifname \"" SBX_NET_UPLINK_PREFIX
+            "add rule bridge sbx leaves iifname \"" SBX_NET_UPLINK_PREFIX
             "*\" oifname \"vsbx*\" meta mark . meta oifgroup @markgroups accept\n"
-            "add rule bridge sbx forward iifname \"" SBX_NET_UPLINK_PREFIX
+            "add rule bridge sbx leaves iifname \"" SBX_NET_UPLINK_PREFIX
             "*\" oifname \"vsbx*\" meta mark & " LEAF_MARK_MASK " == %1$#x drop\n"
-            "add chain bridge sbx input { type filter hook input priority filter; "
+            "add chain bridge sbx leaves_in { type filter hook input priority filter; "
             "policy accept; }\n"
-            "flush chain bridge sbx input\n"
-            "add rule bridge sbx input meta mark & " LEAF_MARK_MASK " == %1$#x meta mark set 0\n",
+            "flush chain bridge sbx leaves_in\n"
+            "add rule bridge sbx leaves_in meta mark & " LEAF_MARK_MASK " == %1$#x "
+            "meta mark set 0 comment \"" LEAVES_MARKER "\"\n",
             LEAF_MARK, LEAF_PASS);
 }
 
+/* The chain `forward` is exactly what sbx wrote before leaf bridges, and the leaves' rules
+ * are chains of their own (their rules match frames to or from uplinks only, which `forward`
+ * never matches): an older sbx on the same host that rewrites `forward` (its check looks for
+ * its own marker there) leaves them alone, so two versions never rewrite each other's rules
+ * in turn. */
 static void
 bridge_table(FILE *f)
 {
     fprintf(f, "add table bridge sbx\n"
                "add set bridge sbx groups { type devgroup . devgroup; }\n"
-               "add map bridge sbx groupmark { type devgroup : mark; }\n"
-               "add set bridge sbx markgroups { type mark . devgroup; }\n"
                "add chain bridge sbx forward { type filter hook forward priority filter; "
                "policy accept; }\n"
                "flush chain bridge sbx forward\n"
                "add rule bridge sbx forward iifname \"vsbx*\" oifname \"vsbx*\" "
                "meta iifgroup . meta oifgroup @groups meta mark set " GROUP_MARK " accept\n"
-               "add rule bridge sbx forward iifname \"vsbx*\" oifname \"vsbx*\" drop\n");
+               "add rule bridge sbx forward iifname \"vsbx*\" oifname \"vsbx*\" drop "
+               "comment \"" BRIDGE_MARKER "\"\n");
     bridge_leaf_rules(f);
-    /* the marker closes the table's rules (sbx_nft_check) */
-    fprintf(f, "add rule bridge sbx input meta mark 0 accept comment \"" BRIDGE_MARKER "\"\n");
 }
 
 static int

@@ -756,6 +756,16 @@ native_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_pr
 }
 
 static int
+native_watch(struct sbx_provider *p, const struct sbx_record *sb)
+{
+    (void)p;
+    if (is_stopped(sb))
+        return -1;
+    return sbx_proc_watch((pid_t)json_integer_value(json_object_get(sb->priv, "pid")),
+                          (uint64_t)json_integer_value(json_object_get(sb->priv, "start_time")));
+}
+
+static int
 native_reconcile(struct sbx_provider *p, struct sbx_record *sb, struct sbx_provider_status *out,
                  sbx_error **err)
 {
@@ -883,6 +893,7 @@ static const struct sbx_provider_ops native_ops = {
     .resume = native_resume,
     .delete = native_delete,
     .status = native_status,
+    .watch = native_watch,
     .connect = native_connect,
     .reconcile = native_reconcile,
     .proxy_headers = native_proxy_headers,
