@@ -1356,6 +1356,7 @@ check_one(struct sbx_mgr *m, const char *id)
         return;
     /* status may run any time (provider contract), so no busy mark for the common case */
     struct sbx_provider_status st = {0};
+    sbx_metrics_liveness_check();
     if (p->ops->status(p, work, &st, NULL) >= 0 && st.cls == SBX_CLASS_TERMINAL)
         mark_lost(m, id, work, &st);
     sbx_record_free(work);

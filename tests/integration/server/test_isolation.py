@@ -108,6 +108,20 @@ def pid1_closed(s, sid):
     check(token_bytes == b"", "the token is wiped from execd's environ block")
 
 
+def lost(s):
+    """A native sandbox whose execd dies is noticed (through its pidfd, which the server
+    watches instead of asking every sandbox's status in turn): Failed, SANDBOX_LOST."""
+    r = s.create()
+    check(r.status == 202, "create: %r" % r)
+    sid = r.json()["id"]
+    check(inside(s, sid, "echo up")[0] == ["up"], "it runs")
+    os.kill(execd_pid(s, sid), 9)
+    st = wait_for(lambda: (lambda x: x if x["state"] == "Failed" else None)(
+        s.request("GET", "/v1/sandboxes/" + sid).json()["status"]), "Failed", timeout=15)
+    check(st["reason"] == "SANDBOX_LOST", "reason: %r" % st)
+    check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete the lost one")
+
+
 def logs(s):
     """The entrypoint's output goes to execd's ring: GET /logs (through the router) has its
     end, bounded, the start dropped."""
@@ -324,6 +338,7 @@ def test(new_server):
     host_image_secrets(s, sid)
     pid1_closed(s, sid)
     check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+    lost(s)
     logs(s)
     shm_full(s)
     check(s.stop() == 0, "clean stop")
