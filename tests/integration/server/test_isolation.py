@@ -22,7 +22,7 @@ import socket
 import subprocess
 import threading
 
-from harness import Skip, check, host_address, main, wait_for
+from harness import Skip, check, host_address, main, remove_bridge, wait_for
 
 CONFIG = 'providers = { supported = ["native"]; default = "native"; };\n'
 
@@ -312,14 +312,7 @@ def network(new_server):
         lis.sock.close()
         s.kill9()
         s.gc_runtime()
-        subprocess.run([s.sbx, "net", "gc", "--bridge", bridge, "--subnet", subnet],
-                       capture_output=True)
-        subprocess.run([s.sbx, "net", "nft", "teardown", bridge, subnet], capture_output=True)
-        for k in range(1, 6):
-            subprocess.run(["ip", "link", "del", "%s.%d" % (bridge, k)], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge + "-kp"], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge], capture_output=True)
-        subprocess.run(["rm", "-rf", "/run/sbx/net/" + bridge], capture_output=True)
+        remove_bridge(s.sbx, bridge, subnet)
 
 
 def test(new_server):
