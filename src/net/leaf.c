@@ -129,9 +129,11 @@ make_uplink(struct sbx_nl *nl, const struct sbx_net_leaf_names *ln, int root, in
     int r = sbx_nl_link_get(nl, ln->leaf, &leaf, NULL, NULL);
     if (r < 0)
         return nl_fail(err, r, "look up leaf bridge", ln->leaf);
-    struct sbx_nl_veth v = {
-        .name = ln->root_end, .master = root, .peer_name = ln->leaf_end, .peer_netns_fd = -1,
-        .mtu = mtu};
+    struct sbx_nl_veth v = {.name = ln->root_end,
+                            .master = root,
+                            .peer_name = ln->leaf_end,
+                            .peer_netns_fd = -1,
+                            .mtu = mtu};
     r = sbx_nl_veth_create(nl, &v);
     if (r < 0 && r != -EEXIST)
         return nl_fail(err, r, "create uplink", ln->root_end);
@@ -197,9 +199,9 @@ sbx_net_leaf_ready(struct sbx_net *n, struct sbx_nl *nl, uint32_t addr, int lock
 struct leaf_gc {
     struct sbx_net *n;
     struct sbx_nl *nl;
-    bool all;         /* teardown: every leaf, empty or not */
-    char prefix[16];  /* of the leaves' names */
-    char uplink[16];  /* "usbx<hash>": of the uplinks' names */
+    bool all;        /* teardown: every leaf, empty or not */
+    char prefix[16]; /* of the leaves' names */
+    char uplink[16]; /* "usbx<hash>": of the uplinks' names */
     int removed;
     int ports;        /* of the leaf being looked at, its uplink excepted */
     const char *keep; /* that uplink's leaf end */

@@ -132,8 +132,10 @@ init_handle(struct sbx_net *n, const struct sbx_net_config *cfg, sbx_error **err
         return r;
     n->leaf_size = cfg && cfg->leaf_size ? cfg->leaf_size : SBX_NET_DEFAULT_LEAF_SIZE;
     if (n->leaf_size > SBX_NET_LEAF_MAX_SIZE)
-        return sbx_error_set(err, SBX_EINVAL, 0, "leaf_size %u: at most %d (a leaf bridge's "
-                             "ports but its uplink)", n->leaf_size, SBX_NET_LEAF_MAX_SIZE);
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "leaf_size %u: at most %d (a leaf bridge's "
+                             "ports but its uplink)",
+                             n->leaf_size, SBX_NET_LEAF_MAX_SIZE);
     n->ipam.window = n->leaf_size;
     n->ipam.max_windows = SBX_NET_MAX_LEAVES;
     char net[16];

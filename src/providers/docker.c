@@ -52,8 +52,8 @@
 #ifdef SBX_HAVE_RUNTIME
 _Static_assert(SBX_DOCKER_LEAF_MAX == SBX_NET_LEAF_MAX_SIZE, "the leaf size limit of net.h");
 #endif
-#define LABEL_ID       "io.sbx.sandbox-id"
-#define LABEL_STATE    "io.sbx.state-dir"
+#define LABEL_ID    "io.sbx.sandbox-id"
+#define LABEL_STATE "io.sbx.state-dir"
 
 const char *const sbx_provider_docker_keys[] = {
     "socket",         "execd",           "network",        "reach",      "pull",
@@ -81,7 +81,7 @@ struct docker_data {
     char *bridge;        /* NULL: SBX_NET_DEFAULT_BRIDGE (the native provider's) */
     char *subnet;
     unsigned leaf_size; /* sandboxes per leaf bridge (net.h), 0: the default */
-    char **allow; /* network_allow: what sandboxes may reach all the same */
+    char **allow;       /* network_allow: what sandboxes may reach all the same */
     size_t n_allow;
     char *cgroup_parent; /* NULL: the engine's default */
     char *state_dir;
@@ -535,7 +535,8 @@ static struct sbx_net *
 bridge(struct docker_data *d, sbx_error **err)
 {
     pthread_mutex_lock(&d->net_mu);
-    struct sbx_net_config cfg = {.bridge = d->bridge, .subnet = d->subnet, .leaf_size = d->leaf_size};
+    struct sbx_net_config cfg = {
+        .bridge = d->bridge, .subnet = d->subnet, .leaf_size = d->leaf_size};
     bool opened = !d->net;
     int r = d->net ? sbx_net_ensure(d->net, err) : sbx_net_open(&d->net, &cfg, err);
     /* The allow-list is host-wide for the bridge (docs/network.md): set at open and after a

@@ -16,10 +16,10 @@
 struct sbx_native_bridge {
     pthread_mutex_t lock;
     char *net_dir;
-    char *bridge; /* NULL: the default */
-    char *subnet; /* NULL: the default */
+    char *bridge;       /* NULL: the default */
+    char *subnet;       /* NULL: the default */
     unsigned leaf_size; /* 0: the default */
-    char **allow; /* the operator's allow-list, applied once the host is set up */
+    char **allow;       /* the operator's allow-list, applied once the host is set up */
     size_t n_allow;
     struct sbx_net *full;  /* after the first attach: host set up */
     struct sbx_net *state; /* lease state only (detach before any attach) */
