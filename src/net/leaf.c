@@ -203,8 +203,8 @@ struct leaf_gc {
     char prefix[16]; /* of the leaves' names */
     char uplink[16]; /* "usbx<hash>": of the uplinks' names */
     int removed;
-    int ports;        /* of the leaf being looked at, its uplink excepted */
-    const char *keep; /* that uplink's leaf end */
+    int ports;     /* of the leaf being looked at, its uplink excepted */
+    char keep[16]; /* that uplink's leaf end */
 };
 
 static int
@@ -234,7 +234,7 @@ gc_leaf(struct leaf_gc *g, const char *name, int index, unsigned k)
     struct sbx_net_leaf_names ln;
     sbx_net_leaf_names(&ln, g->n->bridge, k);
     g->ports = 0;
-    g->keep = ln.leaf_end;
+    (void)snprintf(g->keep, sizeof g->keep, "%s", ln.leaf_end);
     int r = g->all ? 0 : sbx_nl_link_foreach(g->nl, index, count_port, g);
     if (r < 0 || g->ports > 0)
         return r;
