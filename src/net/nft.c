@@ -21,8 +21,9 @@
 #include "net/net_internal.h"
 
 #define MAX_HANDLES 16
-/* Our accept rules in `ip filter FORWARD`: in and out of the bridge and of its leaves. */
-#define FILTER_RULES 4
+/* Our accept rules in `ip filter FORWARD` per comment: in and out of the bridge, and of its
+ * leaves. */
+#define FILTER_RULES 2
 
 struct sbx_nft {
     pthread_mutex_t lock; /* an nft_ctx is not thread-safe */
@@ -145,13 +146,23 @@ comments(char table_c[160], char fwd_c[32], const char *bridge, const char *subn
     (void)snprintf(fwd_c, 32, "sbx:%s", bridge);
 }
 
+/* The comment of the leaf chains' last rules and of the leaves' rules in `ip filter FORWARD`
+ * (apart from the bridge's: an older sbx deletes and rewrites those). */
+static void
+leaves_comment(char out[48], const char *bridge)
+{
+    (void)snprintf(out, 48, "sbx:%s:leaves:v1", bridge);
+}
+
 int
 sbx_nft_check(struct sbx_nft *nft, const char *bridge, const char *subnet, const char *dns)
 {
     char what[64];
     char table_c[160];
     char fwd_c[32];
+    char leaves_c[48];
     comments(table_c, fwd_c, bridge, subnet, dns);
+    leaves_comment(leaves_c, bridge);
     (void)pthread_mutex_lock(&nft->lock);
     /* The marker rule closes each table's rules: present means the whole transaction that
      * wrote it was applied (nftables transactions are atomic). */
@@ -159,14 +170,16 @@ sbx_nft_check(struct sbx_nft *nft, const char *bridge, const char *subnet, const
     int ok = 1;
     for (size_t i = 0; ok && i < sizeof families / sizeof families[0]; i++) {
         (void)snprintf(what, sizeof(what), "table %s sbx_%s", families[i], bridge);
-        ok = count_rules(nft, what, table_c, NULL) == 1;
+        ok = count_rules(nft, what, table_c, NULL) == 1 &&
+             count_rules(nft, what, leaves_c, NULL) == 1;
     }
     if (ok)
         ok = count_rules(nft, "table bridge sbx", BRIDGE_MARKER, NULL) == 1 &&
              count_rules(nft, "table bridge sbx", LEAVES_MARKER, NULL) == 1;
     if (ok) {
         int n = count_rules(nft, "chain ip filter FORWARD", fwd_c, NULL);
-        ok = n < 0 || n == FILTER_RULES;
+        ok = n < 0 || (n == FILTER_RULES &&
+                       count_rules(nft, "chain ip filter FORWARD", leaves_c, NULL) == FILTER_RULES);
     }
     (void)pthread_mutex_unlock(&nft->lock);
     return ok;
@@ -255,29 +268,55 @@ egress_part(FILE *f, const char *b)
 
 /* Leaf bridges (leaf.c) are L2 only: nothing enters the host's IP stack through one (the
  * host answers no ARP there either, but a frame sent to a leaf's MAC would be routed with the
- * leaf as its in-device, which no rule on the bridge's name sees). With br_netfilter the
- * frames a leaf switches pass the ip family's hooks with the leaf as in and out device: the
- * bridge table decided about those; they are accepted here, and never masqueraded (the
- * postrouting rule's second condition: a masquerade to a leaf, which has no address, would
- * drop them). Routed traffic never has a leaf as its out-device (no route points there). */
+ * leaf as its in-device, which no rule on the bridge's name sees): dropped. With br_netfilter
+ * the frames a leaf switches pass the ip family's hooks with the leaf as in and out device:
+ * the bridge table decided about those, and they pass (no rule on the bridge's name matches
+ * them). They are untracked: conntrack would otherwise make the connection there (leaf in,
+ * leaf out, its NAT decided as none, or a masquerade to the leaf, which has no address) and
+ * find it again when the packet enters the host through the bridge, where the masquerade rule
+ * would never be asked (a NAT binding is made once per connection). Untracked packets are not
+ * NATed at all. Routed traffic never has a leaf as its out-device (no route points there).
+ * Chains of their own, so that an older sbx on the host rewriting the table's other chains
+ * (its check looks for its own version there) leaves them in place. */
 static void
-ip_leaf_rules(FILE *f, const char *b)
+ip_leaf_chains(FILE *f, const char *b, const char *marker)
 {
     char lp[16];
     sbx_net_leaf_prefix(lp, b);
-    /* Untracked on the leaf: conntrack would otherwise make the connection there (leaf in,
-     * leaf out, its NAT decided as none) and find it again when the packet enters the host
-     * through the bridge, where the masquerade rule would then never be asked (a NAT binding
-     * is made once per connection): egress would leave unmasqueraded. */
     fprintf(f,
-            "add chain ip sbx_%1$s prerouting { type filter hook prerouting priority raw; "
+            "add chain ip sbx_%1$s leaves_raw { type filter hook prerouting priority raw; "
             "policy accept; }\n"
-            "flush chain ip sbx_%1$s prerouting\n"
-            "add rule ip sbx_%1$s prerouting iifname \"%2$s*\" notrack\n"
-            "add rule ip sbx_%1$s forward iifname \"%2$s*\" oifname \"%2$s*\" accept\n"
-            "add rule ip sbx_%1$s forward iifname \"%2$s*\" drop\n"
-            "add rule ip sbx_%1$s forward oifname \"%2$s*\" drop\n",
-            b, lp);
+            "flush chain ip sbx_%1$s leaves_raw\n"
+            "add rule ip sbx_%1$s leaves_raw iifname \"%2$s*\" notrack\n"
+            "add chain ip sbx_%1$s leaves_fwd { type filter hook forward priority filter; "
+            "policy accept; }\n"
+            "flush chain ip sbx_%1$s leaves_fwd\n"
+            "add rule ip sbx_%1$s leaves_fwd iifname \"%2$s*\" oifname != \"%2$s*\" drop\n"
+            "add rule ip sbx_%1$s leaves_fwd oifname \"%2$s*\" iifname != \"%2$s*\" drop\n"
+            "add chain ip sbx_%1$s leaves_in { type filter hook input priority filter; "
+            "policy accept; }\n"
+            "flush chain ip sbx_%1$s leaves_in\n"
+            "add rule ip sbx_%1$s leaves_in iifname \"%2$s*\" drop comment \"%3$s\"\n",
+            b, lp, marker);
+}
+
+/* The same for IPv6 (sandboxes have none; a leaf has IPv6 off): nothing through a leaf. */
+static void
+ip6_leaf_chains(FILE *f, const char *b, const char *marker)
+{
+    char lp[16];
+    sbx_net_leaf_prefix(lp, b);
+    fprintf(f,
+            "add chain ip6 sbx_%1$s leaves_fwd { type filter hook forward priority filter; "
+            "policy accept; }\n"
+            "flush chain ip6 sbx_%1$s leaves_fwd\n"
+            "add rule ip6 sbx_%1$s leaves_fwd iifname \"%2$s*\" drop\n"
+            "add rule ip6 sbx_%1$s leaves_fwd oifname \"%2$s*\" drop\n"
+            "add chain ip6 sbx_%1$s leaves_in { type filter hook input priority filter; "
+            "policy accept; }\n"
+            "flush chain ip6 sbx_%1$s leaves_in\n"
+            "add rule ip6 sbx_%1$s leaves_in iifname \"%2$s*\" drop comment \"%3$s\"\n",
+            b, lp, marker);
 }
 
 static void
@@ -312,7 +351,6 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
             "policy accept; }\n"
             "flush chain ip sbx_%1$s forward\n",
             b, subnet, lp);
-    ip_leaf_rules(f, b);
     fprintf(f,
             "add rule ip sbx_%1$s forward oifname \"%1$s\" iifname != \"%1$s\" "
             "ct state established,related accept\n"
@@ -340,7 +378,6 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
             "add chain ip sbx_%1$s input { type filter hook input priority filter; "
             "policy accept; }\n"
             "flush chain ip sbx_%1$s input\n"
-            "add rule ip sbx_%1$s input iifname \"%5$s*\" drop\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ct state established,related accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ip saddr @egress_deny_mode4 "
             "ip daddr %3$s meta l4proto { tcp, udp } th dport 53 accept\n"
@@ -353,7 +390,7 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
             "reject with tcp reset\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" reject with icmp type "
             "admin-prohibited comment \"%2$s\"\n",
-            b, marker, gw, LEAF_MARK | LEAF_PASS, lp);
+            b, marker, gw, LEAF_MARK | LEAF_PASS);
 }
 
 /* IPv6: sandboxes have none (their eth0's link-local address is all they get), so nothing of
@@ -362,23 +399,18 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
 static void
 ip6_table(FILE *f, const char *b, const char *marker)
 {
-    char lp[16];
-    sbx_net_leaf_prefix(lp, b);
     fprintf(f,
             "add table ip6 sbx_%1$s\n"
             "add chain ip6 sbx_%1$s input { type filter hook input priority filter; "
             "policy accept; }\n"
             "flush chain ip6 sbx_%1$s input\n"
             "add rule ip6 sbx_%1$s input iifname \"%1$s\" drop\n"
-            "add rule ip6 sbx_%1$s input iifname \"%3$s*\" drop\n"
             "add chain ip6 sbx_%1$s forward { type filter hook forward priority filter; "
             "policy accept; }\n"
             "flush chain ip6 sbx_%1$s forward\n"
             "add rule ip6 sbx_%1$s forward iifname \"%1$s\" drop\n"
-            "add rule ip6 sbx_%1$s forward iifname \"%3$s*\" drop\n"
-            "add rule ip6 sbx_%1$s forward oifname \"%3$s*\" drop\n"
             "add rule ip6 sbx_%1$s forward oifname \"%1$s\" drop comment \"%2$s\"\n",
-            b, marker, lp);
+            b, marker);
 }
 
 /* Sandbox to sandbox on a bridge is switched, not routed: the bridge family's forward hook
@@ -472,24 +504,35 @@ setup_table(struct sbx_nft *nft, const char *bridge, const char *subnet, const c
     if (!f)
         return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
     /* One command buffer is one transaction: all of it or nothing. */
+    char leaves_c[48];
+    leaves_comment(leaves_c, bridge);
     ip_table(f, bridge, subnet, table_c, dns);
+    ip_leaf_chains(f, bridge, leaves_c);
     ip6_table(f, bridge, table_c);
+    ip6_leaf_chains(f, bridge, leaves_c);
     bridge_table(f);
     if (fclose(f) != 0)
         return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
     return run(nft, cmd, NULL, err);
 }
 
-/* Delete our rules from `ip filter FORWARD` and, if insert, put both back at its top. */
+/* Delete our rules from `ip filter FORWARD` and, if insert, put them back at its top: two for
+ * the bridge and two for its leaves (`-i sbx0.+`: what a leaf switches passes this hook with
+ * br_netfilter), the leaves' with a comment of their own, which an older sbx does not delete. */
 static int
 fix_filter_forward(struct sbx_nft *nft, const char *bridge, int insert, sbx_error **err)
 {
     char fwd_c[32];
     char table_c[160];
-    long long handles[MAX_HANDLES];
+    char leaves_c[48];
+    char lp[16];
+    long long handles[2][MAX_HANDLES];
     comments(table_c, fwd_c, bridge, "", NULL);
-    int n = count_rules(nft, "chain ip filter FORWARD", fwd_c, handles);
-    if (n < 0 || (insert && n == FILTER_RULES))
+    leaves_comment(leaves_c, bridge);
+    sbx_net_leaf_prefix(lp, bridge);
+    int n = count_rules(nft, "chain ip filter FORWARD", fwd_c, handles[0]);
+    int nl = n < 0 ? 0 : count_rules(nft, "chain ip filter FORWARD", leaves_c, handles[1]);
+    if (n < 0 || (insert && n == FILTER_RULES && nl == FILTER_RULES))
         return 0; /* no such chain (no iptables user), or already right */
     sbx_autofree char *cmd = NULL;
     size_t len = 0;
@@ -497,18 +540,17 @@ fix_filter_forward(struct sbx_nft *nft, const char *bridge, int insert, sbx_erro
     if (!f)
         return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
     for (int i = 0; i < n; i++)
-        fprintf(f, "delete rule ip filter FORWARD handle %lld\n", handles[i]);
+        fprintf(f, "delete rule ip filter FORWARD handle %lld\n", handles[0][i]);
+    for (int i = 0; i < nl; i++)
+        fprintf(f, "delete rule ip filter FORWARD handle %lld\n", handles[1][i]);
     /* `counter` and a comment make these rules iptables-nft's own `-i B -j ACCEPT` form. */
-    /* The leaves' (`-i sbx0.+`): what they switch passes this hook with br_netfilter. */
-    char lp[16];
-    sbx_net_leaf_prefix(lp, bridge);
     if (insert)
         fprintf(f,
-                "insert rule ip filter FORWARD oifname \"%3$s*\" counter accept comment \"%2$s\"\n"
-                "insert rule ip filter FORWARD iifname \"%3$s*\" counter accept comment \"%2$s\"\n"
+                "insert rule ip filter FORWARD oifname \"%3$s*\" counter accept comment \"%4$s\"\n"
+                "insert rule ip filter FORWARD iifname \"%3$s*\" counter accept comment \"%4$s\"\n"
                 "insert rule ip filter FORWARD oifname \"%1$s\" counter accept comment \"%2$s\"\n"
                 "insert rule ip filter FORWARD iifname \"%1$s\" counter accept comment \"%2$s\"\n",
-                bridge, fwd_c, lp);
+                bridge, fwd_c, lp, leaves_c);
     if (fclose(f) != 0)
         return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
     return len ? run(nft, cmd, NULL, err) : 0;
