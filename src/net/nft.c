@@ -18,8 +18,12 @@
 #include <string.h>
 
 #include "common/cleanup.h"
+#include "net/net_internal.h"
 
 #define MAX_HANDLES 16
+/* Our accept rules in `ip filter FORWARD` per comment: in and out of the bridge, and of its
+ * leaves. */
+#define FILTER_RULES 2
 
 struct sbx_nft {
     pthread_mutex_t lock; /* an nft_ctx is not thread-safe */
@@ -117,13 +121,23 @@ count_rules(struct sbx_nft *nft, const char *what, const char *comment, long lon
 }
 
 /* The structure's version: a table written by an older sbx (v1: NAT and the inbound forward
- * rules only; v2: no egress policy sets and chains; v3: no credential proxy redirect) lacks
- * rules of this one, so its check fails and setup rewrites it. */
-#define RULES_VERSION "v4"
+ * rules only; v2: no egress policy sets and chains; v3: no credential proxy redirect; v4: one
+ * of the credential proxy or the leaf-bridge rules of two sbx versions of 2026-11-27, not both)
+ * lacks rules of this one, so its check fails and setup rewrites it. */
+#define RULES_VERSION "v5"
 /* Marks the switched packets of a sandbox group (bridge_table says why). */
 #define GROUP_MARK "0x53425801"
-/* The comment on the last rule of the host-wide bridge table. */
-#define BRIDGE_MARKER "sbx:bridges:" RULES_VERSION
+/* Marks of frames that left a sandbox's leaf bridge through its uplink (bridge_table):
+ * LEAF_MARK | the sender's group (below SBX_NET_MAX_GROUP, 19 bits), plus LEAF_PASS once the
+ * bridge between the leaves has seen a non-zero group. */
+#define LEAF_MARK      0x5b100000U
+#define LEAF_MARK_MASK "0xfff00000"
+#define LEAF_PASS      0x00080000U
+#define LEAF_GROUPS    "0x7ffff"
+/* The comments on the last rules of the host-wide bridge table's chains: `forward` (as sbx
+ * wrote it since the ip table's v3) and the leaf bridges' chains (bridge_table says why two). */
+#define BRIDGE_MARKER "sbx:bridges:v3"
+#define LEAVES_MARKER "sbx:leaves:v1"
 
 static void
 comments(char table_c[160], char fwd_c[32], const char *bridge, const char *subnet, const char *dns)
@@ -133,13 +147,23 @@ comments(char table_c[160], char fwd_c[32], const char *bridge, const char *subn
     (void)snprintf(fwd_c, 32, "sbx:%s", bridge);
 }
 
+/* The comment of the leaf chains' last rules and of the leaves' rules in `ip filter FORWARD`
+ * (apart from the bridge's: an older sbx deletes and rewrites those). */
+static void
+leaves_comment(char out[48], const char *bridge)
+{
+    (void)snprintf(out, 48, "sbx:%s:leaves:v1", bridge);
+}
+
 int
 sbx_nft_check(struct sbx_nft *nft, const char *bridge, const char *subnet, const char *dns)
 {
     char what[64];
     char table_c[160];
     char fwd_c[32];
+    char leaves_c[48];
     comments(table_c, fwd_c, bridge, subnet, dns);
+    leaves_comment(leaves_c, bridge);
     (void)pthread_mutex_lock(&nft->lock);
     /* The marker rule closes each table's rules: present means the whole transaction that
      * wrote it was applied (nftables transactions are atomic). */
@@ -147,13 +171,16 @@ sbx_nft_check(struct sbx_nft *nft, const char *bridge, const char *subnet, const
     int ok = 1;
     for (size_t i = 0; ok && i < sizeof families / sizeof families[0]; i++) {
         (void)snprintf(what, sizeof(what), "table %s sbx_%s", families[i], bridge);
-        ok = count_rules(nft, what, table_c, NULL) == 1;
+        ok = count_rules(nft, what, table_c, NULL) == 1 &&
+             count_rules(nft, what, leaves_c, NULL) == 1;
     }
     if (ok)
-        ok = count_rules(nft, "table bridge sbx", BRIDGE_MARKER, NULL) == 1;
+        ok = count_rules(nft, "table bridge sbx", BRIDGE_MARKER, NULL) == 1 &&
+             count_rules(nft, "table bridge sbx", LEAVES_MARKER, NULL) == 1;
     if (ok) {
         int n = count_rules(nft, "chain ip filter FORWARD", fwd_c, NULL);
-        ok = n < 0 || n == 2;
+        ok = n < 0 || (n == FILTER_RULES &&
+                       count_rules(nft, "chain ip filter FORWARD", leaves_c, NULL) == FILTER_RULES);
     }
     (void)pthread_mutex_unlock(&nft->lock);
     return ok;
@@ -272,13 +299,68 @@ credproxy_part(FILE *f, const char *b, const char *subnet, const char *gw)
             b, subnet, gw);
 }
 
+/* Leaf bridges (leaf.c) are L2 only: nothing enters the host's IP stack through one (the
+ * host answers no ARP there either, but a frame sent to a leaf's MAC would be routed with the
+ * leaf as its in-device, which no rule on the bridge's name sees): dropped. With br_netfilter
+ * the frames a leaf switches pass the ip family's hooks with the leaf as in and out device:
+ * the bridge table decided about those, and they pass (no rule on the bridge's name matches
+ * them). They are untracked: conntrack would otherwise make the connection there (leaf in,
+ * leaf out, its NAT decided as none, or a masquerade to the leaf, which has no address) and
+ * find it again when the packet enters the host through the bridge, where the masquerade rule
+ * would never be asked (a NAT binding is made once per connection). Untracked packets are not
+ * NATed at all. Routed traffic never has a leaf as its out-device (no route points there).
+ * Chains of their own, so that an older sbx on the host rewriting the table's other chains
+ * (its check looks for its own version there) leaves them in place. */
+static void
+ip_leaf_chains(FILE *f, const char *b, const char *marker)
+{
+    char lp[16];
+    sbx_net_leaf_prefix(lp, b);
+    fprintf(f,
+            "add chain ip sbx_%1$s leaves_raw { type filter hook prerouting priority raw; "
+            "policy accept; }\n"
+            "flush chain ip sbx_%1$s leaves_raw\n"
+            "add rule ip sbx_%1$s leaves_raw iifname \"%2$s*\" notrack\n"
+            "add chain ip sbx_%1$s leaves_fwd { type filter hook forward priority filter; "
+            "policy accept; }\n"
+            "flush chain ip sbx_%1$s leaves_fwd\n"
+            "add rule ip sbx_%1$s leaves_fwd iifname \"%2$s*\" oifname != \"%2$s*\" drop\n"
+            "add rule ip sbx_%1$s leaves_fwd oifname \"%2$s*\" iifname != \"%2$s*\" drop\n"
+            "add chain ip sbx_%1$s leaves_in { type filter hook input priority filter; "
+            "policy accept; }\n"
+            "flush chain ip sbx_%1$s leaves_in\n"
+            "add rule ip sbx_%1$s leaves_in iifname \"%2$s*\" drop comment \"%3$s\"\n",
+            b, lp, marker);
+}
+
+/* The same for IPv6 (sandboxes have none; a leaf has IPv6 off): nothing through a leaf. */
+static void
+ip6_leaf_chains(FILE *f, const char *b, const char *marker)
+{
+    char lp[16];
+    sbx_net_leaf_prefix(lp, b);
+    fprintf(f,
+            "add chain ip6 sbx_%1$s leaves_fwd { type filter hook forward priority filter; "
+            "policy accept; }\n"
+            "flush chain ip6 sbx_%1$s leaves_fwd\n"
+            "add rule ip6 sbx_%1$s leaves_fwd iifname \"%2$s*\" drop\n"
+            "add rule ip6 sbx_%1$s leaves_fwd oifname \"%2$s*\" drop\n"
+            "add chain ip6 sbx_%1$s leaves_in { type filter hook input priority filter; "
+            "policy accept; }\n"
+            "flush chain ip6 sbx_%1$s leaves_in\n"
+            "add rule ip6 sbx_%1$s leaves_in iifname \"%2$s*\" drop comment \"%3$s\"\n",
+            b, lp, marker);
+}
+
 static void
 ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const char *dns)
 {
     char elems[512];
     char gw[INET_ADDRSTRLEN];
+    char lp[16];
     element_list(elems, sizeof elems, dns);
     gateway_of(gw, subnet);
+    sbx_net_leaf_prefix(lp, b);
     fprintf(f,
             "add table ip sbx_%1$s\n"
             "add set ip sbx_%1$s dns4 { type ipv4_addr; }\n"
@@ -297,10 +379,13 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
             "add chain ip sbx_%1$s postrouting { type nat hook postrouting priority srcnat; "
             "policy accept; }\n"
             "flush chain ip sbx_%1$s postrouting\n"
-            "add rule ip sbx_%1$s postrouting ip saddr %2$s oifname != \"%1$s\" masquerade\n"
+            "add rule ip sbx_%1$s postrouting ip saddr %2$s oifname != \"%1$s\" "
+            "oifname != \"%3$s*\" masquerade\n"
             "add chain ip sbx_%1$s forward { type filter hook forward priority filter; "
             "policy accept; }\n"
-            "flush chain ip sbx_%1$s forward\n"
+            "flush chain ip sbx_%1$s forward\n",
+            b, subnet, lp);
+    fprintf(f,
             "add rule ip sbx_%1$s forward oifname \"%1$s\" iifname != \"%1$s\" "
             "ct state established,related accept\n"
             "add rule ip sbx_%1$s forward oifname \"%1$s\" iifname != \"%1$s\" "
@@ -310,6 +395,8 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
             "accept\n"
             "add rule ip sbx_%1$s forward iifname \"%1$s\" oifname \"%1$s\" "
             "meta mark " GROUP_MARK " accept\n"
+            "add rule ip sbx_%1$s forward iifname \"%1$s\" oifname \"%1$s\" "
+            "meta mark & 0xfff80000 == %4$#x accept\n"
             "add rule ip sbx_%1$s forward iifname \"%1$s\" oifname \"%1$s\" drop\n"
             "add rule ip sbx_%1$s forward iifname \"%1$s\" ip saddr @egress_deny_mode4 "
             "jump egress_deny\n"
@@ -327,9 +414,9 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
             "flush chain ip sbx_%1$s input\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ct state established,related accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ip saddr @egress_deny_mode4 "
-            "ip daddr %4$s meta l4proto { tcp, udp } th dport 53 accept\n"
+            "ip daddr %3$s meta l4proto { tcp, udp } th dport 53 accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ip saddr @egress_allow_mode4 "
-            "ip daddr %4$s meta l4proto { tcp, udp } th dport 53 accept\n"
+            "ip daddr %3$s meta l4proto { tcp, udp } th dport 53 accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ip daddr @dns4 "
             "meta l4proto { tcp, udp } th dport 53 accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ip daddr @allow4 accept\n"
@@ -338,8 +425,8 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
             "add rule ip sbx_%1$s input iifname \"%1$s\" meta l4proto tcp "
             "reject with tcp reset\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" reject with icmp type "
-            "admin-prohibited comment \"%3$s\"\n",
-            b, subnet, marker, gw);
+            "admin-prohibited comment \"%2$s\"\n",
+            b, marker, gw, LEAF_MARK | LEAF_PASS);
 }
 
 /* IPv6: sandboxes have none (their eth0's link-local address is all they get), so nothing of
@@ -377,6 +464,54 @@ ip6_table(FILE *f, const char *b, const char *marker)
  * drops sandbox-to-sandbox traffic (the routed kind): the group's packets carry GROUP_MARK
  * from here so that they pass there. A sandbox cannot forge the mark: the kernel clears an
  * skb's mark when it leaves a network namespace. */
+/* Across leaf bridges (leaf.c) both ports a frame crosses on the bridge between them are
+ * uplinks (`usbx*`), and the receiving leaf sees it come from its uplink, so the frame carries
+ * its sender along in its mark: on the sender's leaf, a frame from a sandbox's port to the
+ * uplink gets LEAF_MARK | the port's group (`groupmark`; 0 when not in a group); on the
+ * receiving leaf, a frame from the uplink to a sandbox's port with such a mark passes only when
+ * that group is the port's and is a group (`markgroups` holds exactly those pairs), and is
+ * dropped otherwise; an unmarked frame from the uplink comes from the gateway (or routed from
+ * outside) and passes, as on one bridge. The mark survives the veth hop between two bridges
+ * of one netns, and a sandbox cannot forge it: the kernel clears a packet's mark when it
+ * leaves a network namespace, and the group comes from the port (IFLA_GROUP, the server's).
+ * On the bridge between the leaves a marked frame of a group gets LEAF_PASS, which the ip
+ * table accepts where br_netfilter shows it the switched frame (bridge in and out device) and
+ * drops sandbox-to-sandbox traffic otherwise. A frame delivered to the host itself (bridge
+ * input: the gateway) loses the mark, so routed traffic is judged by the ip table alone, as
+ * before, and no host rule or route sees our bits. */
+static void
+bridge_leaf_rules(FILE *f)
+{
+    fprintf(f,
+            "add map bridge sbx groupmark { type devgroup : mark; }\n"
+            "add set bridge sbx markgroups { type mark . devgroup; }\n"
+            "add chain bridge sbx leaves { type filter hook forward priority filter; "
+            "policy accept; }\n"
+            "flush chain bridge sbx leaves\n"
+            "add rule bridge sbx leaves iifname \"vsbx*\" oifname \"" SBX_NET_UPLINK_PREFIX
+            "*\" meta mark set meta iifgroup map @groupmark accept\n"
+            "add rule bridge sbx leaves iifname \"vsbx*\" oifname \"" SBX_NET_UPLINK_PREFIX
+            "*\" meta mark set %1$#x accept\n"
+            "add rule bridge sbx leaves iifname \"" SBX_NET_UPLINK_PREFIX
+            "*\" oifname \"" SBX_NET_UPLINK_PREFIX "*\" meta mark & " LEAF_MARK_MASK
+            " == %1$#x meta mark & " LEAF_GROUPS " != 0 meta mark set meta mark | %2$#x accept\n"
+            "add rule bridge sbx leaves iifname \"" SBX_NET_UPLINK_PREFIX
+            "*\" oifname \"vsbx*\" meta mark . meta oifgroup @markgroups accept\n"
+            "add rule bridge sbx leaves iifname \"" SBX_NET_UPLINK_PREFIX
+            "*\" oifname \"vsbx*\" meta mark & " LEAF_MARK_MASK " == %1$#x drop\n"
+            "add chain bridge sbx leaves_in { type filter hook input priority filter; "
+            "policy accept; }\n"
+            "flush chain bridge sbx leaves_in\n"
+            "add rule bridge sbx leaves_in meta mark & " LEAF_MARK_MASK " == %1$#x "
+            "meta mark set 0 comment \"" LEAVES_MARKER "\"\n",
+            LEAF_MARK, LEAF_PASS);
+}
+
+/* The chain `forward` is exactly what sbx wrote before leaf bridges, and the leaves' rules
+ * are chains of their own (their rules match frames to or from uplinks only, which `forward`
+ * never matches): an older sbx on the same host that rewrites `forward` (its check looks for
+ * its own marker there) leaves them alone, so two versions never rewrite each other's rules
+ * in turn. */
 static void
 bridge_table(FILE *f)
 {
@@ -389,6 +524,7 @@ bridge_table(FILE *f)
                "meta iifgroup . meta oifgroup @groups meta mark set " GROUP_MARK " accept\n"
                "add rule bridge sbx forward iifname \"vsbx*\" oifname \"vsbx*\" drop "
                "comment \"" BRIDGE_MARKER "\"\n");
+    bridge_leaf_rules(f);
 }
 
 static int
@@ -404,24 +540,35 @@ setup_table(struct sbx_nft *nft, const char *bridge, const char *subnet, const c
     if (!f)
         return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
     /* One command buffer is one transaction: all of it or nothing. */
+    char leaves_c[48];
+    leaves_comment(leaves_c, bridge);
     ip_table(f, bridge, subnet, table_c, dns);
+    ip_leaf_chains(f, bridge, leaves_c);
     ip6_table(f, bridge, table_c);
+    ip6_leaf_chains(f, bridge, leaves_c);
     bridge_table(f);
     if (fclose(f) != 0)
         return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
     return run(nft, cmd, NULL, err);
 }
 
-/* Delete our rules from `ip filter FORWARD` and, if insert, put both back at its top. */
+/* Delete our rules from `ip filter FORWARD` and, if insert, put them back at its top: two for
+ * the bridge and two for its leaves (`-i sbx0.+`: what a leaf switches passes this hook with
+ * br_netfilter), the leaves' with a comment of their own, which an older sbx does not delete. */
 static int
 fix_filter_forward(struct sbx_nft *nft, const char *bridge, int insert, sbx_error **err)
 {
     char fwd_c[32];
     char table_c[160];
-    long long handles[MAX_HANDLES];
+    char leaves_c[48];
+    char lp[16];
+    long long handles[2][MAX_HANDLES];
     comments(table_c, fwd_c, bridge, "", NULL);
-    int n = count_rules(nft, "chain ip filter FORWARD", fwd_c, handles);
-    if (n < 0 || (insert && n == 2))
+    leaves_comment(leaves_c, bridge);
+    sbx_net_leaf_prefix(lp, bridge);
+    int n = count_rules(nft, "chain ip filter FORWARD", fwd_c, handles[0]);
+    int nl = n < 0 ? 0 : count_rules(nft, "chain ip filter FORWARD", leaves_c, handles[1]);
+    if (n < 0 || (insert && n == FILTER_RULES && nl == FILTER_RULES))
         return 0; /* no such chain (no iptables user), or already right */
     sbx_autofree char *cmd = NULL;
     size_t len = 0;
@@ -429,13 +576,17 @@ fix_filter_forward(struct sbx_nft *nft, const char *bridge, int insert, sbx_erro
     if (!f)
         return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
     for (int i = 0; i < n; i++)
-        fprintf(f, "delete rule ip filter FORWARD handle %lld\n", handles[i]);
+        fprintf(f, "delete rule ip filter FORWARD handle %lld\n", handles[0][i]);
+    for (int i = 0; i < nl; i++)
+        fprintf(f, "delete rule ip filter FORWARD handle %lld\n", handles[1][i]);
     /* `counter` and a comment make these rules iptables-nft's own `-i B -j ACCEPT` form. */
     if (insert)
         fprintf(f,
+                "insert rule ip filter FORWARD oifname \"%3$s*\" counter accept comment \"%4$s\"\n"
+                "insert rule ip filter FORWARD iifname \"%3$s*\" counter accept comment \"%4$s\"\n"
                 "insert rule ip filter FORWARD oifname \"%1$s\" counter accept comment \"%2$s\"\n"
                 "insert rule ip filter FORWARD iifname \"%1$s\" counter accept comment \"%2$s\"\n",
-                bridge, fwd_c);
+                bridge, fwd_c, lp, leaves_c);
     if (fclose(f) != 0)
         return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
     return len ? run(nft, cmd, NULL, err) : 0;
@@ -494,9 +645,17 @@ sbx_nft_allow(struct sbx_nft *nft, const char *bridge, const char *const *cidrs,
 int
 sbx_nft_group(struct sbx_nft *nft, const char *bridge, uint32_t group, sbx_error **err)
 {
-    char cmd[160];
+    char cmd[512];
     (void)bridge;
-    (void)snprintf(cmd, sizeof(cmd), "add element bridge sbx groups { %u . %u }\n", group, group);
+    if (group == 0 || group >= SBX_NET_MAX_GROUP)
+        return sbx_error_set(err, SBX_EINVAL, 0, "network group %u: want 1..%u", group,
+                             SBX_NET_MAX_GROUP - 1);
+    /* The pair first, the leaves' marks after: one transaction anyway. */
+    (void)snprintf(cmd, sizeof(cmd),
+                   "add element bridge sbx groups { %1$u . %1$u }\n"
+                   "add element bridge sbx groupmark { %1$u : %2$#x }\n"
+                   "add element bridge sbx markgroups { %2$#x . %1$u, %3$#x . %1$u }\n",
+                   group, LEAF_MARK | group, LEAF_MARK | LEAF_PASS | group);
     (void)pthread_mutex_lock(&nft->lock);
     int r = run(nft, cmd, NULL, err);
     (void)pthread_mutex_unlock(&nft->lock);

@@ -54,13 +54,19 @@
 #define EXECD_PORT     44772
 #define EXECD_IN_IMAGE "/.sbx/bin/sbx-execd"
 #define EXECD_STATE    "/tmp/.sbx-execd"
-#define LABEL_ID       "io.sbx.sandbox-id"
-#define LABEL_STATE    "io.sbx.state-dir"
+/* net.h's SBX_NET_LEAF_MAX_SIZE (net.h is only there with the runtime). */
+#define SBX_DOCKER_LEAF_MAX 1023
+#ifdef SBX_HAVE_RUNTIME
+_Static_assert(SBX_DOCKER_LEAF_MAX == SBX_NET_LEAF_MAX_SIZE, "the leaf size limit of net.h");
+#endif
+#define LABEL_ID    "io.sbx.sandbox-id"
+#define LABEL_STATE "io.sbx.state-dir"
 
 const char *const sbx_provider_docker_keys[] = {
-    "socket",         "execd",           "network",        "reach",      "pull",
-    "pull_timeout_s", "ping_timeout_ms", "stop_timeout_s", "pids_limit", "cgroup_parent",
-    "bridge",         "subnet",          "network_allow",  "egress_dns", NULL};
+    "socket",        "execd",          "network",         "reach",
+    "pull",          "pull_timeout_s", "ping_timeout_ms", "stop_timeout_s",
+    "pids_limit",    "cgroup_parent",  "bridge",          "subnet",
+    "network_allow", "egress_dns",     "leaf_size",       NULL};
 
 /* providers.docker.network = "sbx" (the default with a local engine): the container starts
  * with the engine's `none` network (loopback only) and the server then attaches it to sbx's
@@ -82,7 +88,8 @@ struct docker_data {
     struct sbx_net *net; /* opened on first use */
     char *bridge;        /* NULL: SBX_NET_DEFAULT_BRIDGE (the native provider's) */
     char *subnet;
-    char **allow; /* network_allow: what sandboxes may reach all the same */
+    unsigned leaf_size; /* sandboxes per leaf bridge (net.h), 0: the default */
+    char **allow;       /* network_allow: what sandboxes may reach all the same */
     size_t n_allow;
     char *cgroup_parent; /* NULL: the engine's default */
     char *state_dir;
@@ -539,7 +546,8 @@ static struct sbx_net *
 bridge(struct docker_data *d, sbx_error **err)
 {
     pthread_mutex_lock(&d->net_mu);
-    struct sbx_net_config cfg = {.bridge = d->bridge, .subnet = d->subnet};
+    struct sbx_net_config cfg = {
+        .bridge = d->bridge, .subnet = d->subnet, .leaf_size = d->leaf_size};
     bool opened = !d->net;
     int r = d->net ? sbx_net_ensure(d->net, err) : sbx_net_open(&d->net, &cfg, err);
     /* The allow-list is host-wide for the bridge (docs/network.md): set at open and after a
@@ -1030,6 +1038,13 @@ bridge_settings(struct docker_data *d, const json_t *settings, sbx_error **err)
     json_t *allow = json_object_get(settings, "network_allow");
     d->bridge = br && *br ? sbx_xstrdup(br) : NULL;
     d->subnet = sn && *sn ? sbx_xstrdup(sn) : NULL;
+    const json_t *leaf = json_object_get(settings, "leaf_size");
+    if (leaf && (!json_is_integer(leaf) || json_integer_value(leaf) < 1 ||
+                 json_integer_value(leaf) > SBX_DOCKER_LEAF_MAX))
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "`providers.docker.leaf_size` must be an integer from 1 to %d",
+                             SBX_DOCKER_LEAF_MAX);
+    d->leaf_size = leaf ? (unsigned)json_integer_value(leaf) : 0;
     if (allow && !json_is_array(allow))
         return sbx_error_set(err, SBX_EINVAL, 0,
                              "`providers.docker.network_allow` must be a list of IPv4 "

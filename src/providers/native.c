@@ -72,7 +72,7 @@ const char *const sbx_provider_native_keys[] = {
     "execd", "ping_timeout_ms", "cgroup_parent", "network", "upper", "upper_size",
     "allowed_host_paths", "netns_pool", "bridge", "subnet", "network_allow", "pids",
     "total_memory", "total_pids", "min_free_disk", "total_disk", "egress_dns",
-    "credproxy_upstream_ca", NULL};
+    "credproxy_upstream_ca", "leaf_size", NULL};
 /* clang-format on */
 
 struct native_data {
@@ -833,6 +833,16 @@ native_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_pr
 }
 
 static int
+native_watch(struct sbx_provider *p, const struct sbx_record *sb)
+{
+    (void)p;
+    if (is_stopped(sb))
+        return -1;
+    return sbx_proc_watch((pid_t)json_integer_value(json_object_get(sb->priv, "pid")),
+                          (uint64_t)json_integer_value(json_object_get(sb->priv, "start_time")));
+}
+
+static int
 native_reconcile(struct sbx_provider *p, struct sbx_record *sb, struct sbx_provider_status *out,
                  sbx_error **err)
 {
@@ -961,6 +971,7 @@ static const struct sbx_provider_ops native_ops = {
     .resume = native_resume,
     .delete = native_delete,
     .status = native_status,
+    .watch = native_watch,
     .connect = native_connect,
     .reconcile = native_reconcile,
     .proxy_headers = native_proxy_headers,
@@ -1124,6 +1135,15 @@ configure_bridge(struct native_data *d, const json_t *settings, sbx_error **err)
             r = sbx_error_set(err, SBX_EINVAL, 0,
                               "providers.native.network_allow[%zu] must be a string", i);
     }
+    const json_t *leaf = json_object_get(settings, "leaf_size");
+    if (r == 0 && leaf &&
+        (!json_is_integer(leaf) || json_integer_value(leaf) < 1 ||
+         json_integer_value(leaf) > SBX_NET_LEAF_MAX_SIZE))
+        r = sbx_error_set(err, SBX_EINVAL, 0,
+                          "providers.native.leaf_size must be an integer from 1 to %d",
+                          SBX_NET_LEAF_MAX_SIZE);
+    if (r == 0 && leaf)
+        sbx_native_bridge_set_leaf_size(d->bridge, (unsigned)json_integer_value(leaf));
     if (r == 0)
         r = sbx_native_bridge_configure(
             d->bridge, json_string_value(json_object_get(settings, "bridge")),

@@ -87,6 +87,11 @@ struct sbx_provider_ops {
     /* The live state of the sandbox. */
     int (*status)(struct sbx_provider *p, const struct sbx_record *sb,
                   struct sbx_provider_status *out, sbx_error **err);
+    /* Optional: a pollable fd that turns readable when the sandbox's workload has exited (a
+     * pidfd of its init), so that the server asks `status` only then instead of asking every
+     * live sandbox in turn; -1: none now (the server asks `status` periodically). The caller
+     * owns the fd. Cheap: called under the manager's lock. */
+    int (*watch)(struct sbx_provider *p, const struct sbx_record *sb);
     /* A connected stream socket to `port` inside the sandbox (the router's only way in). */
     int (*connect)(struct sbx_provider *p, const struct sbx_record *sb, int port, int *fd,
                    sbx_error **err);

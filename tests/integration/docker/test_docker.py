@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "scripts"))
 
 import busybox_image  # noqa: E402
 import engine as eng  # noqa: E402
-from harness import Fail, Skip, check, host_address, main, wait_for  # noqa: E402
+from harness import Fail, Skip, check, host_address, main, remove_bridge, wait_for  # noqa: E402
 
 PASSWORD = "s3cret-Pass-%d" % os.getpid()
 
@@ -504,10 +504,7 @@ def isolation(new_server, e):
     finally:
         lis.close()
         s.kill9()
-        subprocess.run([s.sbx, "net", "nft", "teardown", bridge, subnet], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge + "-kp"], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge], capture_output=True)
-        subprocess.run(["rm", "-rf", "/run/sbx/net/" + bridge], capture_output=True)
+        remove_bridge(s.sbx, bridge, subnet)
 
 
 def snapshot_ready(s, sid):

@@ -22,7 +22,7 @@ import os
 import subprocess
 import time
 
-from harness import Skip, check, main
+from harness import Skip, check, main, remove_bridge
 
 SECRET = "sk-test-" + "%08x" % (os.getpid() * 2654435761 % 2**32) + "-Zq7"
 SECRET2 = "pw-" + SECRET[::-1]
@@ -339,10 +339,7 @@ def test(new_server):
     finally:
         s.kill9()
         s.gc_runtime()
-        subprocess.run([s.sbx, "net", "nft", "teardown", bridge, subnet], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge + "-kp"], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge], capture_output=True)
-        subprocess.run(["rm", "-rf", "/run/sbx/net/" + bridge], capture_output=True)
+        remove_bridge(s.sbx, bridge, subnet)
 
 
 if __name__ == "__main__":
