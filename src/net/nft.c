@@ -420,7 +420,7 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
             "add rule ip sbx_%1$s input iifname \"%1$s\" ip daddr @dns4 "
             "meta l4proto { tcp, udp } th dport 53 accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ip daddr @allow4 accept\n"
-            "add rule ip sbx_%1$s input iifname \"%1$s\" ip saddr @credproxy4 ip daddr %4$s "
+            "add rule ip sbx_%1$s input iifname \"%1$s\" ip saddr @credproxy4 ip daddr %3$s "
             "tcp dport { 80, 443 } ct status dnat accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" meta l4proto tcp "
             "reject with tcp reset\n"
