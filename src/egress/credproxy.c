@@ -188,6 +188,15 @@ find_binding(const json_t *bindings, const struct sbx_http_req *r, const char *h
     return NULL;
 }
 
+const json_t *
+sbx_credproxy_match(const json_t *bindings, const struct sbx_http_req *req, unsigned port,
+                    const char *sni, char host[256])
+{
+    if (!request_host(req, port, host) || (sni && strcmp(host, sni) != 0))
+        return NULL; /* HTTPS: the Host must be the name the TLS connection was made for */
+    return find_binding(bindings, req, host, sni ? "https" : "http", port);
+}
+
 bool
 sbx_credproxy_candidate(const json_t *bindings, const char *host, unsigned port)
 {
@@ -301,6 +310,16 @@ rewrite(const struct sbx_http_req *r, const struct inject *in, size_t *len)
     return out;
 }
 
+char *
+sbx_credproxy_head_for(const json_t *b, const json_t *values, const struct sbx_http_req *req,
+                       size_t *len)
+{
+    struct inject in = {0};
+    char *out = inject_of(b, values, &in) == 0 ? rewrite(req, &in, len) : NULL;
+    inject_free(&in);
+    return out;
+}
+
 /* ---- one connection ---- */
 
 struct flow {
@@ -350,10 +369,7 @@ char *
 sbx_credproxy_decide(const struct sbx_credproxy_req *q, const struct sbx_http_req *req, size_t *len)
 {
     char host[256];
-    unsigned port = ntohs(q->dst->sin_port);
-    if (!request_host(req, port, host) || (q->sni && strcmp(host, q->sni) != 0))
-        return NULL; /* HTTPS: the Host must be the name the TLS connection was made for */
-    const json_t *b = find_binding(q->bindings, req, host, q->sni ? "https" : "http", port);
+    const json_t *b = sbx_credproxy_match(q->bindings, req, ntohs(q->dst->sin_port), q->sni, host);
     if (!b)
         return NULL;
     const char *bname = json_string_value(json_object_get(b, "name"));
@@ -372,9 +388,7 @@ sbx_credproxy_decide(const struct sbx_credproxy_req *q, const struct sbx_http_re
         sbx_warn("sandbox %s: binding `%s` not applied: %s", q->id, bname, sbx_error_msg(err));
         return NULL;
     }
-    struct inject in = {0};
-    char *out = inject_of(b, values, &in) == 0 ? rewrite(req, &in, len) : NULL;
-    inject_free(&in);
+    char *out = sbx_credproxy_head_for(b, values, req, len);
     json_decref(values); /* (jansson does not wipe: the store's copy is as short-lived) */
     if (out)
         sbx_debug("sandbox %s: binding `%s` applied to %s %s", q->id, bname, req->method, host);

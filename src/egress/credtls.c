@@ -93,10 +93,8 @@ sni_of_ext(struct rd ext, char name[256])
     return true;
 }
 
-/* The SNI of a ClientHello in its first TLS record (buf, n bytes): true with name, false when
- * it is no ClientHello, has no SNI or is cut short. */
-static bool
-client_hello_sni(const unsigned char *buf, size_t n, char name[256])
+bool
+sbx_credtls_hello_sni(const unsigned char *buf, size_t n, char name[256])
 {
     struct rd r = {buf, n};
     const unsigned char *h = NULL;
@@ -135,7 +133,7 @@ peek_hello(const struct conn *c, char name[256])
             return false;
         size_t need = n >= 5 ? 5 + ((size_t)buf[3] << 8 | buf[4]) : 5;
         if ((size_t)n >= need || (size_t)n == sizeof buf)
-            return client_hello_sni(buf, (size_t)n, name);
+            return sbx_credtls_hello_sni(buf, (size_t)n, name);
         (void)usleep(2000); /* the rest of the record is on its way (poll says readable) */
     }
 }
