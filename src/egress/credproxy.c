@@ -121,12 +121,15 @@ path_matches(const json_t *paths, const char *path, size_t n)
     return false;
 }
 
-/* A path an upstream could read as another one (dot segments, encoded `.`, `/` or `\`) is
- * never given a credential: a binding for /v1/(anything) must not cover /v1/../admin. */
+/* A path an upstream could read as another one (dot segments, encoded `.`, `/` or `\`, a dot
+ * segment with `;` parameters, which servlet containers drop, a `#`, which is no fragment in a
+ * request and may be read as path) is never given a credential: a binding for /v1/(anything)
+ * must not cover /v1/../admin, /v1/..;/admin or /v1/#/../../admin. */
 static bool
 path_plain(const char *path, size_t n)
 {
-    static const char *const bad[] = {"/./", "/../", "%2e", "%2f", "%5c", "\\", NULL};
+    static const char *const bad[] = {"/./", "/../", "/.;", "/..;", "%2e",
+                                      "%2f", "%5c",  "\\",  "#",    NULL};
     char tmp[HEAD_MAX + 2];
     if (n + 2 > sizeof tmp)
         return false;
@@ -136,6 +139,34 @@ path_plain(const char *path, size_t n)
             return false;
     }
     return true;
+}
+
+bool
+sbx_credproxy_dns_name(const char *p, size_t n)
+{
+    size_t label = 0;
+    if (n == 0 || n > 253)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (c == '.' && label == 0)
+            return false; /* an empty label (a leading dot, two dots) */
+        if (c == '.')
+            label = 0;
+        else if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '-') ||
+                 ++label > 63)
+            return false;
+    }
+    return label > 0; /* no final dot */
+}
+
+/* ":port" after a Host's name: 1-5 digits whose value is the connection's port. */
+static bool
+host_port_is(const char *s, unsigned port)
+{
+    size_t d = strspn(s, "0123456789");
+    return d >= 1 && d <= 5 && s[d] == '\0' && strtoul(s, NULL, 10) == port;
 }
 
 /* What a request claims: its host name (lowercase, from its one Host header, a port there
@@ -152,17 +183,13 @@ request_host(const struct sbx_http_req *r, unsigned port, char host[256])
         }
     }
     size_t n = h ? strcspn(h, ":") : 0;
-    if (n == 0 || n > 253 ||
-        strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") != n)
+    size_t name_n = n > 0 && h[n - 1] == '.' ? n - 1 : n; /* a final dot: the same name */
+    if (!h || !sbx_credproxy_dns_name(h, name_n) || (h[n] == ':' && !host_port_is(h + n + 1, port)))
         return false;
-    if (h[n] == ':' && (unsigned)strtoul(h + n + 1, NULL, 10) != port)
-        return false;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < name_n; i++)
         host[i] = (char)((h[i] >= 'A' && h[i] <= 'Z') ? h[i] + 32 : h[i]);
-    host[n] = '\0';
-    if (host[n - 1] == '.')
-        host[n - 1] = '\0';
-    return host[0] != '\0';
+    host[name_n] = '\0';
+    return true;
 }
 
 /* The first binding that matches the request, or NULL. */
@@ -171,7 +198,7 @@ find_binding(const json_t *bindings, const struct sbx_http_req *r, const char *h
              const char *scheme, unsigned port)
 {
     const char *path = r->target;
-    size_t pn = strcspn(path, "?#");
+    size_t pn = strcspn(path, "?"); /* (a '#' is refused by path_plain) */
     if (path[0] != '/' || !path_plain(path, pn))
         return NULL; /* absolute-form, authority-form, `*`, or a path read two ways */
     size_t i = 0;

@@ -71,6 +71,10 @@ const json_t *sbx_credproxy_match(const json_t *bindings, const struct sbx_http_
 char *sbx_credproxy_head_for(const json_t *b, const json_t *values, const struct sbx_http_req *req,
                              size_t *len);
 
+/* Is p (n bytes) a DNS host name: labels of 1-63 letters, digits and '-', at most 253 bytes,
+ * no final dot? What a Host or an SNI must name for a binding to be looked at. */
+bool sbx_credproxy_dns_name(const char *p, size_t n);
+
 /* The SNI of a ClientHello in its first TLS record (buf, n bytes; a sandbox's): true with name
  * (lowercase, NUL-terminated), false when it is no ClientHello, has no SNI or is cut short
  * (credtls.c). */

@@ -72,7 +72,8 @@ take_len(struct rd *r, size_t width, struct rd *sub)
     return true;
 }
 
-/* The host_name of a server_name extension's data into name (lowercase), or false. */
+/* The host_name of a server_name extension's data into name (lowercase), or false: only a
+ * DNS host name (sbx_credproxy_dns_name), the only names a leaf is ever made for. */
 static bool
 sni_of_ext(struct rd ext, char name[256])
 {
@@ -80,13 +81,10 @@ sni_of_ext(struct rd ext, char name[256])
     const unsigned char *type = NULL;
     struct rd host;
     if (!take_len(&ext, 2, &list) || !take(&list, 1, &type) || *type != 0 ||
-        !take_len(&list, 2, &host) || host.n == 0 || host.n > 253)
+        !take_len(&list, 2, &host) || !sbx_credproxy_dns_name((const char *)host.p, host.n))
         return false;
     for (size_t i = 0; i < host.n; i++) {
         unsigned char c = host.p[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '.'))
-            return false;
         name[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
     }
     name[host.n] = '\0';
