@@ -121,12 +121,15 @@ path_matches(const json_t *paths, const char *path, size_t n)
     return false;
 }
 
-/* A path an upstream could read as another one (dot segments, encoded `.`, `/` or `\`) is
- * never given a credential: a binding for /v1/(anything) must not cover /v1/../admin. */
+/* A path an upstream could read as another one (dot segments, encoded `.`, `/` or `\`, a dot
+ * segment with `;` parameters, which servlet containers drop, a `#`, which is no fragment in a
+ * request and may be read as path) is never given a credential: a binding for /v1/(anything)
+ * must not cover /v1/../admin, /v1/..;/admin or /v1/#/../../admin. */
 static bool
 path_plain(const char *path, size_t n)
 {
-    static const char *const bad[] = {"/./", "/../", "%2e", "%2f", "%5c", "\\", NULL};
+    static const char *const bad[] = {"/./", "/../", "/.;", "/..;", "%2e",
+                                      "%2f", "%5c",  "\\",  "#",    NULL};
     char tmp[HEAD_MAX + 2];
     if (n + 2 > sizeof tmp)
         return false;
@@ -136,6 +139,34 @@ path_plain(const char *path, size_t n)
             return false;
     }
     return true;
+}
+
+bool
+sbx_credproxy_dns_name(const char *p, size_t n)
+{
+    size_t label = 0;
+    if (n == 0 || n > 253)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (c == '.' && label == 0)
+            return false; /* an empty label (a leading dot, two dots) */
+        if (c == '.')
+            label = 0;
+        else if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                   c == '-') ||
+                 ++label > 63)
+            return false;
+    }
+    return label > 0; /* no final dot */
+}
+
+/* ":port" after a Host's name: 1-5 digits whose value is the connection's port. */
+static bool
+host_port_is(const char *s, unsigned port)
+{
+    size_t d = strspn(s, "0123456789");
+    return d >= 1 && d <= 5 && s[d] == '\0' && strtoul(s, NULL, 10) == port;
 }
 
 /* What a request claims: its host name (lowercase, from its one Host header, a port there
@@ -152,17 +183,13 @@ request_host(const struct sbx_http_req *r, unsigned port, char host[256])
         }
     }
     size_t n = h ? strcspn(h, ":") : 0;
-    if (n == 0 || n > 253 ||
-        strspn(h, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-.") != n)
+    size_t name_n = n > 0 && h[n - 1] == '.' ? n - 1 : n; /* a final dot: the same name */
+    if (!h || !sbx_credproxy_dns_name(h, name_n) || (h[n] == ':' && !host_port_is(h + n + 1, port)))
         return false;
-    if (h[n] == ':' && (unsigned)strtoul(h + n + 1, NULL, 10) != port)
-        return false;
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < name_n; i++)
         host[i] = (char)((h[i] >= 'A' && h[i] <= 'Z') ? h[i] + 32 : h[i]);
-    host[n] = '\0';
-    if (host[n - 1] == '.')
-        host[n - 1] = '\0';
-    return host[0] != '\0';
+    host[name_n] = '\0';
+    return true;
 }
 
 /* The first binding that matches the request, or NULL. */
@@ -171,7 +198,7 @@ find_binding(const json_t *bindings, const struct sbx_http_req *r, const char *h
              const char *scheme, unsigned port)
 {
     const char *path = r->target;
-    size_t pn = strcspn(path, "?#");
+    size_t pn = strcspn(path, "?"); /* (a '#' is refused by path_plain) */
     if (path[0] != '/' || !path_plain(path, pn))
         return NULL; /* absolute-form, authority-form, `*`, or a path read two ways */
     size_t i = 0;
@@ -186,6 +213,15 @@ find_binding(const json_t *bindings, const struct sbx_http_req *r, const char *h
             return b;
     }
     return NULL;
+}
+
+const json_t *
+sbx_credproxy_match(const json_t *bindings, const struct sbx_http_req *req, unsigned port,
+                    const char *sni, char host[256])
+{
+    if (!request_host(req, port, host) || (sni && strcmp(host, sni) != 0))
+        return NULL; /* HTTPS: the Host must be the name the TLS connection was made for */
+    return find_binding(bindings, req, host, sni ? "https" : "http", port);
 }
 
 bool
@@ -301,6 +337,16 @@ rewrite(const struct sbx_http_req *r, const struct inject *in, size_t *len)
     return out;
 }
 
+char *
+sbx_credproxy_head_for(const json_t *b, const json_t *values, const struct sbx_http_req *req,
+                       size_t *len)
+{
+    struct inject in = {0};
+    char *out = inject_of(b, values, &in) == 0 ? rewrite(req, &in, len) : NULL;
+    inject_free(&in);
+    return out;
+}
+
 /* ---- one connection ---- */
 
 struct flow {
@@ -350,10 +396,7 @@ char *
 sbx_credproxy_decide(const struct sbx_credproxy_req *q, const struct sbx_http_req *req, size_t *len)
 {
     char host[256];
-    unsigned port = ntohs(q->dst->sin_port);
-    if (!request_host(req, port, host) || (q->sni && strcmp(host, q->sni) != 0))
-        return NULL; /* HTTPS: the Host must be the name the TLS connection was made for */
-    const json_t *b = find_binding(q->bindings, req, host, q->sni ? "https" : "http", port);
+    const json_t *b = sbx_credproxy_match(q->bindings, req, ntohs(q->dst->sin_port), q->sni, host);
     if (!b)
         return NULL;
     const char *bname = json_string_value(json_object_get(b, "name"));
@@ -372,9 +415,7 @@ sbx_credproxy_decide(const struct sbx_credproxy_req *q, const struct sbx_http_re
         sbx_warn("sandbox %s: binding `%s` not applied: %s", q->id, bname, sbx_error_msg(err));
         return NULL;
     }
-    struct inject in = {0};
-    char *out = inject_of(b, values, &in) == 0 ? rewrite(req, &in, len) : NULL;
-    inject_free(&in);
+    char *out = sbx_credproxy_head_for(b, values, req, len);
     json_decref(values); /* (jansson does not wipe: the store's copy is as short-lived) */
     if (out)
         sbx_debug("sandbox %s: binding `%s` applied to %s %s", q->id, bname, req->method, host);

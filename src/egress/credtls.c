@@ -72,7 +72,8 @@ take_len(struct rd *r, size_t width, struct rd *sub)
     return true;
 }
 
-/* The host_name of a server_name extension's data into name (lowercase), or false. */
+/* The host_name of a server_name extension's data into name (lowercase), or false: only a
+ * DNS host name (sbx_credproxy_dns_name), the only names a leaf is ever made for. */
 static bool
 sni_of_ext(struct rd ext, char name[256])
 {
@@ -80,23 +81,18 @@ sni_of_ext(struct rd ext, char name[256])
     const unsigned char *type = NULL;
     struct rd host;
     if (!take_len(&ext, 2, &list) || !take(&list, 1, &type) || *type != 0 ||
-        !take_len(&list, 2, &host) || host.n == 0 || host.n > 253)
+        !take_len(&list, 2, &host) || !sbx_credproxy_dns_name((const char *)host.p, host.n))
         return false;
     for (size_t i = 0; i < host.n; i++) {
         unsigned char c = host.p[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              c == '-' || c == '.'))
-            return false;
         name[i] = (char)(c >= 'A' && c <= 'Z' ? c + 32 : c);
     }
     name[host.n] = '\0';
     return true;
 }
 
-/* The SNI of a ClientHello in its first TLS record (buf, n bytes): true with name, false when
- * it is no ClientHello, has no SNI or is cut short. */
-static bool
-client_hello_sni(const unsigned char *buf, size_t n, char name[256])
+bool
+sbx_credtls_hello_sni(const unsigned char *buf, size_t n, char name[256])
 {
     struct rd r = {buf, n};
     const unsigned char *h = NULL;
@@ -135,7 +131,7 @@ peek_hello(const struct conn *c, char name[256])
             return false;
         size_t need = n >= 5 ? 5 + ((size_t)buf[3] << 8 | buf[4]) : 5;
         if ((size_t)n >= need || (size_t)n == sizeof buf)
-            return client_hello_sni(buf, (size_t)n, name);
+            return sbx_credtls_hello_sni(buf, (size_t)n, name);
         (void)usleep(2000); /* the rest of the record is on its way (poll says readable) */
     }
 }

@@ -15,7 +15,8 @@ sandboxes:
 - the Host-spoofing attack: a sandbox allowed to reach evil.test connects there with
   `Host: api.test`: evil.test never sees the credential; the same with an address of
   api.test's the sandbox's resolver never answered for it (a hard-coded one in allow mode);
-- a path with dot segments is never given a credential;
+- a path with dot segments (plain, encoded, with `;` parameters, after a `#`) or a Host whose
+  port only wraps to the connection's is never given a credential;
 - HTTPS: a bound name is terminated with a leaf of the sandbox's own CA (its bundle and env
   name it), injected and sent on over verified TLS; an unbound name is spliced end to end (the
   upstream's own certificate reaches the sandbox); another path is not injected; a Host other
@@ -336,7 +337,13 @@ def untouched(s, a, up):
                        (("api.test", "api.test", "DELETE", "/v1/models"), "another method"),
                        (("other.test", "other.test", "GET", "/v1/models"), "another host"),
                        (("api.test", "api.test", "GET", "/v1/../admin"), "a dot-segment path"),
-                       (("api.test", "api.test", "GET", "/v1/%2e%2e/admin"), "an encoded one")):
+                       (("api.test", "api.test", "GET", "/v1/%2e%2e/admin"), "an encoded one"),
+                       (("api.test", "api.test", "GET", "/v1/..;/admin"),
+                        "a dot segment with parameters (servlet containers read /admin)"),
+                       (("api.test", "api.test", "GET", "/v1/#/../../admin"),
+                        "a '#' before dot segments"),
+                       (("api.test", "api.test:4294967376", "GET", "/v1/models"),
+                        "a Host port that wraps to 80 in 32 bits")):
         out = send(s, a, *args, "Authorization:Bearer mine")
         check("ok-from-" in out, "%s: answered: %r" % (what, out))
         h = one_head(up, what)
