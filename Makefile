@@ -2,8 +2,10 @@
 #   make run    install what is missing, build (release), start the server on 127.0.0.1
 #   make test   install what is missing, build the dev preset (ASan/UBSan), run every test
 # and the rest: make build | deb | lint | bench | torture | soak | clean | desktop-image | osworld-image
+#               | images
 
-.PHONY: all deps build run test deb lint ci bench torture soak clean desktop-image osworld-image
+.PHONY: all deps build run test deb lint ci bench torture soak clean desktop-image osworld-image \
+        images
 all: build
 
 deps:
@@ -53,6 +55,12 @@ desktop-image:
 # OSWorld's VM as an image: user `user` with sudo, gnome-terminal, LibreOffice... (docs/desktop.md)
 osworld-image:
 	@images/desktop/build.sh --osworld -o build/sbx-osworld.tar
+
+# sbx's container images for a cluster (docs/deploy-kubernetes.md): build/images/sbx-execd.tar
+# (sbx-execd:VERSION) and build/images/sbx.tar (sbx:VERSION, mmdebstrap: root), from the
+# release build. ARGS adds flags, e.g. ARGS="--prefix registry.example.com/sbx/".
+images: build
+	@deploy/images/build.sh --bin-dir build/release -o build/images $(ARGS) all
 
 clean:
 	rm -rf build

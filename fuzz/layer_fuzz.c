@@ -3,7 +3,7 @@
  * or zstd): unpacked into a fresh directory (sbx_image_unpack), which must never write outside
  * it - a sibling directory stays empty whatever the entries' names, links and whiteouts say -
  * and whatever it unpacked is written back as a layer (sbx_image_layer_write, what a snapshot
- * does with a sandbox's files) without an error.
+ * does with a sandbox's files) without an error. Works under $TMPDIR (default /tmp).
  */
 #include <dirent.h>
 #include <stdlib.h>
@@ -26,7 +26,9 @@ setup(void)
 {
     if (base)
         return;
-    base = sbx_xstrdup("/tmp/sbx-layer-fuzz-XXXXXX");
+    /* $TMPDIR on a tmpfs (/dev/shm) runs it ~2x faster than a disk's /tmp. */
+    const char *tmp = getenv("TMPDIR"); /* NOLINT(concurrency-mt-unsafe): single-threaded */
+    base = sbx_xasprintf("%s/sbx-layer-fuzz-XXXXXX", tmp && *tmp ? tmp : "/tmp");
     if (!mkdtemp(base))
         abort();
     sbx_autofree char *out = sbx_xasprintf("%s/out", base);

@@ -3,15 +3,17 @@
  * heads, the final head, a body). A parsed head holds only token names and values without CR,
  * LF or other controls, and never both framings (the two things response splitting and
  * smuggling need); its length is inside the input; the body is then framed and, when chunked,
- * decoded as proxy.c does.
+ * decoded as proxy.c does. The same input is also read as a request head (the credential
+ * proxy's, sbx_http_req_head): an upper-case method, a target of visible ASCII, the same
+ * header checks.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "common/chunked.h"
+#include "common/httphead.h"
 #include "common/xalloc.h"
 #include "fuzz/fuzz.h"
-#include "server/httphead.h"
 
 static void
 check_head(const struct sbx_http_head *h)
@@ -46,9 +48,32 @@ chunked_body(const char *p, size_t n)
     }
 }
 
+static void
+request(const uint8_t *data, size_t size)
+{
+    char *buf = sbx_xmalloc(size + 1);
+    memcpy(buf, data, size);
+    buf[size] = '\0';
+    struct sbx_http_req r = {0};
+    ssize_t n = sbx_http_req_head(buf, size, SBX_HTTP_HEAD_MAX, &r);
+    if (n > (ssize_t)size)
+        __builtin_trap();
+    if (n > 0) {
+        if (!r.method[0] || strspn(r.method, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != strlen(r.method))
+            __builtin_trap();
+        for (const unsigned char *c = (const unsigned char *)r.target; *c; c++) {
+            if (*c <= 0x20 || *c >= 0x7f)
+                __builtin_trap();
+        }
+        check_head(&r.head);
+    }
+    free(buf);
+}
+
 int
 LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    request(data, size);
     char *buf = sbx_xmalloc(size + 1);
     memcpy(buf, data, size);
     buf[size] = '\0';

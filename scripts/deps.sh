@@ -37,6 +37,8 @@ pkgs=(
   libjansson-dev libmicrohttpd-dev libcurl4-openssl-dev libsqlite3-dev libevent-dev
   libseccomp-dev libarchive-dev libzstd-dev libsodium-dev libconfig-dev
   libnftables-dev libc-ares-dev
+  # the credential proxy's HTTPS interception (src/egress/tlsca.c, credtls.c)
+  libssl-dev
   # the kubernetes provider's kubeconfig reader
   libyaml-dev
   # test and CI gates

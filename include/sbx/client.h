@@ -53,7 +53,8 @@ typedef struct sbx_kv {
 typedef struct sbx_client_options {
     unsigned int version; /**< SBX_CLIENT_OPTIONS_VERSION */
     /** Server base URL, e.g. "http://127.0.0.1:8080" (a missing scheme means http://).
-     *  NULL: $SBX_HOST, else http://127.0.0.1:8080. */
+     *  NULL: $SBX_HOST, else http://127.0.0.1:8080. An https:// server's certificate is
+     *  verified against the system's CAs, or the PEM file named by $SBX_CA_CERT. */
     const char *host;
     /** API key. NULL: $SBX_API_KEY, else the file <state dir>/api-key of a local server. */
     const char *api_key;

@@ -1,5 +1,6 @@
 /*
- * cmd_net.c - `sbx net ls|gc`: the address leases of the bridge network.
+ * cmd_net.c - `sbx net ls|gc`: the address leases of the bridge network (and the leaf bridge
+ * each sandbox is on).
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -15,16 +16,19 @@
 static int
 print_lease(const struct sbx_net_lease *l, const char *sandbox_id, void *payload)
 {
-    (void)payload;
-    printf("%-15s  %-12s  %-17s  %s\n", l->addr, l->host_ifname, l->mac, sandbox_id);
+    const struct sbx_net *n = payload;
+    char leaf[16] = "-";
+    (void)sbx_net_leaf_of(n, l->addr, leaf, NULL);
+    printf("%-15s  %-12s  %-17s  %-15s  %s\n", l->addr, l->host_ifname, l->mac, leaf, sandbox_id);
     return 0;
 }
 
 static int
 net_ls(struct sbx_net *n, sbx_error **err)
 {
-    printf("%-15s  %-12s  %-17s  %s\n", "ADDRESS", "HOST IF", "MAC", "SANDBOX");
-    return sbx_net_foreach_lease(n, print_lease, NULL, err);
+    printf("%-15s  %-12s  %-17s  %-15s  %s\n", "ADDRESS", "HOST IF", "MAC", "LEAF BRIDGE",
+           "SANDBOX");
+    return sbx_net_foreach_lease(n, print_lease, n, err);
 }
 
 static int

@@ -192,12 +192,14 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "$SBX_STATE_DIR/images or /var/lib/sbx/images).\n"),
     CMD("net", sbx_cmd_net, "List or garbage-collect the address leases of the bridge network",
         "Usage: sbx net ls|gc [--bridge NAME] [--subnet CIDR] [--state-dir DIR]\n\n"
-        "  ls   list the leases: address, host veth, MAC, sandbox id\n"
+        "  ls   list the leases: address, host veth, MAC, leaf bridge, sandbox id\n"
         "  gc   release leases whose sandbox is gone (its veth no longer exists; leases\n"
-        "       younger than 60 s are kept: they may belong to a sandbox being created)\n\n"
+        "       younger than 60 s are kept: they may belong to a sandbox being created),\n"
+        "       and remove leaf bridges that no sandbox is on any more\n\n"
         "Defaults: --bridge " SBX_NET_DEFAULT_BRIDGE " --subnet " SBX_NET_DEFAULT_SUBNET
         " --state-dir " SBX_NET_DEFAULT_STATE_DIR "\n"
-        "Changes nothing on the host besides the leases (the bridge is set up by `sbx run`).\n"),
+        "Changes nothing on the host besides the leases and empty leaf bridges (the bridge\n"
+        "is set up by `sbx run`).\n"),
     CMD("version", sbx_cmd_version, "Print the version of sbx",
         "Usage: sbx version\n\nPrint the version of sbx (same as `sbx --version`).\n"),
     CMD("run", sbx_cmd_run, "Run a command in a fresh sandbox",
@@ -273,8 +275,13 @@ sbx_cli_print_overview(FILE *out)
           out);
     for (const struct sbx_cli_cmd *c = sbx_cli_commands; c->name; c++)
         fprintf(out, "  %-10s %s\n", c->name, c->summary);
-    fputs("\nRun `sbx COMMAND --help` for the options of one command.\n"
-          "Environment: SBX_LOG_LEVEL=error|warn|info|debug|trace\n",
+    fputs("\nRun `sbx COMMAND --help` for the options of one command.\n\n"
+          "Environment:\n"
+          "  SBX_HOST       the server (default http://127.0.0.1:8080; https:// is verified)\n"
+          "  SBX_API_KEY    its API key (default: the api-key file in SBX_STATE_DIR)\n"
+          "  SBX_STATE_DIR  the local server's state (default /var/lib/sbx)\n"
+          "  SBX_CA_CERT    the CAs (PEM) of an https:// SBX_HOST, instead of the system's\n"
+          "  SBX_LOG_LEVEL  error|warn|info|debug|trace\n",
           out);
 }
 

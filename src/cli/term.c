@@ -1,6 +1,7 @@
 /*
  * term.c - the local end of a PTY session: a WebSocket client (common/websocket.c's frames)
- * over a plain TCP connection to the server's router, and the local terminal in raw mode.
+ * over a connection to the server's router (TCP for ws://, TLS for wss://: term_conn.c), and
+ * the local terminal in raw mode.
  *
  * Raw mode turns ISIG off, so Ctrl-C, Ctrl-Z and Ctrl-\ are bytes sent to the sandbox, where
  * the pty's line discipline signals the sandbox's foreground process group, as on a local
@@ -9,7 +10,6 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -19,7 +19,6 @@
 #include <strings.h>
 #include <sys/ioctl.h>
 #include <sys/random.h>
-#include <sys/socket.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -28,6 +27,7 @@
 
 #include "cli/cli.h"
 #include "cli/term.h"
+#include "cli/term_conn.h"
 #include "common/buf.h"
 #include "common/cleanup.h"
 #include "common/util.h"
@@ -41,7 +41,7 @@
 
 struct term {
     const char *verb;
-    int sock;
+    struct term_conn conn;
     int sig_r; /* self-pipe: signals to the loop */
     bool raw;
     struct termios saved;
@@ -96,22 +96,6 @@ term_fail(struct term *t, const char *fmt, ...)
 
 /* ---- the connection ---- */
 
-static int
-send_all(int fd, const void *p, size_t n)
-{
-    const char *c = p;
-    while (n > 0) {
-        ssize_t w = send(fd, c, n, MSG_NOSIGNAL);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        c += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* Send what waits in t->out without blocking: the loop never waits on a full socket while
  * the server has output for us (a command that writes much before it reads its stdin would
  * otherwise never be read, and never read). Sent in the loop when the socket is writable. */
@@ -120,7 +104,7 @@ flush_out(struct term *t)
 {
     size_t off = 0;
     while (off < t->out.len) {
-        ssize_t w = send(t->sock, t->out.data + off, t->out.len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
+        ssize_t w = term_conn_send(&t->conn, t->out.data + off, t->out.len - off);
         if (w < 0 && errno == EINTR)
             continue;
         if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
@@ -166,41 +150,6 @@ send_json(struct term *t, json_t *j)
     return r;
 }
 
-/* "ws://host:port/path": host, port and path split (no wss:// yet). */
-static int
-split_url(const char *url, char **host, char **port, const char **path)
-{
-    if (strncmp(url, "ws://", 5) != 0)
-        return -1;
-    const char *h = url + 5;
-    *path = strchr(h, '/');
-    if (!*path)
-        return -1;
-    const char *colon = memchr(h, ':', (size_t)(*path - h));
-    *host = sbx_xstrndup(h, (size_t)((colon ? colon : *path) - h));
-    *port = colon ? sbx_xstrndup(colon + 1, (size_t)(*path - colon - 1)) : sbx_xstrdup("80");
-    return 0;
-}
-
-static int
-dial(const char *host, const char *port)
-{
-    struct addrinfo hints = {.ai_socktype = SOCK_STREAM};
-    struct addrinfo *res = NULL;
-    if (getaddrinfo(host, port, &hints, &res) != 0)
-        return -1;
-    int fd = -1;
-    for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next) {
-        fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
-        if (fd >= 0 && connect(fd, a->ai_addr, a->ai_addrlen) < 0) {
-            close(fd);
-            fd = -1;
-        }
-    }
-    freeaddrinfo(res);
-    return fd;
-}
-
 static char *
 handshake_request(const char *hostport, const char *path, const char *key, char **headers)
 {
@@ -231,9 +180,7 @@ read_head(struct term *t)
             t->in.len -= hl;
             return head;
         }
-        ssize_t n = recv(t->sock, buf, sizeof(buf), 0);
-        if (n < 0 && errno == EINTR)
-            continue;
+        ssize_t n = term_conn_recv_wait(&t->conn, buf, sizeof(buf));
         if (n <= 0 || sbx_buf_append(&t->in, buf, (size_t)n, NULL) < 0)
             return NULL;
     }
@@ -273,16 +220,9 @@ accept_ok(const char *head, const char *want)
 static int
 upgrade(struct term *t, const char *url, char **headers)
 {
-    sbx_autofree char *host = NULL;
-    sbx_autofree char *port = NULL;
-    const char *path = NULL;
-    if (split_url(url, &host, &port, &path) < 0) {
-        term_fail(t, "attach: `%s`: only ws:// (plain HTTP servers) is supported", url);
-        return -1;
-    }
-    t->sock = dial(host, port);
-    if (t->sock < 0) {
-        term_fail(t, "attach: cannot connect to %s", host);
+    char why[512];
+    if (term_conn_open(&t->conn, url, why, sizeof(why)) < 0) {
+        term_fail(t, "attach: %s", why);
         return -1;
     }
     uint8_t raw[16];
@@ -293,10 +233,10 @@ upgrade(struct term *t, const char *url, char **headers)
     base64_encode_raw(key, sizeof(raw), raw); /* 24 characters, "==" at the end */
     key[24] = '\0';
     (void)sbx_ws_accept_key(key, want);
-    sbx_autofree char *hostport = sbx_xasprintf("%s:%s", host, port);
-    sbx_autofree char *req = handshake_request(hostport, path, key, headers);
+    sbx_autofree char *hostport = sbx_xasprintf("%s:%s", t->conn.host, t->conn.port);
+    sbx_autofree char *req = handshake_request(hostport, t->conn.path, key, headers);
     sbx_autofree char *head = NULL;
-    if (send_all(t->sock, req, strlen(req)) < 0 || !(head = read_head(t))) {
+    if (term_conn_send_all(&t->conn, req, strlen(req)) < 0 || !(head = read_head(t))) {
         term_fail(t, "attach: %s", "the connection closed during the handshake");
         return -1;
     }
@@ -376,22 +316,31 @@ parse_frames(struct term *t)
     return true;
 }
 
+/* Read until the connection has nothing more: over TLS, libcurl may hold decrypted bytes the
+ * socket no longer shows, so one read per poll could leave a frame waiting. */
 static bool
 on_socket(struct term *t)
 {
     uint8_t buf[65536];
-    ssize_t n = recv(t->sock, buf, sizeof(buf), 0);
-    if (n < 0 && errno == EINTR)
-        return true;
-    if (n <= 0) {
-        t->done = true;
-        return true;
+    for (;;) {
+        ssize_t n = term_conn_recv(&t->conn, buf, sizeof(buf));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && errno == EAGAIN)
+            return true;
+        if (n <= 0) {
+            t->done = true;
+            return true;
+        }
+        if (sbx_buf_append(&t->in, buf, (size_t)n, NULL) < 0) {
+            term_fail(t, "%s", "a frame from the server over 16 MiB");
+            return false;
+        }
+        if (!parse_frames(t))
+            return false;
+        if (t->done)
+            return true;
     }
-    if (sbx_buf_append(&t->in, buf, (size_t)n, NULL) < 0) {
-        term_fail(t, "%s", "a frame from the server over 16 MiB");
-        return false;
-    }
-    return parse_frames(t);
 }
 
 /* ---- the local terminal ---- */
@@ -493,13 +442,14 @@ static int
 loop(struct term *t)
 {
     struct pollfd fds[3] = {
-        {.fd = t->sock, .events = POLLIN},
+        {.fd = t->conn.fd, .events = POLLIN},
         {.fd = STDIN_FILENO, .events = POLLIN},
         {.fd = t->sig_r, .events = POLLIN},
     };
     int sig = 0;
     int64_t deadline = (int64_t)sbx_now_ms() + t->timeout_ms;
-    if (t->in.len && !parse_frames(t))
+    /* Frames that came with the handshake's answer, and (over TLS) any libcurl still holds. */
+    if ((t->in.len && !parse_frames(t)) || !on_socket(t))
         return 0;
     while (!t->done) {
         /* stdin is read only while what we have for the server is small: no unbounded queue */
@@ -600,8 +550,7 @@ attach(sbx_client *c, struct term *t, const char *id, const sbx_pty_options *po)
     sbx_buf_dispose(&t->out);
     sbx_pty_headers_free(headers);
     free(ws);
-    if (t->sock >= 0)
-        close(t->sock);
+    term_conn_close(&t->conn);
     return rc;
 }
 
@@ -621,7 +570,7 @@ sbx_cli_term_opts(sbx_client *c, const char *verb, const char *id,
     po.command = o->command;
     po.cwd = o->cwd;
     struct term t = {.verb = verb,
-                     .sock = -1,
+                     .conn = {.fd = -1},
                      .sig_r = -1,
                      .exit_code = -1,
                      .timeout_ms = o->timeout_ms,
@@ -645,7 +594,7 @@ sbx_cli_pipe(sbx_client *c, const char *verb, const char *id, const struct sbx_c
     po.command = o->command;
     po.cwd = o->cwd;
     struct term t = {.verb = verb,
-                     .sock = -1,
+                     .conn = {.fd = -1},
                      .sig_r = -1,
                      .exit_code = -1,
                      .pipe = true,

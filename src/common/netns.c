@@ -1,5 +1,6 @@
 /*
- * netns.c - connect() into another network namespace from a short-lived thread.
+ * netns.c - connect() into, or run a function inside, another network namespace from a
+ * short-lived thread.
  */
 #include "common/netns.h"
 
@@ -67,4 +68,36 @@ sbx_netns_connect_fd(int netns_fd, uint16_t port, int *fd, const char **what)
     }
     *fd = j.fd;
     return 0;
+}
+
+struct run_job {
+    int netns_fd;
+    void (*fn)(void *arg);
+    void *arg;
+    int err;
+};
+
+static void *
+run_thread(void *arg)
+{
+    struct run_job *j = arg;
+    /* as connect_thread: only this thread changes namespace, and it exits right after */
+    if (setns(j->netns_fd, CLONE_NEWNET) < 0) {
+        j->err = errno;
+        return NULL;
+    }
+    j->fn(j->arg);
+    return NULL;
+}
+
+int
+sbx_netns_run(int netns_fd, void (*fn)(void *arg), void *arg)
+{
+    struct run_job j = {.netns_fd = netns_fd, .fn = fn, .arg = arg};
+    pthread_t t;
+    int r = pthread_create(&t, NULL, run_thread, &j);
+    if (r != 0)
+        return -r;
+    (void)pthread_join(t, NULL);
+    return -j.err;
 }

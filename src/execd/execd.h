@@ -44,6 +44,8 @@ struct execd_config {
     uint64_t log_ring;   /* --log-buffer: bytes of log kept in memory (logs.c) */
     char *desktop;       /* --desktop SPEC: start one at boot (desktop.c) */
     char *install;       /* --install DEST: copy this binary there and exit (main.c) */
+    char *install_token; /* --install-token SRC:DEST: with --install, copy SRC to DEST */
+    char *token_file;    /* --access-token-file: read the token there, then remove it */
 };
 
 struct execd_cmd;

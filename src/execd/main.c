@@ -1,6 +1,7 @@
 /*
  * main.c - sbx-execd: arguments, signals, PID 1 duties, the event loop.
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -35,6 +36,8 @@ static const char usage[] =
     "  --listen ADDR:PORT     listen address (default 0.0.0.0:44772)\n"
     "  --port PORT            listen port (default 44772)\n"
     "  --access-token TOKEN   require header X-EXECD-ACCESS-TOKEN (env EXECD_ACCESS_TOKEN)\n"
+    "  --access-token-file F  the same, read from the file F, which is then removed (so no\n"
+    "                         process started later finds it; a warning if it cannot be)\n"
     "  --max-upload SIZE      largest upload request body (default 64g; 413 beyond)\n"
     "  --state-dir DIR        where background logs and session state live\n"
     "                         (default $TMPDIR/sbx-execd-<pid>)\n"
@@ -54,6 +57,8 @@ static const char usage[] =
     "  --install DEST         copy this binary to DEST (mode 0755, atomically: a temp file\n"
     "                         renamed into place) and exit; for an init container that puts\n"
     "                         execd into a volume shared with the sandbox's container\n"
+    "  --install-token SRC:DEST  with --install: also copy the file SRC to DEST (mode 0444,\n"
+    "                         atomically), for --access-token-file DEST in that container\n"
     "  --version, --help\n";
 
 enum {
@@ -68,7 +73,9 @@ enum {
     OPT_PYTHON,
     OPT_LOG_BUFFER,
     OPT_DESKTOP,
-    OPT_INSTALL
+    OPT_INSTALL,
+    OPT_TOKEN_FILE,
+    OPT_INSTALL_TOKEN
 };
 
 static const struct option long_opts[] = {
@@ -84,6 +91,8 @@ static const struct option long_opts[] = {
     {"log-buffer", required_argument, NULL, OPT_LOG_BUFFER},
     {"desktop", required_argument, NULL, OPT_DESKTOP},
     {"install", required_argument, NULL, OPT_INSTALL},
+    {"access-token-file", required_argument, NULL, OPT_TOKEN_FILE},
+    {"install-token", required_argument, NULL, OPT_INSTALL_TOKEN},
     {"version", no_argument, NULL, 'V'},
     {"help", no_argument, NULL, 'h'},
     {0},
@@ -159,6 +168,18 @@ parse_opt(struct execd_config *cfg, int c, const char *arg)
         free(cfg->install);
         cfg->install = sbx_xstrdup(arg);
         return 0;
+    case OPT_TOKEN_FILE:
+        if (!*arg)
+            return -1;
+        free(cfg->token_file);
+        cfg->token_file = sbx_xstrdup(arg);
+        return 0;
+    case OPT_INSTALL_TOKEN:
+        if (!strchr(arg, ':') || *arg == ':' || arg[strlen(arg) - 1] == ':')
+            return -1;
+        free(cfg->install_token);
+        cfg->install_token = sbx_xstrdup(arg);
+        return 0;
     case OPT_DESKTOP: {
         struct sbx_desktop_opts o = {0};
         if (sbx_desktop_parse_spec(arg, &o, NULL) < 0)
@@ -215,6 +236,8 @@ config_dispose(struct execd_config *cfg)
     free(cfg->python);
     free(cfg->desktop);
     free(cfg->install);
+    free(cfg->token_file);
+    free(cfg->install_token);
 }
 
 /* Returns 0 to run, 1 for a usage error, 2 when --help/--version already answered. */
@@ -528,6 +551,94 @@ install_self(const char *dest)
     return 0;
 }
 
+/* Up to 4 KiB of the file at path, trailing whitespace cut, into buf (wiped by the caller).
+ * The length, or -1 with errno. */
+static ssize_t
+read_small(const char *path, char *buf, size_t cap)
+{
+    sbx_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    if (fd < 0)
+        return -1;
+    size_t got = 0;
+    ssize_t n = 0;
+    while (got + 1 < cap && (n = read(fd, buf + got, cap - 1 - got)) > 0)
+        got += (size_t)n;
+    if (n < 0)
+        return -1;
+    while (got > 0 && isspace((unsigned char)buf[got - 1]))
+        got--;
+    buf[got] = '\0';
+    return (ssize_t)got;
+}
+
+/* --access-token-file: the token from the file, which is then removed. Security: in a pod the
+ * file is a copy the init container wrote into a volume only this container mounts, and it is
+ * unlinked here before execd starts the entrypoint or any command, so no process in the
+ * sandbox can read it later (a secret volume mounted here directly would stay readable: it is
+ * read-only). 0, or 1 with a message on stderr. */
+static int
+token_from_file(struct execd_config *cfg)
+{
+    char buf[4096];
+    ssize_t n = read_small(cfg->token_file, buf, sizeof buf);
+    if (n <= 0) {
+        if (n == 0)
+            fprintf(stderr, "sbx-execd: --access-token-file `%s` is empty\n", cfg->token_file);
+        else
+            fprintf(stderr, "sbx-execd: --access-token-file `%s`: %m\n", cfg->token_file);
+        return 1;
+    }
+    if (!cfg->token)
+        cfg->token = sbx_xstrndup(buf, (size_t)n);
+    explicit_bzero(buf, sizeof buf);
+    if (unlink(cfg->token_file) < 0 && errno != ENOENT)
+        sbx_log_errno(SBX_LOG_WARN,
+                      "the token file `%s` stays (processes in the sandbox can read it)",
+                      cfg->token_file);
+    return 0;
+}
+
+/* --install-token SRC:DEST: SRC copied to DEST.tmp-<pid>, 0444 (the sandbox container's user
+ * is not known here; the file lives until its execd reads and removes it), renamed over DEST.
+ * 0, or 1 with a message on stderr. */
+static int
+install_token(const char *spec)
+{
+    const char *colon = strchr(spec, ':');
+    sbx_autofree char *src = sbx_xstrndup(spec, (size_t)(colon - spec));
+    const char *dest = colon + 1;
+    char buf[4096];
+    ssize_t n = read_small(src, buf, sizeof buf);
+    if (n <= 0) {
+        if (n == 0)
+            fprintf(stderr, "sbx-execd: --install-token: `%s` is empty\n", src);
+        else
+            fprintf(stderr, "sbx-execd: --install-token: read `%s`: %m\n", src);
+        return 1;
+    }
+    sbx_autofree char *tmp = sbx_xasprintf("%s.tmp-%d", dest, (int)getpid());
+    sbx_autoclose int out = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444);
+    int r = out < 0 || sbx_write_all(out, buf, (size_t)n) < 0 || fchmod(out, 0444) < 0 ||
+                    fsync(out) < 0 || rename(tmp, dest) < 0
+                ? 1
+                : 0;
+    explicit_bzero(buf, sizeof buf);
+    if (r) {
+        fprintf(stderr, "sbx-execd: --install-token: write `%s`: %m\n", dest);
+        (void)unlink(tmp);
+    }
+    return r;
+}
+
+static int
+install(const struct execd_config *cfg)
+{
+    int r = install_self(cfg->install);
+    if (r == 0 && cfg->install_token)
+        r = install_token(cfg->install_token);
+    return r;
+}
+
 int
 main(int argc, char **argv)
 {
@@ -547,9 +658,18 @@ main(int argc, char **argv)
         return r == 2 ? 0 : 2;
     }
     if (ex.cfg.install) {
-        r = install_self(ex.cfg.install);
+        r = install(&ex.cfg);
         config_dispose(&ex.cfg);
         return r;
+    }
+    if (ex.cfg.install_token) {
+        fputs("sbx-execd: --install-token goes with --install\n", stderr);
+        config_dispose(&ex.cfg);
+        return 2;
+    }
+    if (ex.cfg.token_file && token_from_file(&ex.cfg) != 0) {
+        config_dispose(&ex.cfg);
+        return 2;
     }
     config_from_env(&ex.cfg);
     execd_logs_init(&ex, (size_t)ex.cfg.log_ring);

@@ -117,7 +117,7 @@ read_key_file(const char *state_dir)
 }
 
 /* Environment lookups happen once, when the handle is made; the library documents that
- * sbx_client_new reads SBX_HOST, SBX_API_KEY and SBX_STATE_DIR. */
+ * sbx_client_new reads SBX_HOST, SBX_API_KEY, SBX_STATE_DIR and SBX_CA_CERT. */
 static const char *
 env(const char *name)
 {
@@ -155,6 +155,11 @@ resolve_settings(sbx_client *c, const sbx_client_options *opts)
         c->api_key = read_key_file(dir && *dir ? dir : DEFAULT_STATE_DIR);
     }
     c->timeout_ms = opts && opts->timeout_ms > 0 ? opts->timeout_ms : DEFAULT_TIMEOUT_MS;
+    /* A PEM file of CAs to trust for an https:// server instead of the system's (a server
+     * behind a TLS proxy with a private CA); verification itself is never turned off. */
+    const char *ca = env("SBX_CA_CERT");
+    if (ca && *ca && !(c->ca_cert = strdup(ca)))
+        return client_fail(c, SBX_ENOMEM, "out of memory");
     return 0;
 }
 
@@ -258,6 +263,7 @@ sbx_client_free(sbx_client *c)
     if (c->curl)
         curl_easy_cleanup(c->curl);
     free(c->host);
+    free(c->ca_cert);
     if (c->api_key) {
         /* Do not leave the key lying around in freed memory. */
         memset(c->api_key, 0, strlen(c->api_key));
@@ -315,6 +321,10 @@ client_prepare(sbx_client *c, const char *url, struct curl_slist **headers)
     (void)curl_easy_setopt(c->curl, CURLOPT_NOSIGNAL, 1L);
     (void)curl_easy_setopt(c->curl, CURLOPT_CONNECTTIMEOUT_MS, 10000L);
     (void)curl_easy_setopt(c->curl, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (c->ca_cert)
+        (void)curl_easy_setopt(c->curl, CURLOPT_CAINFO, c->ca_cert);
+    c->curl_err[0] = '\0';
+    (void)curl_easy_setopt(c->curl, CURLOPT_ERRORBUFFER, c->curl_err);
     return 0;
 }
 
@@ -370,6 +380,12 @@ client_http_error(sbx_client *c, long status, const char *body, size_t len)
     return -code;
 }
 
+const char *
+client_curl_error(const sbx_client *c, CURLcode rc)
+{
+    return c->curl_err[0] ? c->curl_err : curl_easy_strerror(rc);
+}
+
 static int
 transport_error(sbx_client *c, CURLcode rc, const char *url)
 {
@@ -380,7 +396,7 @@ transport_error(sbx_client *c, CURLcode rc, const char *url)
         code = SBX_ETIMEDOUT;
     else if (rc == CURLE_WRITE_ERROR)
         code = SBX_ELIMIT;
-    return client_fail(c, code, "%s: %s", url, curl_easy_strerror(rc));
+    return client_fail(c, code, "%s: %s", url, client_curl_error(c, rc));
 }
 
 static int

@@ -36,8 +36,10 @@ struct sbx_client {
     CURL *curl;
     char *host;    /* "http://127.0.0.1:8080", no trailing slash */
     char *api_key; /* NULL when none was found */
+    char *ca_cert; /* $SBX_CA_CERT: CAs for an https:// server, NULL: the system's */
     long timeout_ms;
     char err[1024];
+    char curl_err[CURL_ERROR_SIZE]; /* libcurl's detail of the last transfer's failure */
 };
 
 /* A growable byte buffer with a maximum that never aborts (libsbx's own: src/common's
@@ -53,6 +55,10 @@ struct client_buf {
 void client_buf_init(struct client_buf *b, size_t max);
 void client_buf_free(struct client_buf *b);
 int client_buf_append(struct client_buf *b, const void *p, size_t n);
+
+/* What went wrong in the last transfer: libcurl's detailed message ("SSL certificate problem:
+ * unable to get local issuer certificate") when it gave one, else the code's text. */
+const char *client_curl_error(const sbx_client *c, CURLcode rc);
 
 /* Record a failure in the handle and return -code. */
 int client_fail(sbx_client *c, int code, const char *fmt, ...)

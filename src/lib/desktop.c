@@ -48,7 +48,7 @@ perform(sbx_client *c, const char *method, const char *json_body, struct curl_sl
     CURLcode rc = curl_easy_perform(c->curl);
     if (rc != CURLE_OK)
         return client_fail(c, rc == CURLE_WRITE_ERROR ? SBX_ELIMIT : SBX_EIO, "execd: %s",
-                           curl_easy_strerror(rc));
+                           client_curl_error(c, rc));
     long status = 0;
     (void)curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
     if (status < 200 || status > 299)

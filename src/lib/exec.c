@@ -191,7 +191,7 @@ stream_command(struct exec_stream *s, const char *base, struct curl_slist *ep_he
         long status = 0;
         (void)curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
         if (rc != CURLE_OK && !s->stopped && !s->bad)
-            ret = client_fail(c, SBX_EIO, "%s: %s", url, curl_easy_strerror(rc));
+            ret = client_fail(c, SBX_EIO, "%s: %s", url, client_curl_error(c, rc));
         else if (status >= 300)
             ret = client_http_error(c, status, s->line.data, s->line.len);
     }

@@ -39,7 +39,7 @@ finish(sbx_client *c, CURLcode rc, const char *what, struct client_buf *body)
 {
     if (rc != CURLE_OK)
         return client_fail(c, rc == CURLE_COULDNT_CONNECT ? SBX_EUNAVAIL : SBX_EIO, "%s: %s", what,
-                           curl_easy_strerror(rc));
+                           client_curl_error(c, rc));
     long status = 0;
     (void)curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
     if (status < 200 || status > 299)

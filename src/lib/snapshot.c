@@ -153,7 +153,7 @@ post_file(sbx_client *c, const char *url, FILE *f, off_t size, struct client_buf
         (void)curl_easy_getinfo(c->curl, CURLINFO_RESPONSE_CODE, &status);
         if (rc != CURLE_OK)
             ret = client_fail(c, rc == CURLE_COULDNT_CONNECT ? SBX_EUNAVAIL : SBX_EIO, "%s: %s",
-                              url, curl_easy_strerror(rc));
+                              url, client_curl_error(c, rc));
         else if (status < 200 || status > 299)
             ret = client_http_error(c, status, resp->data, resp->len);
     }

@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "common/cleanup.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "net/ipam.h"
@@ -64,47 +66,50 @@ nl_fail(sbx_error **err, int r, const char *what)
     return sbx_error_set(err, r == -EPERM ? SBX_EPERM : SBX_EGENERIC, -r, "%s", what);
 }
 
+/* The veth of addr, its host end on the leaf of addr (made if need be, under lock_fd). */
 static int
-create_veth(struct sbx_nl *host, const struct sbx_net *n, uint32_t addr, int netns_fd,
+create_veth(struct sbx_nl *host, struct sbx_net *n, uint32_t addr, int netns_fd, int lock_fd,
             sbx_error **err)
 {
     char name[16];
     unsigned char mac[6];
-    int master = 0;
-    int mtu = 0;
-    int r = sbx_nl_link_mtu(host, n->bridge, &master, &mtu);
+    struct sbx_net_port leaf = {0};
+    int r = sbx_net_leaf_ready(n, host, addr, lock_fd, &leaf, err);
     if (r < 0)
-        return sbx_error_set(err, SBX_EUNAVAIL, -r, "bridge `%s` (run sbx_net_open again)",
-                             n->bridge);
+        return r;
     sbx_net_host_ifname(name, addr);
     sandbox_mac(mac, addr);
     struct sbx_nl_veth veth = {.name = name,
-                               .master = master,
+                               .master = leaf.master,
                                .peer_name = PEER_IFNAME,
                                .peer_netns_fd = netns_fd,
                                .peer_mac = mac,
-                               .mtu = mtu};
+                               .mtu = leaf.mtu};
     r = sbx_nl_veth_create(host, &veth);
     if (r == -EEXIST) {
         /* We hold the lease of addr, so a veth with its name is a leftover of a crash. */
         (void)sbx_nl_link_del(host, name);
         r = sbx_nl_veth_create(host, &veth);
     }
-    if (r == -EXFULL) /* br_add_if: the bridge has BR_MAX_PORTS ports */
+    if (r == -EXFULL) { /* br_add_if: the leaf has BR_MAX_PORTS ports (leaf sizes differ) */
+        char leaf_name[16];
+        char a[16];
+        sbx_net_addr_str(a, addr);
+        (void)sbx_net_leaf_of(n, a, leaf_name, NULL);
         return sbx_error_set(err, SBX_ELIMIT, EXFULL,
-                             "bridge `%s` is full: a Linux bridge takes at most %d ports "
-                             "(the kernel's BR_MAX_PORTS, not a setting), so at most %d "
-                             "sandboxes of network `bridge` per bridge; more need "
-                             "network = \"none\" or another bridge and subnet (bridge, subnet)",
-                             n->bridge, SBX_NET_BRIDGE_MAX_PORTS, SBX_NET_BRIDGE_MAX_SANDBOXES);
+                             "leaf bridge `%s` of `%s` is full: a Linux bridge takes at most %d "
+                             "ports (the kernel's BR_MAX_PORTS); do all users of the bridge have "
+                             "the same leaf_size (now %u)?",
+                             leaf_name, n->bridge, SBX_NET_BRIDGE_MAX_PORTS, n->leaf_size);
+    }
     return r < 0 ? nl_fail(err, r, "create veth pair") : 0;
 }
 
 /* Until the kernel has finished bringing name up (see sbx_nl_link_ready): otherwise the
  * sandbox's first packets (its first ARP request: retried only after 1 s) may be dropped.
  * Typically a few tens of microseconds; bounded, and not an error when it takes longer. */
-static void
-wait_ready(struct sbx_nl *nl, const char *name)
+void
+sbx_net_wait_ready(struct sbx_nl *nl, const char *name)
 {
     uint64_t deadline = sbx_now_ns() + READY_WAIT_NS;
     while (sbx_nl_link_ready(nl, name) == 0) {
@@ -137,25 +142,25 @@ configure_sandbox(const struct sbx_net *n, uint32_t addr, int netns_fd, sbx_erro
     else if ((r = sbx_nl_route_add_default(&nl, index, n->ipam.gateway)) < 0)
         r = nl_fail(err, r, "add default route");
     if (r == 0)
-        wait_ready(&nl, PEER_IFNAME);
+        sbx_net_wait_ready(&nl, PEER_IFNAME);
     sbx_nl_close(&nl);
     return r;
 }
 
 static int
-setup_link(struct sbx_net *n, uint32_t addr, int netns_fd, sbx_error **err)
+setup_link(struct sbx_net *n, uint32_t addr, int netns_fd, int lock_fd, sbx_error **err)
 {
     struct sbx_nl host;
     int r = sbx_nl_open(&host, -1);
     if (r < 0)
         return nl_fail(err, r, "netlink socket");
-    r = create_veth(&host, n, addr, netns_fd, err);
+    r = create_veth(&host, n, addr, netns_fd, lock_fd, err);
     if (r == 0) {
         r = configure_sandbox(n, addr, netns_fd, err);
         if (r == 0) {
             char name[16];
             sbx_net_host_ifname(name, addr);
-            wait_ready(&host, name);
+            sbx_net_wait_ready(&host, name);
         }
         if (r < 0) {
             char name[16];
@@ -188,14 +193,20 @@ sbx_net_attach(struct sbx_net_lease *out, struct sbx_net *n, const char *sandbox
                sbx_error **err)
 {
     uint32_t addr = 0;
+    sbx_autoclose int lock = -1;
     if (check_netns(netns_fd, err) < 0)
+        return sbx_error_wrap(err, "attach sandbox `%s` to `%s`", sandbox_id, n->bridge);
+    /* Shared from the lease to the veth: sbx_net_gc_leaves (exclusive) never removes a leaf
+     * that a sandbox is being put on. */
+    int r = sbx_net_lock(&lock, n, LOCK_SH, err);
+    if (r < 0)
         return sbx_error_wrap(err, "attach sandbox `%s` to `%s`", sandbox_id, n->bridge);
     /* The lease (naming sandbox_id) exists before the veth: a crash from here on leaves
      * nothing that sbx_net_gc cannot find. */
-    int r = sbx_ipam_alloc(&addr, &n->ipam, sandbox_id, err);
+    r = sbx_ipam_alloc(&addr, &n->ipam, sandbox_id, err);
     if (r < 0)
         return sbx_error_wrap(err, "attach sandbox `%s` to `%s`", sandbox_id, n->bridge);
-    r = setup_link(n, addr, netns_fd, err);
+    r = setup_link(n, addr, netns_fd, lock, err);
     if (r < 0) {
         (void)sbx_ipam_release(&n->ipam, addr, sandbox_id, NULL);
         return sbx_error_wrap(err, "attach sandbox `%s` to `%s`", sandbox_id, n->bridge);

@@ -80,16 +80,43 @@ release_dead(struct sbx_net *n, struct sbx_nl *nl, const struct gc_scan *s, sbx_
     return 0;
 }
 
+struct our_bridges {
+    char prefix[16]; /* of our leaves' names */
+    int index[SBX_NET_MAX_LEAVES + 1];
+    size_t n;
+};
+
+static int
+collect_leaf(const char *name, int index, void *payload)
+{
+    struct our_bridges *b = payload;
+    size_t len = strlen(b->prefix);
+    if (strncmp(name, b->prefix, len) == 0 && name[len] >= '1' && name[len] <= '9' &&
+        b->n < SBX_NET_MAX_LEAVES + 1)
+        b->index[b->n++] = index;
+    return 0;
+}
+
+/* Ports named like our veths on the bridge or one of its leaves, whose address has no lease. */
 static int
 gc_ports(struct sbx_net *n, struct sbx_nl *nl, sbx_error **err)
 {
     int master = 0;
     void *ctx[2] = {nl, n};
+    struct our_bridges *b = calloc(1, sizeof *b);
+    if (!b)
+        return sbx_error_set(err, SBX_ENOMEM, ENOMEM, "gc");
+    sbx_net_leaf_prefix(b->prefix, n->bridge);
     int r = sbx_nl_link_get(nl, n->bridge, &master, NULL, NULL);
+    if (r == 0) {
+        b->index[b->n++] = master;
+        r = sbx_nl_link_foreach(nl, 0, collect_leaf, b);
+    }
+    for (size_t i = 0; r == 0 && i < b->n; i++)
+        r = sbx_nl_link_foreach(nl, b->index[i], drop_orphan_port, ctx);
+    free(b);
     if (r == -ENODEV)
         return 0;
-    if (r == 0)
-        r = sbx_nl_link_foreach(nl, master, drop_orphan_port, ctx);
     return r < 0 ? sbx_error_set(err, SBX_EGENERIC, -r, "remove orphaned veths") : 0;
 }
 
@@ -112,6 +139,8 @@ sbx_net_gc(struct sbx_net *n, int (*alive)(const char *sandbox_id, void *payload
     }
     if (r == 0)
         r = sbx_ipam_prune_ids(&n->ipam, err);
+    if (r == 0 && (r = sbx_net_gc_leaves(n, err)) > 0)
+        r = 0;
     free(s.v);
     return r < 0 ? sbx_error_wrap(err, "gc of bridge network `%s`", n->bridge) : (int)s.n;
 }
@@ -191,6 +220,8 @@ sbx_net_gc_stale(struct sbx_net *n, int min_age_s, sbx_error **err)
     sbx_nl_close(&nl);
     if (r == 0)
         r = sbx_ipam_prune_ids(&n->ipam, err);
+    if (r == 0 && (r = sbx_net_gc_leaves(n, err)) > 0)
+        r = 0;
     free(s.dead.v);
     return r < 0 ? sbx_error_wrap(err, "gc of bridge network `%s`", n->bridge) : (int)s.dead.n;
 }

@@ -182,28 +182,50 @@ random_u32(void)
     return x;
 }
 
-/* Try addresses from a random start so that parallel allocators rarely collide and a freed
- * address is not handed out again at once (stale ARP entries in peers). */
-static int
-lease_free_address(uint32_t *addr, const struct sbx_ipam *ipam, const char *id, sbx_error **err)
+uint32_t
+sbx_ipam_count(const struct sbx_ipam *ipam)
 {
-    uint32_t first = ipam->network + 2; /* skip the network address and the gateway */
-    uint32_t count = (1U << (32 - ipam->prefix)) - 3;
-    uint32_t start = random_u32() % count;
+    return (1U << (32 - ipam->prefix)) - 3;
+}
+
+/* Try the addresses of window [lo, lo + n) from a random start, so that parallel allocators
+ * rarely collide and a freed address is not handed out again at once (stale ARP entries in
+ * peers). 1: leased, 0: the window is full. */
+static int
+lease_in_window(uint32_t *addr, const struct sbx_ipam *ipam, uint32_t lo, uint32_t n,
+                const char *id, sbx_error **err)
+{
+    uint32_t first = ipam->network + 2 + lo; /* skip the network address and the gateway */
+    uint32_t start = random_u32() % n;
     char name[16];
 
-    for (uint32_t i = 0; i < count; i++) {
-        uint32_t a = first + (start + i) % count;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t a = first + (start + i) % n;
         sbx_net_addr_str(name, a);
         if (symlinkat(id, ipam->leases_fd, name) == 0) {
             *addr = a;
-            return 0;
+            return 1;
         }
         if (errno != EEXIST)
             return sbx_error_set(err, SBX_EGENERIC, errno, "create address lease %s", name);
     }
+    return 0;
+}
+
+static int
+pool_full(const struct sbx_ipam *ipam, uint32_t windows, sbx_error **err)
+{
     char net[16];
+    uint32_t count = sbx_ipam_count(ipam);
     sbx_net_addr_str(net, ipam->network);
+    if (ipam->window && (uint64_t)windows * ipam->window < count)
+        return sbx_error_set(err, SBX_ELIMIT, 0,
+                             "bridge network %s/%d is full: all %u leaf bridges of %u sandboxes "
+                             "each are (a Linux bridge takes at most %u leaves: the kernel's "
+                             "BR_MAX_PORTS); raise providers.native.leaf_size (at most %u) or "
+                             "use another bridge and subnet",
+                             net, ipam->prefix, windows, ipam->window, ipam->max_windows,
+                             SBX_IPAM_WINDOW_MAX);
     return sbx_error_set(err, SBX_ELIMIT, 0,
                          "address pool %s/%d is exhausted: all %u addresses are leased (run `sbx "
                          "net gc` to release leases of dead sandboxes, or use a larger subnet: "
@@ -211,8 +233,33 @@ lease_free_address(uint32_t *addr, const struct sbx_ipam *ipam, const char *id, 
                          net, ipam->prefix, count);
 }
 
+/* The lowest window with room, starting at the hint (a window below it is tried last: it
+ * was full, and may have room again). */
+static int
+lease_free_address(uint32_t *addr, struct sbx_ipam *ipam, const char *id, sbx_error **err)
+{
+    uint32_t count = sbx_ipam_count(ipam);
+    uint32_t size = ipam->window && ipam->window < count ? ipam->window : count;
+    uint32_t windows = (count + size - 1) / size;
+    if (ipam->max_windows && windows > ipam->max_windows)
+        windows = ipam->max_windows;
+    uint32_t hint = ipam->hint < windows ? ipam->hint : 0;
+    for (uint32_t i = 0; i < windows; i++) {
+        uint32_t w = (hint + i) % windows;
+        uint32_t lo = w * size;
+        int r = lease_in_window(addr, ipam, lo, count - lo < size ? count - lo : size, id, err);
+        if (r < 0)
+            return r;
+        if (r == 1) {
+            ipam->hint = w;
+            return 0;
+        }
+    }
+    return pool_full(ipam, windows, err);
+}
+
 int
-sbx_ipam_alloc(uint32_t *addr, const struct sbx_ipam *ipam, const char *id, sbx_error **err)
+sbx_ipam_alloc(uint32_t *addr, struct sbx_ipam *ipam, const char *id, sbx_error **err)
 {
     uint32_t a = 0;
     int r = sbx_net_check_id(id, err);

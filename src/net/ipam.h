@@ -15,12 +15,21 @@
 
 #include "common/error.h"
 
+/* The largest window (a leaf bridge's ports but its uplink: BR_MAX_PORTS - 1). */
+#define SBX_IPAM_WINDOW_MAX 1023
+
 struct sbx_ipam {
     uint32_t network; /* first address of the subnet */
     int prefix;       /* 8 .. 30 */
     uint32_t gateway; /* network + 1, never leased */
     int leases_fd;    /* O_PATH dir fds */
     int ids_fd;
+    /* Windows of `window` addresses each (a leaf bridge's; 0: one window, the whole pool),
+     * at most max_windows of them (0: no limit): a lease is taken in the lowest window with
+     * room. hint: the lowest window this process last saw with room (only a hint). */
+    uint32_t window;
+    uint32_t max_windows;
+    uint32_t hint;
 };
 
 /* Parse "a.b.c.d/n" with 8 <= n <= 30 and no host bits set. */
@@ -34,9 +43,11 @@ int sbx_net_check_id(const char *id, sbx_error **err);
 int sbx_ipam_open(struct sbx_ipam *ipam, const char *subnet, const char *dir, sbx_error **err);
 void sbx_ipam_close(struct sbx_ipam *ipam);
 
-/* Lease a free address to id. SBX_ELIMIT when the pool is full, SBX_EEXISTS when id holds a
- * lease already. */
-int sbx_ipam_alloc(uint32_t *addr, const struct sbx_ipam *ipam, const char *id, sbx_error **err);
+/* Lease a free address to id, in the lowest window with room (from a random start in it).
+ * SBX_ELIMIT when every window is full, SBX_EEXISTS when id holds a lease already. */
+int sbx_ipam_alloc(uint32_t *addr, struct sbx_ipam *ipam, const char *id, sbx_error **err);
+/* Number of addresses of the pool (all but the network, gateway and broadcast addresses). */
+uint32_t sbx_ipam_count(const struct sbx_ipam *ipam);
 /* The address leased to id: 0, or -SBX_ENOTFOUND. */
 int sbx_ipam_find(uint32_t *addr, const struct sbx_ipam *ipam, const char *id, sbx_error **err);
 /* Release the lease of addr if it belongs to id, and id's index entry. Idempotent. */

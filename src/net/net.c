@@ -130,6 +130,14 @@ init_handle(struct sbx_net *n, const struct sbx_net_config *cfg, sbx_error **err
     r = sbx_ipam_open(&n->ipam, subnet, n->dir, err);
     if (r < 0)
         return r;
+    n->leaf_size = cfg && cfg->leaf_size ? cfg->leaf_size : SBX_NET_DEFAULT_LEAF_SIZE;
+    if (n->leaf_size > SBX_NET_LEAF_MAX_SIZE)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "leaf_size %u: at most %d (a leaf bridge's "
+                             "ports but its uplink)",
+                             n->leaf_size, SBX_NET_LEAF_MAX_SIZE);
+    n->ipam.window = n->leaf_size;
+    n->ipam.max_windows = SBX_NET_MAX_LEAVES;
     char net[16];
     sbx_net_addr_str(net, n->ipam.network);
     (void)snprintf(n->subnet, sizeof(n->subnet), "%s/%d", net, n->ipam.prefix);
@@ -305,19 +313,6 @@ enable_forwarding(sbx_error **err)
     return 0;
 }
 
-/* Serialises the setup between processes; the lock goes with the fd. */
-static int
-lock_setup(int *fd, const struct sbx_net *n, sbx_error **err)
-{
-    sbx_autofree char *path = NULL;
-    if (asprintf(&path, "%s/setup.lock", n->dir) < 0)
-        return sbx_error_set(err, SBX_ENOMEM, ENOMEM, "lock path");
-    *fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (*fd < 0 || flock(*fd, LOCK_EX) < 0)
-        return sbx_error_set(err, SBX_EGENERIC, errno, "lock `%s`", path);
-    return 0;
-}
-
 /* dockerd on a host with legacy (x_tables) iptables sets *that* FORWARD policy to drop, which
  * nftables rules cannot override, and x_tables has no library API we could use. Say so. */
 static void
@@ -338,7 +333,7 @@ host_setup(struct sbx_net *n, sbx_error **err)
 {
     sbx_autoclose int lock = -1;
     struct sbx_nl nl;
-    int r = lock_setup(&lock, n, err);
+    int r = sbx_net_lock(&lock, n, LOCK_EX, err);
     if (r < 0)
         return r;
     r = sbx_nl_open(&nl, -1);
@@ -422,6 +417,7 @@ sbx_net_teardown(struct sbx_net *n, sbx_error **err)
     char peer[16];
     sbx_net_keepalive_names(port, peer, n->bridge);
     (void)sbx_nl_link_del(&nl, port);
+    (void)sbx_net_remove_leaves(n, &nl, true, NULL);
     r = sbx_nl_link_del(&nl, n->bridge);
     sbx_nl_close(&nl);
     if (r < 0 && r != -ENODEV)
@@ -508,7 +504,9 @@ sbx_net_group_id(struct sbx_net *n, const char *name, uint32_t *group, sbx_error
         *group = (uint32_t)strtoul(text, NULL, 10);
         return *group > 0 ? 0 : sbx_error_set(err, SBX_EIO, 0, "`%s` is corrupt", path);
     }
-    for (uint32_t g = 1; g < 1000000; g++) {
+    /* Below 2^19: a group number travels in the low bits of a packet mark across leaf
+     * bridges (nft.c). */
+    for (uint32_t g = 1; g < SBX_NET_MAX_GROUP; g++) {
         sbx_autofree char *slot = NULL;
         if (asprintf(&slot, "%s/.n%u", dir, g) < 0)
             return sbx_error_set(err, SBX_ENOMEM, ENOMEM, "group path");

@@ -29,6 +29,13 @@
  * keep-alive port (docs/network.md), so about 1020 sandboxes fit on one bridge. */
 #define SBX_NET_BRIDGE_MAX_PORTS     1024
 #define SBX_NET_BRIDGE_MAX_SANDBOXES 1022
+/* Sandboxes go onto leaf bridges `<bridge>.1`, `<bridge>.2`, ... joined to the bridge by an
+ * uplink veth pair each (docs/network.md "More than 1022 bridged sandboxes"): a leaf holds at
+ * most SBX_NET_LEAF_MAX_SIZE sandboxes (its ports but the uplink), the bridge at most
+ * SBX_NET_MAX_LEAVES leaves (its ports but the keep-alive port). */
+#define SBX_NET_DEFAULT_LEAF_SIZE 1000
+#define SBX_NET_LEAF_MAX_SIZE     (SBX_NET_BRIDGE_MAX_PORTS - 1)
+#define SBX_NET_MAX_LEAVES        (SBX_NET_BRIDGE_MAX_PORTS - 1)
 
 struct sbx_net_config {
     const char *bridge; /* default SBX_NET_DEFAULT_BRIDGE (at most 15 bytes) */
@@ -38,6 +45,10 @@ struct sbx_net_config {
     /* The sandboxes' resolvers (IPv4, space-separated), the only host or private addresses
      * they reach by default (port 53). NULL: the nameservers of sbx_net_resolv_conf(). */
     const char *dns;
+    /* Sandboxes per leaf bridge, 1 .. SBX_NET_LEAF_MAX_SIZE; 0: SBX_NET_DEFAULT_LEAF_SIZE.
+     * Address a goes onto leaf 1 + (a - first address) / leaf_size. Every process sharing a
+     * bridge should use one value (a different one only packs leaves differently). */
+    unsigned leaf_size;
 };
 
 struct sbx_net_lease {
@@ -122,6 +133,15 @@ int sbx_net_loopback_up(int netns_fd, sbx_error **err);
  * number of leases released. */
 int sbx_net_gc(struct sbx_net *n, int (*alive)(const char *sandbox_id, void *payload),
                void *payload, sbx_error **err);
+
+/* Remove leaf bridges that hold no sandbox any more and their uplinks, and uplink veths or
+ * leaves left half-made by a crash (under the setup lock, so no attach is between its lease
+ * and its veth meanwhile). Returns the number of leaves removed. */
+int sbx_net_gc_leaves(struct sbx_net *n, sbx_error **err);
+
+/* The leaf bridge of a sandbox's host veth (for `sbx net ls` and tests): its name into
+ * leaf[16]. SBX_ENOTFOUND: the address is not leased. */
+int sbx_net_leaf_of(const struct sbx_net *n, const char *addr, char leaf[16], sbx_error **err);
 
 /* gc without a list of live sandboxes (for `sbx net gc`): a lease is dead when its host veth
  * is gone (the kernel deletes the pair with the sandbox's netns) and it is older than

@@ -18,8 +18,12 @@
 #include <string.h>
 
 #include "common/cleanup.h"
+#include "net/net_internal.h"
 
 #define MAX_HANDLES 16
+/* Our accept rules in `ip filter FORWARD` per comment: in and out of the bridge, and of its
+ * leaves. */
+#define FILTER_RULES 2
 
 struct sbx_nft {
     pthread_mutex_t lock; /* an nft_ctx is not thread-safe */
@@ -117,13 +121,23 @@ count_rules(struct sbx_nft *nft, const char *what, const char *comment, long lon
 }
 
 /* The structure's version: a table written by an older sbx (v1: NAT and the inbound forward
- * rules only; v2: no egress policy sets and chains) lacks rules of this one, so its check fails
- * and setup rewrites it. */
-#define RULES_VERSION "v3"
+ * rules only; v2: no egress policy sets and chains; v3: no credential proxy redirect; v4: one
+ * of the credential proxy or the leaf-bridge rules of two sbx versions of 2026-11-27, not both)
+ * lacks rules of this one, so its check fails and setup rewrites it. */
+#define RULES_VERSION "v5"
 /* Marks the switched packets of a sandbox group (bridge_table says why). */
 #define GROUP_MARK "0x53425801"
-/* The comment on the last rule of the host-wide bridge table. */
-#define BRIDGE_MARKER "sbx:bridges:" RULES_VERSION
+/* Marks of frames that left a sandbox's leaf bridge through its uplink (bridge_table):
+ * LEAF_MARK | the sender's group (below SBX_NET_MAX_GROUP, 19 bits), plus LEAF_PASS once the
+ * bridge between the leaves has seen a non-zero group. */
+#define LEAF_MARK      0x5b100000U
+#define LEAF_MARK_MASK "0xfff00000"
+#define LEAF_PASS      0x00080000U
+#define LEAF_GROUPS    "0x7ffff"
+/* The comments on the last rules of the host-wide bridge table's chains: `forward` (as sbx
+ * wrote it since the ip table's v3) and the leaf bridges' chains (bridge_table says why two). */
+#define BRIDGE_MARKER "sbx:bridges:v3"
+#define LEAVES_MARKER "sbx:leaves:v1"
 
 static void
 comments(char table_c[160], char fwd_c[32], const char *bridge, const char *subnet, const char *dns)
@@ -133,13 +147,23 @@ comments(char table_c[160], char fwd_c[32], const char *bridge, const char *subn
     (void)snprintf(fwd_c, 32, "sbx:%s", bridge);
 }
 
+/* The comment of the leaf chains' last rules and of the leaves' rules in `ip filter FORWARD`
+ * (apart from the bridge's: an older sbx deletes and rewrites those). */
+static void
+leaves_comment(char out[48], const char *bridge)
+{
+    (void)snprintf(out, 48, "sbx:%s:leaves:v1", bridge);
+}
+
 int
 sbx_nft_check(struct sbx_nft *nft, const char *bridge, const char *subnet, const char *dns)
 {
     char what[64];
     char table_c[160];
     char fwd_c[32];
+    char leaves_c[48];
     comments(table_c, fwd_c, bridge, subnet, dns);
+    leaves_comment(leaves_c, bridge);
     (void)pthread_mutex_lock(&nft->lock);
     /* The marker rule closes each table's rules: present means the whole transaction that
      * wrote it was applied (nftables transactions are atomic). */
@@ -147,13 +171,16 @@ sbx_nft_check(struct sbx_nft *nft, const char *bridge, const char *subnet, const
     int ok = 1;
     for (size_t i = 0; ok && i < sizeof families / sizeof families[0]; i++) {
         (void)snprintf(what, sizeof(what), "table %s sbx_%s", families[i], bridge);
-        ok = count_rules(nft, what, table_c, NULL) == 1;
+        ok = count_rules(nft, what, table_c, NULL) == 1 &&
+             count_rules(nft, what, leaves_c, NULL) == 1;
     }
     if (ok)
-        ok = count_rules(nft, "table bridge sbx", BRIDGE_MARKER, NULL) == 1;
+        ok = count_rules(nft, "table bridge sbx", BRIDGE_MARKER, NULL) == 1 &&
+             count_rules(nft, "table bridge sbx", LEAVES_MARKER, NULL) == 1;
     if (ok) {
         int n = count_rules(nft, "chain ip filter FORWARD", fwd_c, NULL);
-        ok = n < 0 || n == 2;
+        ok = n < 0 || (n == FILTER_RULES &&
+                       count_rules(nft, "chain ip filter FORWARD", leaves_c, NULL) == FILTER_RULES);
     }
     (void)pthread_mutex_unlock(&nft->lock);
     return ok;
@@ -240,13 +267,100 @@ egress_part(FILE *f, const char *b)
             b);
 }
 
+/* The credential proxy (docs/network.md "Credential proxy"): TCP to ports 80 and 443 of sandboxes
+ * in credproxy4 (those with a Credential Vault) is DNAT'ed to the server's listener on the gateway
+ * (gw:80), but only what the forward chain would have let through: a DNAT'ed packet goes to `input`
+ * and never meets the egress chains or the base isolation, so credproxy_check repeats them (each
+ * `return` leaves the packet untouched, and the forward chain then refuses it as before): the
+ * host's own addresses (the input chain's, refused), other sandboxes, an address a deny-default
+ * sandbox's resolver did not answer, a blocked address of an allow-default one, the blocked ranges
+ * unless the operator allows them. The input chain accepts the DNAT'ed connections (ct status dnat)
+ * to gw:80 from credproxy4 only; a sandbox connecting to gw:80 itself is refused as before. */
+static void
+credproxy_part(FILE *f, const char *b, const char *subnet, const char *gw)
+{
+    fprintf(f,
+            "add set ip sbx_%1$s credproxy4 { type ipv4_addr; }\n"
+            "add chain ip sbx_%1$s credproxy_check\n"
+            "flush chain ip sbx_%1$s credproxy_check\n"
+            "add rule ip sbx_%1$s credproxy_check fib daddr type local return\n"
+            "add rule ip sbx_%1$s credproxy_check ip daddr %2$s return\n"
+            "add rule ip sbx_%1$s credproxy_check ip saddr @egress_deny_mode4 "
+            "ip saddr . ip daddr != @egress_ok4 return\n"
+            "add rule ip sbx_%1$s credproxy_check ip saddr . ip daddr @egress_block4 return\n"
+            "add rule ip sbx_%1$s credproxy_check ip daddr @blocked4 ip daddr != @allow4 "
+            "return\n"
+            "add rule ip sbx_%1$s credproxy_check dnat ip to %3$s\n"
+            "add chain ip sbx_%1$s prerouting { type nat hook prerouting priority dstnat; "
+            "policy accept; }\n"
+            "flush chain ip sbx_%1$s prerouting\n"
+            "add rule ip sbx_%1$s prerouting iifname \"%1$s\" ip saddr @credproxy4 "
+            "tcp dport { 80, 443 } jump credproxy_check\n",
+            b, subnet, gw);
+}
+
+/* Leaf bridges (leaf.c) are L2 only: nothing enters the host's IP stack through one (the
+ * host answers no ARP there either, but a frame sent to a leaf's MAC would be routed with the
+ * leaf as its in-device, which no rule on the bridge's name sees): dropped. With br_netfilter
+ * the frames a leaf switches pass the ip family's hooks with the leaf as in and out device:
+ * the bridge table decided about those, and they pass (no rule on the bridge's name matches
+ * them). They are untracked: conntrack would otherwise make the connection there (leaf in,
+ * leaf out, its NAT decided as none, or a masquerade to the leaf, which has no address) and
+ * find it again when the packet enters the host through the bridge, where the masquerade rule
+ * would never be asked (a NAT binding is made once per connection). Untracked packets are not
+ * NATed at all. Routed traffic never has a leaf as its out-device (no route points there).
+ * Chains of their own, so that an older sbx on the host rewriting the table's other chains
+ * (its check looks for its own version there) leaves them in place. */
+static void
+ip_leaf_chains(FILE *f, const char *b, const char *marker)
+{
+    char lp[16];
+    sbx_net_leaf_prefix(lp, b);
+    fprintf(f,
+            "add chain ip sbx_%1$s leaves_raw { type filter hook prerouting priority raw; "
+            "policy accept; }\n"
+            "flush chain ip sbx_%1$s leaves_raw\n"
+            "add rule ip sbx_%1$s leaves_raw iifname \"%2$s*\" notrack\n"
+            "add chain ip sbx_%1$s leaves_fwd { type filter hook forward priority filter; "
+            "policy accept; }\n"
+            "flush chain ip sbx_%1$s leaves_fwd\n"
+            "add rule ip sbx_%1$s leaves_fwd iifname \"%2$s*\" oifname != \"%2$s*\" drop\n"
+            "add rule ip sbx_%1$s leaves_fwd oifname \"%2$s*\" iifname != \"%2$s*\" drop\n"
+            "add chain ip sbx_%1$s leaves_in { type filter hook input priority filter; "
+            "policy accept; }\n"
+            "flush chain ip sbx_%1$s leaves_in\n"
+            "add rule ip sbx_%1$s leaves_in iifname \"%2$s*\" drop comment \"%3$s\"\n",
+            b, lp, marker);
+}
+
+/* The same for IPv6 (sandboxes have none; a leaf has IPv6 off): nothing through a leaf. */
+static void
+ip6_leaf_chains(FILE *f, const char *b, const char *marker)
+{
+    char lp[16];
+    sbx_net_leaf_prefix(lp, b);
+    fprintf(f,
+            "add chain ip6 sbx_%1$s leaves_fwd { type filter hook forward priority filter; "
+            "policy accept; }\n"
+            "flush chain ip6 sbx_%1$s leaves_fwd\n"
+            "add rule ip6 sbx_%1$s leaves_fwd iifname \"%2$s*\" drop\n"
+            "add rule ip6 sbx_%1$s leaves_fwd oifname \"%2$s*\" drop\n"
+            "add chain ip6 sbx_%1$s leaves_in { type filter hook input priority filter; "
+            "policy accept; }\n"
+            "flush chain ip6 sbx_%1$s leaves_in\n"
+            "add rule ip6 sbx_%1$s leaves_in iifname \"%2$s*\" drop comment \"%3$s\"\n",
+            b, lp, marker);
+}
+
 static void
 ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const char *dns)
 {
     char elems[512];
     char gw[INET_ADDRSTRLEN];
+    char lp[16];
     element_list(elems, sizeof elems, dns);
     gateway_of(gw, subnet);
+    sbx_net_leaf_prefix(lp, b);
     fprintf(f,
             "add table ip sbx_%1$s\n"
             "add set ip sbx_%1$s dns4 { type ipv4_addr; }\n"
@@ -260,14 +374,18 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
         fprintf(f, "add element ip sbx_%s dns4 { %s }\n", b, elems);
     /* The chains jumped to must exist before the forward chain's rules name them. */
     egress_part(f, b);
+    credproxy_part(f, b, subnet, gw);
     fprintf(f,
             "add chain ip sbx_%1$s postrouting { type nat hook postrouting priority srcnat; "
             "policy accept; }\n"
             "flush chain ip sbx_%1$s postrouting\n"
-            "add rule ip sbx_%1$s postrouting ip saddr %2$s oifname != \"%1$s\" masquerade\n"
+            "add rule ip sbx_%1$s postrouting ip saddr %2$s oifname != \"%1$s\" "
+            "oifname != \"%3$s*\" masquerade\n"
             "add chain ip sbx_%1$s forward { type filter hook forward priority filter; "
             "policy accept; }\n"
-            "flush chain ip sbx_%1$s forward\n"
+            "flush chain ip sbx_%1$s forward\n",
+            b, subnet, lp);
+    fprintf(f,
             "add rule ip sbx_%1$s forward oifname \"%1$s\" iifname != \"%1$s\" "
             "ct state established,related accept\n"
             "add rule ip sbx_%1$s forward oifname \"%1$s\" iifname != \"%1$s\" "
@@ -277,6 +395,8 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
             "accept\n"
             "add rule ip sbx_%1$s forward iifname \"%1$s\" oifname \"%1$s\" "
             "meta mark " GROUP_MARK " accept\n"
+            "add rule ip sbx_%1$s forward iifname \"%1$s\" oifname \"%1$s\" "
+            "meta mark & 0xfff80000 == %4$#x accept\n"
             "add rule ip sbx_%1$s forward iifname \"%1$s\" oifname \"%1$s\" drop\n"
             "add rule ip sbx_%1$s forward iifname \"%1$s\" ip saddr @egress_deny_mode4 "
             "jump egress_deny\n"
@@ -294,17 +414,19 @@ ip_table(FILE *f, const char *b, const char *subnet, const char *marker, const c
             "flush chain ip sbx_%1$s input\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ct state established,related accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ip saddr @egress_deny_mode4 "
-            "ip daddr %4$s meta l4proto { tcp, udp } th dport 53 accept\n"
+            "ip daddr %3$s meta l4proto { tcp, udp } th dport 53 accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ip saddr @egress_allow_mode4 "
-            "ip daddr %4$s meta l4proto { tcp, udp } th dport 53 accept\n"
+            "ip daddr %3$s meta l4proto { tcp, udp } th dport 53 accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ip daddr @dns4 "
             "meta l4proto { tcp, udp } th dport 53 accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" ip daddr @allow4 accept\n"
+            "add rule ip sbx_%1$s input iifname \"%1$s\" ip saddr @credproxy4 ip daddr %3$s "
+            "tcp dport { 80, 443 } ct status dnat accept\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" meta l4proto tcp "
             "reject with tcp reset\n"
             "add rule ip sbx_%1$s input iifname \"%1$s\" reject with icmp type "
-            "admin-prohibited comment \"%3$s\"\n",
-            b, subnet, marker, gw);
+            "admin-prohibited comment \"%2$s\"\n",
+            b, marker, gw, LEAF_MARK | LEAF_PASS);
 }
 
 /* IPv6: sandboxes have none (their eth0's link-local address is all they get), so nothing of
@@ -342,6 +464,54 @@ ip6_table(FILE *f, const char *b, const char *marker)
  * drops sandbox-to-sandbox traffic (the routed kind): the group's packets carry GROUP_MARK
  * from here so that they pass there. A sandbox cannot forge the mark: the kernel clears an
  * skb's mark when it leaves a network namespace. */
+/* Across leaf bridges (leaf.c) both ports a frame crosses on the bridge between them are
+ * uplinks (`usbx*`), and the receiving leaf sees it come from its uplink, so the frame carries
+ * its sender along in its mark: on the sender's leaf, a frame from a sandbox's port to the
+ * uplink gets LEAF_MARK | the port's group (`groupmark`; 0 when not in a group); on the
+ * receiving leaf, a frame from the uplink to a sandbox's port with such a mark passes only when
+ * that group is the port's and is a group (`markgroups` holds exactly those pairs), and is
+ * dropped otherwise; an unmarked frame from the uplink comes from the gateway (or routed from
+ * outside) and passes, as on one bridge. The mark survives the veth hop between two bridges
+ * of one netns, and a sandbox cannot forge it: the kernel clears a packet's mark when it
+ * leaves a network namespace, and the group comes from the port (IFLA_GROUP, the server's).
+ * On the bridge between the leaves a marked frame of a group gets LEAF_PASS, which the ip
+ * table accepts where br_netfilter shows it the switched frame (bridge in and out device) and
+ * drops sandbox-to-sandbox traffic otherwise. A frame delivered to the host itself (bridge
+ * input: the gateway) loses the mark, so routed traffic is judged by the ip table alone, as
+ * before, and no host rule or route sees our bits. */
+static void
+bridge_leaf_rules(FILE *f)
+{
+    fprintf(f,
+            "add map bridge sbx groupmark { type devgroup : mark; }\n"
+            "add set bridge sbx markgroups { type mark . devgroup; }\n"
+            "add chain bridge sbx leaves { type filter hook forward priority filter; "
+            "policy accept; }\n"
+            "flush chain bridge sbx leaves\n"
+            "add rule bridge sbx leaves iifname \"vsbx*\" oifname \"" SBX_NET_UPLINK_PREFIX
+            "*\" meta mark set meta iifgroup map @groupmark accept\n"
+            "add rule bridge sbx leaves iifname \"vsbx*\" oifname \"" SBX_NET_UPLINK_PREFIX
+            "*\" meta mark set %1$#x accept\n"
+            "add rule bridge sbx leaves iifname \"" SBX_NET_UPLINK_PREFIX
+            "*\" oifname \"" SBX_NET_UPLINK_PREFIX "*\" meta mark & " LEAF_MARK_MASK
+            " == %1$#x meta mark & " LEAF_GROUPS " != 0 meta mark set meta mark | %2$#x accept\n"
+            "add rule bridge sbx leaves iifname \"" SBX_NET_UPLINK_PREFIX
+            "*\" oifname \"vsbx*\" meta mark . meta oifgroup @markgroups accept\n"
+            "add rule bridge sbx leaves iifname \"" SBX_NET_UPLINK_PREFIX
+            "*\" oifname \"vsbx*\" meta mark & " LEAF_MARK_MASK " == %1$#x drop\n"
+            "add chain bridge sbx leaves_in { type filter hook input priority filter; "
+            "policy accept; }\n"
+            "flush chain bridge sbx leaves_in\n"
+            "add rule bridge sbx leaves_in meta mark & " LEAF_MARK_MASK " == %1$#x "
+            "meta mark set 0 comment \"" LEAVES_MARKER "\"\n",
+            LEAF_MARK, LEAF_PASS);
+}
+
+/* The chain `forward` is exactly what sbx wrote before leaf bridges, and the leaves' rules
+ * are chains of their own (their rules match frames to or from uplinks only, which `forward`
+ * never matches): an older sbx on the same host that rewrites `forward` (its check looks for
+ * its own marker there) leaves them alone, so two versions never rewrite each other's rules
+ * in turn. */
 static void
 bridge_table(FILE *f)
 {
@@ -354,6 +524,7 @@ bridge_table(FILE *f)
                "meta iifgroup . meta oifgroup @groups meta mark set " GROUP_MARK " accept\n"
                "add rule bridge sbx forward iifname \"vsbx*\" oifname \"vsbx*\" drop "
                "comment \"" BRIDGE_MARKER "\"\n");
+    bridge_leaf_rules(f);
 }
 
 static int
@@ -369,24 +540,35 @@ setup_table(struct sbx_nft *nft, const char *bridge, const char *subnet, const c
     if (!f)
         return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
     /* One command buffer is one transaction: all of it or nothing. */
+    char leaves_c[48];
+    leaves_comment(leaves_c, bridge);
     ip_table(f, bridge, subnet, table_c, dns);
+    ip_leaf_chains(f, bridge, leaves_c);
     ip6_table(f, bridge, table_c);
+    ip6_leaf_chains(f, bridge, leaves_c);
     bridge_table(f);
     if (fclose(f) != 0)
         return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
     return run(nft, cmd, NULL, err);
 }
 
-/* Delete our rules from `ip filter FORWARD` and, if insert, put both back at its top. */
+/* Delete our rules from `ip filter FORWARD` and, if insert, put them back at its top: two for
+ * the bridge and two for its leaves (`-i sbx0.+`: what a leaf switches passes this hook with
+ * br_netfilter), the leaves' with a comment of their own, which an older sbx does not delete. */
 static int
 fix_filter_forward(struct sbx_nft *nft, const char *bridge, int insert, sbx_error **err)
 {
     char fwd_c[32];
     char table_c[160];
-    long long handles[MAX_HANDLES];
+    char leaves_c[48];
+    char lp[16];
+    long long handles[2][MAX_HANDLES];
     comments(table_c, fwd_c, bridge, "", NULL);
-    int n = count_rules(nft, "chain ip filter FORWARD", fwd_c, handles);
-    if (n < 0 || (insert && n == 2))
+    leaves_comment(leaves_c, bridge);
+    sbx_net_leaf_prefix(lp, bridge);
+    int n = count_rules(nft, "chain ip filter FORWARD", fwd_c, handles[0]);
+    int nl = n < 0 ? 0 : count_rules(nft, "chain ip filter FORWARD", leaves_c, handles[1]);
+    if (n < 0 || (insert && n == FILTER_RULES && nl == FILTER_RULES))
         return 0; /* no such chain (no iptables user), or already right */
     sbx_autofree char *cmd = NULL;
     size_t len = 0;
@@ -394,13 +576,17 @@ fix_filter_forward(struct sbx_nft *nft, const char *bridge, int insert, sbx_erro
     if (!f)
         return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
     for (int i = 0; i < n; i++)
-        fprintf(f, "delete rule ip filter FORWARD handle %lld\n", handles[i]);
+        fprintf(f, "delete rule ip filter FORWARD handle %lld\n", handles[0][i]);
+    for (int i = 0; i < nl; i++)
+        fprintf(f, "delete rule ip filter FORWARD handle %lld\n", handles[1][i]);
     /* `counter` and a comment make these rules iptables-nft's own `-i B -j ACCEPT` form. */
     if (insert)
         fprintf(f,
+                "insert rule ip filter FORWARD oifname \"%3$s*\" counter accept comment \"%4$s\"\n"
+                "insert rule ip filter FORWARD iifname \"%3$s*\" counter accept comment \"%4$s\"\n"
                 "insert rule ip filter FORWARD oifname \"%1$s\" counter accept comment \"%2$s\"\n"
                 "insert rule ip filter FORWARD iifname \"%1$s\" counter accept comment \"%2$s\"\n",
-                bridge, fwd_c);
+                bridge, fwd_c, lp, leaves_c);
     if (fclose(f) != 0)
         return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
     return len ? run(nft, cmd, NULL, err) : 0;
@@ -459,9 +645,17 @@ sbx_nft_allow(struct sbx_nft *nft, const char *bridge, const char *const *cidrs,
 int
 sbx_nft_group(struct sbx_nft *nft, const char *bridge, uint32_t group, sbx_error **err)
 {
-    char cmd[160];
+    char cmd[512];
     (void)bridge;
-    (void)snprintf(cmd, sizeof(cmd), "add element bridge sbx groups { %u . %u }\n", group, group);
+    if (group == 0 || group >= SBX_NET_MAX_GROUP)
+        return sbx_error_set(err, SBX_EINVAL, 0, "network group %u: want 1..%u", group,
+                             SBX_NET_MAX_GROUP - 1);
+    /* The pair first, the leaves' marks after: one transaction anyway. */
+    (void)snprintf(cmd, sizeof(cmd),
+                   "add element bridge sbx groups { %1$u . %1$u }\n"
+                   "add element bridge sbx groupmark { %1$u : %2$#x }\n"
+                   "add element bridge sbx markgroups { %2$#x . %1$u, %3$#x . %1$u }\n",
+                   group, LEAF_MARK | group, LEAF_MARK | LEAF_PASS | group);
     (void)pthread_mutex_lock(&nft->lock);
     int r = run(nft, cmd, NULL, err);
     (void)pthread_mutex_unlock(&nft->lock);
@@ -580,13 +774,11 @@ sbx_nft_egress_forget(struct sbx_nft *nft, const char *bridge, const char *addr,
     return r;
 }
 
-int
-sbx_nft_egress_add(struct sbx_nft *nft, const char *bridge, const struct sbx_nft_egress_elems *e,
-                   sbx_error **err)
+/* Add (prefix daddrs[i]) to set (the set named with its family and table) with the timeout. */
+static int
+add_elems(struct sbx_nft *nft, const char *set, const char *prefix,
+          const struct sbx_nft_egress_elems *e, sbx_error **err)
 {
-    const char *set = e->block ? "egress_block4" : "egress_ok4";
-    if (!is_ipv4(e->saddr))
-        return sbx_error_set(err, SBX_EINVAL, 0, "egress: `%s` is not an IPv4 address", e->saddr);
     sbx_autofree char *cmd = NULL;
     size_t len = 0;
     FILE *f = open_memstream(&cmd, &len);
@@ -599,10 +791,10 @@ sbx_nft_egress_add(struct sbx_nft *nft, const char *bridge, const struct sbx_nft
          * (libnftables 1.0.6 has no `destroy`, and an `add` of an existing element keeps its
          * old timeout) or not. */
         fprintf(f,
-                "add element ip sbx_%1$s %2$s { %3$s . %4$s timeout %5$us }\n"
-                "delete element ip sbx_%1$s %2$s { %3$s . %4$s }\n"
-                "add element ip sbx_%1$s %2$s { %3$s . %4$s timeout %5$us }\n",
-                bridge, set, e->saddr, e->daddrs[i], e->timeout_s);
+                "add element %1$s { %2$s%3$s timeout %4$us }\n"
+                "delete element %1$s { %2$s%3$s }\n"
+                "add element %1$s { %2$s%3$s timeout %4$us }\n",
+                set, prefix, e->daddrs[i], e->timeout_s);
     }
     if (fclose(f) != 0)
         return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
@@ -610,11 +802,107 @@ sbx_nft_egress_add(struct sbx_nft *nft, const char *bridge, const struct sbx_nft
 }
 
 int
+sbx_nft_egress_add(struct sbx_nft *nft, const char *bridge, const struct sbx_nft_egress_elems *e,
+                   sbx_error **err)
+{
+    if (!is_ipv4(e->saddr))
+        return sbx_error_set(err, SBX_EINVAL, 0, "egress: `%s` is not an IPv4 address", e->saddr);
+    char set[64];
+    char prefix[32];
+    (void)snprintf(set, sizeof set, "ip sbx_%s %s", bridge,
+                   e->block ? "egress_block4" : "egress_ok4");
+    (void)snprintf(prefix, sizeof prefix, "%s . ", e->saddr);
+    return add_elems(nft, set, prefix, e, err);
+}
+
+int
 sbx_nft_egress_flush(struct sbx_nft *nft, const char *bridge, sbx_error **err)
 {
     char cmd[256];
     (void)snprintf(cmd, sizeof cmd,
-                   "flush set ip sbx_%1$s egress_ok4\nflush set ip sbx_%1$s egress_block4\n",
+                   "flush set ip sbx_%1$s egress_ok4\nflush set ip sbx_%1$s egress_block4\n"
+                   "flush set ip sbx_%1$s credproxy4\n",
                    bridge);
     return run_locked(nft, cmd, err);
+}
+
+int
+sbx_nft_credproxy(struct sbx_nft *nft, const char *bridge, const char *addr, bool on,
+                  sbx_error **err)
+{
+    if (!is_ipv4(addr))
+        return sbx_error_set(err, SBX_EINVAL, 0, "credential proxy: `%s` is not an IPv4 address",
+                             addr);
+    char cmd[256];
+    /* add + delete: (as in sbx_nft_egress_mode) an absent element cannot be deleted */
+    int n = snprintf(cmd, sizeof cmd,
+                     "add element ip sbx_%1$s credproxy4 { %2$s }\n"
+                     "delete element ip sbx_%1$s credproxy4 { %2$s }\n",
+                     bridge, addr);
+    if (on)
+        (void)snprintf(cmd + n, sizeof cmd - (size_t)n, "add element ip sbx_%s credproxy4 { %s }\n",
+                       bridge, addr);
+    return run_locked(nft, cmd, err);
+}
+
+/* ---- egress inside a sandbox's own network namespace (the docker provider) ----
+ *
+ * The table `inet sbx_egress` of the namespace the context was made in. Its output chain sees
+ * every packet the namespace's processes send, raw sockets included (AF_PACKET would not pass
+ * it, and needs CAP_NET_RAW, which these sandboxes do not have), at priority -150: after
+ * conntrack (-200, so `ct state` is known) and before any destination NAT (-100) an engine
+ * may have put there, so the ports seen are the ones the process asked for. Loopback is the
+ * sandbox's own business (sbx's resolver listens there); everything else: no IPv6, DNS (53)
+ * and DNS over TLS (853) refused, then the policy. Accepts end the chain only for this table:
+ * the bridge's base isolation still applies to what leaves. */
+
+#define NS_TABLE "inet sbx_egress"
+
+static void
+ns_mode_rules(FILE *f, enum sbx_nft_egress_mode mode)
+{
+    fprintf(f,
+            "add table " NS_TABLE "\n"
+            "add set " NS_TABLE " ok4 { type ipv4_addr; flags timeout; }\n"
+            "add set " NS_TABLE " block4 { type ipv4_addr; flags timeout; }\n"
+            "add chain " NS_TABLE " refuse\n"
+            "flush chain " NS_TABLE " refuse\n"
+            "add rule " NS_TABLE " refuse meta l4proto tcp reject with tcp reset\n"
+            "add rule " NS_TABLE " refuse reject with icmpx type admin-prohibited\n"
+            "add chain " NS_TABLE " out { type filter hook output priority -150; policy accept; }\n"
+            "flush chain " NS_TABLE " out\n"
+            "add rule " NS_TABLE " out oifname \"lo\" accept\n"
+            "add rule " NS_TABLE " out meta nfproto ipv6 goto refuse\n"
+            "add rule " NS_TABLE " out meta l4proto { tcp, udp } th dport { 53, 853 } goto refuse\n"
+            "add rule " NS_TABLE " out ct state established,related accept\n");
+    if (mode == SBX_NFT_EGRESS_DENY)
+        fprintf(f, "add rule " NS_TABLE " out ip daddr @ok4 accept\n"
+                   "add rule " NS_TABLE " out goto refuse\n");
+    else
+        fprintf(f, "add rule " NS_TABLE " out ip daddr @block4 goto refuse\n");
+    /* what the former policy let the sandbox learn (or a former server) goes with it */
+    fprintf(f, "flush set " NS_TABLE " ok4\nflush set " NS_TABLE " block4\n");
+}
+
+int
+sbx_nft_ns_egress(struct sbx_nft *nft, enum sbx_nft_egress_mode mode, sbx_error **err)
+{
+    sbx_autofree char *cmd = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&cmd, &len);
+    if (!f)
+        return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
+    if (mode == SBX_NFT_EGRESS_NONE) /* add first: a delete of a missing table fails */
+        fprintf(f, "add table " NS_TABLE "\ndelete table " NS_TABLE "\n");
+    else
+        ns_mode_rules(f, mode);
+    if (fclose(f) != 0)
+        return sbx_error_set(err, SBX_ENOMEM, errno, "nftables command");
+    return run_locked(nft, cmd, err);
+}
+
+int
+sbx_nft_ns_egress_add(struct sbx_nft *nft, const struct sbx_nft_egress_elems *e, sbx_error **err)
+{
+    return add_elems(nft, e->block ? NS_TABLE " block4" : NS_TABLE " ok4", "", e, err);
 }

@@ -65,5 +65,19 @@ int sbx_nft_egress_add(struct sbx_nft *nft, const char *bridge,
                        const struct sbx_nft_egress_elems *e, sbx_error **err);
 /* Empty egress_ok4 and egress_block4 (a server start: sandboxes resolve again). */
 int sbx_nft_egress_flush(struct sbx_nft *nft, const char *bridge, sbx_error **err);
+/* Put addr into credproxy4 (on) or take it out: its TCP to ports 80 and 443 goes to the credential
+ * proxy on the gateway, as far as the forward chain would let it through. */
+int sbx_nft_credproxy(struct sbx_nft *nft, const char *bridge, const char *addr, bool on,
+                      sbx_error **err);
+
+/* Egress policy inside a sandbox's own network namespace (the docker provider): the table
+ * `inet sbx_egress` of the namespace nft's context was made in (make the context there, on a
+ * thread inside it: sbx_netns_run). Mode deny: only addresses in its set ok4; allow: all but
+ * those in block4; both: no IPv6, no DNS (53) or DNS over TLS (853) but on loopback, where
+ * sbx's resolver listens. One transaction, which also empties both sets. NONE: no table. */
+int sbx_nft_ns_egress(struct sbx_nft *nft, enum sbx_nft_egress_mode mode, sbx_error **err);
+/* Add daddrs (e->saddr unused) to ok4, or block4 with e->block, with the timeout. */
+int sbx_nft_ns_egress_add(struct sbx_nft *nft, const struct sbx_nft_egress_elems *e,
+                          sbx_error **err);
 
 #endif

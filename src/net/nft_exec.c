@@ -186,3 +186,19 @@ sbx_nft_egress_flush(struct sbx_nft *nft, const char *bridge, sbx_error **err)
     (void)bridge;
     return sbx_error_set(err, SBX_EUNAVAIL, 0, "egress policies need sbx-full");
 }
+
+int
+sbx_nft_ns_egress(struct sbx_nft *nft, enum sbx_nft_egress_mode mode, sbx_error **err)
+{
+    (void)nft;
+    (void)mode;
+    return sbx_error_set(err, SBX_EUNAVAIL, 0, "egress policies need sbx-full");
+}
+
+int
+sbx_nft_ns_egress_add(struct sbx_nft *nft, const struct sbx_nft_egress_elems *e, sbx_error **err)
+{
+    (void)nft;
+    (void)e;
+    return sbx_error_set(err, SBX_EUNAVAIL, 0, "egress policies need sbx-full");
+}

@@ -452,6 +452,16 @@ sbx_nl_link_set_group(struct sbx_nl *nl, const char *name, uint32_t group)
 }
 
 int
+sbx_nl_link_set_master(struct sbx_nl *nl, const char *name, int master)
+{
+    char buf[256];
+    struct nlmsghdr *nlh = put_link_msg(buf, RTM_NEWLINK, 0, 1);
+    sbx_nlattr_put_strz(nlh, IFLA_IFNAME, name);
+    sbx_nlattr_put_u32(nlh, IFLA_MASTER, (uint32_t)master);
+    return sbx_nl_talk(nl, nlh, NULL, NULL);
+}
+
+int
 sbx_nl_link_del(struct sbx_nl *nl, const char *name)
 {
     char buf[256];

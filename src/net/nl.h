@@ -49,6 +49,8 @@ int sbx_nl_link_get(struct sbx_nl *nl, const char *name, int *index, int *up, ch
 int sbx_nl_link_up(struct sbx_nl *nl, const char *name);
 /* Set the device group of name (nftables matches it as iifgroup/oifgroup). */
 int sbx_nl_link_set_group(struct sbx_nl *nl, const char *name, uint32_t group);
+/* Make name a port of the bridge `master` (ifindex) and bring it up. */
+int sbx_nl_link_set_master(struct sbx_nl *nl, const char *name, int master);
 /* ifindex and MTU of name. */
 int sbx_nl_link_mtu(struct sbx_nl *nl, const char *name, int *index, int *mtu);
 /* MTU of the device of the main table's IPv4 default route; -ENOENT when there is none. */

@@ -18,6 +18,12 @@
  *   address the daemon is elsewhere (or the server cannot enter namespaces): connect to the
  *           container's IP on its network; execd then listens on all the container's interfaces
  *           (its access token still guards it).
+ *
+ * networkPolicy (docker_egress.c): enforced inside the container's own network namespace, from
+ * its start on: the container starts with no network but loopback (network "sbx", attached
+ * after; or "none"), its table and sbx's resolver there are made before the attach, and its
+ * resolv.conf names that resolver (a read-only bind). Refused for other networks (the engine's
+ * would let the entrypoint's first packets out before the rules exist) and remote engines.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -34,6 +40,7 @@
 #include "common/xalloc.h"
 #include "image/image.h"
 #include "providers/docker_api.h"
+#include "providers/docker_egress.h"
 #include "server/snapshot.h"
 #include "providers/launch.h"
 #include "providers/procutil.h"
@@ -47,13 +54,19 @@
 #define EXECD_PORT     44772
 #define EXECD_IN_IMAGE "/.sbx/bin/sbx-execd"
 #define EXECD_STATE    "/tmp/.sbx-execd"
-#define LABEL_ID       "io.sbx.sandbox-id"
-#define LABEL_STATE    "io.sbx.state-dir"
+/* net.h's SBX_NET_LEAF_MAX_SIZE (net.h is only there with the runtime). */
+#define SBX_DOCKER_LEAF_MAX 1023
+#ifdef SBX_HAVE_RUNTIME
+_Static_assert(SBX_DOCKER_LEAF_MAX == SBX_NET_LEAF_MAX_SIZE, "the leaf size limit of net.h");
+#endif
+#define LABEL_ID    "io.sbx.sandbox-id"
+#define LABEL_STATE "io.sbx.state-dir"
 
 const char *const sbx_provider_docker_keys[] = {
-    "socket",         "execd",           "network",        "reach",      "pull",
-    "pull_timeout_s", "ping_timeout_ms", "stop_timeout_s", "pids_limit", "cgroup_parent",
-    "bridge",         "subnet",          "network_allow",  NULL};
+    "socket",        "execd",          "network",         "reach",
+    "pull",          "pull_timeout_s", "ping_timeout_ms", "stop_timeout_s",
+    "pids_limit",    "cgroup_parent",  "bridge",          "subnet",
+    "network_allow", "egress_dns",     "leaf_size",       NULL};
 
 /* providers.docker.network = "sbx" (the default with a local engine): the container starts
  * with the engine's `none` network (loopback only) and the server then attaches it to sbx's
@@ -75,7 +88,8 @@ struct docker_data {
     struct sbx_net *net; /* opened on first use */
     char *bridge;        /* NULL: SBX_NET_DEFAULT_BRIDGE (the native provider's) */
     char *subnet;
-    char **allow; /* network_allow: what sandboxes may reach all the same */
+    unsigned leaf_size; /* sandboxes per leaf bridge (net.h), 0: the default */
+    char **allow;       /* network_allow: what sandboxes may reach all the same */
     size_t n_allow;
     char *cgroup_parent; /* NULL: the engine's default */
     char *state_dir;
@@ -85,6 +99,7 @@ struct docker_data {
     int ping_timeout_ms;
     int stop_timeout_s;
     json_int_t pids_limit;
+    struct sbx_docker_egress *egress; /* networkPolicy; egress_dns: its upstream resolvers */
 };
 
 static struct docker_data *
@@ -331,7 +346,9 @@ static json_t *
 container_body(struct docker_data *d, const struct sbx_record *sb, const char *ref, sbx_error **err)
 {
     json_t *hc = host_config(d);
-    if (limits_into(d, sb, hc, err) < 0) {
+    /* a policed container resolves through sbx's resolver in its own namespace, only */
+    if (limits_into(d, sb, hc, err) < 0 ||
+        (sbx_docker_egress_has_policy(sb) && sbx_docker_egress_mount(d->state_dir, hc, err) < 0)) {
         json_decref(hc);
         return NULL;
     }
@@ -529,7 +546,8 @@ static struct sbx_net *
 bridge(struct docker_data *d, sbx_error **err)
 {
     pthread_mutex_lock(&d->net_mu);
-    struct sbx_net_config cfg = {.bridge = d->bridge, .subnet = d->subnet};
+    struct sbx_net_config cfg = {
+        .bridge = d->bridge, .subnet = d->subnet, .leaf_size = d->leaf_size};
     bool opened = !d->net;
     int r = d->net ? sbx_net_ensure(d->net, err) : sbx_net_open(&d->net, &cfg, err);
     /* The allow-list is host-wide for the bridge (docs/network.md): set at open and after a
@@ -595,6 +613,28 @@ detach_net(struct docker_data *d, const struct sbx_record *sb)
 }
 #endif
 
+/* ---- networkPolicy (docker_egress.c) ---- */
+
+static int
+egress_enforce(struct docker_data *d, const struct sbx_record *sb, sbx_error **err)
+{
+    pid_t pid = 0;
+    uint64_t start = 0;
+    if (local_pid(d, sb, &pid, &start, err) < 0)
+        return sbx_error_wrap(err, "networkPolicy");
+    return sbx_docker_egress_enforce(d->egress, sb, pid, start, err);
+}
+
+/* The egress API changed the policy (stored already): enforce it now if the container runs
+ * (a stopped one gets it at its start). */
+static int
+docker_egress(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
+{
+    if (priv_true(sb, "stopped"))
+        return 0;
+    return egress_enforce(ddata(p), sb, err);
+}
+
 /* Bring the container to running (start, or unpause) and record its pid and address. */
 static int
 run_container(struct docker_data *d, struct sbx_record *sb, sbx_error **err)
@@ -621,6 +661,10 @@ run_container(struct docker_data *d, struct sbx_record *sb, sbx_error **err)
         priv_set(sb, "paused", json_false());
     }
     json_decref(info);
+    /* a new namespace: policed before it gets a network (attach_net), so not one packet of
+     * it leaves unpoliced */
+    if (r >= 0 && started && sbx_docker_egress_has_policy(sb))
+        r = egress_enforce(d, sb, err);
     if (r >= 0 && started && d->sbx_net)
         r = attach_net(d, sb, err);
     return r;
@@ -655,6 +699,7 @@ docker_stop(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
         return r;
     if (d->sbx_net)
         detach_net(d, sb);
+    sbx_docker_egress_forget(d->egress, sb->id);
     priv_set(sb, "stopped", json_true());
     priv_set(sb, "paused", json_false());
     priv_set(sb, "pid", json_integer(0));
@@ -692,6 +737,7 @@ docker_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
         return r;
     if (d->sbx_net)
         detach_net(d, sb);
+    sbx_docker_egress_forget(d->egress, sb->id);
     priv_set(sb, "pid", json_integer(0));
     return 0;
 }
@@ -836,6 +882,21 @@ docker_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_pr
     return r;
 }
 
+/* After a restart (kill -9 included): a policed container's table never left its namespace, so
+ * it was policed all along; its resolver is made there again (what it learned is forgotten:
+ * it resolves again). */
+static void
+egress_readopt(struct docker_data *d, const struct sbx_record *sb)
+{
+    pid_t pid = (pid_t)priv_int(sb, "pid");
+    sbx_autoerror sbx_error *err = NULL;
+    if (priv_true(sb, "stopped") || pid <= 0 || !sbx_docker_egress_has_policy(sb))
+        return;
+    if (sbx_docker_egress_enforce(d->egress, sb, pid, (uint64_t)priv_int(sb, "start_time"), &err) <
+        0)
+        sbx_warn("sandbox %s: %s", sb->id, sbx_error_msg(err));
+}
+
 static int
 docker_reconcile(struct sbx_provider *p, struct sbx_record *sb, struct sbx_provider_status *out,
                  sbx_error **err)
@@ -846,6 +907,8 @@ docker_reconcile(struct sbx_provider *p, struct sbx_record *sb, struct sbx_provi
         record_live(sb, info);
         priv_set(sb, "paused", json_boolean(strcmp(state_word(info), "paused") == 0));
     }
+    if (r >= 0 && out->cls != SBX_CLASS_TERMINAL)
+        egress_readopt(ddata(p), sb);
     json_decref(info);
     return r;
 }
@@ -876,6 +939,7 @@ free_data(struct docker_data *d)
     if (d->net)
         sbx_net_close(d->net);
 #endif
+    sbx_docker_egress_free(d->egress);
     pthread_mutex_destroy(&d->net_mu);
     free(d->bridge);
     free(d->subnet);
@@ -894,6 +958,30 @@ docker_free(struct sbx_provider *p)
     free(p);
 }
 
+/* networkPolicy needs the container's namespace on this host, and no network before its rules
+ * exist (see the top of this file). */
+static int
+docker_check_create(struct sbx_provider *p, const json_t *request, const char **code,
+                    sbx_error **err)
+{
+    struct docker_data *d = ddata(p);
+    const json_t *np = json_object_get(request, "networkPolicy");
+    if (!np || json_is_null(np))
+        return 0;
+    *code = "SANDBOX::API_NOT_SUPPORTED";
+    if (d->reach_address)
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "networkPolicy needs a local engine (providers.docker.reach = "
+                             "\"netns\")");
+    if (!d->sbx_net && !(d->network && strcmp(d->network, "none") == 0))
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "networkPolicy needs providers.docker.network \"sbx\" (or "
+                             "\"none\"), not the engine's network `%s`: there the container's "
+                             "first packets would leave before its policy is in place",
+                             d->network ? d->network : "default");
+    return 0;
+}
+
 static const struct sbx_provider_ops docker_ops = {
     .create = docker_create,
     .start = docker_start,
@@ -906,6 +994,8 @@ static const struct sbx_provider_ops docker_ops = {
     .connect = docker_connect,
     .reconcile = docker_reconcile,
     .proxy_headers = docker_proxy_headers,
+    .check_create = docker_check_create,
+    .egress = docker_egress,
     .free = docker_free,
 };
 
@@ -948,6 +1038,13 @@ bridge_settings(struct docker_data *d, const json_t *settings, sbx_error **err)
     json_t *allow = json_object_get(settings, "network_allow");
     d->bridge = br && *br ? sbx_xstrdup(br) : NULL;
     d->subnet = sn && *sn ? sbx_xstrdup(sn) : NULL;
+    const json_t *leaf = json_object_get(settings, "leaf_size");
+    if (leaf && (!json_is_integer(leaf) || json_integer_value(leaf) < 1 ||
+                 json_integer_value(leaf) > SBX_DOCKER_LEAF_MAX))
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "`providers.docker.leaf_size` must be an integer from 1 to %d",
+                             SBX_DOCKER_LEAF_MAX);
+    d->leaf_size = leaf ? (unsigned)json_integer_value(leaf) : 0;
     if (allow && !json_is_array(allow))
         return sbx_error_set(err, SBX_EINVAL, 0,
                              "`providers.docker.network_allow` must be a list of IPv4 "
@@ -1027,6 +1124,7 @@ sbx_provider_docker_new(const json_t *settings, const struct sbx_provider_env *e
     d->api = sbx_docker_new(sock && *sock ? sock : "/var/run/docker.sock");
     d->execd = execd ? sbx_xstrdup(execd) : sbx_launch_default_execd(env->exe_dir);
     d->state_dir = sbx_xstrdup(env->state_dir);
+    d->egress = sbx_docker_egress_new(json_string_value(json_object_get(settings, "egress_dns")));
     /* Nothing is asked of the daemon here: the server starts whether or not it runs, and each
      * request that needs it says so when it is down. */
     struct stat st;

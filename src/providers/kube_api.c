@@ -466,12 +466,26 @@ kube_cfg_load(const char *path, const struct kube_cfg_opts *o, struct kube_cfg *
     return r;
 }
 
+/* The service account's directory: the caller's, else $SBX_KUBERNETES_SA_DIR, else the
+ * standard one. The variable exists for tests (a fake API server outside a cluster) and for
+ * token projections mounted elsewhere; it names a directory, not a credential, and whoever
+ * sets the server's environment controls the server anyway. */
+static const char *
+sa_dir_of(const char *sa_dir)
+{
+    if (sa_dir)
+        return sa_dir;
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): read-only use of the environment */
+    const char *env = getenv("SBX_KUBERNETES_SA_DIR");
+    return env && *env ? env : SA_DIR;
+}
+
 bool
 kube_in_cluster_available(const char *sa_dir)
 {
     /* NOLINTNEXTLINE(concurrency-mt-unsafe): read-only use of the environment */
     const char *host = getenv("KUBERNETES_SERVICE_HOST");
-    sbx_autofree char *tok = sbx_xasprintf("%s/token", sa_dir ? sa_dir : SA_DIR);
+    sbx_autofree char *tok = sbx_xasprintf("%s/token", sa_dir_of(sa_dir));
     return host && *host && access(tok, R_OK) == 0;
 }
 
@@ -479,7 +493,7 @@ int
 kube_cfg_in_cluster(const char *sa_dir, struct kube_cfg *out, sbx_error **err)
 {
     memset(out, 0, sizeof *out);
-    const char *dir = sa_dir ? sa_dir : SA_DIR;
+    const char *dir = sa_dir_of(sa_dir);
     /* NOLINTNEXTLINE(concurrency-mt-unsafe): read-only use of the environment */
     const char *host = getenv("KUBERNETES_SERVICE_HOST");
     /* NOLINTNEXTLINE(concurrency-mt-unsafe): read-only use of the environment */
@@ -781,6 +795,122 @@ kube_fail(const struct kube_resp *r, const char *what, sbx_error **err)
     }
     return sbx_error_set(err, status_code(r->status), 0, "%s: HTTP %ld%s%s%s%s", what, r->status,
                          reason ? " " : "", reason ? reason : "", *tail ? ": " : "", tail);
+}
+
+/* ---- streamed GETs (watches) ---- */
+
+struct stream {
+    const struct kube_stream_ops *o;
+    CURL *h;
+    long status;
+    struct sbx_buf line; /* the partial line; the whole body of a non-200 answer */
+    bool ended;          /* on_line asked to end */
+};
+
+/* One line complete in s->line: to on_line. 0, or -1 to end. */
+static int
+stream_line(struct stream *s)
+{
+    int r = s->line.len ? s->o->on_line(s->o->ud, sbx_buf_str(&s->line), s->line.len) : 0;
+    sbx_buf_reset(&s->line);
+    if (r < 0)
+        s->ended = true;
+    return r < 0 ? -1 : 0;
+}
+
+static size_t
+stream_body(char *p, size_t size, size_t n, void *ud)
+{
+    struct stream *s = ud;
+    size_t len = size * n;
+    if (s->status == 0) {
+        (void)curl_easy_getinfo(s->h, CURLINFO_RESPONSE_CODE, &s->status);
+        if (s->o->on_status)
+            s->o->on_status(s->o->ud, s->status);
+    }
+    size_t off = 0;
+    while (off < len) {
+        const char *nl = s->status == 200 ? memchr(p + off, '\n', len - off) : NULL;
+        size_t take = nl ? (size_t)(nl - (p + off)) : len - off;
+        /* an event of more than 4 MiB is no pod of ours: end the stream (append fails) */
+        if (sbx_buf_append(&s->line, p + off, take, NULL) < 0)
+            return 0;
+        off += take;
+        if (nl) {
+            off++;
+            if (stream_line(s) < 0)
+                return 0;
+        }
+    }
+    return len;
+}
+
+static int
+stream_progress(void *ud, curl_off_t dt, curl_off_t dn, curl_off_t ut, curl_off_t un)
+{
+    (void)dt;
+    (void)dn;
+    (void)ut;
+    (void)un;
+    struct stream *s = ud;
+    if (s->o->stopped && s->o->stopped(s->o->ud)) {
+        s->ended = true;
+        return 1;
+    }
+    return 0;
+}
+
+static int
+stream_result(struct stream *s, CURLcode rc, const char *ebuf, const char *path, sbx_error **err)
+{
+    if (s->status != 0 && s->status != 200) {
+        struct kube_resp r = {.status = s->status,
+                              .json = json_loads(sbx_buf_str(&s->line), 0, NULL)};
+        int e = kube_fail(&r, "watch", err);
+        json_decref(r.json);
+        return e;
+    }
+    if (rc == CURLE_OK || s->ended)
+        return 0;
+    return sbx_error_set(err, SBX_EUNAVAIL, 0, "GET %s: %s", path,
+                         ebuf[0] ? ebuf : curl_easy_strerror(rc));
+}
+
+int
+kube_stream(struct kube_client *c, const char *path, const struct kube_stream_ops *o, long max_ms,
+            sbx_error **err)
+{
+    sbx_autofree char *url = sbx_xasprintf("%s%s", c->cfg.server, path);
+    struct stream s = {.o = o};
+    sbx_buf_init(&s.line, BODY_MAX + 1);
+    s.h = new_handle(c, url);
+    (void)curl_easy_setopt(s.h, CURLOPT_TIMEOUT_MS, max_ms);
+    (void)curl_easy_setopt(s.h, CURLOPT_WRITEFUNCTION, stream_body);
+    (void)curl_easy_setopt(s.h, CURLOPT_WRITEDATA, &s);
+    (void)curl_easy_setopt(s.h, CURLOPT_NOPROGRESS, 0L);
+    (void)curl_easy_setopt(s.h, CURLOPT_XFERINFOFUNCTION, stream_progress);
+    (void)curl_easy_setopt(s.h, CURLOPT_XFERINFODATA, &s);
+    struct curl_slist *hdr = curl_slist_append(NULL, "Accept: application/json");
+    char *auth = NULL;
+    if (auth_line(c, &auth, err) < 0) {
+        curl_easy_cleanup(s.h);
+        free_headers(hdr);
+        sbx_buf_dispose(&s.line);
+        return -SBX_EUNAVAIL;
+    }
+    if (auth) {
+        hdr = curl_slist_append(hdr, auth);
+        secure_free(auth);
+    }
+    (void)curl_easy_setopt(s.h, CURLOPT_HTTPHEADER, hdr);
+    char ebuf[CURL_ERROR_SIZE] = "";
+    (void)curl_easy_setopt(s.h, CURLOPT_ERRORBUFFER, ebuf);
+    CURLcode rc = curl_easy_perform(s.h);
+    int r = stream_result(&s, rc, ebuf, path, err);
+    curl_easy_cleanup(s.h);
+    free_headers(hdr);
+    sbx_buf_dispose(&s.line);
+    return r;
 }
 
 /* ---- pods/portforward over WebSocket ---- */

@@ -50,8 +50,8 @@ int kube_cfg_parse(const char *text, size_t len, const char *what, const struct 
 int kube_cfg_load(const char *path, const struct kube_cfg_opts *o, struct kube_cfg *out,
                   sbx_error **err);
 /* In-cluster: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT, sa_dir/token (re-read
- * on each call), sa_dir/ca.crt, sa_dir/namespace (sa_dir NULL: the standard
- * /var/run/secrets/kubernetes.io/serviceaccount). */
+ * on each call), sa_dir/ca.crt, sa_dir/namespace (sa_dir NULL: $SBX_KUBERNETES_SA_DIR when
+ * set, else the standard /var/run/secrets/kubernetes.io/serviceaccount). */
 int kube_cfg_in_cluster(const char *sa_dir, struct kube_cfg *out, sbx_error **err);
 /* True when in-cluster credentials look present (the variables and the token file). */
 bool kube_in_cluster_available(const char *sa_dir);
@@ -88,6 +88,23 @@ void kube_resp_dispose(struct kube_resp *r);
  * SBX_ENOTFOUND, 409 SBX_ECONFLICT, 410 SBX_ECONFLICT, 422 and other 4xx SBX_EINVAL, 429 and
  * 5xx SBX_EUNAVAIL. */
 int kube_fail(const struct kube_resp *r, const char *what, sbx_error **err);
+
+/* A streamed GET (a watch): the body's lines as they come. */
+struct kube_stream_ops {
+    /* the answer's status, before its body */
+    void (*on_status)(void *ud, long status);
+    /* one line of a 200 answer's body (no newline); <0 ends the stream */
+    int (*on_line)(void *ud, const char *line, size_t n);
+    /* asked about once a second, also while connecting: true ends the stream */
+    bool (*stopped)(void *ud);
+    void *ud;
+};
+
+/* GET path (no retry), its body handed over line by line until the server ends it (0), an
+ * on_line or stopped callback ends it (0), max_ms passes or the transport fails
+ * (SBX_EUNAVAIL); a non-200 answer is kube_fail's error. */
+int kube_stream(struct kube_client *c, const char *path, const struct kube_stream_ops *o,
+                long max_ms, sbx_error **err);
 
 /* A connected stream to `port` of pod ns/name through the API server's pods/portforward
  * (WebSocket, v4.channel.k8s.io): a socketpair whose other end a detached thread pumps

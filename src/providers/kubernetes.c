@@ -13,8 +13,11 @@
  *
  * The router reaches a port through the API server's pods/portforward (`connect =
  * "portforward"`, the default: sbx outside the cluster) or straight at the pod's IP
- * (`"pod-ip"`: sbx inside it). Stop would lose the pod's filesystem (no PVC workspace yet):
- * it is refused; pause is not offered (the API answers 400).
+ * (`"pod-ip"`: sbx inside it). execd's token is in a Secret, never in the pod spec (see
+ * post_secret). With `workspace_pvc_size` a PVC per sandbox is its workspace: stop deletes the
+ * pod and keeps it, start makes a new pod on it; without one stop is refused (the pod's
+ * filesystem would be lost). OpenSandbox `pvc` volumes mount claims of the namespace; host
+ * paths are refused. Pause is not offered (the API answers 400).
  *
  * Lazy: credentials (a kubeconfig file, a kubeconfig held in sbx's secret store, or the
  * pod's service account in-cluster) are read on first use; `check` validates the settings at
@@ -40,27 +43,50 @@
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "providers/kube_api.h"
+#include "providers/kube_watch.h"
 #include "providers/launch.h"
 #include "providers/providers.h"
 #include "secrets/secrets.h"
 #include "server/secretsrv.h"
 #include "server/srvutil.h"
 
-#define MOUNT_DIR       "/opt/sbx"
-#define EXECD_PATH      MOUNT_DIR "/sbx-execd"
-#define EXECD_VOL       "sbx-execd"
+#define MOUNT_DIR  "/opt/sbx"
+#define EXECD_PATH MOUNT_DIR "/sbx-execd"
+#define EXECD_VOL  "sbx-execd"
+/* execd's token: the Secret mounted in the init container only, copied into a memory
+ * emptyDir that only the sandbox container mounts (read-write: execd removes the copy) */
+#define SECRET_VOL      "sbx-token-secret"
+#define SECRET_DIR      "/sbx-secret"
+#define TOKEN_VOL       "sbx-token"
+#define TOKEN_DIR       "/opt/sbx-token"
+#define TOKEN_FILE      TOKEN_DIR "/token"
+#define TOKEN_KEY       "token"
+#define WS_VOL          "sbx-workspace"
 #define REQ_PRIV        SBX_REQUESTS_PRIV
 #define PING_TIMEOUT_MS 3000
 
-const char *const sbx_provider_kubernetes_keys[] = {"kubeconfig",     "kubeconfig_secret",
-                                                    "context",        "namespace",
-                                                    "execd_image",    "service_account",
-                                                    "runtime_class",  "node_selector",
-                                                    "tolerations",    "image_pull_secrets",
-                                                    "labels",         "connect",
-                                                    "allow_insecure", "wait_timeout_ms",
-                                                    "poll_ms",        "request_timeout_ms",
-                                                    "retries",        NULL};
+const char *const sbx_provider_kubernetes_keys[] = {"kubeconfig",
+                                                    "kubeconfig_secret",
+                                                    "context",
+                                                    "namespace",
+                                                    "execd_image",
+                                                    "service_account",
+                                                    "runtime_class",
+                                                    "node_selector",
+                                                    "tolerations",
+                                                    "image_pull_secrets",
+                                                    "labels",
+                                                    "connect",
+                                                    "allow_insecure",
+                                                    "wait_timeout_ms",
+                                                    "poll_ms",
+                                                    "request_timeout_ms",
+                                                    "retries",
+                                                    "workspace_pvc_size",
+                                                    "storage_class",
+                                                    "workspace_path",
+                                                    "volume_default_size",
+                                                    NULL};
 
 /* ---- labels, quantities ---- */
 
@@ -293,7 +319,7 @@ sbx_kube_classify(const json_t *pod, struct sbx_provider_status *out, const char
 
 struct settings {
     const char *kubeconfig, *kubeconfig_secret, *context, *namespace, *execd_image, *sa,
-        *runtime_class, *connect;
+        *runtime_class, *connect, *ws_size, *storage_class, *ws_path, *vol_size;
     const json_t *node_selector, *pull_secrets, *labels;
     const char *tolerations;
     bool allow_insecure;
@@ -376,9 +402,65 @@ check_types(const json_t *s, sbx_error **err)
     return 0;
 }
 
+/* A storage size as OpenSandbox's PVC.storage takes it: ^\d+(\.\d+)?(Ki|Mi|Gi|Ti|Pi|Ei)?$ */
+bool
+sbx_kube_size_ok(const char *s)
+{
+    size_t n = strspn(s, "0123456789");
+    if (n == 0)
+        return false;
+    s += n;
+    if (*s == '.') {
+        n = strspn(s + 1, "0123456789");
+        if (n == 0)
+            return false;
+        s += 1 + n;
+    }
+    if (!*s)
+        return true;
+    return strlen(s) == 2 && strchr("KMGTPE", s[0]) && s[1] == 'i';
+}
+
+/* Where execd and its token live in the sandbox container: no volume may be mounted on or
+ * over them (it would hide execd, or let a volume's files stand in for them). */
+static bool
+clashes_execd(const char *path)
+{
+    static const char *const own[] = {MOUNT_DIR, TOKEN_DIR};
+    for (size_t i = 0; i < SBX_ARRAY_SIZE(own); i++) {
+        size_t n = strlen(path);
+        size_t m = strlen(own[i]);
+        /* path is own[i], below it, or one of its parents */
+        if ((strncmp(path, own[i], m) == 0 && (path[m] == '\0' || path[m] == '/')) ||
+            (strncmp(own[i], path, n) == 0 && (own[i][n] == '/' || n == 1)))
+            return true;
+    }
+    return false;
+}
+
+static int
+check_storage(const struct settings *st, sbx_error **err)
+{
+    if (st->ws_size && !sbx_kube_size_ok(st->ws_size))
+        return bad(err, "workspace_pvc_size", "must be a size like \"10Gi\" (Ki..Ei)");
+    if (!sbx_kube_size_ok(st->vol_size))
+        return bad(err, "volume_default_size", "must be a size like \"1Gi\" (Ki..Ei)");
+    if (st->storage_class && !dns_subdomain_ok(st->storage_class, strlen(st->storage_class)))
+        return bad(err, "storage_class", "is not a valid StorageClass name");
+    const char *w = st->ws_path;
+    if (w[0] != '/' || strcmp(w, "/") == 0 || strstr(w, "//") || strstr(w, "/./") ||
+        strstr(w, "/../") || w[strlen(w) - 1] == '/' || clashes_execd(w))
+        return bad(err, "workspace_path",
+                   "must be an absolute, normalized path other than `/`, " MOUNT_DIR
+                   " and " TOKEN_DIR);
+    return 0;
+}
+
 static int
 check_values(const struct settings *st, sbx_error **err)
 {
+    if (check_storage(st, err) < 0)
+        return -SBX_EINVAL;
     if (st->kubeconfig && st->kubeconfig_secret)
         return sbx_error_set(err, SBX_EINVAL, 0,
                              "providers.kubernetes: set kubeconfig or kubeconfig_secret, not both");
@@ -449,6 +531,10 @@ read_settings(const json_t *s, struct settings *out, sbx_error **err)
         .poll_ms = sbx_srv_setting_int(s, "poll_ms", 500),
         .req_ms = sbx_srv_setting_int(s, "request_timeout_ms", 30000),
         .retries = sbx_srv_setting_int(s, "retries", 3),
+        .ws_size = sbx_srv_setting_str(s, "workspace_pvc_size", NULL),
+        .storage_class = sbx_srv_setting_str(s, "storage_class", NULL),
+        .ws_path = sbx_srv_setting_str(s, "workspace_path", "/workspace"),
+        .vol_size = sbx_srv_setting_str(s, "volume_default_size", "1Gi"),
     };
     return check_values(out, err);
 }
@@ -464,10 +550,12 @@ sbx_provider_kubernetes_check(const json_t *settings, sbx_error **err)
 
 struct kube {
     struct kube_client *api;
+    struct kube_watch *watch; /* the pods of ns labelled managed-by=sbx, kept by a thread */
     char *ns;
     char *execd_image;
     char *sa, *runtime_class;
     json_t *node_selector, *labels, *pull_secrets, *tolerations;
+    char *ws_size, *storage_class, *ws_path, *vol_size; /* ws_size NULL: no workspace PVC */
     bool pod_ip;
     long wait_ms, poll_ms;
 };
@@ -483,6 +571,13 @@ priv_str(const struct sbx_record *sb, const char *key)
 {
     const char *s = json_string_value(json_object_get(sb->priv, key));
     return s ? s : "";
+}
+
+static char *
+obj_path(const char *ns, const char *res, const char *name)
+{
+    return sbx_xasprintf("/api/v1/namespaces/%s/%s%s%s", ns, res, name ? "/" : "",
+                         name ? name : "");
 }
 
 static char *
@@ -506,6 +601,19 @@ get_pod(struct kube *k, const struct sbx_record *sb, json_t **pod, sbx_error **e
         rc = kube_fail(&r, "get pod", err);
     kube_resp_dispose(&r);
     return rc;
+}
+
+/* The pod of sb as the watch saw it last; when the watch does not have it (not watching now,
+ * another namespace, absent: maybe not seen yet, maybe gone), as the API server answers. */
+static int
+look_pod(struct kube *k, const struct sbx_record *sb, json_t **pod, sbx_error **err)
+{
+    if (kube_watch_get(k->watch, priv_str(sb, "namespace"), priv_str(sb, "pod"), pod) ==
+        KUBE_PRESENT)
+        return 0;
+    json_decref(*pod);
+    *pod = NULL;
+    return get_pod(k, sb, pod, err);
 }
 
 /* Kubernetes expands $(VAR) in command, args and env values: `$$` is its escape. */
@@ -569,16 +677,57 @@ container_env(const struct sbx_record *sb)
         (void)json_array_append_new(
             env, json_pack("{s:s, s:o}", "name", key, "value", escaped(json_string_value(v))));
     }
-    /* execd reads and unsets it first thing: the entrypoint and commands never see it */
-    (void)json_array_append_new(
-        env, json_pack("{s:s, s:s}", "name", "EXECD_ACCESS_TOKEN", "value", priv_str(sb, "token")));
     return env;
+}
+
+/* The request's `pvc` volumes (check_create accepted them) as pod volumes and mounts.
+ * Security: only claims of the sandbox's namespace are named (no hostPath or any other source
+ * is ever made from a request); the API refused absolute and `..` subPaths and normalized the
+ * mountPath, check_create refused mounts over execd and its token; the kubelet resolves a
+ * subPath inside the volume and refuses one that leaves it through a symlink. */
+static void
+user_volumes(const struct sbx_record *sb, json_t *vols, json_t *mounts)
+{
+    size_t i = 0;
+    json_t *v = NULL;
+    json_array_foreach (json_object_get(sb->priv, "volumes"), i, v) {
+        const char *name = json_string_value(json_object_get(v, "name"));
+        const char *claim =
+            json_string_value(json_object_get(json_object_get(v, "pvc"), "claimName"));
+        const char *mp = json_string_value(json_object_get(v, "mountPath"));
+        const char *sub = json_string_value(json_object_get(v, "subPath"));
+        bool ro = json_is_true(json_object_get(v, "readOnly"));
+        if (!name || !claim || !mp)
+            continue;
+        (void)json_array_append_new(vols, json_pack("{s:s, s:{s:s, s:b}}", "name", name,
+                                                    "persistentVolumeClaim", "claimName", claim,
+                                                    "readOnly", ro));
+        json_t *m = json_pack("{s:s, s:s, s:b}", "name", name, "mountPath", mp, "readOnly", ro);
+        if (sub && *sub)
+            (void)json_object_set_new(m, "subPath", json_string(sub));
+        (void)json_array_append_new(mounts, m);
+    }
+}
+
+static json_t *
+main_mounts(const struct sbx_record *sb)
+{
+    json_t *m = json_pack("[{s:s, s:s, s:b}, {s:s, s:s}]", "name", EXECD_VOL, "mountPath",
+                          MOUNT_DIR, "readOnly", 1, "name", TOKEN_VOL, "mountPath", TOKEN_DIR);
+    if (*priv_str(sb, "workspace"))
+        (void)json_array_append_new(
+            m, json_pack("{s:s, s:s}", "name", WS_VOL, "mountPath", priv_str(sb, "ws_path")));
+    json_t *unused = json_array();
+    user_volumes(sb, unused, m);
+    json_decref(unused);
+    return m;
 }
 
 static json_t *
 main_container(const struct sbx_record *sb)
 {
-    json_t *cmd = json_pack("[s, s, s]", EXECD_PATH, "--port", "44772");
+    json_t *cmd = json_pack("[s, s, s, s, s]", EXECD_PATH, "--port", "44772", "--access-token-file",
+                            TOKEN_FILE);
     const char *desk = sbx_launch_desktop(sb);
     if (desk) {
         (void)json_array_append_new(cmd, json_string("--desktop"));
@@ -601,22 +750,49 @@ main_container(const struct sbx_record *sb)
     json_decref(lim);
     json_decref(req);
     const char *uri = json_string_value(json_object_get(sb->image, "uri"));
-    return json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:[{s:s, s:s, s:b}]}", "name",
-                     SBX_KUBE_CONTAINER, "image", uri ? uri : "", "command", cmd, "args", args,
-                     "env", container_env(sb), "resources", res, "volumeMounts", "name", EXECD_VOL,
-                     "mountPath", MOUNT_DIR, "readOnly", 1);
+    return json_pack("{s:s, s:s, s:o, s:o, s:o, s:o, s:o}", "name", SBX_KUBE_CONTAINER, "image",
+                     uri ? uri : "", "command", cmd, "args", args, "env", container_env(sb),
+                     "resources", res, "volumeMounts", main_mounts(sb));
+}
+
+/* The init container installs execd and copies the token out of the Secret (mounted here
+ * only) into the sandbox container's memory volume. */
+static json_t *
+init_container(struct kube *k)
+{
+    return json_pack("{s:s, s:s, s:[s, s, s, s, s], s:[{s:s, s:s}, {s:s, s:s}, {s:s, s:s, s:b}]}",
+                     "name", "sbx-execd-install", "image", k->execd_image, "command", "/sbx-execd",
+                     "--install", EXECD_PATH, "--install-token",
+                     SECRET_DIR "/" TOKEN_KEY ":" TOKEN_FILE, "volumeMounts", "name", EXECD_VOL,
+                     "mountPath", MOUNT_DIR, "name", TOKEN_VOL, "mountPath", TOKEN_DIR, "name",
+                     SECRET_VOL, "mountPath", SECRET_DIR, "readOnly", 1);
+}
+
+static json_t *
+pod_volumes(const struct sbx_record *sb)
+{
+    json_t *v = json_pack("[{s:s, s:{}}, {s:s, s:{s:s, s:s}}, {s:s, s:{s:s, s:i, s:[{s:s, s:s}]}}]",
+                          "name", EXECD_VOL, "emptyDir", "name", TOKEN_VOL, "emptyDir", "medium",
+                          "Memory", "sizeLimit", "1Mi", "name", SECRET_VOL, "secret", "secretName",
+                          priv_str(sb, "secret"), "defaultMode", 0400, "items", "key", TOKEN_KEY,
+                          "path", TOKEN_KEY);
+    if (*priv_str(sb, "workspace"))
+        (void)json_array_append_new(v, json_pack("{s:s, s:{s:s}}", "name", WS_VOL,
+                                                 "persistentVolumeClaim", "claimName",
+                                                 priv_str(sb, "workspace")));
+    json_t *unused = json_array();
+    user_volumes(sb, v, unused);
+    json_decref(unused);
+    return v;
 }
 
 static json_t *
 pod_spec(struct kube *k, const struct sbx_record *sb)
 {
-    json_t *init = json_pack("{s:s, s:s, s:[s, s, s], s:[{s:s, s:s}]}", "name", "sbx-execd-install",
-                             "image", k->execd_image, "command", "/sbx-execd", "--install",
-                             EXECD_PATH, "volumeMounts", "name", EXECD_VOL, "mountPath", MOUNT_DIR);
-    json_t *spec = json_pack("{s:s, s:b, s:b, s:[{s:s, s:{}}], s:[o], s:[o]}", "restartPolicy",
-                             "Never", "enableServiceLinks", 0, "automountServiceAccountToken",
-                             k->sa != NULL, "volumes", "name", EXECD_VOL, "emptyDir",
-                             "initContainers", init, "containers", main_container(sb));
+    json_t *spec = json_pack("{s:s, s:b, s:b, s:o, s:[o], s:[o]}", "restartPolicy", "Never",
+                             "enableServiceLinks", 0, "automountServiceAccountToken", k->sa != NULL,
+                             "volumes", pod_volumes(sb), "initContainers", init_container(k),
+                             "containers", main_container(sb));
     if (k->sa)
         (void)json_object_set_new(spec, "serviceAccountName", json_string(k->sa));
     if (k->runtime_class)
@@ -648,10 +824,112 @@ refuse(const char **code, const char *c, sbx_error **err, const char *msg)
     return sbx_error_set(err, SBX_EINVAL, 0, "%s", msg);
 }
 
+/* Is claim in the namespace? 1 yes, 0 no, <0 the API could not say. */
+static int
+claim_exists(struct kube *k, const char *claim, sbx_error **err)
+{
+    sbx_autofree char *path = obj_path(k->ns, "persistentvolumeclaims", claim);
+    struct kube_resp r;
+    if (kube_call(k->api, "GET", path, NULL, &r, err) < 0)
+        return -SBX_EUNAVAIL;
+    int rc = r.status == 200 ? 1 : r.status == 404 ? 0 : kube_fail(&r, "get pvc", err);
+    kube_resp_dispose(&r);
+    return rc;
+}
+
+static int
+vol_refuse(const char **code, const char *c, sbx_error **err, size_t i, const char *msg)
+{
+    *code = c;
+    return sbx_error_set(err, SBX_EINVAL, 0, "volumes[%zu]: %s", i, msg);
+}
+
+/* The pvc fields the API does not check (it knows no provider's quantities). */
+static int
+check_pvc_fields(const json_t *pvc, size_t i, const char **code, sbx_error **err)
+{
+    const json_t *size = json_object_get(pvc, "storage");
+    if (size && !json_is_null(size) &&
+        (!json_is_string(size) || !sbx_kube_size_ok(json_string_value(size))))
+        return vol_refuse(code, "SANDBOX::INVALID_PARAMETER", err, i,
+                          "`pvc.storage` must be a size like \"1Gi\" (Ki..Ei)");
+    const json_t *sc = json_object_get(pvc, "storageClass");
+    const char *scs = json_string_value(sc);
+    if (sc && !json_is_null(sc) && (!scs || !dns_subdomain_ok(scs, strlen(scs))))
+        return vol_refuse(code, "SANDBOX::INVALID_PARAMETER", err, i,
+                          "`pvc.storageClass` is not a StorageClass name");
+    static const char *const modes[] = {"ReadWriteOnce", "ReadOnlyMany", "ReadWriteMany",
+                                        "ReadWriteOncePod"};
+    const json_t *am = json_object_get(pvc, "accessModes");
+    size_t j = 0;
+    json_t *m = NULL;
+    if (am && !json_is_null(am) && !json_is_array(am))
+        return vol_refuse(code, "SANDBOX::INVALID_PARAMETER", err, i,
+                          "`pvc.accessModes` must be an array");
+    json_array_foreach (am, j, m) {
+        bool ok = false;
+        for (size_t x = 0; x < SBX_ARRAY_SIZE(modes); x++)
+            ok = ok || (json_is_string(m) && strcmp(json_string_value(m), modes[x]) == 0);
+        if (!ok)
+            return vol_refuse(code, "SANDBOX::INVALID_PARAMETER", err, i,
+                              "`pvc.accessModes` takes ReadWriteOnce, ReadOnlyMany, "
+                              "ReadWriteMany, ReadWriteOncePod");
+    }
+    return 0;
+}
+
+/* One volume: only `pvc` (a claim in the namespace); host paths and ossfs are refused. */
+static int
+check_volume(struct kube *k, const json_t *v, size_t i, const char **code, sbx_error **err)
+{
+    const char *name = json_string_value(json_object_get(v, "name"));
+    const char *mp = json_string_value(json_object_get(v, "mountPath"));
+    const json_t *pvc = json_object_get(v, "pvc");
+    if (!pvc)
+        return vol_refuse(code, "VOLUME::UNSUPPORTED_BACKEND", err, i,
+                          json_object_get(v, "host")
+                              ? "`host`: provider `kubernetes` does not bind host paths (a "
+                                "node's files are not the sandbox's to see); use a `pvc`"
+                              : "`ossfs`: provider `kubernetes` mounts `pvc` volumes only");
+    if (name && strncmp(name, "sbx-", 4) == 0)
+        return vol_refuse(code, "VOLUME::INVALID_NAME", err, i,
+                          "`name`: names starting with `sbx-` are provider `kubernetes`'s own");
+    if (mp &&
+        (clashes_execd(mp) || (k->ws_size && strncmp(mp, k->ws_path, strlen(k->ws_path)) == 0 &&
+                               (mp[strlen(k->ws_path)] == '\0' || mp[strlen(k->ws_path)] == '/'))))
+        return vol_refuse(code, "VOLUME::INVALID_MOUNT_PATH", err, i,
+                          "`mountPath`: provider `kubernetes` keeps execd at " MOUNT_DIR
+                          " and its token at " TOKEN_DIR ", and the workspace there");
+    if (check_pvc_fields(pvc, i, code, err) < 0)
+        return -SBX_EINVAL;
+    const char *claim = json_string_value(json_object_get(pvc, "claimName"));
+    if (!json_is_false(json_object_get(pvc, "createIfNotExists")))
+        return 0;
+    int r = claim_exists(k, claim, err);
+    if (r < 0) {
+        *code = "SANDBOX::PROVIDER_UNAVAILABLE";
+        return sbx_error_wrap(err, "volumes[%zu]: pvc `%s`", i, claim);
+    }
+    if (r == 0) {
+        *code = "VOLUME::PVC_NOT_FOUND";
+        return sbx_error_set(err, SBX_ENOTFOUND, 0,
+                             "volumes[%zu]: pvc `%s` does not exist in namespace `%s` (and "
+                             "createIfNotExists is false)",
+                             i, claim, k->ns);
+    }
+    return 0;
+}
+
 static int
 kube_check_create(struct sbx_provider *p, const json_t *req, const char **code, sbx_error **err)
 {
-    (void)p;
+    struct kube *k = kd(p);
+    size_t vi = 0;
+    json_t *vol = NULL;
+    json_array_foreach (json_object_get(req, "volumes"), vi, vol) {
+        if (check_volume(k, vol, vi, code, err) < 0)
+            return -SBX_EINVAL;
+    }
     const json_t *image = json_object_get(req, "image");
     const char *uri = json_string_value(json_object_get(image, "uri"));
     if (!uri || !*uri || strcmp(uri, "host") == 0)
@@ -696,46 +974,183 @@ kube_create(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     (void)json_object_set_new(sb->priv, "namespace", json_string(k->ns));
     sbx_autofree char *name = sbx_xasprintf("sbx-%s", sb->id);
     (void)json_object_set_new(sb->priv, "pod", json_string(name));
+    sbx_autofree char *secret = sbx_xasprintf("sbx-%s-token", sb->id);
+    (void)json_object_set_new(sb->priv, "secret", json_string(secret));
+    if (k->ws_size) {
+        sbx_autofree char *ws = sbx_xasprintf("sbx-%s-workspace", sb->id);
+        (void)json_object_set_new(sb->priv, "workspace", json_string(ws));
+        (void)json_object_set_new(sb->priv, "ws_path", json_string(k->ws_path));
+        (void)json_object_set_new(sb->priv, "ws_size", json_string(k->ws_size));
+    }
     return 0;
 }
 
-/* POST the pod; an AlreadyExists of our own pod (a start retried) is fine. */
+/* Whether the object at ns/res/name carries this sandbox's id label (409 on a create: ours
+ * from a retried start, or someone else's). */
+static int
+owned_by(struct kube *k, const struct sbx_record *sb, const char *res, const char *name,
+         sbx_error **err)
+{
+    sbx_autofree char *path = obj_path(priv_str(sb, "namespace"), res, name);
+    struct kube_resp r;
+    if (kube_call(k->api, "GET", path, NULL, &r, err) < 0)
+        return -SBX_EUNAVAIL;
+    const char *id = json_string_value(json_object_get(
+        json_object_get(json_object_get(r.json, "metadata"), "labels"), SBX_KUBE_LABEL_ID));
+    bool ours = r.status == 200 && id && strcmp(id, sb->id) == 0;
+    kube_resp_dispose(&r);
+    return ours ? 0
+                : sbx_error_set(err, SBX_ECONFLICT, 0,
+                                "%s `%s` that sbx did not make for this sandbox exists in "
+                                "namespace `%s`",
+                                res, name, priv_str(sb, "namespace"));
+}
+
+/* POST an object (res: "pods", "secrets", ...) of this sandbox; an AlreadyExists of our own
+ * object (a start retried) is fine. */
+static int
+post_owned(struct kube *k, struct sbx_record *sb, const char *res, json_t *obj, sbx_error **err)
+{
+    const char *n = json_string_value(json_object_get(json_object_get(obj, "metadata"), "name"));
+    sbx_autofree char *name = sbx_xstrdup(n ? n : "");
+    sbx_autofree char *what = sbx_xasprintf("create %s `%s`", res, name);
+    sbx_autofree char *path = obj_path(priv_str(sb, "namespace"), res, NULL);
+    struct kube_resp r;
+    int rc = kube_call(k->api, "POST", path, obj, &r, err);
+    json_decref(obj);
+    if (rc < 0)
+        return rc;
+    long st = r.status;
+    if (st == 201 || st == 200 || st == 202)
+        rc = 0;
+    else if (st == 409)
+        rc = owned_by(k, sb, res, name, err);
+    else if (st == 404)
+        rc = sbx_error_set(err, SBX_EINVAL, 0, "namespace `%s` does not exist (HTTP 404)",
+                           priv_str(sb, "namespace"));
+    else
+        rc = kube_fail(&r, what, err);
+    kube_resp_dispose(&r);
+    return rc;
+}
+
+/* DELETE ns/res/name; 404 is done already. 1 when it was gone. */
+static int
+delete_named(struct kube *k, const char *ns, const char *res, const char *name, sbx_error **err)
+{
+    sbx_autofree char *path = obj_path(ns, res, name);
+    sbx_autofree char *what = sbx_xasprintf("delete %s `%s`", res, name);
+    struct kube_resp r;
+    if (kube_call(k->api, "DELETE", path, NULL, &r, err) < 0)
+        return -SBX_EUNAVAIL;
+    int rc = r.status == 404 ? 1 : r.status >= 200 && r.status < 300 ? 0 : kube_fail(&r, what, err);
+    kube_resp_dispose(&r);
+    return rc;
+}
+
+static json_t *
+owned_meta(const struct sbx_record *sb, const char *name)
+{
+    return json_pack("{s:s, s:s, s:{s:s, s:s}}", "name", name, "namespace",
+                     priv_str(sb, "namespace"), "labels", SBX_KUBE_LABEL_ID, sb->id,
+                     SBX_KUBE_LABEL_MANAGED, "sbx");
+}
+
+/* execd's token as an immutable Secret the pod mounts (in its init container only): not in
+ * the pod spec, where anyone who may read pods would see it. */
+static int
+post_secret(struct kube *k, struct sbx_record *sb, sbx_error **err)
+{
+    json_t *sec =
+        json_pack("{s:s, s:s, s:o, s:s, s:b, s:{s:s}}", "apiVersion", "v1", "kind", "Secret",
+                  "metadata", owned_meta(sb, priv_str(sb, "secret")), "type", "Opaque", "immutable",
+                  1, "stringData", TOKEN_KEY, priv_str(sb, "token"));
+    return post_owned(k, sb, "secrets", sec, err);
+}
+
+static json_t *
+pvc_spec(const char *size, const char *storage_class, const json_t *modes)
+{
+    json_t *spec = json_pack("{s:O, s:{s:{s:s}}}", "accessModes", modes, "resources", "requests",
+                             "storage", size);
+    if (storage_class && *storage_class)
+        (void)json_object_set_new(spec, "storageClassName", json_string(storage_class));
+    return spec;
+}
+
+/* The workspace claim: this sandbox's own (its id label), kept over stop/start. */
+static int
+post_workspace(struct kube *k, struct sbx_record *sb, sbx_error **err)
+{
+    if (!*priv_str(sb, "workspace"))
+        return 0;
+    json_t *modes = json_pack("[s]", "ReadWriteOnce");
+    json_t *pvc =
+        json_pack("{s:s, s:s, s:o, s:o}", "apiVersion", "v1", "kind", "PersistentVolumeClaim",
+                  "metadata", owned_meta(sb, priv_str(sb, "workspace")), "spec",
+                  pvc_spec(priv_str(sb, "ws_size"), k->storage_class, modes));
+    json_decref(modes);
+    return post_owned(k, sb, "persistentvolumeclaims", pvc, err);
+}
+
+/* One `pvc` volume's claim: made when missing and createIfNotExists (the default; it is no
+ * sandbox's, so delete leaves it, as OpenSandbox says for Kubernetes), else it must exist. */
+static int
+ensure_claim(struct kube *k, const struct sbx_record *sb, const json_t *pvc, sbx_error **err)
+{
+    const char *claim = json_string_value(json_object_get(pvc, "claimName"));
+    const char *ns = priv_str(sb, "namespace");
+    sbx_autofree char *path = obj_path(ns, "persistentvolumeclaims", claim);
+    struct kube_resp r;
+    if (kube_call(k->api, "GET", path, NULL, &r, err) < 0)
+        return -SBX_EUNAVAIL;
+    long st = r.status;
+    int rc = st == 200 || st == 404 ? 0 : kube_fail(&r, "get persistentvolumeclaim", err);
+    kube_resp_dispose(&r);
+    if (rc < 0 || st == 200)
+        return rc;
+    if (json_is_false(json_object_get(pvc, "createIfNotExists")))
+        return sbx_error_set(err, SBX_ENOTFOUND, 0, "pvc `%s` does not exist in namespace `%s`",
+                             claim, ns);
+    const char *size = json_string_value(json_object_get(pvc, "storage"));
+    const char *sc = json_string_value(json_object_get(pvc, "storageClass"));
+    json_t *modes = json_object_get(pvc, "accessModes");
+    json_t *dflt = json_pack("[s]", "ReadWriteOnce");
+    json_t *body = json_pack("{s:s, s:s, s:{s:s, s:s, s:{s:s}}, s:o}", "apiVersion", "v1", "kind",
+                             "PersistentVolumeClaim", "metadata", "name", claim, "namespace", ns,
+                             "labels", SBX_KUBE_LABEL_MANAGED, "sbx", "spec",
+                             pvc_spec(size ? size : k->vol_size, sc ? sc : k->storage_class,
+                                      json_array_size(modes) ? modes : dflt));
+    json_decref(dflt);
+    sbx_autofree char *list = obj_path(ns, "persistentvolumeclaims", NULL);
+    rc = kube_call(k->api, "POST", list, body, &r, err);
+    json_decref(body);
+    if (rc < 0)
+        return rc;
+    /* 409: made meanwhile by someone else, which is what we wanted */
+    rc = r.status == 201 || r.status == 200 || r.status == 409 ? 0
+                                                               : kube_fail(&r, "create pvc", err);
+    kube_resp_dispose(&r);
+    return rc;
+}
+
+static int
+ensure_claims(struct kube *k, const struct sbx_record *sb, sbx_error **err)
+{
+    size_t i = 0;
+    json_t *v = NULL;
+    json_array_foreach (json_object_get(sb->priv, "volumes"), i, v) {
+        json_t *pvc = json_object_get(v, "pvc");
+        if (pvc && ensure_claim(k, sb, pvc, err) < 0)
+            return sbx_error_wrap(err, "volumes[%zu]", i);
+    }
+    return 0;
+}
+
 static int
 post_pod(struct kube *k, struct sbx_record *sb, sbx_error **err)
 {
-    json_t *pod = pod_spec(k, sb);
-    sbx_autofree char *path = pod_path(priv_str(sb, "namespace"), NULL);
-    struct kube_resp r;
-    int rc = kube_call(k->api, "POST", path, pod, &r, err);
-    json_decref(pod);
-    if (rc < 0)
-        return rc;
-    if (r.status == 201 || r.status == 200 || r.status == 202) {
-        kube_resp_dispose(&r);
-        return 0;
-    }
-    if (r.status == 409) {
-        kube_resp_dispose(&r);
-        json_t *cur = NULL;
-        if (get_pod(k, sb, &cur, err) < 0)
-            return -SBX_ECONFLICT;
-        const char *id = json_string_value(json_object_get(
-            json_object_get(json_object_get(cur, "metadata"), "labels"), SBX_KUBE_LABEL_ID));
-        bool ours = id && strcmp(id, sb->id) == 0;
-        json_decref(cur);
-        return ours ? 0
-                    : sbx_error_set(err, SBX_ECONFLICT, 0,
-                                    "a pod `%s` that sbx did not make exists in namespace `%s`",
-                                    priv_str(sb, "pod"), priv_str(sb, "namespace"));
-    }
-    if (r.status == 404) {
-        kube_resp_dispose(&r);
-        return sbx_error_set(err, SBX_EINVAL, 0, "namespace `%s` does not exist (HTTP 404)",
-                             priv_str(sb, "namespace"));
-    }
-    rc = kube_fail(&r, "create pod", err);
-    kube_resp_dispose(&r);
-    return rc;
+    return post_owned(k, sb, "pods", pod_spec(k, sb), err);
 }
 
 /* A plain TCP connection to ip:port (pod-ip mode). */
@@ -825,7 +1240,8 @@ pod_ip(const json_t *pod)
     return ip ? ip : "";
 }
 
-/* Until the pod runs and execd answers, or it fails, or wait_ms passes. */
+/* Until the pod runs and execd answers, or it fails, or wait_ms passes: the pod's state as
+ * the watch reports it (each event wakes this), execd pinged every poll_ms once it runs. */
 static int
 wait_running(struct kube *k, struct sbx_record *sb, sbx_error **err)
 {
@@ -834,7 +1250,8 @@ wait_running(struct kube *k, struct sbx_record *sb, sbx_error **err)
     for (;;) {
         json_t *pod = NULL;
         sbx_error *gerr = NULL;
-        int r = get_pod(k, sb, &pod, &gerr);
+        uint64_t gen = kube_watch_gen(k->watch);
+        int r = look_pod(k, sb, &pod, &gerr);
         if (r == -SBX_ENOTFOUND) {
             sbx_error_clear(&gerr);
             return sbx_error_set(err, SBX_EUNAVAIL, 0, "the pod was deleted while starting");
@@ -867,7 +1284,8 @@ wait_running(struct kube *k, struct sbx_record *sb, sbx_error **err)
         if (sbx_now_ms() >= deadline)
             return sbx_error_set(err, SBX_ETIMEDOUT, 0, "the pod is not ready after %ld ms (%s)",
                                  k->wait_ms, last);
-        (void)usleep((useconds_t)k->poll_ms * 1000);
+        /* woken early by the watch's next event; poll_ms bounds it (execd's ping, no watch) */
+        kube_watch_wait(k->watch, gen, k->poll_ms);
     }
 }
 
@@ -877,24 +1295,19 @@ kube_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     struct kube *k = kd(p);
     if (!*priv_str(sb, "pod"))
         return sbx_error_set(err, SBX_EUNAVAIL, 0, "sandbox `%s` has no pod", sb->id);
-    if (post_pod(k, sb, err) < 0 || wait_running(k, sb, err) < 0)
+    if (!*priv_str(sb, "secret")) {
+        /* made before the token moved into a Secret: its pod had it in env */
+        sbx_autofree char *secret = sbx_xasprintf("sbx-%s-token", sb->id);
+        (void)json_object_set_new(sb->priv, "secret", json_string(secret));
+    }
+    if (post_secret(k, sb, err) < 0 || post_workspace(k, sb, err) < 0 ||
+        ensure_claims(k, sb, err) < 0 || post_pod(k, sb, err) < 0 || wait_running(k, sb, err) < 0)
         return sbx_error_wrap(err, "kubernetes: pod %s/%s", priv_str(sb, "namespace"),
                               priv_str(sb, "pod"));
+    (void)json_object_del(sb->priv, "stopped");
     sbx_info("sandbox %s: pod %s/%s running", sb->id, priv_str(sb, "namespace"),
              priv_str(sb, "pod"));
     return 0;
-}
-
-/* A pod's filesystem does not outlive it: without a PVC workspace there is nothing a start
- * could resume, so stop is refused rather than turned into a delete. */
-static int
-kube_stop(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
-{
-    (void)p;
-    return sbx_error_set(err, SBX_EINVAL, 0,
-                         "provider `kubernetes` cannot stop sandbox `%s`: a pod's filesystem "
-                         "does not outlive the pod (no workspace volume); delete it instead",
-                         sb->id);
 }
 
 /* DELETE ns/name (404 = gone already), then wait until it is gone. */
@@ -914,16 +1327,23 @@ delete_pod(struct kube *k, const char *ns, const char *name, sbx_error **err)
     kube_resp_dispose(&r);
     if (rc != 0)
         return rc < 0 ? rc : 0;
-    /* gone for good before a delete reports done: nothing left running or holding its IP */
+    /* gone for good before a delete reports done: nothing left running or holding its IP.
+     * The watch's DELETED event wakes this; the API server confirms. */
     uint64_t deadline = sbx_now_ms() + 60000;
     while (sbx_now_ms() < deadline) {
-        if (kube_call(k->api, "GET", path, NULL, &r, err) < 0)
-            return -SBX_EUNAVAIL;
-        long st = r.status;
-        kube_resp_dispose(&r);
-        if (st == 404)
-            return 0;
-        (void)usleep((useconds_t)k->poll_ms * 1000);
+        uint64_t gen = kube_watch_gen(k->watch);
+        json_t *seen = NULL;
+        enum kube_seen s = kube_watch_get(k->watch, ns, name, &seen);
+        json_decref(seen);
+        if (s != KUBE_PRESENT) {
+            if (kube_call(k->api, "GET", path, NULL, &r, err) < 0)
+                return -SBX_EUNAVAIL;
+            long st = r.status;
+            kube_resp_dispose(&r);
+            if (st == 404)
+                return 0;
+        }
+        kube_watch_wait(k->watch, gen, s == KUBE_PRESENT ? 2000 : k->poll_ms);
     }
     return sbx_error_set(err, SBX_ETIMEDOUT, 0, "pod %s/%s still there 60 s after its delete", ns,
                          name);
@@ -954,16 +1374,15 @@ list_by_id(struct kube *k, const struct sbx_record *sb, json_t **items, sbx_erro
     return rc;
 }
 
+/* The pod, then any other pod labelled with the sandbox's id. */
 static int
-kube_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
+delete_pods(struct kube *k, const struct sbx_record *sb, const char *ns, sbx_error **err)
 {
-    struct kube *k = kd(p);
-    const char *ns = *priv_str(sb, "namespace") ? priv_str(sb, "namespace") : k->ns;
     if (*priv_str(sb, "pod") && delete_pod(k, ns, priv_str(sb, "pod"), err) < 0)
-        return sbx_error_wrap(err, "delete sandbox `%s`", sb->id);
+        return -SBX_EUNAVAIL;
     json_t *items = NULL;
     if (list_by_id(k, sb, &items, err) < 0)
-        return sbx_error_wrap(err, "delete sandbox `%s`", sb->id);
+        return -SBX_EUNAVAIL;
     size_t i = 0;
     json_t *it = NULL;
     int r = 0;
@@ -974,7 +1393,47 @@ kube_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
             r = delete_pod(k, ns, name, err);
     }
     json_decref(items);
-    return r < 0 ? sbx_error_wrap(err, "delete sandbox `%s`", sb->id) : 0;
+    return r;
+}
+
+/* With a workspace PVC, stop deletes the pod and keeps the claim (and the token's Secret):
+ * start makes a new pod on the same claim, so the workspace's files survive (the rest of the
+ * pod's filesystem does not: it is the image's again). Without one a pod's filesystem does not
+ * outlive it and nothing a start could resume: stop is refused rather than turned into a
+ * delete. */
+static int
+kube_stop(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
+{
+    struct kube *k = kd(p);
+    if (!*priv_str(sb, "workspace"))
+        return sbx_error_set(err, SBX_EINVAL, 0,
+                             "provider `kubernetes` cannot stop sandbox `%s`: a pod's filesystem "
+                             "does not outlive the pod (no workspace volume: set "
+                             "providers.kubernetes.workspace_pvc_size); delete it instead",
+                             sb->id);
+    /* marked first: a status meanwhile (or after a crash) sees a stopped sandbox, not a lost
+     * one, once its pod is gone */
+    (void)json_object_set_new(sb->priv, "stopped", json_true());
+    if (delete_pods(k, sb, priv_str(sb, "namespace"), err) < 0)
+        return sbx_error_wrap(err, "stop sandbox `%s`", sb->id);
+    sbx_info("sandbox %s: pod deleted, workspace pvc %s kept", sb->id, priv_str(sb, "workspace"));
+    return 0;
+}
+
+static int
+kube_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
+{
+    struct kube *k = kd(p);
+    const char *ns = *priv_str(sb, "namespace") ? priv_str(sb, "namespace") : k->ns;
+    /* the secret's name follows from the id: found even for a record that lost it */
+    sbx_autofree char *secret = sbx_xasprintf("sbx-%s-token", sb->id);
+    if (delete_pods(k, sb, ns, err) < 0 || delete_named(k, ns, "secrets", secret, err) < 0)
+        return sbx_error_wrap(err, "delete sandbox `%s`", sb->id);
+    /* the workspace after the pods are gone (pvc-protection would hold it until then) */
+    if (*priv_str(sb, "workspace") &&
+        delete_named(k, ns, "persistentvolumeclaims", priv_str(sb, "workspace"), err) < 0)
+        return sbx_error_wrap(err, "delete sandbox `%s`", sb->id);
+    return 0;
 }
 
 static int
@@ -988,10 +1447,19 @@ kube_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_prov
     }
     json_t *pod = NULL;
     sbx_error *gerr = NULL;
-    int r = get_pod(k, sb, &pod, &gerr);
+    bool stopped = json_is_true(json_object_get(sb->priv, "stopped"));
+    /* a stopped one's pod is gone: the watch not having it is answer enough */
+    enum kube_seen seen =
+        kube_watch_get(k->watch, priv_str(sb, "namespace"), priv_str(sb, "pod"), &pod);
+    int r = seen == KUBE_PRESENT             ? 0
+            : seen == KUBE_ABSENT && stopped ? -SBX_ENOTFOUND
+                                             : get_pod(k, sb, &pod, &gerr);
     if (r == -SBX_ENOTFOUND) {
         sbx_error_clear(&gerr);
-        sbx_provider_status_set(out, "deleted", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
+        if (stopped)
+            sbx_provider_status_set(out, "stopped", SBX_CLASS_STARTABLE, "");
+        else
+            sbx_provider_status_set(out, "deleted", SBX_CLASS_TERMINAL, "SANDBOX_LOST");
         return 0;
     }
     if (r < 0) {
@@ -1064,11 +1532,16 @@ kube_proxy_headers(struct sbx_provider *p, const struct sbx_record *sb, int port
 static void
 free_data(struct kube *k)
 {
+    kube_watch_stop(k->watch);
     kube_client_free(k->api);
     free(k->ns);
     free(k->execd_image);
     free(k->sa);
     free(k->runtime_class);
+    free(k->ws_size);
+    free(k->storage_class);
+    free(k->ws_path);
+    free(k->vol_size);
     json_decref(k->node_selector);
     json_decref(k->labels);
     json_decref(k->pull_secrets);
@@ -1145,6 +1618,10 @@ sbx_provider_kubernetes_new(const json_t *settings, const struct sbx_provider_en
     k->pull_secrets = st.pull_secrets ? json_incref((json_t *)st.pull_secrets) : json_array();
     k->tolerations = st.tolerations ? json_loads(st.tolerations, 0, NULL) : json_array();
     k->pod_ip = strcmp(st.connect, "pod-ip") == 0;
+    k->ws_size = st.ws_size ? sbx_xstrdup(st.ws_size) : NULL;
+    k->storage_class = st.storage_class ? sbx_xstrdup(st.storage_class) : NULL;
+    k->ws_path = sbx_xstrdup(st.ws_path);
+    k->vol_size = sbx_xstrdup(st.vol_size);
     k->wait_ms = st.wait_ms;
     k->poll_ms = st.poll_ms;
     sbx_autofree char *server = sbx_xstrdup(cfg.server);
@@ -1156,6 +1633,7 @@ sbx_provider_kubernetes_new(const json_t *settings, const struct sbx_provider_en
         free_data(k);
         return -SBX_EUNAVAIL;
     }
+    k->watch = kube_watch_start(k->api, k->ns, "app.kubernetes.io%2Fmanaged-by%3Dsbx");
     struct sbx_provider *p = sbx_xcalloc(1, sizeof *p);
     p->ops = &kube_ops;
     p->data = k;

@@ -42,4 +42,8 @@ bool sbx_kube_label_value_ok(const char *v);
  * (caller frees). */
 char *sbx_kube_quantity(const char *resource, const char *value);
 
+/* A storage size as OpenSandbox's PVC.storage and the workspace setting take it:
+ * digits[.digits][Ki|Mi|Gi|Ti|Pi|Ei]. */
+bool sbx_kube_size_ok(const char *s);
+
 #endif

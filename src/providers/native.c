@@ -44,9 +44,11 @@
 #include "image/image.h"
 #include "runtime/native.h"
 #include "runtime/runtime.h"
+#include "providers/credca.h"
 #include "providers/launch.h"
 #include "providers/procutil.h"
 #include "providers/providers.h"
+#include "server/credvault.h"
 #include "server/provider.h"
 #include "server/srvutil.h"
 #include "providers/volumes.h"
@@ -69,7 +71,8 @@
 const char *const sbx_provider_native_keys[] = {
     "execd", "ping_timeout_ms", "cgroup_parent", "network", "upper", "upper_size",
     "allowed_host_paths", "netns_pool", "bridge", "subnet", "network_allow", "pids",
-    "total_memory", "total_pids", "min_free_disk", "total_disk", "egress_dns", NULL};
+    "total_memory", "total_pids", "min_free_disk", "total_disk", "egress_dns",
+    "credproxy_upstream_ca", "leaf_size", NULL};
 /* clang-format on */
 
 struct native_data {
@@ -91,6 +94,8 @@ struct native_data {
      * `egress_dns`; NULL: the sandboxes' resolvers) */
     pthread_mutex_t egress_mu;
     struct sbx_egress *egress;
+    struct sbx_credvault *vault; /* the server's, for the credential proxy */
+    char *upstream_ca;           /* setting `credproxy_upstream_ca` (NULL: the system's CAs) */
     char egress_gw[16];
     char *egress_dns;
     pthread_mutex_t mu;   /* guards hs */
@@ -173,6 +178,25 @@ has_policy(const struct sbx_record *sb)
     return json_object_get(json_object_get(sb->priv, SBX_EGRESS_PRIV), "policy") != NULL;
 }
 
+/* The credential proxy's values of sandbox id (sbx_egress_config.values). */
+static int
+vault_values(void *arg, const char *id, json_t **values, sbx_error **err)
+{
+    if (!arg)
+        return sbx_error_set(err, SBX_EUNAVAIL, 0, "no credential vault store");
+    return sbx_credvault_get(arg, id, values, err);
+}
+
+/* The bindings of the sandbox's Credential Vault, or NULL (no credentialProxy, no vault). */
+static const json_t *
+bindings_of(const struct sbx_record *sb)
+{
+    const json_t *eg = json_object_get(sb->priv, SBX_EGRESS_PRIV);
+    if (!json_is_true(json_object_get(eg, "credentialProxy")))
+        return NULL;
+    return json_object_get(json_object_get(eg, "vault"), "bindings");
+}
+
 /* The resolver and sets of this server's bridge, made on first use (the bridge is set up
  * then if it is not yet). */
 static struct sbx_egress *
@@ -184,7 +208,11 @@ egress_service(struct native_data *d, sbx_error **err)
         int r = sbx_native_bridge_host(d->bridge, &ni, err);
         struct sbx_egress_config cfg = {.bridge = ni.bridge,
                                         .listen = ni.gateway,
-                                        .upstream = d->egress_dns ? d->egress_dns : ni.dns};
+                                        .upstream = d->egress_dns ? d->egress_dns : ni.dns,
+                                        .values = vault_values,
+                                        .ca = sbx_credca_get,
+                                        .values_arg = d->vault,
+                                        .upstream_ca = d->upstream_ca};
         if (r >= 0 && sbx_egress_open(&d->egress, &cfg, err) >= 0)
             (void)snprintf(d->egress_gw, sizeof d->egress_gw, "%s", ni.gateway);
     }
@@ -221,6 +249,9 @@ egress_enforce(struct native_data *d, const struct sbx_record *sb, struct sbx_rt
     struct sbx_egress_policy *p = policy_of(sb);
     int r = p ? sbx_egress_apply(e, sb->id, addr, p, err) : 0;
     sbx_egress_policy_free(p);
+    /* after the policy: the proxy's redirect needs the sandbox's entry */
+    if (r >= 0 && p)
+        r = sbx_egress_vault(e, sb->id, bindings_of(sb), err);
     return r;
 }
 
@@ -451,6 +482,46 @@ network_group(struct native_data *d, const struct sbx_record *sb, struct sbx_rt_
     return 0;
 }
 
+/* What a sandbox with credentialProxy gets for HTTPS (credca.h): its CA bundle bound over the
+ * image's, named in its environment. */
+struct credca_extra {
+    char bundle[4096];          /* the host path (kept until the spec is used) */
+    struct sbx_rt_volume *vols; /* the spec's volumes and the bundle's (the caller frees it) */
+    char ***envp;               /* grows by three */
+};
+
+static int
+credca_into(struct native_data *d, const struct sbx_record *sb, struct sbx_rt_spec *spec,
+            struct credca_extra *x, sbx_error **err)
+{
+    const json_t *eg = json_object_get(sb->priv, SBX_EGRESS_PRIV);
+    if (!json_is_true(json_object_get(eg, "credentialProxy")) || !d->vault)
+        return 0;
+    if (sbx_credca_prepare(d->vault, d->state_dir, sb->id, spec, x->bundle, err) < 0)
+        return -SBX_EIO;
+    if (!x->bundle[0])
+        return 0;
+    x->vols = sbx_xcalloc(spec->n_volumes + 1, sizeof *x->vols);
+    if (spec->n_volumes)
+        memcpy(x->vols, spec->volumes, spec->n_volumes * sizeof *x->vols);
+    x->vols[spec->n_volumes] =
+        (struct sbx_rt_volume){.src = x->bundle, .dst = SBX_CREDCA_BUNDLE, .ro = true};
+    spec->volumes = x->vols;
+    spec->n_volumes++;
+    char **env = *x->envp;
+    size_t n = 0;
+    while (env[n])
+        n++;
+    env = sbx_xrealloc(env, (n + 4) * sizeof *env);
+    env[n++] = sbx_xstrdup("SSL_CERT_FILE=" SBX_CREDCA_BUNDLE);
+    env[n++] = sbx_xstrdup("REQUESTS_CA_BUNDLE=" SBX_CREDCA_BUNDLE);
+    env[n++] = sbx_xstrdup("NODE_EXTRA_CA_CERTS=" SBX_CREDCA_BUNDLE);
+    env[n] = NULL;
+    *x->envp = env;
+    spec->env = env;
+    return 0;
+}
+
 static int
 native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 {
@@ -513,6 +584,9 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
         spec.volumes = mounts.vols;
         spec.n_volumes = mounts.n;
     }
+    struct credca_extra cx = {.envp = &envp};
+    if (r >= 0)
+        r = credca_into(d, sb, &spec, &cx, err);
     bool attached = r >= 0 && json_array_size(vols) > 0;
     if (r >= 0)
         r = sbx_rt_create(&h, d->rt, &spec, err);
@@ -526,6 +600,7 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     sbx_native_image_release(&img, r < 0 && !restart);
     sbx_strv_free(argv);
     sbx_strv_free(envp);
+    free(cx.vols);
     if (r < 0)
         return sbx_error_wrap(err, "native sandbox `%s`", sb->id);
     pthread_mutex_lock(&d->mu);
@@ -715,6 +790,8 @@ native_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     j->d = d;
     (void)snprintf(j->id, sizeof j->id, "%s", sb->id);
     j->volumes = json_deep_copy(json_object_get(sb->priv, "volumes"));
+    if (json_object_get(json_object_get(sb->priv, SBX_EGRESS_PRIV), "credentialProxy"))
+        sbx_credca_remove(d->vault, d->state_dir, sb->id); /* its CA and bundle go with it */
     /* A layer kept by an earlier stop goes with the sandbox's teardown, so a crash before that
      * is done leaves nothing that gc would keep. */
     if (h && sbx_rt_upper_unkeep(d->rt, sb->id, err) < 0) {
@@ -753,6 +830,16 @@ native_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_pr
     else
         sbx_provider_status_set(out, "running", SBX_CLASS_USABLE, "SANDBOX_RUNNING");
     return 0;
+}
+
+static int
+native_watch(struct sbx_provider *p, const struct sbx_record *sb)
+{
+    (void)p;
+    if (is_stopped(sb))
+        return -1;
+    return sbx_proc_watch((pid_t)json_integer_value(json_object_get(sb->priv, "pid")),
+                          (uint64_t)json_integer_value(json_object_get(sb->priv, "start_time")));
 }
 
 static int
@@ -857,6 +944,7 @@ free_data(struct native_data *d)
     sbx_rt_close(d->rt);
     sbx_egress_close(d->egress); /* the sets stay: sandboxes stay policed while we are away */
     free(d->egress_dns);
+    free(d->upstream_ca);
     pthread_mutex_destroy(&d->egress_mu);
     sbx_native_bridge_free(d->bridge);
     sbx_vols_free(d->vols);
@@ -883,6 +971,7 @@ static const struct sbx_provider_ops native_ops = {
     .resume = native_resume,
     .delete = native_delete,
     .status = native_status,
+    .watch = native_watch,
     .connect = native_connect,
     .reconcile = native_reconcile,
     .proxy_headers = native_proxy_headers,
@@ -1046,6 +1135,15 @@ configure_bridge(struct native_data *d, const json_t *settings, sbx_error **err)
             r = sbx_error_set(err, SBX_EINVAL, 0,
                               "providers.native.network_allow[%zu] must be a string", i);
     }
+    const json_t *leaf = json_object_get(settings, "leaf_size");
+    if (r == 0 && leaf &&
+        (!json_is_integer(leaf) || json_integer_value(leaf) < 1 ||
+         json_integer_value(leaf) > SBX_NET_LEAF_MAX_SIZE))
+        r = sbx_error_set(err, SBX_EINVAL, 0,
+                          "providers.native.leaf_size must be an integer from 1 to %d",
+                          SBX_NET_LEAF_MAX_SIZE);
+    if (r == 0 && leaf)
+        sbx_native_bridge_set_leaf_size(d->bridge, (unsigned)json_integer_value(leaf));
     if (r == 0)
         r = sbx_native_bridge_configure(
             d->bridge, json_string_value(json_object_get(settings, "bridge")),
@@ -1109,9 +1207,12 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
     d->upper = upper;
     d->upper_size = upper_size;
     d->state_dir = sbx_xstrdup(env->state_dir);
+    d->vault = env->vault;
     pthread_mutex_init(&d->egress_mu, NULL);
     const char *edns = json_string_value(json_object_get(settings, "egress_dns"));
     d->egress_dns = edns ? sbx_xstrdup(edns) : NULL;
+    const char *uca = json_string_value(json_object_get(settings, "credproxy_upstream_ca"));
+    d->upstream_ca = uca ? sbx_xstrdup(uca) : NULL;
     (void)sbx_native_bridge_new(&d->bridge, env->state_dir, NULL);
     if (configure_bridge(d, settings, err) < 0) {
         free_data(d);

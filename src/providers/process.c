@@ -383,6 +383,15 @@ proc_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 }
 
 static int
+proc_watch(struct sbx_provider *p, const struct sbx_record *sb)
+{
+    (void)p;
+    if (json_is_true(json_object_get(sb->priv, "stopped")))
+        return -1;
+    return sbx_proc_watch(priv_int(sb, "pid"), priv_start(sb));
+}
+
+static int
 proc_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_provider_status *out,
             sbx_error **err)
 {
@@ -450,6 +459,7 @@ static const struct sbx_provider_ops process_ops = {
     .resume = proc_resume,
     .delete = proc_delete,
     .status = proc_status,
+    .watch = proc_watch,
     .connect = proc_connect,
     .reconcile = proc_reconcile,
     .proxy_headers = proc_proxy_headers,

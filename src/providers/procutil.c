@@ -19,6 +19,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/time.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "common/cleanup.h"
@@ -64,6 +65,23 @@ sbx_proc_same(pid_t pid, uint64_t start_time)
     if (pid <= 0 || sbx_proc_info(pid, &pi, NULL) < 0)
         return 0;
     return pi.start_time == start_time && pi.state != 'Z' && pi.state != 'X';
+}
+
+int
+sbx_proc_watch(pid_t pid, uint64_t start_time)
+{
+    if (pid <= 0)
+        return -1;
+    int fd = (int)syscall(SYS_pidfd_open, pid, 0);
+    if (fd < 0)
+        return -1;
+    /* The pid may have been reused before the pidfd was made: the start time says whose it
+     * is now, and a pidfd never changes process. */
+    if (!sbx_proc_same(pid, start_time)) {
+        (void)close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 int

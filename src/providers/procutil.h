@@ -19,6 +19,9 @@ struct sbx_proc_info {
 int sbx_proc_info(pid_t pid, struct sbx_proc_info *out, sbx_error **err);
 /* True when pid is alive (not a zombie) and started at start_time. */
 int sbx_proc_same(pid_t pid, uint64_t start_time);
+/* A pidfd of pid (readable once it has exited) when pid is alive and started at start_time
+ * (checked after the pidfd is made, so it is of that very process), else -1. */
+int sbx_proc_watch(pid_t pid, uint64_t start_time);
 /* Send sig to every live (non-zombie) process of session sid; returns how many got it (sig 0
  * counts them). */
 int sbx_proc_signal_session(pid_t sid, int sig);

@@ -20,7 +20,7 @@ const struct sbx_provider_factory sbx_providers_builtin[] = {
      .keys = sbx_provider_process_keys},
     /* pools: a warm container is one whose execd answered /ping (docker_start) */
     {.name = "docker",
-     .caps = SBX_CAP_PAUSE | SBX_CAP_SNAPSHOT | SBX_CAP_POOLS,
+     .caps = SBX_CAP_PAUSE | SBX_CAP_SNAPSHOT | SBX_CAP_NETWORK_POLICY | SBX_CAP_POOLS,
      .create = sbx_provider_docker_new,
      .keys = sbx_provider_docker_keys},
     /* Daytona's sandboxes are linux/amd64 whatever this machine is */
@@ -30,9 +30,9 @@ const struct sbx_provider_factory sbx_providers_builtin[] = {
      .keys = sbx_provider_daytona_keys,
      .check = sbx_provider_daytona_check,
      .lazy = true},
-    /* a pod per sandbox; resourceRequests go to the scheduler */
+    /* a pod per sandbox; resourceRequests go to the scheduler; pvc volumes; warm pods */
     {.name = "kubernetes",
-     .caps = SBX_CAP_RESOURCE_REQUESTS,
+     .caps = SBX_CAP_RESOURCE_REQUESTS | SBX_CAP_VOLUMES | SBX_CAP_POOLS,
      .create = sbx_provider_kubernetes_new,
      .keys = sbx_provider_kubernetes_keys,
      .check = sbx_provider_kubernetes_check,

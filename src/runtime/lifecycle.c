@@ -795,6 +795,9 @@ sbx_rt_gc(struct sbx_rt_gc_stats *out, struct sbx_rt *rt, bool all, sbx_error **
         out->kept += r == 0;
     }
     gc_orphan_layers(rt, all);
+    sbx_autoerror sbx_error *net_err = NULL;
+    if (rt->has_net_ops && rt->net_ops.gc && rt->net_ops.gc(rt->net_ops.net, &net_err) < 0)
+        sbx_warn("gc: %s", sbx_error_msg(net_err));
     if (ret < 0)
         return sbx_error_set(err, SBX_EGENERIC, 0, "gc: some sandboxes could not be removed");
     if (all)

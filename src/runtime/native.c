@@ -16,9 +16,10 @@
 struct sbx_native_bridge {
     pthread_mutex_t lock;
     char *net_dir;
-    char *bridge; /* NULL: the default */
-    char *subnet; /* NULL: the default */
-    char **allow; /* the operator's allow-list, applied once the host is set up */
+    char *bridge;       /* NULL: the default */
+    char *subnet;       /* NULL: the default */
+    unsigned leaf_size; /* 0: the default */
+    char **allow;       /* the operator's allow-list, applied once the host is set up */
     size_t n_allow;
     struct sbx_net *full;  /* after the first attach: host set up */
     struct sbx_net *state; /* lease state only (detach before any attach) */
@@ -74,12 +75,21 @@ sbx_native_bridge_configure(struct sbx_native_bridge *b, const char *bridge, con
     return 0;
 }
 
+void
+sbx_native_bridge_set_leaf_size(struct sbx_native_bridge *b, unsigned leaf_size)
+{
+    b->leaf_size = leaf_size;
+}
+
 /* The net handle to use; full=true sets up the host (bridge, NAT) if not done yet (*opened:
  * just now, so the host was checked by this call). */
 static struct sbx_net *
 bridge_net(struct sbx_native_bridge *b, bool full, bool *opened, sbx_error **err)
 {
-    struct sbx_net_config cfg = {.state_dir = b->net_dir, .bridge = b->bridge, .subnet = b->subnet};
+    struct sbx_net_config cfg = {.state_dir = b->net_dir,
+                                 .bridge = b->bridge,
+                                 .subnet = b->subnet,
+                                 .leaf_size = b->leaf_size};
     pthread_mutex_lock(&b->lock);
     int ret = 0;
     *opened = full && !b->full;
@@ -192,6 +202,19 @@ bridge_foreach_lease(void *arg, int (*fn)(const char *sandbox_id, void *payload)
     return sbx_net_foreach_lease(n, visit_lease, &v, err);
 }
 
+/* After the runtime's gc: leaves no sandbox uses any more go, with their uplinks. */
+static int
+bridge_gc(void *arg, sbx_error **err)
+{
+    struct sbx_native_bridge *b = arg;
+    bool opened = false;
+    struct sbx_net *n = bridge_net(b, false, &opened, err);
+    if (!n)
+        return sbx_error_wrap(err, "bridge network");
+    int r = sbx_net_gc_leaves(n, err);
+    return r < 0 ? sbx_error_wrap(err, "bridge network") : 0;
+}
+
 int
 sbx_native_bridge_host(struct sbx_native_bridge *b, struct sbx_net_info *out, sbx_error **err)
 {
@@ -216,6 +239,7 @@ sbx_native_bridge_ops(struct sbx_rt_net_ops *ops, struct sbx_native_bridge *b)
     ops->transfer = bridge_transfer;
     ops->set_group = bridge_set_group;
     ops->foreach_lease = bridge_foreach_lease;
+    ops->gc = bridge_gc;
 }
 
 static const char *

@@ -24,6 +24,8 @@ void sbx_native_bridge_free(struct sbx_native_bridge *b);
  * sandboxes may reach although isolation blocks them (net.h: sbx_net_allow). Before use. */
 int sbx_native_bridge_configure(struct sbx_native_bridge *b, const char *bridge, const char *subnet,
                                 const char *const *allow, size_t n_allow, sbx_error **err);
+/* Sandboxes per leaf bridge (net.h: sbx_net_config.leaf_size; 0: the default). Before use. */
+void sbx_native_bridge_set_leaf_size(struct sbx_native_bridge *b, unsigned leaf_size);
 /* The device group number of a named network group (net.h: sbx_net_group_id). */
 int sbx_native_bridge_group(struct sbx_native_bridge *b, const char *name, uint32_t *group,
                             sbx_error **err);

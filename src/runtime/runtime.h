@@ -53,6 +53,9 @@ struct sbx_rt_net_ops {
     /* Visit the ids holding leases (the pool's crash recovery); fn returns < 0 to stop. */
     int (*foreach_lease)(void *net, int (*fn)(const char *sandbox_id, void *payload), void *payload,
                          sbx_error **err);
+    /* After sbx_rt_gc has released the dead: remove what the network keeps for nobody any more
+     * (empty leaf bridges). May be NULL. */
+    int (*gc)(void *net, sbx_error **err);
 };
 
 struct sbx_rt_config {

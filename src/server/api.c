@@ -433,14 +433,19 @@ check_publish(const json_t *body, struct sbx_reply *out)
 }
 
 /* The provider's own check of the request (e.g. native: may these host paths be mounted).
- * Only a built provider is asked: eager ones always are; a lazy one that is not built yet has
- * nothing to check before its first create (none of them has a check_create). */
+ * A lazy provider not built yet is built here (the create builds it on this thread right
+ * after anyway, sbx_mgr_create), so its first create is checked like every other; a build
+ * that fails is left to the create, which answers its error. */
 static int
 check_create(struct sbx_srv *srv, const char *name, const json_t *body, struct sbx_reply *out)
 {
     struct sbx_provider *prov = sbx_registry_peek(srv->reg, name);
     const char *code = NULL;
     sbx_autoerror sbx_error *err = NULL;
+    if (!prov && sbx_registry_acquire(srv->reg, name, &prov, &err) < 0) {
+        sbx_error_clear(&err);
+        prov = NULL;
+    }
     if (prov && prov->ops->check_create && prov->ops->check_create(prov, body, &code, &err) < 0) {
         sbx_reply_error(out, 400, code ? code : "SANDBOX::INVALID_PARAMETER", "%s",
                         sbx_error_msg(err));

@@ -526,6 +526,25 @@ add_cred(struct vault_op *op, json_t *vault, json_t *values, const json_t *c, js
     return 0;
 }
 
+/* A binding (checked) that the proxy could never apply: msg says why. The proxy sees a
+ * sandbox's TCP to ports 80 (plain HTTP) and 443 (HTTPS) only. */
+static bool
+binding_unservable(const json_t *nb, char *msg, size_t n)
+{
+    const json_t *m = json_object_get(nb, "match");
+    const char *name = json_string_value(json_object_get(nb, "name"));
+    size_t i = 0;
+    json_t *v = NULL;
+    json_array_foreach (json_object_get(m, "ports"), i, v) {
+        if (json_integer_value(v) != 80 && json_integer_value(v) != 443)
+            return fail(msg, n,
+                        "binding `%s`: port %lld is not supported: sbx redirects a sandbox's "
+                        "TCP to ports 80 (http) and 443 (https) only",
+                        name, (long long)json_integer_value(v)) < 0;
+    }
+    return false;
+}
+
 static int
 add_binding(struct vault_op *op, json_t *vault, const json_t *b, json_int_t rev)
 {
@@ -535,18 +554,12 @@ add_binding(struct vault_op *op, json_t *vault, const json_t *b, json_int_t rev)
     json_t *nb = sbx_vault_binding_check(b, op->msg, sizeof op->msg);
     if (!nb)
         return refused(op, 400);
-    /* Not yet: nothing injects a binding's auth into the sandbox's requests (the proxy of
-     * docs/network.md "Credential proxy" is not built). A binding stored now would be
-     * accepted and silently never applied, so a well-formed one is refused here, after the
-     * schema checks (a malformed one gets its own 400 above). */
-    if (!SBX_VAULT_INJECTS) {
-        (void)refuse(op, 400,
-                     "binding `%s`: credential injection is not implemented by sbx yet (no "
-                     "proxy adds a binding's auth to the sandbox's requests); bindings are "
-                     "refused rather than stored and never applied",
-                     json_string_value(json_object_get(nb, "name")));
+    /* The proxy injects into plain HTTP on port 80 only (docs/network.md "Credential
+     * proxy"): a binding that would need HTTPS interception or another port is refused
+     * here, after the schema checks, rather than stored and silently never applied. */
+    if (binding_unservable(nb, op->msg, sizeof op->msg)) {
         json_decref(nb);
-        return -1;
+        return refused(op, 400);
     }
     const char *name = json_string_value(json_object_get(nb, "name"));
     if (find_named(bs, name, NULL)) {

@@ -17,10 +17,6 @@
 #define SBX_VAULT_LIST_MAX     64 /* hosts, ports, methods, paths, headers of one binding */
 #define SBX_VAULT_VALUE_MAX    8192
 #define SBX_VAULT_NAME_MAX     128
-/* 0 until the injecting proxy exists: well-formed bindings are refused (api_vault.c). */
-#ifndef SBX_VAULT_INJECTS
-#define SBX_VAULT_INJECTS 0
-#endif
 
 /* True when rest (the path after /proxy/18080) is one of the vault's routes. */
 bool sbx_api_vault_path(const char *rest);

@@ -19,6 +19,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,6 +39,7 @@ struct entry {
     bool busy;                 /* an operation is running on it */
     bool create_done;          /* the create job has finished (either way) */
     bool reap_warned;          /* the reaper could not get its provider (warned once) */
+    int watch_fd;              /* provider.watch's fd, in sbx_mgr.watch_ep; -1: none */
     int64_t renewed_ms;        /* the last renew-on-access (renew_on_access) */
     char rid[129];             /* the request that created it: its create job logs with it */
     char spec_hash[SBX_SPEC_HASH_LEN + 1];
@@ -71,6 +73,7 @@ struct sbx_mgr {
     size_t n_workers;
     pthread_t reaper;
     bool reaper_started;
+    int watch_ep; /* epoll of the entries' watch fds (-1: none; status is asked of all) */
     /* sandboxes with renew-on-access: while none has it, a router request takes no lock for it */
     atomic_size_t renewers;
     bool stopping;
@@ -144,9 +147,21 @@ add_entry(struct sbx_mgr *m, struct entry *e)
     link_ordered(m, e);
 }
 
+/* Forget e's watch fd (it fired, or e goes). Caller holds the lock. */
+static void
+unwatch(struct sbx_mgr *m, struct entry *e)
+{
+    if (e->watch_fd < 0)
+        return;
+    (void)epoll_ctl(m->watch_ep, EPOLL_CTL_DEL, e->watch_fd, NULL);
+    sbx_closep(&e->watch_fd);
+    e->watch_fd = -1;
+}
+
 static void
 remove_entry(struct sbx_mgr *m, struct entry *e)
 {
+    unwatch(m, e);
     if (e->idx < m->n && m->items[e->idx] == e) {
         m->items[e->idx] = m->items[--m->n];
         m->items[e->idx]->idx = e->idx;
@@ -549,6 +564,7 @@ sbx_mgr_create(struct sbx_mgr *m, struct sbx_record *sb, struct sbx_record **out
         return r;
     }
     struct entry *e = sbx_xcalloc(1, sizeof *e);
+    e->watch_fd = -1;
     e->sb = sb;
     e->prov = prov;
     e->busy = true;
@@ -1170,6 +1186,23 @@ sbx_mgr_egress(struct sbx_mgr *m, const char *id, sbx_mgr_egress_fn change, void
     return r;
 }
 
+/* Under the lock: a changed vault (stored) reaches the provider's credential proxy through its
+ * egress op, as a changed policy does (the bindings are in the same priv object). */
+static int
+vault_enforce(struct sbx_mgr *m, struct entry *e, sbx_error **err)
+{
+    if (!e->prov || !e->prov->ops->egress)
+        return 0; /* (a provider without egress has no credentialProxy either) */
+    e->busy = true;
+    struct sbx_record *work = sbx_record_dup(e->sb);
+    pthread_mutex_unlock(&m->mu);
+    int r = e->prov->ops->egress(e->prov, work, err);
+    pthread_mutex_lock(&m->mu);
+    sbx_record_free(work);
+    set_idle(m, e);
+    return r;
+}
+
 int
 sbx_mgr_vault(struct sbx_mgr *m, const char *id, const struct sbx_mgr_vault_op *op, json_t **out,
               sbx_error **err)
@@ -1195,6 +1228,12 @@ sbx_mgr_vault(struct sbx_mgr *m, const char *id, const struct sbx_mgr_vault_op *
             (void)put_priv(m, e, old, NULL);
             if (op->undo)
                 op->undo(op->arg);
+        } else if (r > 0 && vault_enforce(m, e, err) < 0) {
+            r = -SBX_EGENERIC;
+            (void)put_priv(m, e, old, NULL);
+            if (op->undo)
+                op->undo(op->arg);
+            (void)vault_enforce(m, e, NULL); /* the old bindings again */
         }
         if (r >= 0)
             *out = json_deep_copy(neg);
@@ -1241,12 +1280,16 @@ static size_t
 expired_ids(struct sbx_mgr *m, int64_t now, char (**out)[SBX_UUID_LEN + 1])
 {
     pthread_mutex_lock(&m->mu);
-    char(*ids)[SBX_UUID_LEN + 1] = sbx_xcalloc(m->n + 1, sizeof *ids);
+    char(*ids)[SBX_UUID_LEN + 1] = NULL; /* made on the first expired one: a tick allocates
+                                          * nothing while none is */
     size_t k = 0;
     for (size_t i = 0; i < m->n; i++) {
         struct entry *e = m->items[i];
-        if (!e->busy && e->sb->expires_ms && e->sb->expires_ms <= now)
-            memcpy(ids[k++], e->sb->id, sizeof ids[0]);
+        if (e->busy || !e->sb->expires_ms || e->sb->expires_ms > now)
+            continue;
+        if (!ids)
+            ids = sbx_xcalloc(m->n - i + 1, sizeof *ids);
+        memcpy(ids[k++], e->sb->id, sizeof ids[0]);
     }
     pthread_mutex_unlock(&m->mu);
     *out = ids;
@@ -1336,24 +1379,87 @@ check_one(struct sbx_mgr *m, const char *id)
         return;
     /* status may run any time (provider contract), so no busy mark for the common case */
     struct sbx_provider_status st = {0};
+    sbx_metrics_liveness_check();
     if (p->ops->status(p, work, &st, NULL) >= 0 && st.cls == SBX_CLASS_TERMINAL)
         mark_lost(m, id, work, &st);
     sbx_record_free(work);
 }
 
+/* A live, idle sandbox of a provider that can watch it gets a watch fd instead of a status
+ * call at every pass. 1: watched now (or already). Caller holds the lock. */
+static bool
+watched(struct sbx_mgr *m, struct entry *e)
+{
+    if (e->watch_fd >= 0)
+        return true;
+    if (m->watch_ep < 0 || !e->prov->ops->watch)
+        return false;
+    int fd = e->prov->ops->watch(e->prov, e->sb);
+    if (fd < 0)
+        return false; /* gone already, or not watchable now: status decides */
+    struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
+    if (epoll_ctl(m->watch_ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        (void)close(fd);
+        return false;
+    }
+    e->watch_fd = fd;
+    return true;
+}
+
+/* Status of every live sandbox that has no watch fd (those with one are asked when it fires:
+ * the cost of a pass does not grow with idle watched sandboxes, and no record is copied for
+ * them). */
 int
 sbx_mgr_check_live(struct sbx_mgr *m)
 {
     pthread_mutex_lock(&m->mu);
-    size_t n = m->n;
-    char(*ids)[SBX_UUID_LEN + 1] = sbx_xcalloc(n + 1, sizeof *ids);
-    for (size_t i = 0; i < n; i++)
-        memcpy(ids[i], m->items[i]->sb->id, sizeof ids[i]);
+    size_t n = 0;
+    char(*ids)[SBX_UUID_LEN + 1] = NULL;
+    for (size_t i = 0; i < m->n; i++) {
+        struct entry *e = m->items[i];
+        if (e->busy || !e->prov || !live_state(e->sb->state) || watched(m, e))
+            continue;
+        if (!ids)
+            ids = sbx_xcalloc(m->n - i + 1, sizeof *ids);
+        memcpy(ids[n++], e->sb->id, sizeof ids[0]);
+    }
     pthread_mutex_unlock(&m->mu);
     for (size_t i = 0; i < n; i++)
         check_one(m, ids[i]);
     free(ids);
-    return 0;
+    return (int)n;
+}
+
+#define WATCH_BATCH 64
+
+/* The sandboxes whose watch fd fired (their workload exited, or is about to be found dead):
+ * the watch goes (a pidfd stays readable) and status decides, as for an unwatched one; a
+ * sandbox still live (a start made a new workload) is watched again at the next pass. */
+static int
+check_fired(struct sbx_mgr *m)
+{
+    struct epoll_event ev[WATCH_BATCH];
+    char ids[WATCH_BATCH][SBX_UUID_LEN + 1];
+    size_t n = 0;
+    int got = m->watch_ep < 0 ? 0 : epoll_wait(m->watch_ep, ev, WATCH_BATCH, 0);
+    if (got <= 0)
+        return 0;
+    pthread_mutex_lock(&m->mu);
+    /* By fd, under the lock: an entry removed since epoll_wait took its fd out of the set
+     * (a scan of the entries, only when something fired). */
+    for (size_t i = 0; i < m->n; i++) {
+        struct entry *e = m->items[i];
+        for (int j = 0; e->watch_fd >= 0 && j < got; j++) {
+            if (ev[j].data.fd != e->watch_fd)
+                continue;
+            unwatch(m, e);
+            memcpy(ids[n++], e->sb->id, sizeof ids[0]);
+        }
+    }
+    pthread_mutex_unlock(&m->mu);
+    for (size_t i = 0; i < n; i++)
+        check_one(m, ids[i]);
+    return (int)n;
 }
 
 #define LIVENESS_EVERY 5 /* reaper ticks (seconds) between liveness checks */
@@ -1374,6 +1480,7 @@ reaper_main(void *arg)
             break;
         pthread_mutex_unlock(&m->mu);
         (void)sbx_mgr_reap(m);
+        (void)check_fired(m);
         if (++tick % LIVENESS_EVERY == 0)
             (void)sbx_mgr_check_live(m);
         pthread_mutex_lock(&m->mu);
@@ -1484,6 +1591,7 @@ load_cb(struct sbx_record *sb, void *ud)
 {
     struct sbx_mgr *m = ud;
     struct entry *e = sbx_xcalloc(1, sizeof *e);
+    e->watch_fd = -1;
     e->sb = sb;
     /* Eager providers are built; a lazy one stays unbuilt (NULL) until first use. */
     e->prov = sbx_registry_peek(m->opts.registry, sb->provider);
@@ -1542,6 +1650,7 @@ sbx_mgr_new(const struct sbx_mgr_opts *opts, struct sbx_mgr **out, sbx_error **e
     pthread_cond_init(&m->cv, NULL);
     pthread_cond_init(&m->jobs_cv, NULL);
     sbx_cond_init_monotonic(&m->stop_cv);
+    m->watch_ep = epoll_create1(EPOLL_CLOEXEC);
     if (reconcile_all(m, err) < 0 || start_threads(m, err) < 0) {
         sbx_mgr_free(m);
         return -SBX_EGENERIC;
@@ -1566,10 +1675,12 @@ sbx_mgr_free(struct sbx_mgr *m)
     if (m->reaper_started)
         pthread_join(m->reaper, NULL);
     for (size_t i = 0; i < m->n; i++) {
+        sbx_closep(&m->items[i]->watch_fd);
         sbx_record_free(m->items[i]->sb);
         sbx_error_clear(&m->items[i]->create_err);
         free(m->items[i]);
     }
+    sbx_closep(&m->watch_ep);
     free(m->items);
     sbx_strmap_free(&m->by_id);
     free(m->workers);

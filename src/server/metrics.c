@@ -36,6 +36,7 @@ static struct histo store_write;
 static struct histo router_req;
 static atomic_uint_fast64_t router_in, router_out, router_errors;
 static atomic_int_fast64_t router_open;
+static atomic_uint_fast64_t liveness_checks;
 
 /* provider errors: a small fixed table (provider, error code) filled as they happen */
 #define PERR_MAX 64
@@ -96,6 +97,12 @@ void
 sbx_metrics_store_write(double seconds)
 {
     observe(&store_write, seconds);
+}
+
+void
+sbx_metrics_liveness_check(void)
+{
+    atomic_fetch_add_explicit(&liveness_checks, 1, memory_order_relaxed);
 }
 
 void
@@ -197,6 +204,12 @@ put_router(struct sbx_buf *b)
                              "store.\n# TYPE sbx_store_write_seconds histogram\n",
                              NULL);
     put_histo(b, "sbx_store_write_seconds", "", &store_write);
+    (void)sbx_buf_printf(b, NULL,
+                         "# HELP sbx_liveness_checks_total Status calls of the liveness check "
+                         "(sandboxes a provider cannot watch, and watched ones whose workload "
+                         "exited).\n# TYPE sbx_liveness_checks_total counter\n"
+                         "sbx_liveness_checks_total %llu\n",
+                         (unsigned long long)atomic_load(&liveness_checks));
 }
 
 static long

@@ -28,6 +28,8 @@ void sbx_metrics_provider_error(const char *provider, int code);
 void sbx_metrics_store_write(double seconds);
 /* A request through the router ended. */
 void sbx_metrics_router(double seconds, uint64_t bytes_in, uint64_t bytes_out, bool failed);
+/* The liveness check asked a provider for the status of a sandbox (the reaper). */
+void sbx_metrics_liveness_check(void);
 /* A router request (or upgraded connection) opened (+1) or closed (-1). */
 void sbx_metrics_router_open(int delta);
 /* The whole exposition into b. */

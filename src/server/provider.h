@@ -87,6 +87,11 @@ struct sbx_provider_ops {
     /* The live state of the sandbox. */
     int (*status)(struct sbx_provider *p, const struct sbx_record *sb,
                   struct sbx_provider_status *out, sbx_error **err);
+    /* Optional: a pollable fd that turns readable when the sandbox's workload has exited (a
+     * pidfd of its init), so that the server asks `status` only then instead of asking every
+     * live sandbox in turn; -1: none now (the server asks `status` periodically). The caller
+     * owns the fd. Cheap: called under the manager's lock. */
+    int (*watch)(struct sbx_provider *p, const struct sbx_record *sb);
     /* A connected stream socket to `port` inside the sandbox (the router's only way in). */
     int (*connect)(struct sbx_provider *p, const struct sbx_record *sb, int port, int *fd,
                    sbx_error **err);
@@ -119,12 +124,17 @@ struct sbx_provider {
 struct sbx_srv_secrets;
 
 /* What every provider factory gets besides its own settings. */
+struct sbx_credvault;
+
 struct sbx_provider_env {
     const char *state_dir; /* the server's state dir */
     const char *exe_dir;   /* the directory of the running sbx binary */
     /* The secret store, opened on first use (secretsrv.h). Factories of lazy providers read
      * their credentials here, by the names in their settings; never from the environment. */
     struct sbx_srv_secrets *secrets;
+    /* The Credential Vaults' values (credvault.h): the native provider's credential proxy
+     * reads them at each request it injects into (docs/network.md "Credential proxy"). */
+    struct sbx_credvault *vault;
 };
 
 /*

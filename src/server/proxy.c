@@ -41,7 +41,7 @@
 #include "common/xalloc.h"
 #include "server/api_fields.h"
 #include "server/httpd.h"
-#include "server/httphead.h"
+#include "common/httphead.h"
 #include "server/proxy.h"
 #include "server/metrics.h"
 #include "server/srvutil.h"

@@ -142,6 +142,7 @@ copy_env(struct sbx_provider_env *dst, const struct sbx_provider_env *src)
     dst->state_dir = src->state_dir ? sbx_xstrdup(src->state_dir) : NULL;
     dst->exe_dir = src->exe_dir ? sbx_xstrdup(src->exe_dir) : NULL;
     dst->secrets = src->secrets;
+    dst->vault = src->vault;
 }
 
 int

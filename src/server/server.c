@@ -187,7 +187,8 @@ open_parts(struct parts *p, sbx_error **err)
     p->secrets = sbx_srv_secrets_new(secrets_dir, p->cfg.secrets_key_file);
     sbx_autofree char *vault_dir = sbx_xasprintf("%s/credvault", dir);
     p->vault = sbx_credvault_new(vault_dir);
-    struct sbx_provider_env env = {.state_dir = dir, .exe_dir = p->exe_dir, .secrets = p->secrets};
+    struct sbx_provider_env env = {
+        .state_dir = dir, .exe_dir = p->exe_dir, .secrets = p->secrets, .vault = p->vault};
     if (sbx_registry_build(&p->cfg, &env, &p->reg, err) < 0)
         return sbx_error_wrap(err, "providers");
     struct sbx_mgr_opts mo = {.store = p->store,

@@ -17,6 +17,15 @@ if [[ $provider == docker && -z ${SBX_DOCKER_SOCKET:-} ]]; then
     -- "$0" "$@"
 fi
 
+# provider kubernetes: the FAKE Kubernetes API server and kubelet (tests/integration/kubernetes,
+# root) started around this script by fake_env.py (it sets SBX_KUBECONFIG, SBX_KUBE_EXECD_IMAGE
+# and SBX_IMAGE; exit 77 when it cannot run here). SBX_EXECD_STATIC: the static sbx-execd.
+if [[ $provider == kubernetes && -z ${SBX_KUBECONFIG:-} ]]; then
+  [[ -n ${SBX_EXECD_STATIC:-} ]] || { echo "skip: SBX_EXECD_STATIC is not set"; exit 77; }
+  exec /usr/bin/python3 "$here/../integration/kubernetes/fake_env.py" "$SBX_EXECD_STATIC" \
+    -- "$0" "$@"
+fi
+
 mkdir -p "$work"
 cp "$here/package.json" "$here/scenarios.test.mjs" "$work/"
 if [[ ! -d "$work/node_modules/@alibaba-group/opensandbox" ]]; then
@@ -30,6 +39,13 @@ if [[ $provider == docker ]]; then
   cat > "$state/sbx.conf" <<CONF
 providers = { supported = ["docker"]; default = "docker";
   docker = { socket = "$SBX_DOCKER_SOCKET"; network = "none"; cgroup_parent = "$SBX_DOCKER_CGROUP"; }; };
+CONF
+elif [[ $provider == kubernetes ]]; then
+  cat > "$state/sbx.conf" <<CONF
+providers = { supported = ["kubernetes"]; default = "kubernetes";
+  kubernetes = { kubeconfig = "$SBX_KUBECONFIG"; namespace = "sbx";
+    execd_image = "$SBX_KUBE_EXECD_IMAGE"; poll_ms = 100; wait_timeout_ms = 60000;
+    workspace_pvc_size = "1Gi"; }; };
 CONF
 else
   cat > "$state/sbx.conf" <<CONF

@@ -154,8 +154,8 @@ test("volumes: a pvc shared by claimName, read-only mounts, host paths need the 
     await assert.rejects(make({ volumes: [pvc()] }), code(/API_NOT_SUPPORTED/));
     return;
   }
-  if (provider !== "native") {
-    t.skip(`volume checks are written for the native and process providers, not ${provider}`);
+  if (provider !== "native" && provider !== "kubernetes") {
+    t.skip(`volume checks are written for the native, kubernetes and process providers, not ${provider}`);
     return;
   }
   const a = await make({ volumes: [pvc()] });
@@ -167,8 +167,9 @@ test("volumes: a pvc shared by claimName, read-only mounts, host paths need the 
   assert.match(r.logs.stderr.map((m) => m.text).join(""), /Read-only file system/);
   await a.kill();
   await b.kill();
+  // native: host paths need the allow-list; kubernetes binds none (a node's files)
   await assert.rejects(make({ volumes: [{ name: "h", mountPath: "/h", host: { path: "/etc" } }] }),
-    code(/VOLUME::HOST_PATH_NOT_ALLOWED/));
+    code(provider === "kubernetes" ? /VOLUME::UNSUPPORTED_BACKEND/ : /VOLUME::HOST_PATH_NOT_ALLOWED/));
   await assert.rejects(make({
     volumes: [{ name: "n", mountPath: "/n", pvc: { claimName: `${claim}-missing`, createIfNotExists: false } }],
   }), code(/VOLUME::PVC_NOT_FOUND/));
@@ -202,8 +203,8 @@ test("secureAccess: the SDK works on the sandbox's own token, which is not the A
 
 test("egress: networkPolicy at create, get, patch and delete rules through port 18080", async () => {
   const networkPolicy = { defaultAction: "deny", egress: [{ action: "allow", target: "pypi.org" }] };
-  if (provider !== "native") {
-    // docker and process cannot enforce it: refused, not ignored
+  if (provider !== "native" && provider !== "docker") {
+    // the process provider cannot enforce it: refused, not ignored
     await assert.rejects(make({ networkPolicy }), (err) => {
       assert.match(String(err.error?.code ?? err.message), /API_NOT_SUPPORTED/);
       return true;
@@ -222,12 +223,14 @@ test("egress: networkPolicy at create, get, patch and delete rules through port 
   assert.deepEqual((await sbx.getEgressPolicy()).egress,
     [{ action: "allow", target: "*.example.com" }]);
   await assert.rejects(sbx.patchEgressRules([{ action: "allow", target: "10.0.0.0/8" }]));
-  // the sandbox itself works as before (the router, not its network)
+  // the sandbox itself works as before (the router, not its network); it resolves through
+  // sbx's resolver: native on the bridge's gateway, docker inside the container's namespace
   const ex = await sbx.commands.run("cat /etc/resolv.conf");
-  assert.match(ex.logs.stdout.map((m) => m.text).join("\n"), /^nameserver 10\./);
+  assert.match(ex.logs.stdout.map((m) => m.text).join("\n"),
+    provider === "docker" ? /^nameserver 127\.0\.0\.53$/m : /^nameserver 10\./);
 });
 
-test("credentialProxy: the Credential Vault through port 18080 (no injection yet)", async () => {
+test("credentialProxy: the Credential Vault through port 18080", async () => {
   const networkPolicy = { defaultAction: "deny", egress: [{ action: "allow", target: "api.example.com" }] };
   const credentialProxy = { enabled: true };
   if (provider !== "native") {
@@ -256,13 +259,18 @@ test("credentialProxy: the Credential Vault through port 18080 (no injection yet
   assert.deepEqual((await v.listCredentials()).map((c) => c.name), ["openai", "k2"]);
   assert.equal((await v.getCredential("k2")).revision, st2.revision);
   assert.deepEqual(await v.listBindings(), []);
-  // a binding is refused (nothing injects it yet), never stored and ignored
-  await assert.rejects(v.patch({ bindings: { add: [{ name: "b", match: { hosts: ["api.example.com"] },
-    auth: { type: "bearer", credential: "openai" } }] } }), (err) => {
+  // a binding on a port the proxy never sees is refused, not stored and ignored
+  await assert.rejects(v.patch({ bindings: { add: [{ name: "b", match: { hosts: ["api.example.com"],
+    ports: [8443] }, auth: { type: "bearer", credential: "openai" } }] } }), (err) => {
     assert.equal(err.statusCode, 400);
-    assert.match(err.message, /not implemented/);
+    assert.match(err.message, /port 8443/);
     return true;
   });
+  // one with the spec's defaults (https, 443) is stored (its injection:
+  // tests/integration/server/test_credinject.py)
+  const st3 = await v.patch({ bindings: { add: [{ name: "b", match: { hosts: ["api.example.com"] },
+    auth: { type: "bearer", credential: "openai" } }] } });
+  assert.deepEqual(st3.bindings.map((b) => b.name), ["b"]);
   assert.ok(!JSON.stringify(await v.get()).includes(secret), "values are write-only");
   await v.delete();
   await assert.rejects(v.get(), (err) => { assert.equal(err.statusCode, 404); return true; });
@@ -270,6 +278,15 @@ test("credentialProxy: the Credential Vault through port 18080 (no injection yet
 
 test("pause and resume", async () => {
   const sbx = await make();
+  if (provider === "kubernetes") {
+    // a pod cannot be frozen through the Kubernetes API: refused, the sandbox left running
+    await assert.rejects(sbx.pause(), (err) => {
+      assert.match(String(err.error?.code ?? err.message), /API_NOT_SUPPORTED/);
+      return true;
+    });
+    assert.equal((await sbx.getInfo()).status.state, "Running");
+    return;
+  }
   await sbx.pause();
   assert.equal((await sbx.getInfo()).status.state, "Paused");
   const resumed = await sbx.resume();
@@ -290,7 +307,7 @@ test("renew", async () => {
 test("snapshots: create, Ready, list, restore with snapshotId, delete", async (t) => {
   const manager = SandboxManager.create({ connectionConfig: config });
   try {
-    if (provider === "process") {
+    if (provider === "process" || provider === "kubernetes") {
       const sbx = await make();
       await assert.rejects(manager.createSnapshot(sbx.id), (err) => {
         assert.match(String(err.error?.code ?? err.message), /API_NOT_SUPPORTED/);
@@ -334,7 +351,7 @@ test("snapshots: create, Ready, list, restore with snapshotId, delete", async (t
 // SDK 0.1.11 has no pool calls: the pool is made over HTTP, the create from it is the SDK's own
 // Sandbox.create with extensions.poolRef (its default entrypoint and limits, the pool's image).
 test("pools: Sandbox.create with extensions.poolRef takes a warm sandbox", async (t) => {
-  if (!["native", "process", "docker"].includes(provider)) {
+  if (!["native", "process", "docker", "kubernetes"].includes(provider)) {
     t.skip(`provider ${provider} keeps no pools`);
     return;
   }

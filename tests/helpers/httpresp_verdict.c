@@ -1,7 +1,7 @@
 /*
  * httpresp_verdict.c - what the router makes of a sandbox's response, as JSON on stdout: the
  * bytes on stdin read as proxy.c reads an upstream answer (common/chunked.h and
- * server/httphead.h, the same functions), then the connection closed.
+ * common/httphead.h, the same functions), then the connection closed.
  *
  *   httpresp_verdict [METHOD [PIECE]] < response
  *   httpresp_verdict --batch < records     (each record: "METHOD PIECE LENGTH\n" + LENGTH bytes)
@@ -22,7 +22,7 @@
 #include "common/chunked.h"
 #include "common/cleanup.h"
 #include "common/xalloc.h"
-#include "server/httphead.h"
+#include "common/httphead.h"
 
 struct input {
     char *p;

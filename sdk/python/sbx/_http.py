@@ -7,6 +7,7 @@ import http.client
 import json
 import os
 import socket
+import ssl
 import urllib.parse
 from typing import (TYPE_CHECKING, Any, Dict, Iterable, Iterator, List, Mapping, Optional,
                     Sequence, Tuple, Union)
@@ -49,6 +50,12 @@ def resolve(url: Optional[str], api_key: Optional[str]) -> Tuple[str, Optional[s
     if not api_key:
         api_key = key_from_state_dir(os.environ.get("SBX_STATE_DIR") or DEFAULT_STATE_DIR)
     return normalise_url(url), api_key
+
+
+def tls_context() -> ssl.SSLContext:
+    """Certificates and host names verified, against the system's CAs or, as the CLI does,
+    the PEM file named by SBX_CA_CERT (a server behind a TLS proxy with a private CA)."""
+    return ssl.create_default_context(cafile=os.environ.get("SBX_CA_CERT") or None)
 
 
 class Response:
@@ -126,7 +133,8 @@ class Transport:
     def _connect(self, timeout: Optional[float]) -> http.client.HTTPConnection:
         t = self.timeout if timeout is None else timeout
         if self._https:
-            return http.client.HTTPSConnection(self._host, self._port, timeout=t)
+            return http.client.HTTPSConnection(self._host, self._port, timeout=t,
+                                               context=tls_context())
         return http.client.HTTPConnection(self._host, self._port, timeout=t)
 
     def open(self, method: str, path: str, *, query: Query = None, json_body: Any = None,

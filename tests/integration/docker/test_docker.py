@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "scripts"))
 
 import busybox_image  # noqa: E402
 import engine as eng  # noqa: E402
-from harness import Fail, Skip, check, host_address, main, wait_for  # noqa: E402
+from harness import Fail, Skip, check, host_address, main, remove_bridge, wait_for  # noqa: E402
 
 PASSWORD = "s3cret-Pass-%d" % os.getpid()
 
@@ -247,9 +247,10 @@ def bad_input(s, e, setup):
     check(r.status == 400, "a malformed reference is a 400: %r" % r)
     r = create(s, image, resourceLimits={"cpu": "lots", "memory": "1Gi"})
     check(r.status == 400 and "cpu" in r.json()["message"], "bad cpu: %r" % r)
-    r = create(s, image, networkPolicy={"defaultAction": "deny"})
+    r = create(s, image, networkPolicy={"defaultAction": "deny"},
+               credentialProxy={"enabled": True})
     check(r.status == 400 and r.json()["code"] == "SANDBOX::API_NOT_SUPPORTED",
-          "networkPolicy refused, not ignored: %r" % r)
+          "credentialProxy refused, not ignored: %r" % r)
     nosh = setup.registry.push_busybox(tag="nosh", shell=False)
     r = create(s, nosh)
     check(r.status in (400, 500) and "/bin/sh" in r.json()["message"],
@@ -364,6 +365,10 @@ def reach_address(new_server, e):
         check(ip, "the container has an address")
         out = inside(s, sid, "tr '\\0' ' ' < /proc/1/cmdline")
         check("--listen 0.0.0.0:44772" in out[0], "execd on all interfaces: %r" % out)
+        # networkPolicy needs the container's namespace on this host
+        r = create(s, e.image, networkPolicy={"defaultAction": "deny"})
+        check(r.status == 400 and r.json()["code"] == "SANDBOX::API_NOT_SUPPORTED" and
+              "reach" in r.json()["message"], "a remote-style engine refuses networkPolicy: %r" % r)
         check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
         check(s.stop() == 0, "clean stop")
     finally:
@@ -499,10 +504,7 @@ def isolation(new_server, e):
     finally:
         lis.close()
         s.kill9()
-        subprocess.run([s.sbx, "net", "nft", "teardown", bridge, subnet], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge + "-kp"], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge], capture_output=True)
-        subprocess.run(["rm", "-rf", "/run/sbx/net/" + bridge], capture_output=True)
+        remove_bridge(s.sbx, bridge, subnet)
 
 
 def snapshot_ready(s, sid):

@@ -913,6 +913,17 @@ class PodWorker:
         cdir = os.path.join(pdir, "containers", "%s-%d" % (ctr["name"], restarts))
         os.makedirs(cdir, exist_ok=True)
         mounts = []
+        while True:
+            try:
+                self.mount_secrets(pod)
+                break
+            except ValueError as e:
+                # the kubelet retries the mount; the container waits as it was
+                self.kl.event(pod, "FailedMount", str(e), "Warning")
+                end = time.time() + 2
+                while time.time() < end:
+                    self.wait(0.2)
+                pod = self.check()
         for m in ctr.get("volumeMounts") or []:
             vol = next(v for v in pod["spec"].get("volumes") or [] if v["name"] == m["name"])
             src = self.volume_dir(pod, vol)
@@ -970,6 +981,39 @@ class PodWorker:
                              containerID="containerd://" + cid, imageID=ref.rsplit(":", 1)[0] +
                              "@sha256:" + hashlib.sha256(ref.encode()).hexdigest())
         self.status(st)
+
+    def mount_secrets(self, pod: Obj) -> None:
+        """Secret volumes: the keys (or the listed items) as files, defaultMode (0644) or the
+        item's mode, written once per pod (the real kubelet uses a tmpfs and atomic symlink
+        swaps; a Secret marked immutable is never refreshed either). A missing secret or key
+        raises ValueError with the kubelet's FailedMount message."""
+        for vol in pod["spec"].get("volumes") or []:
+            sv = vol.get("secret")
+            if sv is None:
+                continue
+            d = os.path.join(self.fake.data_dir, "pods", self.uid, "volumes", vol["name"])
+            if os.path.exists(d + ".ready"):
+                continue
+            sec = self.store.get("secrets", self.ns, sv["secretName"])
+            if sec is None:
+                if sv.get("optional"):
+                    continue
+                raise ValueError('MountVolume.SetUp failed for volume "%s" : secret "%s" not '
+                                 'found' % (vol["name"], sv["secretName"]))
+            data = secret_data(sec)
+            items = sv.get("items") or [{"key": k, "path": k} for k in sorted(data)]
+            os.makedirs(d, exist_ok=True)
+            for it in items:
+                if it["key"] not in data:
+                    raise ValueError('MountVolume.SetUp failed for volume "%s" : configured to '
+                                     'use key name "%s" but the key is not present in the '
+                                     'secret' % (vol["name"], it["key"]))
+                path = os.path.join(d, it["path"])
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                with open(path, "w") as f:
+                    f.write(data[it["key"]])
+                os.chmod(path, it.get("mode", sv.get("defaultMode", 0o644)))
+            open(d + ".ready", "w").close()
 
     def volume_dir(self, pod: Obj, vol: Obj) -> str:
         """The host directory behind a volume: emptyDir per pod, a PVC's directory."""

@@ -419,6 +419,25 @@ def validate_pod(pod: dict[str, Any], secrets_exist: Callable[[str], bool]) -> N
         pvc = v.get("persistentVolumeClaim")
         if pvc is not None and not pvc.get("claimName"):
             c.required(f + ".persistentVolumeClaim.claimName")
+        sv = v.get("secret")
+        if sv is not None:
+            if not sv.get("secretName"):
+                c.required(f + ".secret.secretName")
+            dm = sv.get("defaultMode")
+            if dm is not None and not 0 <= dm <= 0o777:
+                c.bad(f + ".secret.defaultMode", dm,
+                      "must be a number between 0 and 0777 (octal), both inclusive")
+            for j, it in enumerate(sv.get("items") or []):
+                itf = "%s.secret.items[%d]" % (f, j)
+                if not it.get("key"):
+                    c.required(itf + ".key")
+                ip = it.get("path") or ""
+                if not ip:
+                    c.required(itf + ".path")
+                elif ip.startswith("/"):
+                    c.bad(itf + ".path", ip, "must be a relative path")
+                elif ".." in ip.split("/"):
+                    c.bad(itf + ".path", ip, "must not contain '..'")
         ed = v.get("emptyDir")
         if ed is not None and ed.get("medium") not in (None, "", "Memory") and \
                 not str(ed.get("medium")).startswith("HugePages"):

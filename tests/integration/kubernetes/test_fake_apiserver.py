@@ -824,6 +824,44 @@ def test_probes(v1: client.CoreV1Api) -> None:
         v1.delete_namespaced_pod(n, NS, grace_period_seconds=0)
 
 
+def secret_volumes(v1: client.CoreV1Api) -> None:
+    """A secret volume: the listed items as files with defaultMode; a missing secret holds
+    the pod in ContainerCreating with FailedMount events; a bad item path is a 422."""
+    def pod(name: str, secret: str, items: Optional[list[Any]] = None) -> dict[str, Any]:
+        sv: dict[str, Any] = {"secretName": secret, "defaultMode": 0o400}
+        if items is not None:
+            sv["items"] = items
+        return {"metadata": {"name": name}, "spec": {
+            "restartPolicy": "Never", "volumes": [{"name": "s", "secret": sv}],
+            "containers": [{"name": "main", "image": "sbx-base:test",
+                            "command": ["/bin/sh", "-c", "stat -c %a /s/t/tok; cat /s/t/tok; echo; "
+                                        "ls /s"],
+                            "volumeMounts": [{"name": "s", "mountPath": "/s",
+                                              "readOnly": True}]}]}}
+    v1.create_namespaced_pod(NS, pod("secvol", "creds", [{"key": "token", "path": "t/tok"}]))
+    wait_phase(v1, "secvol", {"Succeeded"})
+    log = v1.read_namespaced_pod_log("secvol", NS)
+    check(log == "400\ns3cr3t\nt\n", "the item as a file, mode 0400, nothing else: %r" % log)
+    v1.create_namespaced_pod(NS, pod("secvol-missing", "nope"))
+
+    def failed_mount() -> Any:
+        evs = v1.list_namespaced_event(NS).items
+        return [e for e in evs if e.involved_object.name == "secvol-missing" and
+                e.reason == "FailedMount"]
+    ev = wait_for(failed_mount, "FailedMount for a missing secret")[0]
+    check('secret "nope" not found' in ev.message and ev.type == "Warning", "%r" % ev.message)
+    check(v1.read_namespaced_pod("secvol-missing", NS).status.phase == "Pending",
+          "held Pending")
+    try:
+        v1.create_namespaced_pod(NS, pod("secvol-bad", "creds",
+                                         [{"key": "token", "path": "../up"}]))
+        raise Fail("a secret item path with .. was accepted")
+    except ApiException as e:
+        check(e.status == 422 and "must not contain '..'" in e.body, "422: %s" % e.body)
+    for n in ("secvol", "secvol-missing"):
+        v1.delete_namespaced_pod(n, NS, grace_period_seconds=0)
+
+
 def test_secrets_autorun_binding(fake: Fake, v1: client.CoreV1Api) -> None:
     """secretKeyRef env (and a missing secret: CreateContainerConfigError), autoRun off until
     /run, a Pending claim binding later."""
@@ -852,6 +890,7 @@ def test_secrets_autorun_binding(fake: Fake, v1: client.CoreV1Api) -> None:
             "CreateContainerConfigError" and cs[0].state.waiting
     w = wait_for(waiting, "CreateContainerConfigError")
     check(w.message == 'secret "nope" not found', "missing secret: %r" % w)
+    secret_volumes(v1)
     fake.ctl("config", {"autoRun": False})
     v1.create_namespaced_pod(NS, pod("held", ["/bin/sleep", "1000"]))
     wait_for(lambda: v1.read_namespaced_pod("held", NS).spec.node_name, "held scheduled")

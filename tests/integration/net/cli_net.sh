@@ -17,6 +17,8 @@ opts=(--bridge "$br" --subnet 10.199.0.0/16 --state-dir "$dir")
 out=$("$sbx" net ls "${opts[@]}")
 grep -q '^10.199.0.7 .*vsbx0ac70007 .*02:5b:0a:c7:00:07 .*old-sandbox$' <<<"$out"
 grep -q '^10.199.0.8 .*new-sandbox$' <<<"$out"
+# its leaf bridge: the first (addresses .2 .. .1001 with the default leaf size)
+grep -Eq '^10.199.0.7 .* (sbxc[0-9]+|lsbx[0-9a-f]{6})\.1 +old-sandbox$' <<<"$out"
 
 "$sbx" net gc "${opts[@]}" | grep -q 'released 1 stale lease$'
 [[ ! -e "$leases/10.199.0.7" && ! -e "$ids/old-sandbox" ]]

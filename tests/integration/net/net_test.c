@@ -443,6 +443,253 @@ sh(const char *cmd)
     return WIFEXITED(r) ? WEXITSTATUS(r) : -1;
 }
 
+/* ---- leaf bridges (docs/network.md "More than 1022 bridged sandboxes") ---- */
+
+struct port_check {
+    const char *name;
+    int found;
+};
+
+static int
+find_port(const char *name, int index, void *payload)
+{
+    struct port_check *c = payload;
+    (void)index;
+    c->found |= strcmp(name, c->name) == 0;
+    return 0;
+}
+
+/* name is a port of bridge (in our netns). */
+static int
+port_of(const char *name, const char *bridge)
+{
+    struct sbx_nl nl;
+    int index = 0;
+    struct port_check c = {.name = name};
+    assert_int_equal(sbx_nl_open(&nl, -1), 0);
+    if (sbx_nl_link_get(&nl, bridge, &index, NULL, NULL) == 0)
+        assert_int_equal(sbx_nl_link_foreach(&nl, index, find_port, &c), 0);
+    sbx_nl_close(&nl);
+    return c.found;
+}
+
+struct ns_cmd {
+    int ns;
+    const char *cmd;
+    int rc;
+};
+
+static void *
+ns_cmd_thread(void *p)
+{
+    struct ns_cmd *c = p;
+    c->rc = -1;
+    if (setns(c->ns, CLONE_NEWNET) == 0)
+        c->rc = sh(c->cmd); /* the child inherits this thread's netns */
+    return NULL;
+}
+
+/* Run a shell command in network namespace ns. */
+static int
+sh_in(int ns, const char *cmd)
+{
+    struct ns_cmd c = {.ns = ns, .cmd = cmd};
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, ns_cmd_thread, &c), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    return c.rc;
+}
+
+static void
+leaf_attach_ok(struct sbx_net *n, struct sbx_net_lease *l, const char *id, int ns,
+               const char *want_leaf)
+{
+    sbx_autoerror sbx_error *err = NULL;
+    char leaf[16];
+    if (sbx_net_attach(l, n, id, ns, &err) < 0)
+        fail_msg("attach %s: %s", id, sbx_error_msg(err));
+    assert_int_equal(sbx_net_leaf_of(n, l->addr, leaf, NULL), 0);
+    assert_string_equal(leaf, want_leaf);
+    assert_true(port_of(l->host_ifname, leaf));
+    assert_false(port_of(l->host_ifname, T.bridge));
+}
+
+/* Everything of test_isolation that involves the gateway (DNS, NAT, host and metadata
+ * refused), from a sandbox on any leaf. */
+static void
+leaf_reach(int ns, const struct sbx_net_lease *l)
+{
+    char peer[16];
+    assert_int_equal(tcp_probe(ns, T.wan_ns, T.wan_peer, peer), 0);
+    assert_string_equal(peer, T.wan_host); /* masqueraded */
+    assert_int_equal(tcp_probe_port(ns, T.wan_ns, T.dns, 53, peer), 0);
+    assert_int_equal(tcp_probe(ns, T.wan_ns, "169.254.169.254", peer), -1);
+    assert_int_equal(tcp_probe(ns, -1, l->gateway, peer), -1);
+    assert_int_equal(tcp_probe(ns, -1, T.wan_host, peer), -1);
+}
+
+/* A sandbox that sends to the leaf's MAC instead of the gateway's (it cannot, without
+ * CAP_NET_ADMIN: the test is root in that netns and plays a sandbox that could) gets nowhere:
+ * nothing enters the host through a leaf. And the leaf never answers ARP for the gateway. */
+static void
+leaf_is_no_gateway(int ns, const struct sbx_net_lease *l, const char *leaf)
+{
+    char cmd[384];
+    char peer[16];
+    int pid = (int)getpid();
+    (void)snprintf(cmd, sizeof cmd,
+                   "ip -o link show %s | sed -n 's/.*link.ether \\([^ ]*\\).*/\\1/p' "
+                   "> /tmp/sbx-net-test-leafmac.%d && test -s /tmp/sbx-net-test-leafmac.%d",
+                   leaf, pid, pid);
+    assert_int_equal(sh(cmd), 0);
+    (void)snprintf(cmd, sizeof cmd,
+                   "ip neigh replace %s lladdr $(cat /tmp/sbx-net-test-leafmac.%d) dev eth0 "
+                   "nud permanent",
+                   l->gateway, pid);
+    assert_int_equal(sh_in(ns, cmd), 0);
+    assert_int_equal(tcp_probe(ns, T.wan_ns, T.wan_peer, peer), -1);
+    assert_int_equal(tcp_probe_port(ns, T.wan_ns, T.dns, 53, peer), -1);
+    assert_int_equal(tcp_probe_port(ns, -1, l->gateway, 53, peer), -1);
+    (void)snprintf(cmd, sizeof cmd, "ip neigh del %s dev eth0; rm -f /tmp/sbx-net-test-leafmac.%d",
+                   l->gateway, pid);
+    assert_int_equal(sh_in(ns, cmd), 0);
+    assert_int_equal(tcp_probe(ns, T.wan_ns, T.wan_peer, peer), 0);
+    /* resolved again by ARP: to the bridge's MAC, never the leaf's */
+    (void)snprintf(cmd, sizeof cmd,
+                   "ip neigh show %s | sed -n 's/.*lladdr \\([^ ]*\\).*/\\1/p' | head -1 > "
+                   "/tmp/sbx-net-test-gwmac.%d",
+                   l->gateway, pid);
+    assert_int_equal(sh_in(ns, cmd), 0);
+    (void)snprintf(cmd, sizeof cmd,
+                   "test -s /tmp/sbx-net-test-gwmac.%1$d && ip -o link show %2$s | grep -qi "
+                   "\"$(cat /tmp/sbx-net-test-gwmac.%1$d)\"; r=$?; "
+                   "rm -f /tmp/sbx-net-test-gwmac.%1$d; exit $r",
+                   pid, T.bridge);
+    assert_int_equal(sh(cmd), 0);
+}
+
+static int
+leaf_alive(const char *id, void *payload)
+{
+    (void)id;
+    (void)payload;
+    return 1;
+}
+
+static void
+open_leafy(struct sbx_net **out, unsigned leaf_size)
+{
+    sbx_autoerror sbx_error *err = NULL;
+    struct sbx_net_config cfg = {.bridge = T.bridge,
+                                 .subnet = T.subnet,
+                                 .state_dir = T.dir,
+                                 .dns = T.dns,
+                                 .leaf_size = leaf_size};
+    if (sbx_net_open(out, &cfg, &err) < 0)
+        fail_msg("sbx_net_open: %s", sbx_error_msg(err));
+}
+
+/* Issue 16: with two sandboxes per leaf, five sandboxes take three leaves, made on demand.
+ * Across leaves: isolated unless grouped (the group works across them, and only for its
+ * members), the gateway's DNS and NAT work from every leaf and the host and metadata stay
+ * refused; gc removes an emptied leaf with its uplink and what a crash left half-made. */
+static void
+test_leaves(void **state)
+{
+    (void)state;
+    struct sbx_net *n = NULL;
+    open_leafy(&n, 2);
+    struct sbx_net_leaf_names l1;
+    struct sbx_net_leaf_names l2;
+    struct sbx_net_leaf_names l3;
+    sbx_net_leaf_names(&l1, T.bridge, 1);
+    sbx_net_leaf_names(&l2, T.bridge, 2);
+    sbx_net_leaf_names(&l3, T.bridge, 3);
+    int ns[5];
+    struct sbx_net_lease l[5];
+    const char *want[5] = {l1.leaf, l1.leaf, l2.leaf, l2.leaf, l3.leaf};
+    for (int i = 0; i < 5; i++) {
+        char id[16];
+        (void)snprintf(id, sizeof id, "leaf-%d", i);
+        ns[i] = new_netns();
+        leaf_attach_ok(n, &l[i], id, ns[i], want[i]);
+    }
+    /* made with their uplinks, which sit on the bridge and on the leaf */
+    assert_true(port_of(l2.root_end, T.bridge));
+    assert_true(port_of(l2.leaf_end, l2.leaf));
+    assert_true(port_of(l3.root_end, T.bridge));
+    char peer[16];
+    /* isolated: on one leaf and across leaves, both ways */
+    assert_int_equal(tcp_probe(ns[0], ns[1], l[1].addr, peer), -1);
+    assert_int_equal(tcp_probe(ns[0], ns[2], l[2].addr, peer), -1);
+    assert_int_equal(tcp_probe(ns[4], ns[0], l[0].addr, peer), -1);
+    /* a group across leaves 1 and 2 (and a member of another group on leaf 3) */
+    uint32_t g = 0;
+    uint32_t h = 0;
+    assert_int_equal(sbx_net_group_id(n, "leaf-g", &g, NULL), 0);
+    assert_int_equal(sbx_net_group_id(n, "leaf-h", &h, NULL), 0);
+    assert_int_equal(sbx_net_set_group(n, "leaf-0", g, NULL), 0);
+    assert_int_equal(sbx_net_set_group(n, "leaf-2", g, NULL), 0);
+    assert_int_equal(sbx_net_set_group(n, "leaf-4", h, NULL), 0);
+    assert_int_equal(tcp_probe(ns[0], ns[2], l[2].addr, peer), 0);
+    assert_string_equal(peer, l[0].addr); /* switched, not routed: its own address */
+    assert_int_equal(tcp_probe(ns[2], ns[0], l[0].addr, peer), 0);
+    assert_int_equal(tcp_probe(ns[1], ns[0], l[0].addr, peer), -1); /* not a member */
+    assert_int_equal(tcp_probe(ns[3], ns[2], l[2].addr, peer), -1); /* nor on the member's leaf */
+    assert_int_equal(tcp_probe(ns[4], ns[2], l[2].addr, peer), -1); /* another group */
+    assert_int_equal(tcp_probe(ns[2], ns[4], l[4].addr, peer), -1);
+    /* the gateway from every leaf, and the leaf never stands in for it */
+    for (int i = 0; i < 5; i += 2)
+        leaf_reach(ns[i], &l[i]);
+    leaf_is_no_gateway(ns[4], &l[4], l3.leaf);
+    /* out of the group: refused again */
+    assert_int_equal(sbx_net_set_group(n, "leaf-2", 0, NULL), 0);
+    assert_int_equal(tcp_probe(ns[0], ns[2], l[2].addr, peer), -1);
+    /* gc: leaf 3 emptied goes with its uplink; leaves with sandboxes stay */
+    assert_int_equal(sbx_net_detach(n, "leaf-4", NULL), 0);
+    assert_int_equal(sbx_net_gc_leaves(n, NULL), 1);
+    assert_false(link_exists(-1, l3.leaf, NULL));
+    assert_false(link_exists(-1, l3.root_end, NULL));
+    assert_false(link_exists(-1, l3.leaf_end, NULL));
+    assert_true(link_exists(-1, l1.leaf, NULL) && link_exists(-1, l2.leaf, NULL));
+    /* what a crash leaves: a leaf without uplink, an uplink without leaf */
+    struct sbx_net_leaf_names l8;
+    struct sbx_net_leaf_names l9;
+    sbx_net_leaf_names(&l8, T.bridge, 8);
+    sbx_net_leaf_names(&l9, T.bridge, 9);
+    struct sbx_nl nl;
+    unsigned char mac[6] = {0x02, 1, 2, 3, 4, 5};
+    struct sbx_nl_veth v = {.name = l9.root_end, .peer_name = l9.leaf_end, .peer_netns_fd = -1};
+    assert_int_equal(sbx_nl_open(&nl, -1), 0);
+    assert_int_equal(sbx_nl_bridge_create(&nl, l8.leaf, mac, 0), 0);
+    assert_int_equal(sbx_nl_veth_create(&nl, &v), 0);
+    sbx_nl_close(&nl);
+    assert_int_equal(sbx_net_gc_leaves(n, NULL), 1);
+    assert_false(link_exists(-1, l8.leaf, NULL));
+    assert_false(link_exists(-1, l9.root_end, NULL));
+    /* a new sandbox on leaf 3 makes it again, and it works */
+    int again = new_netns();
+    struct sbx_net_lease la;
+    leaf_attach_ok(n, &la, "leaf-5", again, l3.leaf);
+    assert_int_equal(tcp_probe(again, T.wan_ns, T.wan_peer, peer), 0);
+    assert_int_equal(tcp_probe(again, ns[0], l[0].addr, peer), -1);
+    assert_int_equal(sbx_net_detach(n, "leaf-5", NULL), 0);
+    sbx_closep(&again);
+    for (int i = 0; i < 4; i++) {
+        char id[16];
+        (void)snprintf(id, sizeof id, "leaf-%d", i);
+        assert_int_equal(sbx_net_detach(n, id, NULL), 0);
+        sbx_closep(&ns[i]);
+    }
+    sbx_closep(&ns[4]);
+    /* sbx_net_gc (the runtime's crash cleanup) removes the emptied leaves too */
+    assert_int_equal(sbx_net_gc(n, leaf_alive, NULL, NULL), 0);
+    assert_false(link_exists(-1, l1.leaf, NULL));
+    assert_false(link_exists(-1, l2.leaf, NULL));
+    assert_false(link_exists(-1, l3.leaf, NULL));
+    sbx_net_close(n);
+}
+
 /* dockerd sets iptables' FORWARD policy to DROP (iptables-nft: an `ip filter FORWARD` base
  * chain with policy drop). Our own accept cannot override that drop; sbx_net_open must add
  * accept rules to that chain, in a form that iptables-nft (hence dockerd) still reads. */
@@ -471,7 +718,7 @@ test_forward_policy_drop(void **state)
     struct sbx_net *again = NULL;
     open_net(&again); /* idempotent: no duplicates */
     sbx_net_close(again);
-    (void)snprintf(cmd, sizeof(cmd), "test $(iptables -w -S FORWARD | grep -c 'sbx:%s') -eq 2",
+    (void)snprintf(cmd, sizeof(cmd), "test $(iptables -w -S FORWARD | grep -c 'sbx:%s') -eq 4",
                    T.bridge);
     assert_int_equal(sh(cmd), 0);
     assert_int_equal(sh("iptables -w -F FORWARD && iptables -w -P FORWARD ACCEPT"), 0);
@@ -509,7 +756,7 @@ test_concurrent_first_setup(void **state)
         assert_int_equal(waitpid(pids[i], &st, 0), pids[i]);
         assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     }
-    (void)snprintf(cmd, sizeof(cmd), "test $(iptables -w -S FORWARD | grep -c 'sbx:%s') -eq 2",
+    (void)snprintf(cmd, sizeof(cmd), "test $(iptables -w -S FORWARD | grep -c 'sbx:%s') -eq 4",
                    bridge);
     assert_int_equal(sh(cmd), 0);
     int up = 0;
@@ -899,6 +1146,7 @@ main(void)
         cmocka_unit_test(test_attach_and_talk),
         cmocka_unit_test(test_nat_egress),
         cmocka_unit_test(test_isolation),
+        cmocka_unit_test(test_leaves),
         cmocka_unit_test(test_forward_policy_drop),
         cmocka_unit_test(test_concurrent_first_setup),
         cmocka_unit_test(test_detach),

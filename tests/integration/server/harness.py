@@ -278,6 +278,25 @@ def main(test, sbx_arg_index=1, need_execd=True):
     sys.exit(0)
 
 
+def remove_bridge(sbx, bridge, subnet):
+    """Remove a test's own bridge network: its leaf bridges and their uplinks (`sbx net gc`,
+    once the sandboxes' ports are gone: the kernel deletes them with their namespaces, in the
+    background), its rules, its keep-alive port, the bridge and its leases."""
+    deadline = time.time() + 10
+    while True:
+        subprocess.run([sbx, "net", "gc", "--bridge", bridge, "--subnet", subnet],
+                       capture_output=True)
+        links = subprocess.run(["ip", "-o", "link", "show"], capture_output=True,
+                               text=True).stdout
+        if (" %s." % bridge) not in links or time.time() > deadline:
+            break
+        time.sleep(0.2)
+    subprocess.run([sbx, "net", "nft", "teardown", bridge, subnet], capture_output=True)
+    subprocess.run(["ip", "link", "del", bridge + "-kp"], capture_output=True)
+    subprocess.run(["ip", "link", "del", bridge], capture_output=True)
+    subprocess.run(["rm", "-rf", "/run/sbx/net/" + bridge], capture_output=True)
+
+
 def wait_for(fn, what, timeout=15):
     deadline = time.time() + timeout
     while time.time() < deadline:

@@ -38,6 +38,9 @@ NATIVE_BAD = [
     ("netns_pool = -1;", "providers.native.netns_pool must be an integer from 0 to 64"),
     ("netns_pool = 65;", "providers.native.netns_pool must be an integer from 0 to 64"),
     ('netns_pool = "4";', "providers.native.netns_pool must be an integer from 0 to 64"),
+    ("leaf_size = 0;", "providers.native.leaf_size must be an integer from 1 to 1023"),
+    ("leaf_size = 1024;", "providers.native.leaf_size must be an integer from 1 to 1023"),
+    ('leaf_size = "2";', "providers.native.leaf_size must be an integer from 1 to 1023"),
 ]
 
 

@@ -56,6 +56,13 @@ def readopt(new_server):
     check(s.stop() == 0, "clean stop")
 
 
+def liveness_checks(s):
+    for line in s.request("GET", "/metrics").body.decode().splitlines():
+        if line.startswith("sbx_liveness_checks_total "):
+            return int(line.split()[1])
+    raise AssertionError("no sbx_liveness_checks_total in /metrics")
+
+
 def lost_while_running(new_server):
     """execd dies while the server runs: the sandbox turns Failed/SANDBOX_LOST on its own."""
     s = new_server(tag="lost")
@@ -67,10 +74,17 @@ def lost_while_running(new_server):
                   {"command": "cd / && sleep 300", "background": True})
     check(r.status == 200, "background command")
     wait_for(lambda: len(session_pids(pid)) >= 3, "the background command to start")
+    # watched (a pidfd of execd), not asked every 5 s: no status call for it across two passes
+    before = liveness_checks(s)
+    time.sleep(11)
+    check(liveness_checks(s) == before, "a watched sandbox is asked nothing while it runs")
+    t0 = time.time()
     os.kill(pid, 9)
     st = wait_for(lambda: (lambda x: x if x["state"] == "Failed" else None)(
         s.request("GET", "/v1/sandboxes/" + sid).json()["status"]), "Failed", timeout=15)
     check(st["reason"] == "SANDBOX_LOST", "reason: %r" % st)
+    print("lost sandbox noticed after %.1f s" % (time.time() - t0))
+    check(liveness_checks(s) > before, "its watch fired and status was asked")
     wait_for(lambda: not session_pids(pid), "the rest of the session to be killed")
     check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete the lost one")
     check(s.stop() == 0, "clean stop")

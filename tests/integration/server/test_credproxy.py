@@ -10,8 +10,9 @@ with an egress policy, local peers only (nothing leaves the machine):
   400 for bad bodies (unknown fields, bad names, header names that frame a request, values
   with CR/LF), 404, 409 (create twice, add an existing name, a stale expectedRevision), 412
   (the sandbox has no Credential Proxy), 401 without the sandbox's token;
-- bindings: well-formed ones are refused with 400 "not implemented" (sbx does not inject yet:
-  nothing is stored and silently never applied); malformed ones get their schema's 400;
+- bindings: those the proxy could never apply (a port other than 80 and 443) are refused with a
+  400 saying why (nothing is stored and silently never applied); malformed ones get their
+  schema's 400; the injection itself: test_credinject.py;
 - hostile input: a body of 8 MiB, 10k bindings, 10k-character names; the server stays up;
 - a server killed with SIGKILL: the vault (metadata and values) is the same after the restart;
 - the value is never in an answer, the server's log, the state dir in clear, nor anywhere in
@@ -21,7 +22,7 @@ import os
 import subprocess
 import time
 
-from harness import Skip, check, main
+from harness import Skip, check, main, remove_bridge
 
 SECRET = "sk-test-" + "%08x" % (os.getpid() * 2654435761 % 2**32) + "-Zq7"
 SECRET2 = "pw-" + SECRET[::-1]
@@ -64,16 +65,16 @@ def shapes(s, a, ha):
     check(r.status == 404, "GET before any vault: %r" % r)
     r = vault(s, a, "PATCH", ha, body={"credentials": {"add": [cred("x", "y")]}})
     check(r.status == 404, "PATCH before any vault: %r" % r)
-    # well-formed bindings are refused until sbx injects them (never stored and ignored)
-    for b in (binding("api", "openai"),
-              binding("key", "openai", hosts=["key.test"],
-                      auth={"type": "apiKey", "name": "X-Api-Key", "credential": "openai"}),
-              {"name": "dflt", "match": {"hosts": ["api.test"]},
-               "auth": {"type": "bearer", "credential": "openai"}}):
+    # bindings the proxy cannot apply (a port other than 80 and 443) are refused, not ignored
+    port = binding("port", "openai")
+    port["match"]["ports"] = [80, 8080]
+    tls = {"name": "tls", "match": {"hosts": ["api.test"], "ports": [8443]},
+           "auth": {"type": "bearer", "credential": "openai"}}
+    for b, why in ((tls, "port 8443"), (port, "port 8080")):
         r = vault(s, a, "POST", ha, body={"credentials": [cred("openai", SECRET)],
                                           "bindings": [b]})
-        check(r.status == 400 and "not implemented" in r.json()["message"],
-              "a binding is refused, not ignored: %r" % r)
+        check(r.status == 400 and why in r.json()["message"],
+              "a binding the proxy cannot apply is refused, not ignored: %r" % r)
         no_value("the refusal", r.body.decode())
     check(vault(s, a, "GET", ha).status == 404, "a refused POST stores nothing")
     body = {"credentials": [cred("openai", SECRET), cred("basic-pw", SECRET2)], "bindings": []}
@@ -122,9 +123,11 @@ def mutations(s, a, ha, rev):
     check(r.status == 404, "delete a missing credential: %r" % r)
     r = vault(s, a, "PATCH", ha, body={"bindings": {"delete": ["nope"]}})
     check(r.status == 404, "delete a missing binding: %r" % r)
-    r = vault(s, a, "PATCH", ha, body={"bindings": {"add": [binding("api", "openai")]}})
-    check(r.status == 400 and "not implemented" in r.json()["message"],
-          "PATCH adding a binding is refused: %r" % r)
+    r = vault(s, a, "PATCH", ha, body={"bindings": {"add": [{
+        "name": "tls", "match": {"hosts": ["api.test"], "ports": [8443]},
+        "auth": {"type": "bearer", "credential": "openai"}}]}})
+    check(r.status == 400 and "8443" in r.json()["message"],
+          "PATCH adding a binding on port 8443 is refused: %r" % r)
     r = vault(s, a, "PATCH", ha, body={"credentials": {"add": [cred("x", "v"), cred("x", "w")]}})
     check(r.status == 409, "the same name added twice: %r" % r)
     check(vault(s, a, "GET", ha).json()["revision"] == rev, "refusals change nothing")
@@ -336,10 +339,7 @@ def test(new_server):
     finally:
         s.kill9()
         s.gc_runtime()
-        subprocess.run([s.sbx, "net", "nft", "teardown", bridge, subnet], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge + "-kp"], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge], capture_output=True)
-        subprocess.run(["rm", "-rf", "/run/sbx/net/" + bridge], capture_output=True)
+        remove_bridge(s.sbx, bridge, subnet)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ import socket
 import subprocess
 import time
 
-from harness import Skip, check, main
+from harness import Skip, check, main, remove_bridge
 
 UP = "198.51.100.2"  # the test's upstream resolver (in the "internet" namespace)
 ADDRS = {"allowed.test": "198.51.100.10", "denied.test": "198.51.100.11",
@@ -503,10 +503,7 @@ def test(new_server):
         s.kill9()
         s.gc_runtime()
         world.down()
-        subprocess.run([s.sbx, "net", "nft", "teardown", bridge, subnet], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge + "-kp"], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge], capture_output=True)
-        subprocess.run(["rm", "-rf", "/run/sbx/net/" + bridge], capture_output=True)
+        remove_bridge(s.sbx, bridge, subnet)
 
 
 if __name__ == "__main__":

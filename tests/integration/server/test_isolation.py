@@ -8,9 +8,11 @@
   writable through /proc/1/fd/1 past every limit); its log and the entrypoint's output are a
   bounded ring served by GET /logs;
 - a full /dev/shm in a small sandbox: the command fails, execd (PID 1) and the sandbox live;
-- the network (issue 16), on a bridge of this test's own: a listener of the host's (on every
-  address) is out of reach but for the address the operator allowed, and sandboxes reach each
-  other only in one group. (Link-local/metadata, private ranges and the resolver exception are
+- the network (issue 16), on a bridge of this test's own with two sandboxes per leaf bridge: a
+  listener of the host's (on every address) is out of reach but for the address the operator
+  allowed, from every leaf, and sandboxes reach each other only in one group, on one leaf and
+  across leaves; a kill -9 and restart of the server keeps that; the next server start removes
+  the emptied leaves. (Link-local/metadata, private ranges and the resolver exception are
   tried in tests/integration/net, whose "outside" is a namespace of its own.)
 
 Each check has a control showing the operation itself works where it should."""
@@ -20,7 +22,7 @@ import socket
 import subprocess
 import threading
 
-from harness import Skip, check, host_address, main
+from harness import Skip, check, host_address, main, remove_bridge, wait_for
 
 CONFIG = 'providers = { supported = ["native"]; default = "native"; };\n'
 
@@ -106,6 +108,20 @@ def pid1_closed(s, sid):
     check(token_bytes == b"", "the token is wiped from execd's environ block")
 
 
+def lost(s):
+    """A native sandbox whose execd dies is noticed (through its pidfd, which the server
+    watches instead of asking every sandbox's status in turn): Failed, SANDBOX_LOST."""
+    r = s.create()
+    check(r.status == 202, "create: %r" % r)
+    sid = r.json()["id"]
+    check(inside(s, sid, "echo up")[0] == ["up"], "it runs")
+    os.kill(execd_pid(s, sid), 9)
+    st = wait_for(lambda: (lambda x: x if x["state"] == "Failed" else None)(
+        s.request("GET", "/v1/sandboxes/" + sid).json()["status"]), "Failed", timeout=15)
+    check(st["reason"] == "SANDBOX_LOST", "reason: %r" % st)
+    check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete the lost one")
+
+
 def logs(s):
     """The entrypoint's output goes to execd's ring: GET /logs (through the router) has its
     end, bounded, the start dropped."""
@@ -183,7 +199,58 @@ def sandbox_addr(s, sid):
     return out[0].split("/")[0]
 
 
+def leaf_ports(leaf):
+    """Names of the ports of a leaf bridge (host side)."""
+    out = subprocess.run(["ip", "-o", "link", "show", "master", leaf], capture_output=True,
+                         text=True).stdout
+    return {line.split(":")[1].strip().split("@")[0] for line in out.splitlines()}
+
+
+def veth_of(addr):
+    a, b, c, d = (int(x) for x in addr.split("."))
+    return "vsbx%02x%02x%02x%02x" % (a, b, c, d)
+
+
+def reach(s, ids, addrs, host, gateway, lis):
+    """Isolation across and within leaves (a, c on leaf 1; b, d on leaf 2; c, d one group)
+    and the host from every leaf."""
+    hits = lis.hits
+    for name in ("a", "b"):
+        out, _, _ = inside(s, ids[name], connect_cmd(gateway, lis.port))
+        check("host-secret" not in " ".join(out),
+              "the host's listener through the gateway from %s: %r" % (name, out))
+        out, _, _ = inside(s, ids[name], connect_cmd(host, lis.port))
+        check("host-secret" in " ".join(out),
+              "the allowed host address answers %s: %r" % (name, out))
+    check(lis.hits == hits + 2, "the host's listener was reached through the gateway")
+    # sandboxes: each answers on its own address (the control); a and b on two leaves, a and
+    # c on one leaf, are out of each other's reach; c and d (one group, two leaves) talk
+    for name in ids:
+        out, _, _ = inside(s, ids[name], connect_cmd("127.0.0.1", 7070))
+        check("from-" + name in " ".join(out), "%s serves: %r" % (name, out))
+    for src, dst in (("a", "b"), ("b", "a"), ("a", "c"), ("a", "d"), ("b", "c")):
+        out, _, _ = inside(s, ids[src], connect_cmd(addrs[dst], 7070))
+        check("from-" + dst not in " ".join(out), "%s reached %s: %r" % (src, dst, out))
+    for src, dst in (("c", "d"), ("d", "c")):
+        out, _, _ = inside(s, ids[src], connect_cmd(addrs[dst], 7070))
+        check("from-" + dst in " ".join(out), "%s and %s share a group: %r" % (src, dst, out))
+    # the router still reaches every sandbox (provider.connect, not the bridge)
+    for sid in ids.values():
+        check(inside(s, sid, "echo up")[0] == ["up"], "router to %s" % sid)
+
+
+def serving(s, name, ext):
+    """A sandbox that serves its name on 7070 (its entrypoint, so it outlives any command)."""
+    serve = ("import socket\ns=socket.socket()\ns.bind(('0.0.0.0',7070))\ns.listen()\n"
+             "while True:\n c,_=s.accept()\n c.sendall(b'from-%s')\n c.close()\n" % name)
+    r = s.create(extensions=ext, entrypoint=["python3", "-c", serve])
+    check(r.status == 202, "create %s: %r" % (name, r))
+    return r.json()["id"]
+
+
 def network(new_server):
+    """Two sandboxes per leaf bridge (leaf_size = 2; no namespace pool, so the leases go in
+    order): a, c on leaf 1, b, d on leaf 2 (issue 16, "More than 1022 bridged sandboxes")."""
     tag = os.getpid() % 200 + 20
     bridge = "sbxiso%d" % tag
     subnet = "10.231.%d.0/24" % tag
@@ -192,59 +259,63 @@ def network(new_server):
     if not host:
         raise Skip("no non-loopback address on this host")
     config = ('providers = { supported = ["native"]; default = "native";\n'
-              '  native = { bridge = "%s"; subnet = "%s"; network_allow = ["%s"]; }; };\n'
+              '  native = { bridge = "%s"; subnet = "%s"; network_allow = ["%s"];\n'
+              '             leaf_size = 2; netns_pool = 0; }; };\n'
               % (bridge, subnet, host))
     s = new_server(config_text=config, tag="isolation-net")
     s.start()
     lis = Listener()
     try:
         ids = {}
-        for name, ext in (("a", {}), ("b", {}), ("c", {"sbx.network.group": "pair"}),
+        for name, ext in (("a", {}), ("c", {"sbx.network.group": "pair"}), ("b", {}),
                           ("d", {"sbx.network.group": "pair"})):
-            # each serves its name on 7070 (its entrypoint, so it outlives any command)
-            serve = ("import socket\ns=socket.socket()\ns.bind(('0.0.0.0',7070))\ns.listen()\n"
-                     "while True:\n c,_=s.accept()\n c.sendall(b'from-%s')\n c.close()\n" % name)
-            r = s.create(extensions=ext, entrypoint=["python3", "-c", serve])
-            check(r.status == 202, "create %s: %r" % (name, r))
-            ids[name] = r.json()["id"]
+            ids[name] = serving(s, name, ext)
         addrs = {k: sandbox_addr(s, v) for k, v in ids.items()}
         check(all(a.startswith("10.231.%d." % tag) for a in addrs.values()),
               "on the test's bridge: %r" % addrs)
-        # the host: the gateway refuses at once; the allowed address answers (the control)
-        out, _, _ = inside(s, ids["a"], connect_cmd(gateway, lis.port))
-        check(out == ["refused"] or "host-secret" not in " ".join(out),
-              "the host's listener through the gateway: %r" % out)
-        check(lis.hits == 0, "the host's listener was reached through the gateway")
-        out, _, _ = inside(s, ids["a"], connect_cmd(host, lis.port))
-        check("host-secret" in " ".join(out), "the allowed host address answers: %r" % out)
-        # sandboxes: b is out of a's reach (each answers on its own address: the control);
-        # c and d (one group) talk
-        for name in ids:
-            out, _, _ = inside(s, ids[name], connect_cmd("127.0.0.1", 7070))
-            check("from-" + name in " ".join(out), "%s serves: %r" % (name, out))
-        out, _, _ = inside(s, ids["a"], connect_cmd(addrs["b"], 7070))
-        check("from-b" not in " ".join(out), "a reached b: %r" % out)
-        out, _, _ = inside(s, ids["c"], connect_cmd(addrs["d"], 7070))
-        check("from-d" in " ".join(out), "c and d share a group: %r" % out)
-        out, _, _ = inside(s, ids["a"], connect_cmd(addrs["d"], 7070))
-        check("from-d" not in " ".join(out), "a reached a group it is not in: %r" % out)
-        # the router still reaches every sandbox (provider.connect, not the bridge)
-        for sid in ids.values():
-            check(inside(s, sid, "echo up")[0] == ["up"], "router to %s" % sid)
+        one, two = leaf_ports(bridge + ".1"), leaf_ports(bridge + ".2")
+        check({veth_of(addrs["a"]), veth_of(addrs["c"])} <= one and
+              {veth_of(addrs["b"]), veth_of(addrs["d"])} <= two,
+              "a, c on leaf 1 and b, d on leaf 2: %r %r %r" % (addrs, one, two))
+        reach(s, ids, addrs, host, gateway, lis)
         r = s.create(extensions={"sbx.network.group": "../bad"})
         check(r.status == 400 and "sbx.network.group" in r.json()["message"],
               "a bad group name is a 400 naming the key: %r" % r)
-        for sid in ids.values():
+        # a restart (kill -9) keeps them on their leaves, working; the next one makes leaf 3
+        s.kill9()
+        s.start()
+        check(leaf_ports(bridge + ".1") == one and leaf_ports(bridge + ".2") == two,
+              "the leaves are as they were")
+        reach(s, ids, addrs, host, gateway, lis)
+        e = serving(s, "e", {})
+        addr_e = sandbox_addr(s, e)
+        check(veth_of(addr_e) in leaf_ports(bridge + ".3"), "e on leaf 3: %r" % addr_e)
+        out, _, _ = inside(s, e, connect_cmd(host, lis.port))
+        check("host-secret" in " ".join(out), "the allowed host address answers e: %r" % out)
+        out, _, _ = inside(s, e, connect_cmd(addrs["d"], 7070))
+        check("from-d" not in " ".join(out), "e reached d: %r" % out)
+        for sid in list(ids.values()) + [e]:
             check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
         check(s.stop() == 0, "clean stop")
+        # the next server start's gc (the runtime's, as `sbx gc` does) removes the emptied
+        # leaves with their uplinks, once their ports are gone (the kernel deletes them with
+        # the sandboxes' namespaces, in the background)
+        wait_for(lambda: not any(p.startswith("vsbx") for k in (1, 2, 3)
+                                 for p in leaf_ports("%s.%d" % (bridge, k))),
+                 "the sandboxes' ports to go", 30)
+        s.start()
+        gone = all(subprocess.run(["ip", "link", "show", "%s.%d" % (bridge, k)],
+                                  capture_output=True).returncode != 0 for k in (1, 2, 3))
+        check(gone, "a server start removes the empty leaves")
+        check(s.stop() == 0, "clean stop")
+        out = subprocess.run(["ip", "-o", "link", "show", "master", bridge], capture_output=True,
+                             text=True).stdout
+        check("usbx" not in out, "their uplinks went with them: %r" % out)
     finally:
         lis.sock.close()
         s.kill9()
         s.gc_runtime()
-        subprocess.run([s.sbx, "net", "nft", "teardown", bridge, subnet], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge + "-kp"], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge], capture_output=True)
-        subprocess.run(["rm", "-rf", "/run/sbx/net/" + bridge], capture_output=True)
+        remove_bridge(s.sbx, bridge, subnet)
 
 
 def test(new_server):
@@ -263,6 +334,7 @@ def test(new_server):
     host_image_secrets(s, sid)
     pid1_closed(s, sid)
     check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+    lost(s)
     logs(s)
     shm_full(s)
     check(s.stop() == 0, "clean stop")

@@ -113,6 +113,49 @@ test_alloc_exhaust_release(void **state)
     sbx_ipam_close(&ipam);
 }
 
+/* Windows (leaf bridges): a lease goes into the lowest window with room, so windows fill in
+ * order; freed room in a full window is used again once the later ones are full; with fewer
+ * windows than the pool needs, the limit is the windows' (its message says so). A /28 has 13
+ * addresses, .2 .. .14; windows of 3: [.2 .. .4] [.5 .. .7] ... */
+static void
+test_windows(void **state)
+{
+    (void)state;
+    struct sbx_ipam ipam;
+    uint32_t got[7];
+    uint32_t addr = 0;
+    char id[16];
+    assert_int_equal(sbx_ipam_open(&ipam, "10.1.5.0/28", dir, NULL), 0);
+    assert_int_equal(sbx_ipam_count(&ipam), 13);
+    ipam.window = 3;
+    ipam.max_windows = 2;
+    for (int i = 0; i < 6; i++) {
+        (void)snprintf(id, sizeof(id), "w%d", i);
+        assert_int_equal(sbx_ipam_alloc(&got[i], &ipam, id, NULL), 0);
+        uint32_t w = (got[i] - 0x0a010502) / 3;
+        assert_int_equal(w, (uint32_t)(i / 3)); /* the first three in window 0 */
+    }
+    sbx_autoerror sbx_error *err = NULL;
+    assert_int_equal(sbx_ipam_alloc(&addr, &ipam, "w6", &err), -SBX_ELIMIT);
+    assert_non_null(strstr(sbx_error_msg(err), "all 2 leaf bridges of 3 sandboxes"));
+    assert_non_null(strstr(sbx_error_msg(err), "leaf_size"));
+    /* room again in window 0: used (the hint wraps around) */
+    assert_int_equal(sbx_ipam_release(&ipam, got[1], "w1", NULL), 0);
+    assert_int_equal(sbx_ipam_alloc(&addr, &ipam, "w6", NULL), 0);
+    assert_int_equal(addr, got[1]);
+    /* every window the pool needs: the limit is the pool's */
+    ipam.max_windows = 0;
+    for (int i = 7; i < 14; i++) {
+        (void)snprintf(id, sizeof(id), "w%d", i);
+        assert_int_equal(sbx_ipam_alloc(&addr, &ipam, id, NULL), 0);
+        assert_true(addr >= 0x0a010508 && addr <= 0x0a01050e); /* windows 2, 3 and 4 (.14) */
+    }
+    sbx_error_clear(&err);
+    assert_int_equal(sbx_ipam_alloc(&addr, &ipam, "w14", &err), -SBX_ELIMIT);
+    assert_non_null(strstr(sbx_error_msg(err), "all 13 addresses are leased"));
+    sbx_ipam_close(&ipam);
+}
+
 static int
 count(uint32_t addr, const char *id, void *payload)
 {
@@ -199,6 +242,7 @@ main(void)
         cmocka_unit_test(test_parse_subnet),
         cmocka_unit_test(test_ids),
         cmocka_unit_test_setup_teardown(test_alloc_exhaust_release, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_windows, setup, teardown),
         cmocka_unit_test_setup_teardown(test_prune_stale_index, setup, teardown),
         cmocka_unit_test_setup_teardown(test_concurrent_processes, setup, teardown),
     };

@@ -394,6 +394,33 @@ test_settings(void **state)
     expect_bad_settings("{\"tolerations\": \"{}\"}", "tolerations");
     expect_bad_settings("{\"retries\": 99}", "retries");
     expect_bad_settings("{\"poll_ms\": \"5\"}", "poll_ms");
+    expect_bad_settings("{\"workspace_pvc_size\": \"10G\"}", "workspace_pvc_size");
+    expect_bad_settings("{\"volume_default_size\": \"lots\"}", "volume_default_size");
+    expect_bad_settings("{\"storage_class\": \"Fast_One\"}", "storage_class");
+    expect_bad_settings("{\"workspace_path\": \"work\"}", "workspace_path");
+    expect_bad_settings("{\"workspace_path\": \"/opt/sbx\"}", "workspace_path");
+    expect_bad_settings("{\"workspace_path\": \"/opt\"}", "workspace_path");
+    expect_bad_settings("{\"workspace_path\": \"/w/../x\"}", "workspace_path");
+    json_t *ws = json_loads("{\"workspace_pvc_size\": \"1.5Gi\", \"storage_class\": "
+                            "\"fast\", \"workspace_path\": \"/home/user\"}",
+                            0, NULL);
+    assert_int_equal(sbx_provider_kubernetes_check(ws, &err), 0);
+    json_decref(ws);
+}
+
+static void
+test_sizes(void **state)
+{
+    (void)state;
+    static const char *const good[] = {"1", "10Gi", "1.5Gi", "512Mi", "3Ei", "100Ki"};
+    static const char *const bad[] = {"",    "Gi",   "1G", "1.Gi", ".5Gi",
+                                      "1gi", "1Gix", "-1", "1 Gi", "1e3"};
+    for (size_t i = 0; i < sizeof good / sizeof *good; i++)
+        assert_true(sbx_kube_size_ok(good[i]));
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        if (sbx_kube_size_ok(bad[i]))
+            fail_msg("`%s` taken as a size", bad[i]);
+    }
 }
 
 /* Lazy: a kubeconfig secret that is not set names itself; set, the provider is built (no
@@ -438,6 +465,7 @@ main(void)
         cmocka_unit_test(test_states),
         cmocka_unit_test(test_labels_quantities),
         cmocka_unit_test(test_settings),
+        cmocka_unit_test(test_sizes),
         cmocka_unit_test(test_lazy_secret),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

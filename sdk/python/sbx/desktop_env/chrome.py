@@ -82,6 +82,15 @@ def _wait_loaded(env: "DesktopEnv", p: int, target: str, url: str) -> None:
         time.sleep(0.1)
 
 
+def _wait_closed(env: "DesktopEnv", p: int, target: str) -> None:
+    """Until the tab is gone from /json/list, at most 5 s: /json/close answers when the close
+    is asked for, and the list can show the tab a moment longer (seen under load), so the
+    next step or getter would see a tab the step closed."""
+    end = time.monotonic() + 5
+    while time.monotonic() < end and any(t.get("id") == target for t in pages(env, p)):
+        time.sleep(0.1)
+
+
 def _close_default(env: "DesktopEnv", p: int, before: List[Dict[str, Any]], ours: str) -> None:
     """Close the tab the browser started with. A browser that has just started may list it
     only a moment after its DevTools answer: wait for it (2 s at most)."""
@@ -92,6 +101,7 @@ def _close_default(env: "DesktopEnv", p: int, before: List[Dict[str, Any]], ours
             time.sleep(0.1)
     if before:
         env._need().proxy("GET", p, "/json/close/" + before[0]["id"]).read()
+        _wait_closed(env, p, before[0]["id"])
 
 
 def open_tabs(env: "DesktopEnv", urls: List[str]) -> None:
@@ -116,6 +126,7 @@ def close_tabs(env: "DesktopEnv", urls: List[str]) -> None:
         for t in pages(env, p):
             if compare_urls(t.get("url"), url):
                 env._need().proxy("GET", p, "/json/close/" + t["id"]).read()
+                _wait_closed(env, p, t["id"])
                 break
 
 

@@ -5,8 +5,9 @@
  * two parsers could read differently is refused (the router answers 502) rather than guessed
  * at. Request smuggling and response splitting need exactly such disagreements.
  */
-#include "server/httphead.h"
+#include "common/httphead.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -155,6 +156,51 @@ sbx_http_resp_head(char *buf, size_t len, struct sbx_http_resp *r)
         return r->head.why = "a malformed status line", -1;
     buf[end - 2] = '\0'; /* after the last header line's CRLF (or the status line's) */
     if (sbx_http_head_parse(buf + line_len + 2, &r->head) < 0)
+        return -1;
+    return (ssize_t)end;
+}
+
+/* "METHOD SP target SP HTTP/1.x" (the line without its CRLF, NUL-terminated) into r. */
+static int
+request_line(char *line, struct sbx_http_req *r)
+{
+    size_t m = strspn(line, "ABCDEFGHIJKLMNOPQRSTUVWXYZ");
+    if (m == 0 || m >= sizeof r->method || line[m] != ' ')
+        return -1;
+    (void)snprintf(r->method, sizeof r->method, "%.*s", (int)m, line);
+    char *target = line + m + 1;
+    char *sp = strchr(target, ' ');
+    if (!sp || sp == target)
+        return -1;
+    for (char *c = target; c < sp; c++) {
+        if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f)
+            return -1;
+    }
+    *sp = '\0';
+    const char *v = sp + 1;
+    if (strncmp(v, "HTTP/1.", 7) != 0 || (v[7] != '0' && v[7] != '1') || v[8] != '\0')
+        return -1;
+    r->target = target;
+    r->minor = v[7] - '0';
+    return 0;
+}
+
+ssize_t
+sbx_http_req_head(char *buf, size_t len, size_t max, struct sbx_http_req *r)
+{
+    r->head.why = NULL;
+    const char *blank = len ? memmem(buf, len, "\r\n\r\n", 4) : NULL;
+    if (!blank || (size_t)(blank - buf) + 4 > max)
+        return !blank && len < max ? 0 : (r->head.why = "a request head too long", -1);
+    size_t end = (size_t)(blank - buf) + 4;
+    if (memchr(buf, '\0', end))
+        return r->head.why = "a NUL in the request head", -1;
+    char *crlf = memmem(buf, end, "\r\n", 2);
+    buf[end - 2] = '\0';
+    *crlf = '\0';
+    if (request_line(buf, r) < 0)
+        return r->head.why = "a malformed request line", -1;
+    if (sbx_http_head_parse(crlf + 2, &r->head) < 0)
         return -1;
     return (ssize_t)end;
 }

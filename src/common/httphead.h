@@ -1,12 +1,13 @@
 /*
- * httphead.h - the router's parsers of what a sandbox answers (RFC 9112, strict): a response
+ * httphead.h - the router's parsers of what a sandbox answers (and of the request heads the
+ * credential proxy of src/egress reads) (RFC 9112, strict): a response
  * head (status line, header lines) and how its body is framed; the body's chunked coding is
  * common/chunked.h's (strict mode). Pure functions on buffers (fuzz/router_fuzz.c, and
  * tests/helpers/httpresp_verdict.c, which a differential test runs against h11); proxy.c does
  * the I/O.
  */
-#ifndef SBX_SERVER_HTTPHEAD_H
-#define SBX_SERVER_HTTPHEAD_H
+#ifndef SBX_COMMON_HTTPHEAD_H
+#define SBX_COMMON_HTTPHEAD_H
 
 #include <stdbool.h>
 #include <stddef.h>
@@ -45,6 +46,21 @@ struct sbx_http_resp {
  * parsed in place (buf is changed only then); 0 while incomplete (no blank line yet, fewer than
  * SBX_HTTP_HEAD_MAX bytes); -1 with r->head.why when malformed or too long. */
 ssize_t sbx_http_resp_head(char *buf, size_t len, struct sbx_http_resp *r);
+
+/* A request head (the credential proxy's: what a sandbox sends out). */
+struct sbx_http_req {
+    char method[17]; /* upper-case letters */
+    char *target;    /* as sent (in the parsed buffer) */
+    int minor;       /* HTTP/1.<minor> */
+    struct sbx_http_head head;
+};
+
+/* The request head at the start of buf[0..len), through its blank line: its length, with r
+ * parsed in place (buf is changed once its blank line is there); 0 while incomplete (fewer
+ * than max bytes without
+ * a blank line); -1 with r->head.why when malformed or longer than max. Strict as the
+ * response's: `METHOD SP target SP HTTP/1.x CRLF`, a target of visible ASCII. */
+ssize_t sbx_http_req_head(char *buf, size_t len, size_t max, struct sbx_http_req *r);
 
 /* An interim (1xx) response other than 101: dropped, the final one follows. */
 bool sbx_http_interim(int status);

@@ -1,0 +1,44 @@
+/*
+ * credproxy.h - the credential proxy of sandboxes with a Credential Vault (docs/network.md
+ * "Credential proxy"), inside sbx_egress: a listener on the bridge's gateway, port 80, that
+ * the nftables rules DNAT those sandboxes' plain HTTP to (net/nft.c, credproxy4). It adds a
+ * binding's credential to a request only when the binding matches the request's host, port,
+ * method and path AND the connection's original destination is an address sbx's resolver
+ * answered to this sandbox for that very host name; anything else passes untouched.
+ *
+ * What it asks of the resolver's side (dns.c), all by the connection's source address (the
+ * sandbox: the bridge drops spoofed sources):
+ */
+#ifndef SBX_EGRESS_CREDPROXY_H
+#define SBX_EGRESS_CREDPROXY_H
+
+#include <jansson.h>
+#include <netinet/in.h>
+#include <stdbool.h>
+
+#include "common/error.h"
+
+struct sbx_egress;
+struct sbx_credproxy;
+
+/* The bindings of the sandbox at src (a copy) and its id; NULL when it has no vault. */
+json_t *sbx_egress_bindings_of(struct sbx_egress *e, struct in_addr src, char id[64]);
+/* Did the resolver answer addr for name to the sandbox at src (within the answer's TTL, under
+ * its current policy)? */
+bool sbx_egress_answered(struct sbx_egress *e, struct in_addr src, const char *name,
+                         struct in_addr addr);
+/* Sandbox id's credential values (sbx_egress_config.values). */
+int sbx_egress_values(struct sbx_egress *e, const char *id, json_t **values, sbx_error **err);
+/* Sandbox id's CA (sbx_egress_config.ca). */
+int sbx_egress_ca(struct sbx_egress *e, const char *id, char **key_pem, char **cert_pem,
+                  sbx_error **err);
+/* sbx_egress_config.upstream_ca, or NULL. */
+const char *sbx_egress_upstream_ca(const struct sbx_egress *e);
+
+/* Bind listen:80 and start accepting. */
+int sbx_credproxy_open(struct sbx_credproxy **out, struct sbx_egress *e, struct in_addr listen,
+                       sbx_error **err);
+/* Stop accepting; wait for the connections in flight (each ends within its idle time). */
+void sbx_credproxy_close(struct sbx_credproxy *cp);
+
+#endif
