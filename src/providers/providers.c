@@ -19,7 +19,7 @@ const struct sbx_provider_factory sbx_providers_builtin[] = {
      .create = sbx_provider_process_new,
      .keys = sbx_provider_process_keys},
     {.name = "docker",
-     .caps = SBX_CAP_PAUSE | SBX_CAP_SNAPSHOT | SBX_CAP_NETWORK_POLICY,
+     .caps = SBX_CAP_PAUSE | SBX_CAP_SNAPSHOT | SBX_CAP_NETWORK_POLICY | SBX_CAP_CREDENTIAL_PROXY,
      .create = sbx_provider_docker_new,
      .keys = sbx_provider_docker_keys},
     /* Daytona's sandboxes are linux/amd64 whatever this machine is */
