@@ -1,9 +1,11 @@
 /*
  * credproxy.c - the credential proxy (see credproxy.h, docs/network.md "Credential proxy").
  *
- * One thread accepts on gateway:80; each connection gets a thread of its own, at most
- * CONNS_MAX at once (beyond, a connection is closed at once). Per connection: the sandbox is
- * its source address; the original destination is SO_ORIGINAL_DST (the DNAT's); the first
+ * Bridge mode: one thread accepts on gateway:80 and :443; netns mode: the resolver's poll loop
+ * hands over each connection of a sandbox's listener (sbx_credproxy_accept). Each connection
+ * gets a thread of its own, at most CONNS_MAX at once (beyond, a connection is closed at
+ * once). Per connection: the sandbox is its source address (bridge) or its listener's (netns);
+ * the original destination is SO_ORIGINAL_DST (the DNAT's or the redirect's); the first
  * request head is read (at most HEAD_MAX bytes, within HEAD_S); then the upstream (the
  * original destination) is connected and the head is sent, rewritten when a binding applies,
  * else as it came; then bytes are relayed both ways until both sides end or IDLE_S pass
@@ -27,7 +29,9 @@
  *   upstream socket: never logged, never sent to the sandbox.
  * - The upstream is the original destination, which the DNAT only takes where the forward
  *   chain would have let the sandbox go itself (net/nft.c, credproxy_check): the proxy
- *   reaches nothing the sandbox could not.
+ *   reaches nothing the sandbox could not. Netns mode (docker): the redirect comes after the
+ *   namespace's filter chain, and the upstream connection is made inside the sandbox's own
+ *   namespace (upstream_socket), so it meets the same rules and network as the sandbox's.
  */
 #include "egress/credproxy.h"
 #include "egress/credproxy_int.h"
@@ -691,8 +695,8 @@ sbx_credproxy_open(struct sbx_credproxy **out, struct sbx_egress *e, struct in_a
 {
     struct sbx_credproxy *cp = NULL;
     int r = sbx_credproxy_new(&cp, e, err);
-    if (r < 0)
-        return r;
+    if (r < 0 || !cp)
+        return r < 0 ? r : -SBX_EGENERIC;
     cp->listen = listen;
     r = bind_listener(cp, 0, 80, err);
     if (r == 0)

@@ -1,13 +1,17 @@
 /*
  * credproxy.h - the credential proxy of sandboxes with a Credential Vault (docs/network.md
- * "Credential proxy"), inside sbx_egress: a listener on the bridge's gateway, port 80, that
- * the nftables rules DNAT those sandboxes' plain HTTP to (net/nft.c, credproxy4). It adds a
+ * "Credential proxy"), inside sbx_egress. Bridge mode: listeners on the bridge's gateway, ports
+ * 80 and 443, that the nftables rules DNAT those sandboxes' traffic to (net/nft.c,
+ * credproxy4); netns mode (docker): a listener inside each sandbox's own namespace that its
+ * table redirects its port 80 to (sbx_nft_ns_credproxy), accepted through dns.c's poll loop
+ * (sbx_credproxy_accept). It adds a
  * binding's credential to a request only when the binding matches the request's host, port,
  * method and path AND the connection's original destination is an address sbx's resolver
  * answered to this sandbox for that very host name; anything else passes untouched.
  *
- * What it asks of the resolver's side (dns.c), all by the connection's source address (the
- * sandbox: the bridge drops spoofed sources):
+ * What it asks of the resolver's side (dns.c), by the sandbox's id: bridge mode finds it by the
+ * connection's source address (the bridge drops spoofed sources), netns mode by the listener
+ * the connection came in on:
  */
 #ifndef SBX_EGRESS_CREDPROXY_H
 #define SBX_EGRESS_CREDPROXY_H

@@ -24,6 +24,8 @@
  * after; or "none"), its table and sbx's resolver there are made before the attach, and its
  * resolv.conf names that resolver (a read-only bind). Refused for other networks (the engine's
  * would let the entrypoint's first packets out before the rules exist) and remote engines.
+ * credentialProxy (plain HTTP) rides on it: the proxy's listener and redirect are made in the
+ * same namespace with the policy (docs/network.md "Credential proxy", "On docker").
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -113,7 +113,8 @@ def vault_setup(s, a, ha):
     r = ci.vault(s, a, "PATCH", ha, {"bindings": {"add": [{
         "name": "tls", "match": {"hosts": ["api.test"]},
         "auth": {"type": "bearer", "credential": "k"}}]}})
-    check(r.status == 400 and "docker" in r.json()["message"] and
+    check(r.status == 400 and r.json()["code"] == "SANDBOX::INVALID_PARAMETER" and
+          "docker" in r.json()["message"] and
           "https" in r.json()["message"], "an https binding is refused on docker: %r" % r)
     r = ci.vault(s, a, "GET", ha)
     check(r.status == 200 and [b["name"] for b in r.json()["bindings"]] == ["api"],
