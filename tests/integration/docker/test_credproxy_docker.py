@@ -21,8 +21,10 @@ processes of the container itself (BusyBox: nc, its resolv.conf):
   listener there would have answered a proxy connecting from the host;
 - the value is not in the container (environment, files);
 - kill -9 of the server: while it is down the container's port-80 traffic is refused (never
-  sent around the proxy); after the restart it is redirected to a new listener and injected
-  again once the container resolved the name again;
+  sent around the proxy), and a process of the container that takes the listener's old port
+  (when the old connections' TIME-WAIT lets it) gets only the container's own request; after the restart the redirect names a new listener
+  (a port the kernel picked: not the squatter's) and requests are injected again once the
+  container resolved the name again;
 - a live value change and a deleted binding; stop/start (a new namespace: injected again);
 - delete: the server's descriptors back, no value in the server's log, a clean stop.
 
@@ -45,6 +47,7 @@ import engine as eng  # noqa: E402
 import test_credinject as ci  # noqa: E402  (server/test_credinject.py: the test's "internet")
 from harness import check, main, Fail, Skip, wait_for  # noqa: E402
 from test_egress_docker import NFT_LIST, create, in_ns, server_fds, sh  # noqa: E402
+from test_egress_docker import pid_of as T_pid  # noqa: E402
 
 NET = "198.18.7."  # (server/credinject's peers are on 203.0.113.0/24)
 ADDRS = {k: v.replace("203.0.113.", NET) for k, v in ci.ADDRS.items()}
@@ -221,15 +224,51 @@ except OSError as e:
 '''
 
 
+# In the container's namespace: a process that takes the proxy's old port while the server is
+# down; prints what each connection sent (repr), one line each.
+SQUAT = r'''
+import socket, sys
+l = socket.socket(); l.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+try:
+    l.bind(("127.0.0.1", int(sys.argv[1]))); l.listen(8)
+except OSError as e:
+    print("FAIL %s" % e, flush=True); sys.exit()
+print("listening", flush=True)
+while True:
+    c, _ = l.accept(); c.settimeout(2)
+    try: print(repr(c.recv(65536)), flush=True)
+    except OSError: pass
+    c.close()
+'''
+
+
 def restart(s, e, a, up, port):
     s.kill9()
     out = in_ns(e, a, CONNECT, ADDRS["api.test"])
-    check("ok-from" not in out, "while the server is down, port 80 is refused: %r" % out)
+    check(out.startswith("FAIL"), "while the server is down, port 80 is refused: %r" % out)
     check(up.new() == [], "... nothing went around the proxy")
-    s.start()
-    wait_for(lambda: proxy_port(e, a) not in (None, port), "a new listener after the restart "
-             "(%s)" % table(e, a), 30)
-    injected(s, e, a, up, what="after kill -9 and a restart")
+    # a process of the container takes the listener's old port meanwhile: it gets the
+    # container's own connections, nothing of the server's
+    sq = subprocess.Popen(["nsenter", "-t", str(T_pid(e, a)), "-n", "python3", "-c", SQUAT,
+                           str(port)], stdout=subprocess.PIPE, text=True)
+    try:
+        # (the old listener's connections in TIME-WAIT, made without SO_REUSEADDR, keep the
+        # port from anyone for a minute: then there is nothing to squat)
+        squatted = sq.stdout.readline().strip() == "listening"
+        if squatted:
+            in_ns(e, a, CONNECT, ADDRS["api.test"])
+        else:
+            print("note: the old port %d cannot be taken yet (TIME-WAIT)" % port)
+        s.start()
+        wait_for(lambda: proxy_port(e, a) not in (None, port), "a new listener after the "
+                 "restart (%s)" % table(e, a), 30)
+        injected(s, e, a, up, what="after kill -9 and a restart")
+    finally:
+        sq.kill()
+        got = sq.communicate()[0]
+    if squatted:
+        check("Host: api.test" in got, "the squatter got the container's own request: %r" % got)
+    ci.no_secret("what the squatter got", got)
 
 
 def live_changes(s, e, a, ha, up):
