@@ -874,8 +874,8 @@ drop_stale(struct sbx_egress *e, struct in_addr in, const char *id)
     pthread_mutex_unlock(&e->mu);
 }
 
-/* Is id at in policed by this very policy already? (A vault change enforces the unchanged
- * policy again: what the sandbox learned stays then.) Caller holds e->mu. */
+/* The same policy? (A vault change enforces the unchanged policy again: what the sandbox
+ * learned stays then.) */
 static bool
 policy_equal(const struct sbx_egress_policy *x, const struct sbx_egress_policy *y)
 {
@@ -889,6 +889,7 @@ policy_equal(const struct sbx_egress_policy *x, const struct sbx_egress_policy *
     return same;
 }
 
+/* Is id at in policed by this very policy already? Caller holds e->mu. */
 static bool
 same_policy(struct sbx_egress *e, const char *id, struct in_addr in,
             const struct sbx_egress_policy *policy)
