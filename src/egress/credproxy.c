@@ -1,9 +1,11 @@
 /*
  * credproxy.c - the credential proxy (see credproxy.h, docs/network.md "Credential proxy").
  *
- * One thread accepts on gateway:80; each connection gets a thread of its own, at most
- * CONNS_MAX at once (beyond, a connection is closed at once). Per connection: the sandbox is
- * its source address; the original destination is SO_ORIGINAL_DST (the DNAT's); the first
+ * Bridge mode: one thread accepts on gateway:80 and :443; netns mode: the resolver's poll loop
+ * hands over each connection of a sandbox's listener (sbx_credproxy_accept). Each connection
+ * gets a thread of its own, at most CONNS_MAX at once (beyond, a connection is closed at
+ * once). Per connection: the sandbox is its source address (bridge) or its listener's (netns);
+ * the original destination is SO_ORIGINAL_DST (the DNAT's or the redirect's); the first
  * request head is read (at most HEAD_MAX bytes, within HEAD_S); then the upstream (the
  * original destination) is connected and the head is sent, rewritten when a binding applies,
  * else as it came; then bytes are relayed both ways until both sides end or IDLE_S pass
@@ -27,7 +29,9 @@
  *   upstream socket: never logged, never sent to the sandbox.
  * - The upstream is the original destination, which the DNAT only takes where the forward
  *   chain would have let the sandbox go itself (net/nft.c, credproxy_check): the proxy
- *   reaches nothing the sandbox could not.
+ *   reaches nothing the sandbox could not. Netns mode (docker): the redirect comes after the
+ *   namespace's filter chain, and the upstream connection is made inside the sandbox's own
+ *   namespace (upstream_socket), so it meets the same rules and network as the sandbox's.
  */
 #include "egress/credproxy.h"
 #include "egress/credproxy_int.h"
@@ -46,6 +50,7 @@
 
 #include "common/cleanup.h"
 #include "common/httphead.h"
+#include "common/netns.h"
 #include "common/log.h"
 #include "common/util.h"
 #include "common/xalloc.h"
@@ -352,7 +357,6 @@ sbx_credproxy_head_for(const json_t *b, const json_t *values, const struct sbx_h
 struct flow {
     struct conn *c;
     struct sockaddr_in dst; /* the original destination */
-    char id[64];
     json_t *bindings;
     char head[HEAD_MAX + 1];
     size_t got;      /* bytes of head[] read */
@@ -401,7 +405,7 @@ sbx_credproxy_decide(const struct sbx_credproxy_req *q, const struct sbx_http_re
         return NULL;
     const char *bname = json_string_value(json_object_get(b, "name"));
     /* the destination must be the host's: see the top of this file */
-    if (!sbx_egress_answered(q->cp->e, q->src, host, q->dst->sin_addr)) {
+    if (!sbx_egress_answered(q->cp->e, q->id, host, q->dst->sin_addr)) {
         char a[INET_ADDRSTRLEN];
         (void)inet_ntop(AF_INET, &q->dst->sin_addr, a, sizeof a);
         sbx_warn("sandbox %s: binding `%s` not applied: %s was not resolved for `%s` by this "
@@ -437,10 +441,42 @@ sbx_credproxy_send_all(int fd, const char *p, size_t n)
     return true;
 }
 
-int
-sbx_credproxy_connect_upstream(const struct sockaddr_in *dst)
+/* Inside the sandbox's namespace: the socket of the proxy's upstream connection there, marked
+ * so that the namespace's redirect lets it pass (it still meets the namespace's filter and,
+ * past it, the sandbox's network: the proxy reaches nothing the sandbox could not). */
+struct up_socket {
+    int fd;
+};
+
+static void
+up_socket_fn(void *arg)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    struct up_socket *u = arg;
+    uint32_t mark = SBX_CREDPROXY_MARK;
+    u->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (u->fd >= 0 && setsockopt(u->fd, SOL_SOCKET, SO_MARK, &mark, sizeof mark) < 0) {
+        (void)close(u->fd);
+        u->fd = -1; /* unmarked, it would be redirected to the proxy again */
+    }
+}
+
+static int
+upstream_socket(int netns)
+{
+    if (netns < 0)
+        return socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    struct up_socket u = {.fd = -1};
+    if (sbx_netns_run(netns, up_socket_fn, &u) < 0 && u.fd >= 0) {
+        (void)close(u.fd);
+        u.fd = -1;
+    }
+    return u.fd;
+}
+
+int
+sbx_credproxy_connect_upstream(const struct sockaddr_in *dst, int netns)
+{
+    int fd = upstream_socket(netns);
     if (fd < 0)
         return -1;
     if (connect(fd, (const struct sockaddr *)dst, sizeof *dst) < 0 && errno != EINPROGRESS) {
@@ -502,11 +538,11 @@ serve(struct flow *f)
     if (f->headlen > 0) {
         memcpy(parsed, f->head, f->got); /* req's pointers: into a parse of this copy */
         struct sbx_credproxy_req q = {
-            .cp = f->c->cp, .src = f->c->src, .id = f->id, .bindings = f->bindings, .dst = &f->dst};
+            .cp = f->c->cp, .id = f->c->id, .bindings = f->bindings, .dst = &f->dst};
         if (sbx_http_req_head(parsed, f->got, HEAD_MAX, &req) > 0)
             out = sbx_credproxy_decide(&q, &req, &len);
     }
-    sbx_autoclose int up = sbx_credproxy_connect_upstream(&f->dst);
+    sbx_autoclose int up = sbx_credproxy_connect_upstream(&f->dst, f->c->netns);
     bool ok = up >= 0;
     if (ok && out)
         ok = sbx_credproxy_send_all(up, out, len) &&
@@ -519,8 +555,9 @@ serve(struct flow *f)
         sbx_credproxy_relay(f->c->cp, f->c->fd, up);
 }
 
-/* The original destination; false when there is none worth connecting to (not DNAT'ed, or
- * DNAT'ed to the listener's own address). */
+/* The original destination; false when there is none worth connecting to (not NAT'ed: a
+ * connection straight to the listener; NAT'ed to the listener's own address, or to loopback,
+ * which is the sandbox's own). */
 static bool
 original_dst(const struct conn *c, struct sockaddr_in *dst)
 {
@@ -528,7 +565,17 @@ original_dst(const struct conn *c, struct sockaddr_in *dst)
     if (getsockopt(c->fd, SOL_IP, SO_ORIGINAL_DST, dst, &l) < 0 || dst->sin_family != AF_INET)
         return false;
     return dst->sin_addr.s_addr != c->cp->listen.s_addr &&
+           (ntohl(dst->sin_addr.s_addr) >> 24) != 127 &&
            ntohs(dst->sin_port) == (c->tls ? 443 : 80);
+}
+
+/* The sandbox's bindings (c->id filled in bridge mode); NULL: it has no vault (any more). */
+static json_t *
+bindings_for(struct conn *c)
+{
+    if (c->netns < 0)
+        return sbx_egress_bindings_of(c->cp->e, c->src, c->id);
+    return sbx_egress_bindings_id(c->cp->e, c->id);
 }
 
 static void
@@ -546,16 +593,17 @@ conn_main(void *arg)
     struct conn *c = arg;
     struct flow *f = sbx_xcalloc(1, sizeof *f);
     f->c = c;
-    if (original_dst(c, &f->dst) &&
-        (f->bindings = sbx_egress_bindings_of(c->cp->e, c->src, f->id)) != NULL) {
+    if (original_dst(c, &f->dst) && (f->bindings = bindings_for(c)) != NULL) {
         if (c->tls)
-            sbx_credtls_serve(c, &f->dst, f->id, f->bindings);
+            sbx_credtls_serve(c, &f->dst, c->id, f->bindings);
         else
             serve(f);
     }
     json_decref(f->bindings);
     free(f);
     (void)close(c->fd);
+    if (c->netns >= 0)
+        (void)close(c->netns);
     conn_done(c->cp);
     free(c);
     return NULL;
@@ -586,25 +634,45 @@ spawn_conn(struct conn *c)
     return ok;
 }
 
+/* Accept one connection on lfd; netns: the sandbox's namespace (dup'ed), or -1 (bridge). */
 static void
-accept_one(struct sbx_credproxy *cp, int lfd, bool tls)
+accept_conn(struct sbx_credproxy *cp, int lfd, bool tls, const char *id, int netns)
 {
     struct sockaddr_in from;
     socklen_t fl = sizeof from;
     int fd = accept4(lfd, (struct sockaddr *)&from, &fl, SOCK_CLOEXEC);
     if (fd < 0)
         return;
-    if (fl != sizeof from || !conn_take(cp)) {
+    int ns = netns >= 0 ? fcntl(netns, F_DUPFD_CLOEXEC, 3) : -1;
+    if (fl != sizeof from || (netns >= 0 && ns < 0) || !conn_take(cp)) {
         (void)close(fd); /* beyond CONNS_MAX: refused, never queued */
+        if (ns >= 0)
+            (void)close(ns);
         return;
     }
     struct conn *c = sbx_xcalloc(1, sizeof *c);
-    *c = (struct conn){.cp = cp, .fd = fd, .src = from.sin_addr, .tls = tls};
+    *c = (struct conn){.cp = cp, .fd = fd, .src = from.sin_addr, .tls = tls, .netns = ns};
+    (void)snprintf(c->id, sizeof c->id, "%s", id ? id : "");
     if (!spawn_conn(c)) {
         (void)close(fd);
+        if (ns >= 0)
+            (void)close(ns);
         free(c);
         conn_done(cp);
     }
+}
+
+static void
+accept_one(struct sbx_credproxy *cp, int lfd, bool tls)
+{
+    accept_conn(cp, lfd, tls, NULL, -1);
+}
+
+void
+sbx_credproxy_accept(struct sbx_credproxy *cp, int lfd, bool tls, const char *id, int netns_fd)
+{
+    if (cp && id && netns_fd >= 0)
+        accept_conn(cp, lfd, tls, id, netns_fd);
 }
 
 static void *
@@ -645,20 +713,35 @@ bind_listener(struct sbx_credproxy *cp, int i, unsigned port, sbx_error **err)
 }
 
 int
-sbx_credproxy_open(struct sbx_credproxy **out, struct sbx_egress *e, struct in_addr listen,
-                   sbx_error **err)
+sbx_credproxy_new(struct sbx_credproxy **out, struct sbx_egress *e, sbx_error **err)
 {
     struct sbx_credproxy *cp = sbx_xcalloc(1, sizeof *cp);
     cp->e = e;
-    cp->listen = listen;
+    cp->listen.s_addr = htonl(INADDR_LOOPBACK);
     cp->fd[0] = cp->fd[1] = cp->stop_pipe[0] = cp->stop_pipe[1] = -1;
     pthread_mutex_init(&cp->mu, NULL);
     pthread_cond_init(&cp->cv, NULL);
-    int r = bind_listener(cp, 0, 80, err);
+    if (pipe2(cp->stop_pipe, O_CLOEXEC) < 0) {
+        int saved = errno;
+        sbx_credproxy_close(cp);
+        return sbx_error_set(err, SBX_EGENERIC, saved, "credential proxy: pipe");
+    }
+    *out = cp;
+    return 0;
+}
+
+int
+sbx_credproxy_open(struct sbx_credproxy **out, struct sbx_egress *e, struct in_addr listen,
+                   sbx_error **err)
+{
+    struct sbx_credproxy *cp = NULL;
+    int r = sbx_credproxy_new(&cp, e, err);
+    if (r < 0 || !cp)
+        return r < 0 ? r : -SBX_EGENERIC;
+    cp->listen = listen;
+    r = bind_listener(cp, 0, 80, err);
     if (r == 0)
         r = bind_listener(cp, 1, 443, err);
-    if (r == 0 && pipe2(cp->stop_pipe, O_CLOEXEC) < 0)
-        r = sbx_error_set(err, SBX_EGENERIC, errno, "credential proxy: pipe");
     if (r == 0 && pthread_create(&cp->accept_t, NULL, accept_loop, cp) != 0)
         r = sbx_error_set(err, SBX_ENOMEM, 0, "credential proxy: thread");
     cp->started = r == 0;

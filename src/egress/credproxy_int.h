@@ -36,13 +36,14 @@ struct conn {
     struct sbx_credproxy *cp;
     int fd;
     struct in_addr src;
-    bool tls; /* accepted on port 443 */
+    bool tls;    /* accepted on port 443 */
+    int netns;   /* netns mode: the sandbox's namespace (the conn's own fd); -1: the bridge's */
+    char id[64]; /* the sandbox (netns mode: its listener's; bridge mode: found by src) */
 };
 
 /* One request to decide on. */
 struct sbx_credproxy_req {
     struct sbx_credproxy *cp;
-    struct in_addr src;
     const char *id;
     const json_t *bindings;
     const struct sockaddr_in *dst; /* the original destination */
@@ -82,7 +83,9 @@ bool sbx_credtls_hello_sni(const unsigned char *buf, size_t n, char name[256]);
 
 bool sbx_credproxy_wait_readable(const struct sbx_credproxy *cp, int fd, int ms);
 bool sbx_credproxy_send_all(int fd, const char *p, size_t n);
-int sbx_credproxy_connect_upstream(const struct sockaddr_in *dst);
+/* A connection to dst: from the server's namespace (netns < 0), or from the sandbox's
+ * namespace netns, marked SBX_CREDPROXY_MARK. */
+int sbx_credproxy_connect_upstream(const struct sockaddr_in *dst, int netns);
 void sbx_credproxy_relay(const struct sbx_credproxy *cp, int a, int b);
 
 /* The HTTPS side of connection c (credtls.c). */

@@ -281,7 +281,7 @@ intercept(struct conn *c, char *const ca[2], const struct sbx_credproxy_req *q)
     set_timeouts(c->fd, HEAD_S);
     t.down = accept_down(c, ca, q->id, q->sni);
     if (t.down)
-        t.up_fd = sbx_credproxy_connect_upstream(q->dst);
+        t.up_fd = sbx_credproxy_connect_upstream(q->dst, c->netns);
     if (t.up_fd >= 0) {
         set_timeouts(t.up_fd, HEAD_S);
         t.up = connect_up(c->cp, t.up_fd, q->sni);
@@ -305,14 +305,14 @@ sbx_credtls_serve(struct conn *c, const struct sockaddr_in *dst, const char *id,
     char name[256];
     unsigned port = ntohs(dst->sin_port);
     bool mine = peek_hello(c, name) && sbx_credproxy_candidate(bindings, name, port) &&
-                sbx_egress_answered(c->cp->e, c->src, name, dst->sin_addr);
+                sbx_egress_answered(c->cp->e, id, name, dst->sin_addr);
     /* a sandbox without a CA (its image has no CA bundle to add one to) cannot trust a leaf:
      * its HTTPS is spliced */
     char *ca[2] = {NULL, NULL};
     sbx_autoerror sbx_error *err = NULL;
     if (mine && sbx_egress_ca(c->cp->e, id, &ca[0], &ca[1], &err) == 0) {
         struct sbx_credproxy_req q = {
-            .cp = c->cp, .src = c->src, .id = id, .bindings = bindings, .dst = dst, .sni = name};
+            .cp = c->cp, .id = id, .bindings = bindings, .dst = dst, .sni = name};
         intercept(c, ca, &q);
         explicit_bzero(ca[0], strlen(ca[0]));
         free(ca[0]);
@@ -320,7 +320,7 @@ sbx_credtls_serve(struct conn *c, const struct sockaddr_in *dst, const char *id,
         return;
     }
     /* not ours to open: the sandbox's TLS goes end to end (the ClientHello is still queued) */
-    int up = sbx_credproxy_connect_upstream(dst);
+    int up = sbx_credproxy_connect_upstream(dst, c->netns);
     if (up >= 0) {
         sbx_credproxy_relay(c->cp, c->fd, up);
         (void)close(up);

@@ -78,6 +78,9 @@ struct pair {
 struct listener {
     atomic_int refs;
     int udp, tcp;
+    int cp; /* netns mode: the credential proxy's listener (port 80 redirected to it);
+             * -1: none */
+    unsigned cp_port;
     int netns;           /* netns mode: its namespace (nft commands run there); -1: the bridge's */
     int pidfd;           /* netns mode: the sandbox's init; readable once it exited; -1: none */
     struct sbx_nft *nft; /* netns mode: made and used only inside netns */
@@ -132,7 +135,7 @@ listener_new(void)
 {
     struct listener *ln = sbx_xcalloc(1, sizeof *ln);
     atomic_init(&ln->refs, 1);
-    ln->udp = ln->tcp = ln->netns = ln->pidfd = -1;
+    ln->udp = ln->tcp = ln->cp = ln->netns = ln->pidfd = -1;
     return ln;
 }
 
@@ -149,8 +152,8 @@ listener_unref(struct listener *ln)
 {
     if (!ln || atomic_fetch_sub(&ln->refs, 1) != 1)
         return;
-    const int fds[] = {ln->udp, ln->tcp, ln->netns, ln->pidfd};
-    for (size_t i = 0; i < 4; i++) {
+    const int fds[] = {ln->udp, ln->tcp, ln->cp, ln->netns, ln->pidfd};
+    for (size_t i = 0; i < 5; i++) {
         if (fds[i] >= 0)
             (void)close(fds[i]);
     }
@@ -238,6 +241,7 @@ struct ns_call {
     struct listener *ln;
     enum sbx_nft_egress_mode mode;            /* ns_mode_fn */
     const struct sbx_nft_egress_elems *elems; /* ns_add_fn */
+    unsigned port;                            /* ns_proxy_fn */
     int r;
     sbx_error *err;
 };
@@ -260,6 +264,15 @@ ns_add_fn(void *arg)
     c->r = c->ln->nft ? 0 : sbx_nft_new(&c->ln->nft, &c->err);
     if (c->r == 0)
         c->r = sbx_nft_ns_egress_add(c->ln->nft, c->elems, &c->err);
+}
+
+static void
+ns_proxy_fn(void *arg)
+{
+    struct ns_call *c = arg;
+    c->r = c->ln->nft ? 0 : sbx_nft_new(&c->ln->nft, &c->err);
+    if (c->r == 0)
+        c->r = sbx_nft_ns_credproxy(c->ln->nft, c->port, &c->err);
 }
 
 static int
@@ -628,6 +641,27 @@ on_tcp(struct sbx_egress *e, struct listener *ln)
     }
 }
 
+/* A connection redirected to the credential proxy's listener in ln's namespace: the listener
+ * says whose it is (a process of the sandbox can reach no other sandbox's namespace). */
+static void
+on_proxy(struct sbx_egress *e, struct listener *ln)
+{
+    char id[64] = "";
+    pthread_mutex_lock(&e->mu);
+    for (size_t i = 0; i < e->n && !id[0]; i++) {
+        if (e->entries[i].ln == ln)
+            (void)snprintf(id, sizeof id, "%s", e->entries[i].id);
+    }
+    pthread_mutex_unlock(&e->mu);
+    if (id[0])
+        sbx_credproxy_accept(e->proxy, ln->cp, false, id, ln->netns);
+    else { /* its sandbox went: nobody's connection */
+        int fd = accept4(ln->cp, NULL, NULL, SOCK_CLOEXEC);
+        if (fd >= 0)
+            (void)close(fd);
+    }
+}
+
 /* The init of ln's sandbox exited: its listener goes now (its sockets would keep the dead
  * namespace alive). The entry and its policy stay until the provider drops it (or applies it
  * again in a new namespace). */
@@ -648,10 +682,12 @@ on_exit_of(struct sbx_egress *e, struct listener *ln)
 
 /* ---- the poll loop ---- */
 
+#define LN_FDS 4 /* polled per listener */
+
 struct pollset {
     struct listener **ls;
     size_t n;
-    struct pollfd *p; /* [0] the wake pipe, then udp, tcp, pidfd of each listener */
+    struct pollfd *p; /* [0] the wake pipe, then udp, tcp, pidfd, cp of each listener */
 };
 
 static void
@@ -675,19 +711,19 @@ pollset_of(struct sbx_egress *e, struct pollset *ps)
         if (e->entries[i].ln && e->entries[i].ln->udp >= 0)
             ps->ls[ps->n++] = listener_ref(e->entries[i].ln);
     }
-    ps->p = sbx_xcalloc(1 + 3 * ps->n, sizeof *ps->p);
+    ps->p = sbx_xcalloc(1 + LN_FDS * ps->n, sizeof *ps->p);
     ps->p[0] = (struct pollfd){.fd = e->wake[0], .events = POLLIN};
     for (size_t i = 0; i < ps->n; i++) {
-        const int fds[] = {ps->ls[i]->udp, ps->ls[i]->tcp, ps->ls[i]->pidfd};
-        for (size_t k = 0; k < 3; k++) /* poll ignores a negative fd */
-            ps->p[1 + 3 * i + k] = (struct pollfd){.fd = fds[k], .events = POLLIN};
+        const int fds[] = {ps->ls[i]->udp, ps->ls[i]->tcp, ps->ls[i]->pidfd, ps->ls[i]->cp};
+        for (size_t k = 0; k < LN_FDS; k++) /* poll ignores a negative fd */
+            ps->p[1 + LN_FDS * i + k] = (struct pollfd){.fd = fds[k], .events = POLLIN};
     }
 }
 
 static void
 serve_round(struct sbx_egress *e, struct pollset *ps)
 {
-    while (poll(ps->p, 1 + 3 * ps->n, -1) < 0) {
+    while (poll(ps->p, 1 + LN_FDS * ps->n, -1) < 0) {
         if (errno != EINTR)
             return;
     }
@@ -697,11 +733,13 @@ serve_round(struct sbx_egress *e, struct pollset *ps)
             ;
     }
     for (size_t i = 0; i < ps->n; i++) {
-        const struct pollfd *p = &ps->p[1 + 3 * i];
+        const struct pollfd *p = &ps->p[1 + LN_FDS * i];
         if (p[0].revents & POLLIN)
             on_udp(e, ps->ls[i]);
         if (p[1].revents & POLLIN)
             on_tcp(e, ps->ls[i]);
+        if (p[3].revents & POLLIN)
+            on_proxy(e, ps->ls[i]);
         if (p[2].revents)
             on_exit_of(e, ps->ls[i]);
     }
@@ -836,21 +874,28 @@ drop_stale(struct sbx_egress *e, struct in_addr in, const char *id)
     pthread_mutex_unlock(&e->mu);
 }
 
-/* Is id at in policed by this very policy already? (A vault change enforces the unchanged
- * policy again: what the sandbox learned stays then.) Caller holds e->mu. */
+/* The same policy? (A vault change enforces the unchanged policy again: what the sandbox
+ * learned stays then.) */
+static bool
+policy_equal(const struct sbx_egress_policy *x, const struct sbx_egress_policy *y)
+{
+    if (!x || !y)
+        return false;
+    json_t *a = sbx_egress_policy_json(x);
+    json_t *b = sbx_egress_policy_json(y);
+    bool same = json_equal(a, b);
+    json_decref(a);
+    json_decref(b);
+    return same;
+}
+
+/* Is id at in policed by this very policy already? Caller holds e->mu. */
 static bool
 same_policy(struct sbx_egress *e, const char *id, struct in_addr in,
             const struct sbx_egress_policy *policy)
 {
     const struct entry *en = find_id(e, id);
-    if (!en || en->in.s_addr != in.s_addr)
-        return false;
-    json_t *a = sbx_egress_policy_json(en->policy);
-    json_t *b = sbx_egress_policy_json(policy);
-    bool same = json_equal(a, b);
-    json_decref(a);
-    json_decref(b);
-    return same;
+    return en && en->in.s_addr == in.s_addr && policy_equal(en->policy, policy);
 }
 
 /* Caller holds e->mu: id's entry, made when missing. */
@@ -1036,6 +1081,14 @@ apply_netns_locked(struct sbx_egress *e, const char *id, const struct sbx_egress
     en->netns = true;
     struct listener *old = NULL;
     int r = 0;
+    /* the same policy in the same namespace (a vault change enforces it again): what the
+     * sandbox learned stays, as on the bridge */
+    if (same_ns(en->ln, ns->netns_fd) && en->ln->udp >= 0 && policy_equal(en->policy, policy)) {
+        pthread_mutex_unlock(&e->mu);
+        return 0;
+    }
+    if (en->pairs) /* what the old policy let it resolve is no proof under the new one */
+        memset(en->pairs, 0, PAIRS_MAX * sizeof *en->pairs);
     /* a new namespace (a first start, a start after a stop, a server restart): a listener of
      * its own; the same one (a PATCH): the same listener */
     if (!same_ns(en->ln, ns->netns_fd)) {
@@ -1258,6 +1311,8 @@ sbx_egress_open(struct sbx_egress **out, const struct sbx_egress_config *cfg, sb
         .upstream_ca = cfg->upstream_ca ? sbx_xstrdup(cfg->upstream_ca) : NULL};
     if (r == 0 && e->bridge[0])
         open_proxy(e);
+    else if (r == 0 && cfg->values) /* netns mode: listeners in each sandbox's namespace */
+        r = sbx_credproxy_new(&e->proxy, e, err);
     if (r == 0)
         r = start_threads(e, err);
     if (r < 0) {
@@ -1306,6 +1361,71 @@ sbx_egress_close(struct sbx_egress *e)
 
 /* ---- the credential proxy's view (credproxy.h) ---- */
 
+/* Inside the sandbox's namespace: the proxy's listener on 127.0.0.1, on a port the kernel
+ * picks, so it is one no process of the sandbox holds (a fixed port could have been taken
+ * first, e.g. while the server restarted); no SO_REUSEADDR or SO_REUSEPORT, so none can bind
+ * it beside ours either. A connection straight to it has no original destination and is
+ * closed (credproxy.c). */
+struct cp_bind {
+    int fd;
+    unsigned port;
+    int err;
+};
+
+static void
+cp_bind_fn(void *arg)
+{
+    struct cp_bind *c = arg;
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t sl = sizeof sa;
+    c->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (c->fd < 0 || bind(c->fd, (struct sockaddr *)&sa, sizeof sa) < 0 || listen(c->fd, 64) < 0 ||
+        getsockname(c->fd, (struct sockaddr *)&sa, &sl) < 0) {
+        c->err = errno;
+        return;
+    }
+    c->port = ntohs(sa.sin_port);
+}
+
+static int
+proxy_bind(struct sbx_egress *e, struct listener *ln, sbx_error **err)
+{
+    struct cp_bind c = {.fd = -1};
+    int r = sbx_netns_run(ln->netns, cp_bind_fn, &c);
+    if (r < 0 || c.err) {
+        if (c.fd >= 0)
+            (void)close(c.fd);
+        return sbx_error_set(err, SBX_EGENERIC, r < 0 ? -r : c.err,
+                             "credential proxy: its listener in the sandbox's network");
+    }
+    pthread_mutex_lock(&e->mu); /* the poll loop reads it there */
+    ln->cp = c.fd;
+    ln->cp_port = c.port;
+    pthread_mutex_unlock(&e->mu);
+    wake_loop(e);
+    return 0;
+}
+
+/* Netns mode, caller holds e->ops: with bindings (on), the proxy's listener in the sandbox's
+ * namespace (made once per namespace) and the namespace's redirect of port 80 to it; without,
+ * no redirect. When the listener cannot be made, no redirect either (fail closed: nothing is
+ * ever redirected to a port that is not the server's). */
+static int
+vault_netns(struct sbx_egress *e, struct listener *ln, bool on, sbx_error **err)
+{
+    int r = on && ln->cp < 0 ? proxy_bind(e, ln, err) : 0;
+    sbx_autoerror sbx_error *rerr = NULL;
+    pthread_mutex_lock(&e->mu);
+    struct ns_call c = {.ln = ln, .port = on && r == 0 ? ln->cp_port : 0};
+    int r2 = ns_call(&c, ns_proxy_fn, &rerr);
+    pthread_mutex_unlock(&e->mu);
+    if (r == 0 && r2 < 0) {
+        sbx_error_move(err, &rerr);
+        r = r2;
+    }
+    return r;
+}
+
 int
 sbx_egress_vault(struct sbx_egress *e, const char *id, const json_t *bindings, sbx_error **err)
 {
@@ -1313,25 +1433,35 @@ sbx_egress_vault(struct sbx_egress *e, const char *id, const json_t *bindings, s
     if (on && !e->proxy)
         return sbx_error_set(err, SBX_EUNAVAIL, 0,
                              "the credential proxy is not running on this server (%s)",
-                             e->proxy_why);
+                             e->proxy_why[0] ? e->proxy_why : "no credential store");
     pthread_mutex_lock(&e->ops);
     pthread_mutex_lock(&e->mu);
     struct entry *en = find_id(e, id);
     char addr[INET_ADDRSTRLEN] = "";
-    if (en && !en->netns) { /* (bridge mode only: the proxy is on the gateway) */
+    struct listener *ln = NULL;
+    if (en) {
         json_decref(en->bindings);
         en->bindings = on ? json_deep_copy(bindings) : NULL;
         if (on && !en->pairs)
             en->pairs = sbx_xcalloc(PAIRS_MAX, sizeof *en->pairs);
-        (void)snprintf(addr, sizeof addr, "%s", en->addr);
+        if (!en->netns)
+            (void)snprintf(addr, sizeof addr, "%s", en->addr);
+        else
+            ln = listener_ref(en->ln); /* NULL: its init exited */
     }
+    bool known = en && (!en->netns || ln);
     pthread_mutex_unlock(&e->mu);
     /* the redirect follows the bindings: a sandbox without any is never redirected */
-    int r = addr[0] ? sbx_nft_credproxy(e->nft, e->bridge, addr, on, err) : 0;
+    int r = 0;
+    if (addr[0])
+        r = sbx_nft_credproxy(e->nft, e->bridge, addr, on, err);
+    else if (ln)
+        r = vault_netns(e, ln, on, err);
     pthread_mutex_unlock(&e->ops);
-    if ((!en || en->netns) && on)
+    listener_unref(ln);
+    if (!known && on)
         return sbx_error_set(err, SBX_ENOTFOUND, 0,
-                             "credential proxy: `%s` is no policed sandbox of the bridge", id);
+                             "credential proxy: `%s` is no running policed sandbox here", id);
     return r < 0 ? sbx_error_wrap(err, "credential proxy of `%s`", id) : 0;
 }
 
@@ -1347,13 +1477,23 @@ sbx_egress_bindings_of(struct sbx_egress *e, struct in_addr src, char id[64])
     return b;
 }
 
+json_t *
+sbx_egress_bindings_id(struct sbx_egress *e, const char *id)
+{
+    pthread_mutex_lock(&e->mu);
+    struct entry *en = find_id(e, id);
+    json_t *b = en && en->bindings ? json_deep_copy(en->bindings) : NULL;
+    pthread_mutex_unlock(&e->mu);
+    return b;
+}
+
 bool
-sbx_egress_answered(struct sbx_egress *e, struct in_addr src, const char *name, struct in_addr addr)
+sbx_egress_answered(struct sbx_egress *e, const char *id, const char *name, struct in_addr addr)
 {
     uint64_t now = sbx_now_ms();
     bool found = false;
     pthread_mutex_lock(&e->mu);
-    struct entry *en = find_addr(e, src);
+    struct entry *en = find_id(e, id);
     for (size_t i = 0; en && en->pairs && !found && i < PAIRS_MAX; i++) {
         const struct pair *p = &en->pairs[i];
         found =

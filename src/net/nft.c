@@ -906,3 +906,28 @@ sbx_nft_ns_egress_add(struct sbx_nft *nft, const struct sbx_nft_egress_elems *e,
 {
     return add_elems(nft, e->block ? NS_TABLE " block4" : NS_TABLE " ok4", "", e, err);
 }
+
+/* The credential proxy's redirect (port 0: none). A nat output chain: at priority -100, after
+ * the filter chain `out` (-150), so only a connection the policy let out is redirected (the
+ * proxy reaches nothing the sandbox could not); loopback is the sandbox's own; the proxy's own
+ * upstream connections (SBX_CREDPROXY_MARK, egress/credproxy.h; a mark needs CAP_NET_ADMIN or
+ * CAP_NET_RAW, which the sandbox has not) pass. */
+int
+sbx_nft_ns_credproxy(struct sbx_nft *nft, unsigned port, sbx_error **err)
+{
+    char cmd[1024];
+    int n = snprintf(cmd, sizeof cmd,
+                     "add chain " NS_TABLE " proxy { type nat hook output priority -100; "
+                     "policy accept; }\n"
+                     "flush chain " NS_TABLE " proxy\n");
+    if (port == 0)
+        (void)snprintf(cmd + n, sizeof cmd - (size_t)n, "delete chain " NS_TABLE " proxy\n");
+    else
+        (void)snprintf(cmd + n, sizeof cmd - (size_t)n,
+                       "add rule " NS_TABLE " proxy meta mark 0x%08x return\n"
+                       "add rule " NS_TABLE " proxy oifname \"lo\" return\n"
+                       "add rule " NS_TABLE " proxy meta nfproto ipv4 ip daddr != 127.0.0.0/8 "
+                       "tcp dport 80 redirect to :%u\n",
+                       SBX_NFT_CREDPROXY_MARK, port);
+    return run_locked(nft, cmd, err);
+}

@@ -79,5 +79,11 @@ int sbx_nft_ns_egress(struct sbx_nft *nft, enum sbx_nft_egress_mode mode, sbx_er
 /* Add daddrs (e->saddr unused) to ok4, or block4 with e->block, with the timeout. */
 int sbx_nft_ns_egress_add(struct sbx_nft *nft, const struct sbx_nft_egress_elems *e,
                           sbx_error **err);
+/* The mark of the credential proxy's own connections (egress/credproxy.h SBX_CREDPROXY_MARK). */
+#define SBX_NFT_CREDPROXY_MARK 0x5b8c0001u
+/* In the same table: the credential proxy's redirect of the namespace's TCP to port 80 (what
+ * the filter let out, not loopback, not the proxy's own marked connections) to 127.0.0.1:port;
+ * port 0: no redirect. */
+int sbx_nft_ns_credproxy(struct sbx_nft *nft, unsigned port, sbx_error **err);
 
 #endif

@@ -202,3 +202,11 @@ sbx_nft_ns_egress_add(struct sbx_nft *nft, const struct sbx_nft_egress_elems *e,
     (void)e;
     return sbx_error_set(err, SBX_EUNAVAIL, 0, "egress policies need sbx-full");
 }
+
+int
+sbx_nft_ns_credproxy(struct sbx_nft *nft, unsigned port, sbx_error **err)
+{
+    (void)nft;
+    (void)port;
+    return sbx_error_set(err, SBX_EUNAVAIL, 0, "egress policies need sbx-full");
+}

@@ -24,6 +24,8 @@
  * after; or "none"), its table and sbx's resolver there are made before the attach, and its
  * resolv.conf names that resolver (a read-only bind). Refused for other networks (the engine's
  * would let the entrypoint's first packets out before the rules exist) and remote engines.
+ * credentialProxy (plain HTTP) rides on it: the proxy's listener and redirect are made in the
+ * same namespace with the policy (docs/network.md "Credential proxy", "On docker").
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -1124,7 +1126,8 @@ sbx_provider_docker_new(const json_t *settings, const struct sbx_provider_env *e
     d->api = sbx_docker_new(sock && *sock ? sock : "/var/run/docker.sock");
     d->execd = execd ? sbx_xstrdup(execd) : sbx_launch_default_execd(env->exe_dir);
     d->state_dir = sbx_xstrdup(env->state_dir);
-    d->egress = sbx_docker_egress_new(json_string_value(json_object_get(settings, "egress_dns")));
+    d->egress = sbx_docker_egress_new(json_string_value(json_object_get(settings, "egress_dns")),
+                                      env->vault);
     /* Nothing is asked of the daemon here: the server starts whether or not it runs, and each
      * request that needs it says so when it is down. */
     struct stat st;

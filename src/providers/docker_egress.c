@@ -30,6 +30,7 @@
 #include "egress/egress.h"
 #include "net/net.h"
 #include "providers/procutil.h"
+#include "server/credvault.h"
 
 #define CAP_NET_ADMIN_BIT 12
 #define CAP_NET_RAW_BIT   13
@@ -39,12 +40,14 @@ struct sbx_docker_egress {
     pthread_mutex_t mu;
     struct sbx_egress *e; /* opened on first use */
     char *upstream;
+    struct sbx_credvault *vault; /* the server's: the credential proxy's values; NULL: none */
 };
 
 struct sbx_docker_egress *
-sbx_docker_egress_new(const char *upstream)
+sbx_docker_egress_new(const char *upstream, struct sbx_credvault *vault)
 {
     struct sbx_docker_egress *x = sbx_xcalloc(1, sizeof *x);
+    x->vault = vault;
     pthread_mutex_init(&x->mu, NULL);
     x->upstream = upstream && *upstream ? sbx_xstrdup(upstream) : NULL;
     return x;
@@ -84,6 +87,13 @@ sbx_docker_egress_mount(const char *state_dir, json_t *host_config, sbx_error **
     return 0;
 }
 
+/* The credential proxy's values of sandbox id (sbx_egress_config.values). */
+static int
+vault_values(void *arg, const char *id, json_t **values, sbx_error **err)
+{
+    return sbx_credvault_get(arg, id, values, err);
+}
+
 /* The resolver, opened on first use; upstream: the setting, else the host's resolvers. */
 static struct sbx_egress *
 service(struct sbx_docker_egress *x, sbx_error **err)
@@ -94,8 +104,11 @@ service(struct sbx_docker_egress *x, sbx_error **err)
         sbx_autofree char *conf = NULL;
         if (!x->upstream && sbx_net_resolv_conf(&conf, NULL) == 0)
             sbx_net_resolv_servers(dns, sizeof dns, conf);
+        /* values: the credential proxy (no CA: HTTPS is not intercepted on docker) */
         struct sbx_egress_config cfg = {.listen = SBX_DOCKER_EGRESS_RESOLVER,
-                                        .upstream = x->upstream ? x->upstream : dns};
+                                        .upstream = x->upstream ? x->upstream : dns,
+                                        .values = x->vault ? vault_values : NULL,
+                                        .values_arg = x->vault};
         (void)sbx_egress_open(&x->e, &cfg, err);
     }
     struct sbx_egress *e = x->e;
@@ -164,6 +177,55 @@ open_init(pid_t pid, uint64_t start_time, int *ns, int *pidfd, sbx_error **err)
     return r;
 }
 
+/* The bindings of sb's Credential Vault, or NULL (no credentialProxy, no vault). */
+static const json_t *
+bindings_of(const struct sbx_record *sb)
+{
+    const json_t *eg = json_object_get(sb->priv, SBX_EGRESS_PRIV);
+    if (!json_is_true(json_object_get(eg, "credentialProxy")))
+        return NULL;
+    return json_object_get(json_object_get(eg, "vault"), "bindings");
+}
+
+int
+sbx_docker_egress_vault_check(const json_t *bindings, sbx_error **err)
+{
+    size_t i = 0;
+    json_t *b = NULL;
+    json_array_foreach (bindings, i, b) {
+        const json_t *m = json_object_get(b, "match");
+        size_t k = 0;
+        json_t *v = NULL;
+        bool https = false;
+        json_array_foreach (json_object_get(m, "schemes"), k, v)
+            https = https || strcmp(json_string_value(v) ? json_string_value(v) : "", "https") == 0;
+        json_array_foreach (json_object_get(m, "ports"), k, v)
+            https = https || json_integer_value(v) == 443;
+        if (https)
+            return sbx_error_set(
+                err, SBX_EINVAL, 0,
+                "binding `%s`: https (port 443) is not supported on provider `docker`: the "
+                "credential proxy injects into plain HTTP (port 80) of docker containers only "
+                "(HTTPS interception needs the sandbox's CA in the container's trust store, "
+                "which only the native provider does)",
+                json_string_value(json_object_get(b, "name")));
+    }
+    return 0;
+}
+
+/* After the policy: the credential proxy's listener and redirect follow the vault's
+ * bindings. */
+static int
+enforce_vault(struct sbx_egress *e, const struct sbx_record *sb, sbx_error **err)
+{
+    const json_t *eg = json_object_get(sb->priv, SBX_EGRESS_PRIV);
+    if (!json_is_true(json_object_get(eg, "credentialProxy")))
+        return 0;
+    const json_t *bindings = bindings_of(sb);
+    int r = sbx_docker_egress_vault_check(bindings, err);
+    return r < 0 ? r : sbx_egress_vault(e, sb->id, bindings, err);
+}
+
 int
 sbx_docker_egress_enforce(struct sbx_docker_egress *x, const struct sbx_record *sb, pid_t pid,
                           uint64_t start_time, sbx_error **err)
@@ -181,6 +243,8 @@ sbx_docker_egress_enforce(struct sbx_docker_egress *x, const struct sbx_record *
         struct sbx_egress_netns where = {.netns_fd = ns, .pidfd = pidfd};
         r = sbx_egress_apply_netns(e, sb->id, &where, p, err);
     }
+    if (r == 0)
+        r = enforce_vault(e, sb, err);
     sbx_egress_policy_free(p);
     return r < 0 ? sbx_error_wrap(err, "networkPolicy of `%s`", sb->id) : 0;
 }

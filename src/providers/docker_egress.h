@@ -20,9 +20,12 @@
 
 struct sbx_docker_egress;
 
-/* upstream: the resolvers to forward to ("a.b.c.d[:port] ..."); NULL: the host's. Nothing is
- * opened before the first enforce. */
-struct sbx_docker_egress *sbx_docker_egress_new(const char *upstream);
+struct sbx_credvault;
+
+/* upstream: the resolvers to forward to ("a.b.c.d[:port] ..."); NULL: the host's; vault: the
+ * server's Credential Vault values (the credential proxy's; NULL: none). Nothing is opened
+ * before the first enforce. */
+struct sbx_docker_egress *sbx_docker_egress_new(const char *upstream, struct sbx_credvault *vault);
 /* The enforcement stays in the containers (their tables); only our listeners close. */
 void sbx_docker_egress_free(struct sbx_docker_egress *x);
 
@@ -32,11 +35,17 @@ bool sbx_docker_egress_has_policy(const struct sbx_record *sb);
  * here when missing or different) over /etc/resolv.conf. */
 int sbx_docker_egress_mount(const char *state_dir, json_t *host_config, sbx_error **err);
 
-/* Enforce sb's stored policy on its running container, whose init is pid (start_time checked
- * again here, after its namespace is opened). Refused (SBX_EINVAL) when that process could
- * change its own rules (CAP_NET_ADMIN, CAP_NET_RAW or CAP_SYS_ADMIN in its bounding set). */
+/* Enforce sb's stored policy on its running container (and its Credential Vault's bindings:
+ * the credential proxy, docs/network.md "Credential proxy" "On docker"), whose init is pid
+ * (start_time checked again here, after its namespace is opened). Refused (SBX_EINVAL) when that
+ * process could change its own rules (CAP_NET_ADMIN, CAP_NET_RAW or CAP_SYS_ADMIN in its bounding
+ * set). */
 int sbx_docker_egress_enforce(struct sbx_docker_egress *x, const struct sbx_record *sb, pid_t pid,
                               uint64_t start_time, sbx_error **err);
+/* Bindings the docker provider's proxy cannot serve (https, port 443: no interception in
+ * containers yet) refused with SBX_EINVAL saying why. */
+int sbx_docker_egress_vault_check(const json_t *bindings, sbx_error **err);
+
 /* The container stopped or went: its listener closes. */
 void sbx_docker_egress_forget(struct sbx_docker_egress *x, const char *id);
 

@@ -20,7 +20,8 @@ const struct sbx_provider_factory sbx_providers_builtin[] = {
      .keys = sbx_provider_process_keys},
     /* pools: a warm container is one whose execd answered /ping (docker_start) */
     {.name = "docker",
-     .caps = SBX_CAP_PAUSE | SBX_CAP_SNAPSHOT | SBX_CAP_NETWORK_POLICY | SBX_CAP_POOLS,
+     .caps = SBX_CAP_PAUSE | SBX_CAP_SNAPSHOT | SBX_CAP_NETWORK_POLICY | SBX_CAP_POOLS |
+             SBX_CAP_CREDENTIAL_PROXY,
      .create = sbx_provider_docker_new,
      .keys = sbx_provider_docker_keys},
     /* Daytona's sandboxes are linux/amd64 whatever this machine is */

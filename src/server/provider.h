@@ -132,8 +132,8 @@ struct sbx_provider_env {
     /* The secret store, opened on first use (secretsrv.h). Factories of lazy providers read
      * their credentials here, by the names in their settings; never from the environment. */
     struct sbx_srv_secrets *secrets;
-    /* The Credential Vaults' values (credvault.h): the native provider's credential proxy
-     * reads them at each request it injects into (docs/network.md "Credential proxy"). */
+    /* The Credential Vaults' values (credvault.h): the native and docker providers' credential
+     * proxy reads them at each request it injects into (docs/network.md "Credential proxy"). */
     struct sbx_credvault *vault;
 };
 

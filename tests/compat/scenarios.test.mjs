@@ -233,7 +233,7 @@ test("egress: networkPolicy at create, get, patch and delete rules through port 
 test("credentialProxy: the Credential Vault through port 18080", async () => {
   const networkPolicy = { defaultAction: "deny", egress: [{ action: "allow", target: "api.example.com" }] };
   const credentialProxy = { enabled: true };
-  if (provider !== "native") {
+  if (provider !== "native" && provider !== "docker") {
     await assert.rejects(make({ networkPolicy, credentialProxy }), (err) => {
       assert.match(String(err.error?.code ?? err.message), /API_NOT_SUPPORTED/);
       return true;
@@ -267,9 +267,19 @@ test("credentialProxy: the Credential Vault through port 18080", async () => {
     return true;
   });
   // one with the spec's defaults (https, 443) is stored (its injection:
-  // tests/integration/server/test_credinject.py)
-  const st3 = await v.patch({ bindings: { add: [{ name: "b", match: { hosts: ["api.example.com"] },
-    auth: { type: "bearer", credential: "openai" } }] } });
+  // tests/integration/server/test_credinject.py); docker injects into plain HTTP only: refused
+  // there, and an http one is stored (tests/integration/docker/test_credproxy_docker.py)
+  const tlsBinding = { name: "b", match: { hosts: ["api.example.com"] },
+    auth: { type: "bearer", credential: "openai" } };
+  if (provider === "docker") {
+    await assert.rejects(v.patch({ bindings: { add: [tlsBinding] } }), (err) => {
+      assert.equal(err.statusCode, 400);
+      assert.match(err.message, /https.*docker/);
+      return true;
+    });
+    tlsBinding.match = { hosts: ["api.example.com"], schemes: ["http"], ports: [80] };
+  }
+  const st3 = await v.patch({ bindings: { add: [tlsBinding] } });
   assert.deepEqual(st3.bindings.map((b) => b.name), ["b"]);
   assert.ok(!JSON.stringify(await v.get()).includes(secret), "values are write-only");
   await v.delete();
