@@ -7,8 +7,8 @@
  * once). Per connection: the sandbox is its source address (bridge) or its listener's (netns);
  * the original destination is SO_ORIGINAL_DST (the DNAT's or the redirect's); the first
  * request head is read (at most HEAD_MAX bytes, within HEAD_S); then the upstream (the
- * original destination) is connected and the head is sent, rewritten when a binding applies,
- * else as it came; then bytes are relayed both ways until both sides end or IDLE_S pass
+ * original destination) is connected and the head is sent, rewritten when a binding applies
+ * or could (then with `Connection: close` alone), else as it came; then bytes are relayed both ways until both sides end or IDLE_S pass
  * without a byte.
  *
  * Why a sandbox cannot have a credential sent where it should not go:
@@ -17,9 +17,18 @@
  *   sandbox for that host name, under its current policy, within the answer's TTL
  *   (sbx_egress_answered). A sandbox allowed to reach evil.test that connects there with
  *   `Host: api.test` gets its request forwarded to evil.test untouched.
- * - Only the first request of a connection is parsed; a rewritten one carries
- *   `Connection: close`, so the upstream answers it and closes: a second request on the same
- *   connection is never rewritten and never carries a credential.
+ * - Only the first request of a connection is parsed. On a connection a binding could apply
+ *   to (sbx_credproxy_watched: HTTPS opened by the proxy; plain HTTP whose Host has an http
+ *   binding, whatever the path or method) it is always rewritten, with `Connection: close`
+ *   whether a credential is added or not, so the upstream answers it and closes (RFC 9112
+ *   9.6: it must not process a further request): a keep-alive client's next request comes on
+ *   a new connection, where it is read and decided on anew (issue 15: `GET /public` then
+ *   `POST /v1/chat` on one connection). Bytes after the first head (its body, a pipelined
+ *   request) are relayed as they came: never rewritten, never given a credential, so a
+ *   pipelined request that was not checked gets none even from an upstream that ignores the
+ *   close. An upgrade (WebSocket) keeps `upgrade` beside `close`: a 101 is no final response,
+ *   the upgraded connection goes on; a refused upgrade closes like any request. Any other
+ *   connection is relayed byte for byte.
  * - The head is parsed strictly (common/httphead.c: the router's parser); a head it refuses,
  *   an absolute-form target, a Host that is not a plain name, a path with dot segments or
  *   encoded separators are never rewritten (forwarded untouched, i.e. with no credential).
@@ -229,19 +238,35 @@ sbx_credproxy_match(const json_t *bindings, const struct sbx_http_req *req, unsi
     return find_binding(bindings, req, host, sni ? "https" : "http", port);
 }
 
-bool
-sbx_credproxy_candidate(const json_t *bindings, const char *host, unsigned port)
+/* Could a request of this scheme to host:port get a binding (whatever its method and path)? */
+static bool
+candidate(const json_t *bindings, const char *host, unsigned port, const char *scheme)
 {
     size_t i = 0;
     json_t *b = NULL;
     json_array_foreach (bindings, i, b) {
         const json_t *m = json_object_get(b, "match");
-        if (has_str(json_object_get(m, "schemes"), "https") &&
+        if (has_str(json_object_get(m, "schemes"), scheme) &&
             has_port(json_object_get(m, "ports"), port) &&
             host_matches(json_object_get(m, "hosts"), host))
             return true;
     }
     return false;
+}
+
+bool
+sbx_credproxy_candidate(const json_t *bindings, const char *host, unsigned port)
+{
+    return candidate(bindings, host, port, "https");
+}
+
+bool
+sbx_credproxy_watched(const json_t *bindings, const struct sbx_http_req *req, unsigned port,
+                      const char *sni)
+{
+    char host[256];
+    /* HTTPS: the connection is only opened when its SNI name is a candidate (credtls.c) */
+    return sni || (request_host(req, port, host) && candidate(bindings, host, port, "http"));
 }
 
 /* ---- the rewritten head ---- */
@@ -278,6 +303,8 @@ inject_one(struct inject *in, const char *name, const char *prefix, const json_t
 static int
 inject_of(const json_t *b, const json_t *values, struct inject *in)
 {
+    if (!b)
+        return 0; /* a head that only asks the upstream to close */
     const json_t *a = json_object_get(b, "auth");
     const char *type = json_string_value(json_object_get(a, "type"));
     const char *cred = json_string_value(json_object_get(a, "credential"));
@@ -304,7 +331,7 @@ inject_of(const json_t *b, const json_t *values, struct inject *in)
 }
 
 /* A header of the sandbox's that the rewritten head leaves out: one the binding injects (the
- * sandbox's own copy of it) or a hop-by-hop one (the head carries `Connection: close`). */
+ * sandbox's own copy of it) or a hop-by-hop one (the head carries its own Connection). */
 static bool
 dropped(const char *name, const struct inject *in)
 {
@@ -318,8 +345,45 @@ dropped(const char *name, const struct inject *in)
     return false;
 }
 
+/* Does a comma-separated list hold token (case-insensitive, OWS around items)? */
+static bool
+has_token(const char *list, const char *token)
+{
+    size_t tl = strlen(token);
+    for (const char *p = list; *p;) {
+        p += strspn(p, " \t,");
+        size_t n = strcspn(p, ",");
+        size_t k = n;
+        while (k > 0 && (p[k - 1] == ' ' || p[k - 1] == '\t'))
+            k--;
+        if (k == tl && strncasecmp(p, token, tl) == 0)
+            return true;
+        p += n;
+    }
+    return false;
+}
+
+/* Does r ask for a protocol upgrade (an Upgrade header and `upgrade` in its Connection): a
+ * WebSocket handshake? */
+static bool
+asks_upgrade(const struct sbx_http_req *r)
+{
+    bool upgrade = false;
+    bool token = false;
+    for (size_t i = 0; i < r->head.n; i++) {
+        if (strcasecmp(r->head.name[i], "upgrade") == 0)
+            upgrade = true;
+        else if (strcasecmp(r->head.name[i], "connection") == 0 &&
+                 has_token(r->head.value[i], "upgrade"))
+            token = true;
+    }
+    return upgrade && token;
+}
+
 /* The head to send instead of r's: its request line, its headers but the dropped ones, the
- * injected ones, `Connection: close`. Wiped and freed by the caller. */
+ * injected ones, `Connection: close` (`Connection: upgrade, close` for an upgrade: a server
+ * that switches protocols answers 101, which is no final response, so the WebSocket goes on;
+ * one that refuses answers a final response and closes). Wiped and freed by the caller. */
 static char *
 rewrite(const struct sbx_http_req *r, const struct inject *in, size_t *len)
 {
@@ -334,7 +398,8 @@ rewrite(const struct sbx_http_req *r, const struct inject *in, size_t *len)
     }
     for (size_t i = 0; i < in->n; i++)
         fprintf(f, "%s: %s\r\n", in->name[i], in->value[i]);
-    fputs("Connection: close\r\n\r\n", f);
+    fputs(asks_upgrade(r) ? "Connection: upgrade, close\r\n\r\n" : "Connection: close\r\n\r\n",
+          f);
     if (fclose(f) != 0) {
         free(out);
         return NULL;
@@ -396,11 +461,12 @@ read_head(struct flow *f, struct sbx_http_req *req)
     }
 }
 
-char *
-sbx_credproxy_decide(const struct sbx_credproxy_req *q, const struct sbx_http_req *req, size_t *len)
+/* The head with binding b's credential, or NULL (b is NULL, the destination is not the
+ * host's, a value is missing). */
+static char *
+injected_head(const struct sbx_credproxy_req *q, const struct sbx_http_req *req, const json_t *b,
+              const char *host, size_t *len)
 {
-    char host[256];
-    const json_t *b = sbx_credproxy_match(q->bindings, req, ntohs(q->dst->sin_port), q->sni, host);
     if (!b)
         return NULL;
     const char *bname = json_string_value(json_object_get(b, "name"));
@@ -423,6 +489,21 @@ sbx_credproxy_decide(const struct sbx_credproxy_req *q, const struct sbx_http_re
     json_decref(values); /* (jansson does not wipe: the store's copy is as short-lived) */
     if (out)
         sbx_debug("sandbox %s: binding `%s` applied to %s %s", q->id, bname, req->method, host);
+    return out;
+}
+
+char *
+sbx_credproxy_decide(const struct sbx_credproxy_req *q, const struct sbx_http_req *req, size_t *len)
+{
+    char host[256];
+    unsigned port = ntohs(q->dst->sin_port);
+    const json_t *b = sbx_credproxy_match(q->bindings, req, port, q->sni, host);
+    char *out = injected_head(q, req, b, host, len);
+    /* a request no binding applies to, on a connection one could apply to (keep-alive: the
+     * next request may match): closed after its answer, the next one comes on a new
+     * connection, read and decided on anew */
+    if (!out && sbx_credproxy_watched(q->bindings, req, port, q->sni))
+        out = sbx_credproxy_head_for(NULL, NULL, req, len);
     return out;
 }
 

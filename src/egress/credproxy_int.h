@@ -50,13 +50,22 @@ struct sbx_credproxy_req {
     const char *sni;               /* HTTPS: the name the client's TLS is for; NULL: plain */
 };
 
-/* The head to send instead of req's when a binding applies (wiped and freed by the caller),
- * else NULL: the request goes as it came. */
+/* The head to send instead of req's (wiped and freed by the caller): with the credential when
+ * a binding applies; else, on a watched connection (sbx_credproxy_watched), with only
+ * `Connection: close`; else NULL: the request goes as it came. */
 char *sbx_credproxy_decide(const struct sbx_credproxy_req *q, const struct sbx_http_req *req,
                            size_t *len);
 /* Could an HTTPS request to host:port get a binding (scheme, port, host; method and path are
  * only known once it is decrypted)? */
 bool sbx_credproxy_candidate(const json_t *bindings, const char *host, unsigned port);
+
+/* Is a connection whose first request is req one a binding could apply to: HTTPS (sni: the
+ * proxy only opens a TLS connection whose SNI name is a candidate), or plain HTTP whose Host
+ * names a host some http binding has for this port (whatever the method and path)? Its
+ * requests are forwarded with `Connection: close` so that each comes on a connection of its
+ * own and is decided on; any other connection is relayed untouched. */
+bool sbx_credproxy_watched(const json_t *bindings, const struct sbx_http_req *req, unsigned port,
+                           const char *sni);
 
 /* The binding (of bindings) that request req, received on port (HTTPS: for the TLS name sni,
  * else NULL), claims; host gets its host name (lowercase). NULL: none, the request is not
@@ -67,8 +76,10 @@ const json_t *sbx_credproxy_match(const json_t *bindings, const struct sbx_http_
 
 /* The head to send instead of req's under binding b, with the credentials' values (an
  * object, name: value): req's request line, its headers but hop-by-hop ones and the sandbox's
- * copies of the injected ones, the injected ones, `Connection: close`. NULL when a value is
- * missing. Wiped and freed by the caller. */
+ * copies of the injected ones, the injected ones, `Connection: close` (`Connection: upgrade,
+ * close` when req asks for an upgrade: an Upgrade header and `upgrade` in its Connection).
+ * b NULL: nothing injected (values unused). NULL when a value is missing. Wiped and freed by
+ * the caller. */
 char *sbx_credproxy_head_for(const json_t *b, const json_t *values, const struct sbx_http_req *req,
                              size_t *len);
 

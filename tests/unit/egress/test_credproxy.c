@@ -207,6 +207,95 @@ test_sni_lengths(void **state)
     assert_false(sni(h, hello_for(host, h), name));
 }
 
+/* The head of `<method> /p HTTP/1.1` with these header lines, rewritten under binding b (NULL:
+ * none), with values {"k": "sk-1"}. */
+static char *
+rewritten(const json_t *b, const char *lines)
+{
+    json_t *values = json_pack("{s:s}", "k", "sk-1");
+    char *head = sbx_xasprintf("GET /p HTTP/1.1\r\n%s\r\n", lines);
+    struct sbx_http_req req;
+    assert_true(sbx_http_req_head(head, strlen(head), HEAD_MAX, &req) > 0);
+    size_t len = 0;
+    char *out = sbx_credproxy_head_for(b, values, &req, &len);
+    assert_non_null(out);
+    assert_int_equal(len, strlen(out));
+    free(head);
+    json_decref(values);
+    return out;
+}
+
+/* A request on a watched connection that no binding applies to: its headers kept (its own
+ * Authorization too: nothing is injected), its Connection/Keep-Alive replaced by close. */
+static void
+test_close_only(void **state)
+{
+    (void)state;
+    char *out = rewritten(NULL, "Host: api.test\r\nAuthorization: Bearer mine\r\n"
+                                "Connection: keep-alive\r\nKeep-Alive: timeout=5\r\n");
+    assert_string_equal(out, "GET /p HTTP/1.1\r\nHost: api.test\r\nAuthorization: Bearer mine\r\n"
+                             "Connection: close\r\n\r\n");
+    free(out);
+}
+
+/* An upgrade (WebSocket) keeps its upgrade token beside close; an Upgrade header without the
+ * token, or the token without the header, is no upgrade. */
+static void
+test_upgrade(void **state)
+{
+    (void)state;
+    json_t *b = json_loads("{\"name\":\"a\",\"auth\":{\"type\":\"bearer\",\"credential\":\"k\"}}",
+                           0, NULL);
+    assert_non_null(b);
+    char *out = rewritten(b, "Host: api.test\r\nUpgrade: websocket\r\nConnection: keep-alive, "
+                             "Upgrade\r\nSec-WebSocket-Version: 13\r\n");
+    assert_string_equal(out, "GET /p HTTP/1.1\r\nHost: api.test\r\nUpgrade: websocket\r\n"
+                             "Sec-WebSocket-Version: 13\r\nAuthorization: Bearer sk-1\r\n"
+                             "Connection: upgrade, close\r\n\r\n");
+    free(out);
+    out = rewritten(NULL, "Host: api.test\r\nUpgrade: websocket\r\nConnection: keep-alive\r\n");
+    assert_non_null(strstr(out, "\r\nConnection: close\r\n\r\n"));
+    free(out);
+    out = rewritten(NULL, "Host: api.test\r\nConnection: upgraded, x-upgrade\r\n"
+                          "Upgrade: websocket\r\n");
+    assert_non_null(strstr(out, "\r\nConnection: close\r\n\r\n"));
+    free(out);
+    out = rewritten(NULL, "Host: api.test\r\nConnection: Upgrade\r\n");
+    assert_non_null(strstr(out, "\r\nConnection: close\r\n\r\n"));
+    free(out);
+    json_decref(b);
+}
+
+/* Which connections are watched (forwarded with close): HTTPS ones (only opened for a
+ * candidate name), plain HTTP whose Host an http binding has on this port, any path/method. */
+static bool
+watched(const char *request_line, const char *host_header, unsigned port, const char *sni)
+{
+    json_t *bindings = json_loads(bindings_json, 0, NULL);
+    char *head = sbx_xasprintf("%s\r\nHost: %s\r\n\r\n", request_line, host_header);
+    struct sbx_http_req req;
+    assert_true(sbx_http_req_head(head, strlen(head), HEAD_MAX, &req) > 0);
+    bool w = sbx_credproxy_watched(bindings, &req, port, sni);
+    free(head);
+    json_decref(bindings);
+    return w;
+}
+
+static void
+test_watched(void **state)
+{
+    (void)state;
+    assert_true(watched("GET /public HTTP/1.1", "api.test", 80, NULL));
+    assert_true(watched("DELETE /v2/../x HTTP/1.1", "API.test.", 80, NULL));
+    assert_true(watched("GET / HTTP/1.1", "a.svc.test:80", 80, NULL));
+    assert_true(watched("GET / HTTP/1.1", "other.test", 443, "api.test"));
+    assert_false(watched("GET /v1/x HTTP/1.1", "other.test", 80, NULL));
+    assert_false(watched("GET /v1/x HTTP/1.1", "svc.test", 80, NULL));
+    assert_false(watched("GET /v1/x HTTP/1.1", "api.test", 8080, NULL));
+    assert_false(watched("GET /v1/x HTTP/1.1", "api.test:8080", 80, NULL));
+    assert_false(watched("GET /v1/x HTTP/1.1", "10.0.0.1", 80, NULL));
+}
+
 int
 main(void)
 {
@@ -214,6 +303,8 @@ main(void)
         cmocka_unit_test(test_match_plain), cmocka_unit_test(test_host_port),
         cmocka_unit_test(test_host_name),   cmocka_unit_test(test_path_escapes),
         cmocka_unit_test(test_sni),         cmocka_unit_test(test_sni_lengths),
+        cmocka_unit_test(test_close_only),  cmocka_unit_test(test_upgrade),
+        cmocka_unit_test(test_watched),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
