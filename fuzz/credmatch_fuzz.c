@@ -10,6 +10,12 @@
  * segment dropped as servlet containers do, percent-decoded, `\` as `/`, dot segments resolved)
  * still matches the binding's path: a binding for /v1/(anything) never covers a path that reaches
  * /admin.
+ * A request a binding is claimed for is on a watched connection (sbx_credproxy_watched). The
+ * head sent instead of a request's (a binding's, or on a watched connection none: only
+ * `Connection: close`) is one head: its request line, its headers but hop-by-hop ones and the
+ * sandbox's copies of the injected ones, the injected ones, then `Connection: close`, or
+ * `Connection: upgrade, close` exactly when the request has an Upgrade header and an `upgrade`
+ * token in a Connection header.
  */
 #include <jansson.h>
 #include <stdbool.h>
@@ -205,36 +211,61 @@ check(const json_t *b, const struct sbx_http_req *r, const char *host, uint8_t m
     free(norm);
 }
 
-/* The headers the rewritten head must have, in order: r's but hop-by-hop ones and the
- * sandbox's copies of the injected ones, the injected ones, `Connection: close`; the count. */
-static size_t
-expected(const struct sbx_http_req *r, bool bearer, const char *name[], const char *value[])
+/* Does r have an Upgrade header and an `upgrade` token in a Connection header? */
+static bool
+upgrade_asked(const struct sbx_http_req *r)
 {
-    static const char *const injected[2][3] = {{"X-Api-Key", "x-other", "v1"},
-                                               {"Authorization", NULL, "Bearer sk-1"}};
-    const char *const *inj = injected[bearer];
+    bool header = false;
+    bool token = false;
+    for (size_t i = 0; i < r->head.n; i++) {
+        if (strcasecmp(r->head.name[i], "upgrade") == 0)
+            header = true;
+        if (strcasecmp(r->head.name[i], "connection") != 0)
+            continue;
+        char *copy = sbx_xstrdup(r->head.value[i]);
+        char *save = NULL;
+        for (char *t = strtok_r(copy, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save))
+            token = token || strcasecmp(t, "upgrade") == 0;
+        free(copy);
+    }
+    return header && token;
+}
+
+/* The headers the rewritten head must have, in order: r's but hop-by-hop ones and the
+ * sandbox's copies of the injected ones, the injected ones (kind 0: X-Api-Key, x-other;
+ * 1: Authorization; 2: none), its Connection; the count. */
+static size_t
+expected(const struct sbx_http_req *r, int kind, const char *name[], const char *value[])
+{
+    static const char *const injected[3][3] = {{"X-Api-Key", "x-other", "v1"},
+                                               {"Authorization", NULL, "Bearer sk-1"},
+                                               {NULL, NULL, NULL}};
+    const char *const *inj = injected[kind];
     size_t n = 0;
     for (size_t i = 0; i < r->head.n; i++) {
         const char *h = r->head.name[i];
         if (strcasecmp(h, "connection") != 0 && strcasecmp(h, "keep-alive") != 0 &&
-            strcasecmp(h, "proxy-connection") != 0 && strcasecmp(h, inj[0]) != 0 &&
+            strcasecmp(h, "proxy-connection") != 0 && (!inj[0] || strcasecmp(h, inj[0]) != 0) &&
             (!inj[1] || strcasecmp(h, inj[1]) != 0)) {
             name[n] = h;
             value[n++] = r->head.value[i];
         }
     }
-    name[n] = inj[0];
-    value[n++] = inj[2];
+    if (inj[0]) {
+        name[n] = inj[0];
+        value[n++] = inj[2];
+    }
     if (inj[1]) {
         name[n] = inj[1];
         value[n++] = "v 2";
     }
     name[n] = "Connection";
-    value[n++] = "close";
+    value[n++] = upgrade_asked(r) ? "upgrade, close" : "close";
     return n;
 }
 
-/* The head sent instead of r's is one head, r's request line, the expected headers. */
+/* The head sent instead of r's (under b, or none) is one head, r's request line, the expected
+ * headers. */
 static void
 check_rewrite(const json_t *b, const json_t *values, const struct sbx_http_req *r)
 {
@@ -242,8 +273,8 @@ check_rewrite(const json_t *b, const json_t *values, const struct sbx_http_req *
     char *out = sbx_credproxy_head_for(b, values, r, &len);
     const char *name[SBX_HTTP_MAX_HEADERS + 4];
     const char *value[SBX_HTTP_MAX_HEADERS + 4];
-    bool bearer = strcmp(json_string_value(json_object_get(b, "name")), "a") == 0;
-    size_t n = expected(r, bearer, name, value);
+    int kind = !b ? 2 : strcmp(json_string_value(json_object_get(b, "name")), "a") == 0;
+    size_t n = expected(r, kind, name, value);
     struct sbx_http_req r2 = {0};
     if (!out)
         __builtin_trap();
@@ -278,12 +309,18 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct sbx_http_req r = {0};
     char host[256];
     if (sbx_http_req_head(buf, size - 1, HEAD_MAX, &r) > 0) {
-        const json_t *b =
-            sbx_credproxy_match(bindings, &r, ports[mode & 3], snis[(mode >> 2) & 3], host);
+        unsigned port = ports[mode & 3];
+        const char *sni = snis[(mode >> 2) & 3];
+        const json_t *b = sbx_credproxy_match(bindings, &r, port, sni, host);
+        bool watched = sbx_credproxy_watched(bindings, &r, port, sni);
         if (b) {
             check(b, &r, host, mode);
             check_rewrite(b, values, &r);
+            if (!watched)
+                __builtin_trap(); /* a claimed binding's connection is watched */
         }
+        if (watched)
+            check_rewrite(NULL, NULL, &r);
     }
     free(buf);
     return 0;
