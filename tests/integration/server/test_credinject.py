@@ -39,7 +39,9 @@ from harness import Skip, check, main
 UP = "203.0.113.2"
 ADDRS = {"api.test": "203.0.113.20", "evil.test": "203.0.113.21", "other.test": "203.0.113.22",
          "key.test": "203.0.113.23", "multi.test": "203.0.113.24", "bad.test": "203.0.113.25",
-         "alias.test": "203.0.113.20"}  # api.test's address (a shared one, as on a CDN)
+         "alias.test": "203.0.113.20",  # api.test's address (a shared one, as on a CDN)
+         "ka.test": "203.0.113.26", "free.test": "203.0.113.27"}  # keep-alive upstreams
+KA = [ADDRS["ka.test"], ADDRS["free.test"]]
 SECRET = "sk-inj-" + "%08x" % (os.getpid() * 2654435761 % 2**32) + "-Qx9"
 SECRET2 = "sk-new-" + SECRET[::-1]
 B64 = base64.b64encode(b"user:" + SECRET.encode()).decode()
@@ -67,22 +69,60 @@ while True:
 ''' % (ADDRS, UP)
 
 # Port 80 of every address: each request head (up to its blank line) appended to LOG as one JSON
-# line {"to": address, "head": text}; the answer names the address and nothing of the request.
+# line {"to": address, "head": text, "conn": the connection's serial number}; the answer names
+# the address and nothing of the request. One request a connection, answered with
+# `Connection: close`; but on the KA addresses connections are kept alive (requests framed by
+# Content-Length) unless a request says close, which is echoed as real servers do; and even
+# then a request already sent behind it (pipelined) is still served: the sloppiest upstream,
+# one that ignores RFC 9112 9.6, so that whatever a pipelined request carries is seen.
 HTTP_SERVER = r'''
-import json, socket, threading, sys
+import itertools, json, socket, threading, sys
 LOG = sys.argv[1]
+KA = %r
 lock = threading.Lock()
+serial = itertools.count(1)
+def recv_more(c, data, timeout):
+    c.settimeout(timeout); d = c.recv(65536)
+    if not d: raise EOFError
+    return data + d
+def log(to, head, n):
+    with lock, open(LOG, "a") as f:
+        f.write(json.dumps({"to": to, "head": head, "conn": n}) + "\n")
+def answer(c, to, close):
+    body = b"ok-from-" + to.encode()
+    c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %%d\r\nConnection: %%s\r\n\r\n"
+              %% (len(body), b"close" if close else b"keep-alive") + body)
 def one(c, to):
+    n = next(serial); data = b""
     try:
-        c.settimeout(5); data = b""
         while b"\r\n\r\n" not in data:
-            d = c.recv(65536)
-            if not d: break
-            data += d
-        with lock, open(LOG, "a") as f:
-            f.write(json.dumps({"to": to, "head": data.split(b"\r\n\r\n")[0].decode("latin-1")}) + "\n")
-        body = b"ok-from-" + to.encode()
-        c.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\nConnection: close\r\n\r\n" % len(body) + body)
+            data = recv_more(c, data, 5)
+    except Exception: pass
+    if to.split("/")[0] in KA:
+        return keep_alive(c, to, n, data)
+    try:
+        log(to, data.split(b"\r\n\r\n")[0].decode("latin-1"), n)
+        answer(c, to, True)
+    except Exception: pass
+    c.close()
+def keep_alive(c, to, n, data):
+    try:
+        while True:
+            while b"\r\n\r\n" not in data:
+                data = recv_more(c, data, 5)
+            head, data = data.split(b"\r\n\r\n", 1)
+            text = head.decode("latin-1"); cl = 0
+            for line in text.split("\r\n")[1:]:
+                k, _, v = line.partition(":")
+                if k.strip().lower() == "content-length": cl = int(v)
+            while len(data) < cl:
+                data = recv_more(c, data, 5)
+            data = data[cl:]
+            log(to, text, n)
+            close = "\r\nconnection: close" in text.lower()
+            answer(c, to, close)
+            if close and not data:
+                data = recv_more(c, data, 0.5)  # (sloppy: a request right behind is served)
     except Exception: pass
     c.close()
 def tls_one(c, to, ctx):
@@ -107,7 +147,7 @@ print("ready", flush=True)
 while True:
     c, _ = s.accept()
     threading.Thread(target=one, args=(c, c.getsockname()[0]), daemon=True).start()
-'''
+''' % KA
 
 # In a sandbox: `send CONNECT_TO HOST_HEADER METHOD PATH [Name:value ...]`: one request over
 # HTTP/1.1 (keep-alive asked for), the whole answer printed (its head and body), or "FAIL why".
@@ -172,6 +212,103 @@ def make_pki(d):
     run("req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
         "-keyout", "bad.key", "-out", "bad.pem", "-days", "2", "-subj", "/CN=bad.test",
         "-addext", "subjectAltName=DNS:bad.test")
+
+
+# `ka NAME tls|plain`: http.client on one keep-alive connection: GET /public, then POST
+# /v1/chat with a body; prints each answer's status and body.
+# `pipe NAME REQ1 REQ2`: the two requests (`METHOD PATH`) written at once on one connection
+# (pipelined), whatever comes back printed.
+KEEPALIVE = r'''
+import http.client, socket, ssl, sys
+mode, name = sys.argv[1:3]
+try:
+    if mode == "ka":
+        if sys.argv[3] == "tls":
+            c = http.client.HTTPSConnection(name, 443, timeout=5, context=ssl.create_default_context())
+        else:
+            c = http.client.HTTPConnection(name, 80, timeout=5)
+        out = []
+        for method, path, body in (("GET", "/public", None), ("POST", "/v1/chat", b'{"q":1}')):
+            c.request(method, path, body=body, headers={"Content-Type": "application/json"})
+            r = c.getresponse()
+            out.append("%d %s" % (r.status, r.read().decode()))
+        print(" | ".join(out))
+    else:
+        reqs = [r.split(" ") for r in sys.argv[3:5]]
+        data = b"".join(("%s %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 2\r\n\r\n{}"
+                         % (m, p, name)).encode() for m, p in reqs)
+        s = socket.create_connection((name, 80), timeout=5)
+        s.sendall(data)
+        got, mark = b"", b"ok-from-" + s.getpeername()[0].encode()
+        while got.count(mark) < 2:  # (a sloppy upstream answers both, then keeps it open)
+            d = s.recv(65536)
+            if not d: break
+            got += d
+        print(got.decode("latin-1").replace("\r\n", "|"))
+except Exception as e:
+    print("FAIL %s %s" % (type(e).__name__, str(e)[:80]))
+'''
+KEEPALIVE_B64 = base64.b64encode(KEEPALIVE.encode()).decode()
+
+
+def keepalive_run(s, sid, *args):
+    out, _ = s.run(sid, "python3 -c \"$(echo %s | base64 -d)\" %s" % (
+        KEEPALIVE_B64, " ".join("'%s'" % x for x in args)), timeout=60)
+    return " ".join(out).strip()
+
+
+def auth_of(h):
+    return [v for n, v in headers(h["head"]) if n == "authorization"]
+
+
+def keepalive(s, a, up):
+    """Issue 15: a keep-alive client (http.client, one connection) sends an unmatched request,
+    then a matched one, to a bound host: the first goes with `Connection: close` and no
+    credential, the second comes on a new connection and gets it (plain HTTP and HTTPS). Two
+    requests written at once (pipelined) to a server that serves the second despite the close:
+    the second, never checked, never carries a credential. An unbound host's keep-alive
+    connection is untouched: both requests on one upstream connection, byte for byte."""
+    for mode, to in (("plain", ADDRS["ka.test"]), ("tls", ADDRS["ka.test"] + "/tls")):
+        out = keepalive_run(s, a, "ka", "ka.test", mode)
+        check(out == "200 ok-from-%s | 200 ok-from-%s" % (to, to),
+              "%s: both answers on the keep-alive client: %r" % (mode, out))
+        got = up.new()
+        check(len(got) == 2 and [g["to"] for g in got] == [to, to],
+              "%s: two requests upstream: %r" % (mode, got))
+        first, second = got
+        check(first["head"].startswith("GET /public HTTP/1.1\r\n") and auth_of(first) == [] and
+              ("connection", "close") in headers(first["head"]),
+              "%s: the unmatched one: no credential, `Connection: close`: %r" % (mode, first))
+        check(second["head"].startswith("POST /v1/chat HTTP/1.1\r\n") and
+              auth_of(second) == ["Bearer " + SECRET],
+              "%s: the matched one after it gets the credential: %r" % (mode, second))
+        check(first["conn"] != second["conn"], "%s: on a new connection: %r" % (mode, got))
+    # pipelined: unmatched then matched, matched then matched (only the first is ever checked)
+    for pair in (("GET /public", "POST /v1/chat"), ("POST /v1/chat", "POST /v1/other")):
+        out = keepalive_run(s, a, "pipe", "ka.test", *pair)
+        check(out.count("ok-from-") == 2, "pipelined %r: both answered: %r" % (pair, out))
+        no_secret("the pipelined answers", out)
+        got = up.new()
+        check(len(got) == 2 and got[0]["conn"] == got[1]["conn"],
+              "pipelined %r: the sloppy upstream served both on one connection: %r" % (pair, got))
+        want = ["Bearer " + SECRET] if pair[0].startswith("POST") else []
+        check(auth_of(got[0]) == want and ("connection", "close") in headers(got[0]["head"]),
+              "pipelined %r: the first decided on, closed: %r" % (pair, got[0]))
+        check(got[1]["head"] == "%s HTTP/1.1\r\nHost: ka.test\r\nContent-Length: 2" % pair[1],
+              "pipelined %r: the second, not checked, as it came, no credential: %r"
+              % (pair, got[1]))
+    # an unbound host: one upstream connection, nothing changed
+    out = keepalive_run(s, a, "ka", "free.test", "plain")
+    to = ADDRS["free.test"]
+    check(out == "200 ok-from-%s | 200 ok-from-%s" % (to, to), "free.test answers: %r" % out)
+    got = up.new()
+    check(len(got) == 2 and got[0]["conn"] == got[1]["conn"],
+          "an unbound host's keep-alive connection stays one: %r" % got)
+    check(got[0]["head"] == "GET /public HTTP/1.1\r\nHost: free.test\r\n"
+          "Accept-Encoding: identity\r\nContent-Type: application/json" and
+          got[1]["head"].startswith("POST /v1/chat HTTP/1.1\r\nHost: free.test\r\n") and
+          "onnection" not in got[1]["head"] and auth_of(got[1]) == [],
+          "and byte for byte: %r" % got)
 
 
 def tls(s, sid, to, sni, host, path="/v1/x", cafile="-", *extra):
@@ -347,9 +484,15 @@ def untouched(s, a, up):
         out = send(s, a, *args, "Authorization:Bearer mine")
         check("ok-from-" in out, "%s: answered: %r" % (what, out))
         h = one_head(up, what)
+        # a Host an http binding has (api.test): no credential, the sandbox's own header kept,
+        # but `Connection: close` (the next request comes on a new connection); any other
+        # (other.test, a Host whose port is not the connection's): byte for byte
+        watched = args[1] == "api.test"
         want = ("%s %s HTTP/1.1\r\nHost: %s\r\nUser-Agent: sbx-test\r\nAuthorization: Bearer mine"
-                "\r\nConnection: keep-alive" % (args[2], args[3], args[1]))
-        check(h["head"] == want, "%s passes byte for byte: %r" % (what, h["head"]))
+                "\r\nConnection: %s" % (args[2], args[3], args[1],
+                                        "close" if watched else "keep-alive"))
+        check(h["head"] == want, "%s: %s: %r" % (
+            what, "no credential, closed" if watched else "byte for byte", h["head"]))
         no_secret(what, h["head"])
 
 
@@ -486,8 +629,9 @@ def https(s, a, up, pki):
     # the bound name's path that does not match: terminated, not injected
     out = tls(s, a, "api.test", "api.test", "api.test", "/v2/x", "-")
     h = one_head(up, "HTTPS unmatched path")
-    check("ok-from-" in out and "Bearer" not in h["head"] and "keep-alive" in h["head"],
-          "HTTPS, another path: untouched: %r %r" % (out, h))
+    check("ok-from-" in out and "Bearer" not in h["head"] and "keep-alive" not in h["head"] and
+          h["head"].endswith("\r\nConnection: close"),
+          "HTTPS, another path: no credential, `Connection: close`: %r %r" % (out, h))
     # Host other than the SNI name (both bound, same address): never injected
     out = tls(s, a, "alias.test", "alias.test", "api.test", "/v1/x", "-")
     h = one_head(up, "HTTPS Host other than SNI")
@@ -520,6 +664,8 @@ def vault_setup(s, a, ha):
     body = {"credentials": [cred("k", SECRET), cred("b64", B64)],
             "bindings": [http_binding("api", ["api.test"], {"type": "bearer", "credential": "k"},
                                       paths=["/v1/*"], methods=["GET", "POST"]),
+                         http_binding("ka", ["ka.test"], {"type": "bearer", "credential": "k"},
+                                      paths=["/v1/*"], methods=["POST"]),
                          http_binding("key", ["*.key.test", "key.test"],
                                       {"type": "apiKey", "name": "X-Api-Key", "credential": "k"}),
                          http_binding("multi", ["multi.test"], {"type": "customHeaders", "headers": [
@@ -532,7 +678,7 @@ def vault_setup(s, a, ha):
     no_secret("the POST answer", r.body.decode())
     # HTTPS: the spec's defaults (schemes [https], ports [443])
     r = vault(s, a, "PATCH", ha, {"bindings": {"add": [{
-        "name": "tls", "match": {"hosts": ["api.test", "bad.test", "alias.test"],
+        "name": "tls", "match": {"hosts": ["api.test", "bad.test", "alias.test", "ka.test"],
                                  "paths": ["/v1/*"]},
         "auth": {"type": "bearer", "credential": "k"}}]}})
     check(r.status == 200, "an HTTPS binding: %r" % r)
@@ -573,7 +719,7 @@ def test(new_server):
         pol = {"defaultAction": "deny", "egress": [
             {"action": "allow", "target": t} for t in ("api.test", "evil.test", "other.test",
                                                        "key.test", "multi.test", "bad.test",
-                                                       "alias.test")]}
+                                                       "alias.test", "ka.test", "free.test")]}
         r = s.create(networkPolicy=pol, credentialProxy={"enabled": True})
         if r.status != 202:
             raise Skip("the runtime cannot make sandboxes on this host: %r" % r)
@@ -597,6 +743,9 @@ def test(new_server):
         https(s, a, up, pki)
         print("https: %.2f s" % (time.time() - t0))
         untouched(s, a, up)
+        t0 = time.time()
+        keepalive(s, a, up)
+        print("keep-alive: %.2f s" % (time.time() - t0))
         spoofing(s, a, up)
         r = vault(s, b, "POST", token(s, b), {"credentials": [cred("k", SECRET)], "bindings": [
             http_binding("api", ["api.test"], {"type": "bearer", "credential": "k"})]})
