@@ -237,9 +237,8 @@ upgrade_asked(const struct sbx_http_req *r)
 static size_t
 expected(const struct sbx_http_req *r, int kind, const char *name[], const char *value[])
 {
-    static const char *const injected[3][3] = {{"X-Api-Key", "x-other", "v1"},
-                                               {"Authorization", NULL, "Bearer sk-1"},
-                                               {NULL, NULL, NULL}};
+    static const char *const injected[3][3] = {
+        {"X-Api-Key", "x-other", "v1"}, {"Authorization", NULL, "Bearer sk-1"}, {NULL, NULL, NULL}};
     const char *const *inj = injected[kind];
     size_t n = 0;
     for (size_t i = 0; i < r->head.n; i++) {

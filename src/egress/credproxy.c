@@ -8,8 +8,8 @@
  * the original destination is SO_ORIGINAL_DST (the DNAT's or the redirect's); the first
  * request head is read (at most HEAD_MAX bytes, within HEAD_S); then the upstream (the
  * original destination) is connected and the head is sent, rewritten when a binding applies
- * or could (then with `Connection: close` alone), else as it came; then bytes are relayed both ways until both sides end or IDLE_S pass
- * without a byte.
+ * or could (then with `Connection: close` alone), else as it came; then bytes are relayed both ways
+ * until both sides end or IDLE_S pass without a byte.
  *
  * Why a sandbox cannot have a credential sent where it should not go:
  * - The host of the request (its Host header) is only a claim. A credential is added only if
@@ -398,8 +398,7 @@ rewrite(const struct sbx_http_req *r, const struct inject *in, size_t *len)
     }
     for (size_t i = 0; i < in->n; i++)
         fprintf(f, "%s: %s\r\n", in->name[i], in->value[i]);
-    fputs(asks_upgrade(r) ? "Connection: upgrade, close\r\n\r\n" : "Connection: close\r\n\r\n",
-          f);
+    fputs(asks_upgrade(r) ? "Connection: upgrade, close\r\n\r\n" : "Connection: close\r\n\r\n", f);
     if (fclose(f) != 0) {
         free(out);
         return NULL;

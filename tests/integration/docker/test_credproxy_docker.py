@@ -12,7 +12,11 @@ processes of the container itself (BusyBox: nc, its resolv.conf):
   saying why (no interception on docker);
 - a matching request gets exactly the injected header (the container's own copy removed,
   `Connection: close`); the answer the container reads holds no value;
-- another path passes byte for byte; a container without a vault is never redirected;
+- another path of a bound host goes as it came but with `Connection: close` (keep-alive: the
+  next request comes on a new connection and is decided on); an unbound host's passes byte for
+  byte, keep-alive included (two requests, one upstream connection); two requests pipelined
+  to a bound host: the second, never checked, never gets a credential (its upstream serves
+  it despite the close); a container without a vault is never redirected;
 - the Host-spoofing attack: evil.test (allowed) with `Host: api.test` gets nothing;
 - a connection straight to the proxy's listener (no original destination) gets nothing and
   reaches nobody;
@@ -55,6 +59,7 @@ UP = ci.UP.replace("203.0.113.", NET)
 SECRET, SECRET2 = ci.SECRET, ci.SECRET2
 HOST_ADDR = NET + "1"  # the host's end of the test's "internet"
 DNS_SERVER = ci.DNS_SERVER.replace("203.0.113.", NET)
+HTTP_SERVER = ci.HTTP_SERVER.replace("203.0.113.", NET)  # (its keep-alive addresses too)
 
 
 class World(ci.World):
@@ -79,7 +84,7 @@ class World(ci.World):
             self.sh(*nx, "ip", "addr", "add", a + "/24", "dev", self.ns_if)
         self.sh(*nx, "ip", "route", "add", "default", "via", HOST_ADDR)
         for argv in (["python3", "-c", DNS_SERVER],
-                     ["python3", "-c", ci.HTTP_SERVER, self.log, self.pki]):
+                     ["python3", "-c", HTTP_SERVER, self.log, self.pki]):
             p = subprocess.Popen(nx + argv, stdout=subprocess.PIPE, text=True)
             self.procs.append(p)
             check(p.stdout.readline().strip() == "ready", "a test peer did not start")
@@ -110,7 +115,9 @@ def auths(h):
 def vault_setup(s, a, ha):
     r = ci.vault(s, a, "POST", ha, {"credentials": [ci.cred("k", SECRET)], "bindings": [
         ci.http_binding("api", ["api.test"], {"type": "bearer", "credential": "k"},
-                        paths=["/v1/*"])]})
+                        paths=["/v1/*"]),
+        ci.http_binding("ka", ["ka.test"], {"type": "bearer", "credential": "k"},
+                        paths=["/v1/*"], methods=["POST"])]})
     check(r.status == 201, "POST a vault with an http binding: %r" % r)
     ci.no_secret("the POST answer", r.body.decode())
     r = ci.vault(s, a, "PATCH", ha, {"bindings": {"add": [{
@@ -120,7 +127,7 @@ def vault_setup(s, a, ha):
           "docker" in r.json()["message"] and
           "https" in r.json()["message"], "an https binding is refused on docker: %r" % r)
     r = ci.vault(s, a, "GET", ha)
-    check(r.status == 200 and [b["name"] for b in r.json()["bindings"]] == ["api"],
+    check(r.status == 200 and [b["name"] for b in r.json()["bindings"]] == ["api", "ka"],
           "the refused binding was not kept: %r" % r)
 
 
@@ -140,8 +147,45 @@ def untouched(s, a, up):
     send(s, a, "api.test", "api.test", "/v2/x", "Authorization: Bearer mine\\r\\n")
     h = ci.one_head(up, "another path")
     want = ("GET /v2/x HTTP/1.1\r\nHost: api.test\r\nUser-Agent: sbx-test\r\nAuthorization: "
+            "Bearer mine\r\nConnection: close")
+    check(h["head"] == want, "another path of a bound host: as it came but `Connection: close` "
+          "(keep-alive: the next request on a new connection): %r" % h["head"])
+    send(s, a, "other.test", "other.test", "/v1/x", "Authorization: Bearer mine\\r\\n")
+    h = ci.one_head(up, "an unbound host")
+    want = ("GET /v1/x HTTP/1.1\r\nHost: other.test\r\nUser-Agent: sbx-test\r\nAuthorization: "
             "Bearer mine\r\nConnection: keep-alive")
-    check(h["head"] == want, "another path passes byte for byte: %r" % h["head"])
+    check(h["head"] == want, "an unbound host: byte for byte: %r" % h["head"])
+
+
+def keepalive(s, a, ha, up):
+    """Two requests written at once on one connection (pipelined, nc) to ka.test, whose upstream
+    serves the second despite the close: the first decided on (closed; the credential when it
+    matches), the second never checked and never given one. An unbound host's keep-alive
+    connection (a second request after the first's answer): one upstream connection, both
+    requests byte for byte."""
+    for pair in (("GET /public", "POST /v1/chat"), ("POST /v1/chat", "POST /v1/other")):
+        req = "".join("%s HTTP/1.1\\r\\nHost: ka.test\\r\\nContent-Length: 2\\r\\n\\r\\n{}" % r
+                      for r in pair)
+        out = sh(s, a, "(printf '%s'; sleep 1) | nc -w 3 ka.test 80 2>&1; echo rc=$?" % req)
+        ci.no_secret("the pipelined answers", out)
+        got = up.new()
+        check(len(got) == 2 and got[0]["conn"] == got[1]["conn"],
+              "pipelined %r: the sloppy upstream served both on one connection: %r" % (pair, got))
+        want = ["Bearer " + SECRET] if pair[0].startswith("POST") else []
+        check(auths(got[0]) == want and ("connection", "close") in ci.headers(got[0]["head"]),
+              "pipelined %r: the first decided on, closed: %r" % (pair, got[0]))
+        check(got[1]["head"] == "%s HTTP/1.1\r\nHost: ka.test\r\nContent-Length: 2" % pair[1],
+              "pipelined %r: the second as it came, no credential: %r" % (pair, got[1]))
+    req = "GET /%s HTTP/1.1\\r\\nHost: free.test\\r\\nConnection: keep-alive\\r\\n\\r\\n"
+    out = sh(s, a, "(printf '%s'; sleep 0.5; printf '%s'; sleep 1) | nc -w 3 free.test 80 2>&1"
+             % (req % "a", req % "b"))
+    check(out.count("ok-from-" + ADDRS["free.test"]) == 2, "free.test answers both: %r" % out)
+    got = up.new()
+    check(len(got) == 2 and got[0]["conn"] == got[1]["conn"] and [g["head"] for g in got] == [
+        "GET /%s HTTP/1.1\r\nHost: free.test\r\nConnection: keep-alive" % p for p in "ab"],
+        "an unbound host's keep-alive connection: one, byte for byte: %r" % got)
+    r = ci.vault(s, a, "PATCH", ha, {"bindings": {"delete": ["ka"]}})
+    check(r.status == 200, "PATCH delete ka (what follows has api alone): %r" % r)
 
 
 def spoofing(s, a, up):
@@ -316,7 +360,8 @@ def run(new_server, setup, tag, up):
         '             bridge = "%s"; subnet = "%s"; egress_dns = "%s"; }; };\n'
         % (e.socket, e.cgroup_parent, bridge, subnet, UP)), tag="docker-credproxy")
     pol = {"defaultAction": "deny", "egress": [
-        {"action": "allow", "target": t} for t in ("api.test", "evil.test", "other.test")]}
+        {"action": "allow", "target": t} for t in ("api.test", "evil.test", "other.test",
+                                                   "ka.test", "free.test")]}
     try:
         s.start()
         r = create(s, e, networkPolicy={"defaultAction": "deny"}, credentialProxy={"enabled": True})
@@ -342,6 +387,7 @@ def run(new_server, setup, tag, up):
         injected(s, e, a, up)
         print("an injected request (nc in the container): %.2f s" % (time.time() - t0))
         untouched(s, a, up)
+        keepalive(s, a, ha, up)
         spoofing(s, a, up)
         port = straight_to_listener(s, e, a, up)
         send(s, c, "api.test", "api.test", extra="Authorization: Bearer c-own\\r\\n")

@@ -244,8 +244,8 @@ static void
 test_upgrade(void **state)
 {
     (void)state;
-    json_t *b = json_loads("{\"name\":\"a\",\"auth\":{\"type\":\"bearer\",\"credential\":\"k\"}}",
-                           0, NULL);
+    json_t *b =
+        json_loads("{\"name\":\"a\",\"auth\":{\"type\":\"bearer\",\"credential\":\"k\"}}", 0, NULL);
     assert_non_null(b);
     char *out = rewritten(b, "Host: api.test\r\nUpgrade: websocket\r\nConnection: keep-alive, "
                              "Upgrade\r\nSec-WebSocket-Version: 13\r\n");
