@@ -211,7 +211,8 @@ check(const json_t *b, const struct sbx_http_req *r, const char *host, uint8_t m
     free(norm);
 }
 
-/* Does r have an Upgrade header and an `upgrade` token in a Connection header? */
+/* Does r have an Upgrade header and a Connection header with an item (comma-separated, OWS
+ * around it) that is the token `upgrade`? (`keep-alive,%2e Upgrade` has none.) */
 static bool
 upgrade_asked(const struct sbx_http_req *r)
 {
@@ -224,8 +225,12 @@ upgrade_asked(const struct sbx_http_req *r)
             continue;
         char *copy = sbx_xstrdup(r->head.value[i]);
         char *save = NULL;
-        for (char *t = strtok_r(copy, ", \t", &save); t; t = strtok_r(NULL, ", \t", &save))
-            token = token || strcasecmp(t, "upgrade") == 0;
+        for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+            t += strspn(t, " \t"); /* an item is one token with OWS around it */
+            size_t n = strcspn(t, " \t");
+            token = token || (n == 7 && t[n + strspn(t + n, " \t")] == '\0' &&
+                              strncasecmp(t, "upgrade", 7) == 0);
+        }
         free(copy);
     }
     return header && token;
