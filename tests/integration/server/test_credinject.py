@@ -105,6 +105,18 @@ def one(c, to):
         answer(c, to, True)
     except Exception: pass
     c.close()
+def upgraded(c):
+    # (a WebSocket server's 101, then what it reads echoed as "echo:<bytes>" until the end)
+    try:
+        c.sendall(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                  b"Connection: Upgrade\r\n\r\n")
+        c.settimeout(5)
+        while True:
+            d = c.recv(65536)
+            if not d: break
+            c.sendall(b"echo:" + d)
+    except Exception: pass
+    c.close()
 def keep_alive(c, to, n, data):
     try:
         while True:
@@ -119,7 +131,10 @@ def keep_alive(c, to, n, data):
                 data = recv_more(c, data, 5)
             data = data[cl:]
             log(to, text, n)
-            close = "\r\nconnection: close" in text.lower()
+            low = text.lower()
+            if "\r\nupgrade: websocket" in low and "\r\nconnection: upgrade, close" in low:
+                return upgraded(c)
+            close = "\r\nconnection: close" in low
             answer(c, to, close)
             if close and not data:
                 data = recv_more(c, data, 0.5)  # (sloppy: a request right behind is served)
@@ -233,6 +248,20 @@ try:
             r = c.getresponse()
             out.append("%d %s" % (r.status, r.read().decode()))
         print(" | ".join(out))
+    elif mode == "ws":
+        s = socket.create_connection((name, 80), timeout=5)
+        s.sendall(("GET /v1/ws HTTP/1.1\r\nHost: %s\r\nUpgrade: websocket\r\nConnection: "
+                   "keep-alive, Upgrade\r\nSec-WebSocket-Version: 13\r\n\r\n" % name).encode())
+        got = b""
+        while b"\r\n\r\n" not in got:
+            d = s.recv(65536)
+            if not d: break
+            got += d
+        out = [got.split(b"\r\n")[0].decode()]
+        for msg in (b"ping", b"pong"):  # the upgraded connection stays open both ways
+            s.sendall(msg)
+            out.append(s.recv(65536).decode())
+        print(" | ".join(out))
     else:
         reqs = [r.split(" ") for r in sys.argv[3:5]]
         data = b"".join(("%s %s HTTP/1.1\r\nHost: %s\r\nContent-Length: 2\r\n\r\n{}"
@@ -267,7 +296,8 @@ def keepalive(s, a, up):
     credential, the second comes on a new connection and gets it (plain HTTP and HTTPS). Two
     requests written at once (pipelined) to a server that serves the second despite the close:
     the second, never checked, never carries a credential. An unbound host's keep-alive
-    connection is untouched: both requests on one upstream connection, byte for byte."""
+    connection is untouched: both requests on one upstream connection, byte for byte. A
+    WebSocket upgrade to a bound host keeps working (`Connection: upgrade, close`)."""
     for mode, to in (("plain", ADDRS["ka.test"]), ("tls", ADDRS["ka.test"] + "/tls")):
         out = keepalive_run(s, a, "ka", "ka.test", mode)
         check(out == "200 ok-from-%s | 200 ok-from-%s" % (to, to),
@@ -297,6 +327,15 @@ def keepalive(s, a, up):
         check(got[1]["head"] == "%s HTTP/1.1\r\nHost: ka.test\r\nContent-Length: 2" % pair[1],
               "pipelined %r: the second, not checked, as it came, no credential: %r"
               % (pair, got[1]))
+    # a WebSocket upgrade to a bound host: `Connection: upgrade, close` and the credential;
+    # the server switches (101 is no final response), the connection goes on both ways
+    out = keepalive_run(s, a, "ws", "ka.test")
+    check(out == "HTTP/1.1 101 Switching Protocols | echo:ping | echo:pong",
+          "a WebSocket upgrade through the proxy works: %r" % out)
+    h = one_head(up, "a WebSocket upgrade")
+    check(auth_of(h) == ["Bearer " + SECRET] and h["head"].endswith(
+        "\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nAuthorization: Bearer %s"
+        "\r\nConnection: upgrade, close" % SECRET), "the upgrade's head: %r" % h)
     # an unbound host: one upstream connection, nothing changed
     out = keepalive_run(s, a, "ka", "free.test", "plain")
     to = ADDRS["free.test"]
@@ -665,7 +704,7 @@ def vault_setup(s, a, ha):
             "bindings": [http_binding("api", ["api.test"], {"type": "bearer", "credential": "k"},
                                       paths=["/v1/*"], methods=["GET", "POST"]),
                          http_binding("ka", ["ka.test"], {"type": "bearer", "credential": "k"},
-                                      paths=["/v1/*"], methods=["POST"]),
+                                      paths=["/v1/*"], methods=["GET", "POST"]),
                          http_binding("key", ["*.key.test", "key.test"],
                                       {"type": "apiKey", "name": "X-Api-Key", "credential": "k"}),
                          http_binding("multi", ["multi.test"], {"type": "customHeaders", "headers": [
