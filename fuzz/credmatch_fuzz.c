@@ -19,11 +19,13 @@
  */
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
 #include "common/httphead.h"
+#include "common/util.h"
 #include "common/xalloc.h"
 #include "egress/credproxy_int.h"
 #include "fuzz/fuzz.h"
@@ -85,7 +87,8 @@ host_header_is(const struct sbx_http_req *r, const char *host, unsigned port)
         return true;
     if (*h++ != ':' || !*h || strspn(h, "0123456789") != strlen(h) || strlen(h) > 5)
         return false;
-    return (unsigned)atoi(h) == port;
+    uint64_t v = 0;
+    return sbx_parse_u64(h, &v, NULL) == 0 && v == port;
 }
 
 static int
