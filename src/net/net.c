@@ -261,6 +261,8 @@ ensure_keepalive(struct sbx_net *n, struct sbx_nl *nl, int master, int mtu, sbx_
     int r = 0;
     if (sbx_nl_link_get(nl, port, &index, NULL, NULL) < 0)
         r = sbx_nl_veth_create(nl, &v);
+    else /* left from a bridge deleted and made again: a port of nothing until put back */
+        r = sbx_nl_link_set_master(nl, port, master);
     if (r < 0 && r != -EEXIST)
         return nl_error(err, r, "create keep-alive port", port);
     r = sbx_nl_link_up(nl, peer);
@@ -284,6 +286,12 @@ ensure_bridge(struct sbx_net *n, struct sbx_nl *nl, sbx_error **err)
     int r = sbx_nl_bridge_create(nl, n->bridge, mac, mtu);
     if (r < 0 && r != -EEXIST)
         return nl_error(err, r, "create bridge", n->bridge);
+    /* A bridge made just now has no leaves: any found are left from one deleted before
+     * (by hand, or a test's cleanup), their uplinks joined to nothing. An attach trusts a
+     * leaf that exists, so they go first (we hold the setup lock exclusively). */
+    int stale = r == 0 ? sbx_net_remove_leaves(n, nl, true, NULL) : 0;
+    if (stale > 0)
+        sbx_warn("bridge `%s` was gone: removed %d leaf bridge(s) left from it", n->bridge, stale);
     r = sbx_nl_link_get(nl, n->bridge, &index, NULL, kind);
     if (r < 0)
         return nl_error(err, r, "look up bridge", n->bridge);

@@ -690,6 +690,46 @@ test_leaves(void **state)
     sbx_net_close(n);
 }
 
+/* A bridge deleted behind sbx's back (by hand, or a test's cleanup) leaves its leaves and
+ * keep-alive port behind, joined to nothing. When sbx_net_open makes the bridge again, those
+ * leaves go (an attach trusts a leaf that exists: a sandbox on a stale leaf reached nothing)
+ * and the keep-alive port is a port of the new bridge; a sandbox on the leaf made again
+ * reaches the outside. */
+static void
+test_leaves_of_a_gone_bridge(void **state)
+{
+    (void)state;
+    struct sbx_net *n = NULL;
+    struct sbx_net_leaf_names l1;
+    struct sbx_net_lease l;
+    char peer[16];
+    char port[16];
+    char kpeer[16];
+    sbx_net_leaf_names(&l1, T.bridge, 1);
+    sbx_net_keepalive_names(port, kpeer, T.bridge);
+    open_leafy(&n, 2);
+    int ns = new_netns();
+    leaf_attach_ok(n, &l, "gone-0", ns, l1.leaf);
+    assert_int_equal(sbx_net_detach(n, "gone-0", NULL), 0);
+    sbx_closep(&ns);
+    sbx_net_close(n);
+    char cmd[128];
+    (void)snprintf(cmd, sizeof cmd, "ip link del %s", T.bridge);
+    assert_int_equal(sh(cmd), 0);
+    assert_true(link_exists(-1, l1.leaf, NULL)); /* left behind */
+    open_leafy(&n, 2);
+    assert_false(link_exists(-1, l1.root_end, NULL));
+    assert_true(port_of(port, T.bridge));
+    ns = new_netns();
+    leaf_attach_ok(n, &l, "gone-1", ns, l1.leaf);
+    assert_true(port_of(l1.root_end, T.bridge));
+    assert_int_equal(tcp_probe(ns, T.wan_ns, T.wan_peer, peer), 0);
+    assert_int_equal(sbx_net_detach(n, "gone-1", NULL), 0);
+    sbx_closep(&ns);
+    assert_int_equal(sbx_net_gc_leaves(n, NULL), 1);
+    sbx_net_close(n);
+}
+
 /* dockerd sets iptables' FORWARD policy to DROP (iptables-nft: an `ip filter FORWARD` base
  * chain with policy drop). Our own accept cannot override that drop; sbx_net_open must add
  * accept rules to that chain, in a form that iptables-nft (hence dockerd) still reads. */
@@ -1147,6 +1187,7 @@ main(void)
         cmocka_unit_test(test_nat_egress),
         cmocka_unit_test(test_isolation),
         cmocka_unit_test(test_leaves),
+        cmocka_unit_test(test_leaves_of_a_gone_bridge),
         cmocka_unit_test(test_forward_policy_drop),
         cmocka_unit_test(test_concurrent_first_setup),
         cmocka_unit_test(test_detach),
