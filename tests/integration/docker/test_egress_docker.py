@@ -36,7 +36,7 @@ sys.path.insert(0, HERE)
 
 import engine as eng  # noqa: E402
 import test_egress as net  # noqa: E402  (server/test_egress.py: the test's "internet")
-from harness import Fail, Skip, check, main, wait_for  # noqa: E402
+from harness import Fail, Skip, check, main, remove_bridge, wait_for  # noqa: E402
 
 ADDRS, UP = net.ADDRS, net.UP
 RESOLVER = "127.0.0.53"
@@ -436,10 +436,7 @@ def run(new_server, setup, world, tag):
     finally:
         s.kill9()
         e.remove_all()
-        subprocess.run([s.sbx, "net", "nft", "teardown", bridge, subnet], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge + "-kp"], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge], capture_output=True)
-        subprocess.run(["rm", "-rf", "/run/sbx/net/" + bridge], capture_output=True)
+        remove_bridge(s.sbx, bridge, subnet)  # its leaf bridges too
 
 
 def test(new_server):

@@ -34,7 +34,7 @@ import subprocess
 import tempfile
 import time
 
-from harness import Skip, check, main
+from harness import Skip, check, main, remove_bridge
 
 UP = "203.0.113.2"
 ADDRS = {"api.test": "203.0.113.20", "evil.test": "203.0.113.21", "other.test": "203.0.113.22",
@@ -821,10 +821,7 @@ def test(new_server):
         s.gc_runtime()
         world.down()
         subprocess.run(["rm", "-rf", log, pki], capture_output=True)
-        subprocess.run([s.sbx, "net", "nft", "teardown", bridge, subnet], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge + "-kp"], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge], capture_output=True)
-        subprocess.run(["rm", "-rf", "/run/sbx/net/" + bridge], capture_output=True)
+        remove_bridge(s.sbx, bridge, subnet)  # its leaf bridges too
 
 
 if __name__ == "__main__":
