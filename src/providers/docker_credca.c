@@ -34,14 +34,6 @@
 #define ARCHIVE_MAX (SBX_CREDCA_BUNDLE_MAX + (size_t)64 * 1024)
 #define PATH_MAXLEN 1024
 
-/* What one archive holds for the path asked. */
-struct entry {
-    char type; /* '0': a regular file, '2': a symlink, anything else: not taken */
-    const char *data;
-    size_t size;
-    char link[101];
-};
-
 static bool
 path_ok(const char *p)
 {
@@ -59,9 +51,8 @@ octal(const char *p, size_t n)
     return v;
 }
 
-/* The first entry of a tar (ustar; pax extended headers skipped). false: none, or malformed. */
-static bool
-tar_first(const char *buf, size_t len, struct entry *e)
+bool
+sbx_docker_tar_first(const char *buf, size_t len, struct sbx_docker_tar_entry *e)
 {
     size_t at = 0;
     while (at + TAR_BLOCK <= len) {
@@ -76,7 +67,7 @@ tar_first(const char *buf, size_t len, struct entry *e)
             at += TAR_BLOCK + (size + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
             continue;
         }
-        *e = (struct entry){.type = type, .data = h + TAR_BLOCK, .size = size};
+        *e = (struct sbx_docker_tar_entry){.type = type, .data = h + TAR_BLOCK, .size = size};
         memcpy(e->link, h + 157, 100);
         e->link[100] = '\0';
         return true;
@@ -127,14 +118,18 @@ archive_get(const struct sbx_docker_credca *c, const char *cont, const char *pat
     return 0;
 }
 
-/* The next path after symlink `from` -> link (lexically: the engine resolves it again). */
-static char *
-link_next(const char *from, const char *link)
+char *
+sbx_docker_link_next(const char *from, const char *link)
 {
-    if (link[0] == '/')
-        return sbx_xstrdup(link);
     const char *slash = strrchr(from, '/');
-    return sbx_xasprintf("%.*s/%s", (int)(slash - from), from, link);
+    char *next = link[0] == '/' || !slash
+                     ? sbx_xstrdup(link)
+                     : sbx_xasprintf("%.*s/%s", (int)(slash - from), from, link);
+    if (!link[0] || !path_ok(next)) {
+        free(next);
+        return NULL;
+    }
+    return next;
 }
 
 /* The bundle's bytes (*base, *n) from container cont; *base NULL when there is none. */
@@ -144,29 +139,29 @@ bundle_of(const struct sbx_docker_credca *c, const char *cont, char **base, size
 {
     sbx_autofree char *path = sbx_xstrdup(SBX_CREDCA_BUNDLE);
     *base = NULL;
-    for (int hop = 0; hop < LINK_HOPS && path_ok(path); hop++) {
+    for (int hop = 0; hop < LINK_HOPS; hop++) {
         struct blob tar = {0};
-        struct entry e;
+        struct sbx_docker_tar_entry e;
         int r = archive_get(c, cont, path, &tar, err);
-        bool ok = r == 0 && tar.found && tar_first(tar.data, tar.n, &e) &&
+        bool ok = r == 0 && tar.found && sbx_docker_tar_first(tar.data, tar.n, &e) &&
                   (e.type == '0' || e.type == '2');
         if (!ok) {
             free(tar.data);
             return r;
         }
-        char *next = e.type == '2' ? link_next(path, e.link) : NULL;
-        if (!next) {
+        char *next = e.type == '2' ? sbx_docker_link_next(path, e.link) : NULL;
+        if (e.type == '0') {
             *base = sbx_xmalloc(e.size + 1);
             memcpy(*base, e.data, e.size);
             *n = e.size;
         }
         free(tar.data);
         if (!next)
-            return 0;
+            return 0; /* a file, or a link not to follow (a name not to put into a URL) */
         free(path);
         path = next;
     }
-    return 0; /* too many links, or a name not to put into a URL: no bundle */
+    return 0; /* too many links: no bundle */
 }
 
 static int

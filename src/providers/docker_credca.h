@@ -6,6 +6,9 @@
 #ifndef SBX_PROVIDERS_DOCKER_CREDCA_H
 #define SBX_PROVIDERS_DOCKER_CREDCA_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "common/error.h"
 #include "providers/docker_api.h"
 
@@ -24,5 +27,21 @@ struct sbx_docker_credca {
  * bundle, or "" when the image has no bundle (then no CA is made and its HTTPS is spliced). */
 int sbx_docker_credca_prepare(const struct sbx_docker_credca *c, char bundle[4096],
                               sbx_error **err);
+
+/* ---- pure helpers (unit tested) ---- */
+
+/* The first entry of an archive the engine answered (ustar; pax headers skipped). */
+struct sbx_docker_tar_entry {
+    char type; /* '0': a regular file, '2': a symlink, anything else: not taken */
+    const char *data;
+    size_t size;
+    char link[101];
+};
+/* false: no entry, or one cut short (its size beyond the archive) */
+bool sbx_docker_tar_first(const char *buf, size_t len, struct sbx_docker_tar_entry *e);
+/* The path a symlink at from with target link names (lexically; the engine resolves it inside
+ * the image); NULL when it is not one to follow (characters beyond [A-Za-z0-9._/+_-], longer
+ * than 1 KiB). New string. */
+char *sbx_docker_link_next(const char *from, const char *link);
 
 #endif
