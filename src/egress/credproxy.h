@@ -2,8 +2,9 @@
  * credproxy.h - the credential proxy of sandboxes with a Credential Vault (docs/network.md
  * "Credential proxy"), inside sbx_egress. Bridge mode: listeners on the bridge's gateway, ports
  * 80 and 443, that the nftables rules DNAT those sandboxes' traffic to (net/nft.c,
- * credproxy4); netns mode (docker): a listener inside each sandbox's own namespace that its
- * table redirects its port 80 to (sbx_nft_ns_credproxy), accepted through dns.c's poll loop
+ * credproxy4); netns mode (docker): listeners inside each sandbox's own namespace that its
+ * table redirects its ports 80 and 443 to (sbx_nft_ns_credproxy; 443 only with a CA callback),
+ * accepted through dns.c's poll loop
  * (sbx_credproxy_accept). It adds a
  * binding's credential to a request only when the binding matches the request's host, port,
  * method and path AND the connection's original destination is an address sbx's resolver

@@ -78,9 +78,9 @@ struct pair {
 struct listener {
     atomic_int refs;
     int udp, tcp;
-    int cp; /* netns mode: the credential proxy's listener (port 80 redirected to it);
-             * -1: none */
-    unsigned cp_port;
+    int cp[2]; /* netns mode: the credential proxy's listeners, [0] port 80 redirected to it,
+                * [1] port 443 (only with a CA callback: HTTPS); -1: none */
+    unsigned cp_port[2];
     int netns;           /* netns mode: its namespace (nft commands run there); -1: the bridge's */
     int pidfd;           /* netns mode: the sandbox's init; readable once it exited; -1: none */
     struct sbx_nft *nft; /* netns mode: made and used only inside netns */
@@ -135,7 +135,7 @@ listener_new(void)
 {
     struct listener *ln = sbx_xcalloc(1, sizeof *ln);
     atomic_init(&ln->refs, 1);
-    ln->udp = ln->tcp = ln->cp = ln->netns = ln->pidfd = -1;
+    ln->udp = ln->tcp = ln->cp[0] = ln->cp[1] = ln->netns = ln->pidfd = -1;
     return ln;
 }
 
@@ -152,8 +152,8 @@ listener_unref(struct listener *ln)
 {
     if (!ln || atomic_fetch_sub(&ln->refs, 1) != 1)
         return;
-    const int fds[] = {ln->udp, ln->tcp, ln->cp, ln->netns, ln->pidfd};
-    for (size_t i = 0; i < 5; i++) {
+    const int fds[] = {ln->udp, ln->tcp, ln->cp[0], ln->cp[1], ln->netns, ln->pidfd};
+    for (size_t i = 0; i < 6; i++) {
         if (fds[i] >= 0)
             (void)close(fds[i]);
     }
@@ -241,7 +241,7 @@ struct ns_call {
     struct listener *ln;
     enum sbx_nft_egress_mode mode;            /* ns_mode_fn */
     const struct sbx_nft_egress_elems *elems; /* ns_add_fn */
-    unsigned port;                            /* ns_proxy_fn */
+    unsigned port, tls_port;                  /* ns_proxy_fn */
     int r;
     sbx_error *err;
 };
@@ -272,7 +272,7 @@ ns_proxy_fn(void *arg)
     struct ns_call *c = arg;
     c->r = c->ln->nft ? 0 : sbx_nft_new(&c->ln->nft, &c->err);
     if (c->r == 0)
-        c->r = sbx_nft_ns_credproxy(c->ln->nft, c->port, &c->err);
+        c->r = sbx_nft_ns_credproxy(c->ln->nft, c->port, c->tls_port, &c->err);
 }
 
 static int
@@ -641,10 +641,11 @@ on_tcp(struct sbx_egress *e, struct listener *ln)
     }
 }
 
-/* A connection redirected to the credential proxy's listener in ln's namespace: the listener
- * says whose it is (a process of the sandbox can reach no other sandbox's namespace). */
+/* A connection redirected to the credential proxy's listener in ln's namespace (tls: the
+ * port-443 one): the listener says whose it is (a process of the sandbox can reach no other
+ * sandbox's namespace). */
 static void
-on_proxy(struct sbx_egress *e, struct listener *ln)
+on_proxy(struct sbx_egress *e, struct listener *ln, bool tls)
 {
     char id[64] = "";
     pthread_mutex_lock(&e->mu);
@@ -654,9 +655,9 @@ on_proxy(struct sbx_egress *e, struct listener *ln)
     }
     pthread_mutex_unlock(&e->mu);
     if (id[0])
-        sbx_credproxy_accept(e->proxy, ln->cp, false, id, ln->netns);
+        sbx_credproxy_accept(e->proxy, ln->cp[tls], tls, id, ln->netns);
     else { /* its sandbox went: nobody's connection */
-        int fd = accept4(ln->cp, NULL, NULL, SOCK_CLOEXEC);
+        int fd = accept4(ln->cp[tls], NULL, NULL, SOCK_CLOEXEC);
         if (fd >= 0)
             (void)close(fd);
     }
@@ -682,12 +683,12 @@ on_exit_of(struct sbx_egress *e, struct listener *ln)
 
 /* ---- the poll loop ---- */
 
-#define LN_FDS 4 /* polled per listener */
+#define LN_FDS 5 /* polled per listener */
 
 struct pollset {
     struct listener **ls;
     size_t n;
-    struct pollfd *p; /* [0] the wake pipe, then udp, tcp, pidfd, cp of each listener */
+    struct pollfd *p; /* [0] the wake pipe, then udp, tcp, pidfd, cp[0], cp[1] of each */
 };
 
 static void
@@ -714,7 +715,8 @@ pollset_of(struct sbx_egress *e, struct pollset *ps)
     ps->p = sbx_xcalloc(1 + LN_FDS * ps->n, sizeof *ps->p);
     ps->p[0] = (struct pollfd){.fd = e->wake[0], .events = POLLIN};
     for (size_t i = 0; i < ps->n; i++) {
-        const int fds[] = {ps->ls[i]->udp, ps->ls[i]->tcp, ps->ls[i]->pidfd, ps->ls[i]->cp};
+        const struct listener *ln = ps->ls[i];
+        const int fds[] = {ln->udp, ln->tcp, ln->pidfd, ln->cp[0], ln->cp[1]};
         for (size_t k = 0; k < LN_FDS; k++) /* poll ignores a negative fd */
             ps->p[1 + LN_FDS * i + k] = (struct pollfd){.fd = fds[k], .events = POLLIN};
     }
@@ -739,7 +741,9 @@ serve_round(struct sbx_egress *e, struct pollset *ps)
         if (p[1].revents & POLLIN)
             on_tcp(e, ps->ls[i]);
         if (p[3].revents & POLLIN)
-            on_proxy(e, ps->ls[i]);
+            on_proxy(e, ps->ls[i], false);
+        if (p[4].revents & POLLIN)
+            on_proxy(e, ps->ls[i], true);
         if (p[2].revents)
             on_exit_of(e, ps->ls[i]);
     }
@@ -1387,8 +1391,9 @@ cp_bind_fn(void *arg)
     c->port = ntohs(sa.sin_port);
 }
 
+/* Listener i (0: for port 80, 1: for port 443) of the proxy in ln's namespace. */
 static int
-proxy_bind(struct sbx_egress *e, struct listener *ln, sbx_error **err)
+proxy_bind(struct sbx_egress *e, struct listener *ln, int i, sbx_error **err)
 {
     struct cp_bind c = {.fd = -1};
     int r = sbx_netns_run(ln->netns, cp_bind_fn, &c);
@@ -1399,24 +1404,29 @@ proxy_bind(struct sbx_egress *e, struct listener *ln, sbx_error **err)
                              "credential proxy: its listener in the sandbox's network");
     }
     pthread_mutex_lock(&e->mu); /* the poll loop reads it there */
-    ln->cp = c.fd;
-    ln->cp_port = c.port;
+    ln->cp[i] = c.fd;
+    ln->cp_port[i] = c.port;
     pthread_mutex_unlock(&e->mu);
     wake_loop(e);
     return 0;
 }
 
-/* Netns mode, caller holds e->ops: with bindings (on), the proxy's listener in the sandbox's
- * namespace (made once per namespace) and the namespace's redirect of port 80 to it; without,
- * no redirect. When the listener cannot be made, no redirect either (fail closed: nothing is
- * ever redirected to a port that is not the server's). */
+/* Netns mode, caller holds e->ops: with bindings (on), the proxy's listeners in the sandbox's
+ * namespace (made once per namespace; the port-443 one only when the caller gave a CA
+ * callback, i.e. HTTPS can be intercepted) and the namespace's redirect of port 80 (and 443) to
+ * them; without, no redirect. When a listener cannot be made, no redirect either (fail closed:
+ * nothing is ever redirected to a port that is not the server's). */
 static int
 vault_netns(struct sbx_egress *e, struct listener *ln, bool on, sbx_error **err)
 {
-    int r = on && ln->cp < 0 ? proxy_bind(e, ln, err) : 0;
+    int r = on && ln->cp[0] < 0 ? proxy_bind(e, ln, 0, err) : 0;
+    if (r == 0 && on && e->cfg.ca && ln->cp[1] < 0)
+        r = proxy_bind(e, ln, 1, err);
     sbx_autoerror sbx_error *rerr = NULL;
     pthread_mutex_lock(&e->mu);
-    struct ns_call c = {.ln = ln, .port = on && r == 0 ? ln->cp_port : 0};
+    struct ns_call c = {.ln = ln,
+                        .port = on && r == 0 ? ln->cp_port[0] : 0,
+                        .tls_port = on && r == 0 && e->cfg.ca ? ln->cp_port[1] : 0};
     int r2 = ns_call(&c, ns_proxy_fn, &rerr);
     pthread_mutex_unlock(&e->mu);
     if (r == 0 && r2 < 0) {

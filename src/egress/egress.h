@@ -77,9 +77,9 @@ int sbx_egress_apply_netns(struct sbx_egress *e, const char *id, const struct sb
  * (its table goes with its namespace). Unknown id: nothing. */
 int sbx_egress_drop(struct sbx_egress *e, const char *id, sbx_error **err);
 /* The bindings of sandbox id's Credential Vault (a JSON array as api_vault.c stores them,
- * copied; NULL or empty: none): with some, its TCP to port 80 (bridge mode: and 443) goes
- * through the credential proxy (docs/network.md "Credential proxy"; netns mode: its listener
- * made in the sandbox's namespace and the namespace's redirect to it). After
+ * copied; NULL or empty: none): with some, its TCP to port 80 (and 443; netns mode: only with
+ * cfg.ca) goes through the credential proxy (docs/network.md "Credential proxy"; netns mode:
+ * its listeners made in the sandbox's namespace and the namespace's redirects to them). After
  * sbx_egress_apply or sbx_egress_apply_netns. */
 int sbx_egress_vault(struct sbx_egress *e, const char *id, const json_t *bindings, sbx_error **err);
 /* Bridge mode: clear addr of anything a former holder left (a sandbox without policy got it). */

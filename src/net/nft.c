@@ -913,21 +913,27 @@ sbx_nft_ns_egress_add(struct sbx_nft *nft, const struct sbx_nft_egress_elems *e,
  * upstream connections (SBX_CREDPROXY_MARK, egress/credproxy.h; a mark needs CAP_NET_ADMIN or
  * CAP_NET_RAW, which the sandbox has not) pass. */
 int
-sbx_nft_ns_credproxy(struct sbx_nft *nft, unsigned port, sbx_error **err)
+sbx_nft_ns_credproxy(struct sbx_nft *nft, unsigned port, unsigned tls_port, sbx_error **err)
 {
-    char cmd[1024];
+    char cmd[1400];
     int n = snprintf(cmd, sizeof cmd,
                      "add chain " NS_TABLE " proxy { type nat hook output priority -100; "
                      "policy accept; }\n"
                      "flush chain " NS_TABLE " proxy\n");
-    if (port == 0)
+    if (port == 0) {
         (void)snprintf(cmd + n, sizeof cmd - (size_t)n, "delete chain " NS_TABLE " proxy\n");
-    else
+        return run_locked(nft, cmd, err);
+    }
+    n += snprintf(cmd + n, sizeof cmd - (size_t)n,
+                  "add rule " NS_TABLE " proxy meta mark 0x%08x return\n"
+                  "add rule " NS_TABLE " proxy oifname \"lo\" return\n"
+                  "add rule " NS_TABLE " proxy meta nfproto ipv4 ip daddr != 127.0.0.0/8 "
+                  "tcp dport 80 redirect to :%u\n",
+                  SBX_NFT_CREDPROXY_MARK, port);
+    if (tls_port)
         (void)snprintf(cmd + n, sizeof cmd - (size_t)n,
-                       "add rule " NS_TABLE " proxy meta mark 0x%08x return\n"
-                       "add rule " NS_TABLE " proxy oifname \"lo\" return\n"
                        "add rule " NS_TABLE " proxy meta nfproto ipv4 ip daddr != 127.0.0.0/8 "
-                       "tcp dport 80 redirect to :%u\n",
-                       SBX_NFT_CREDPROXY_MARK, port);
+                       "tcp dport 443 redirect to :%u\n",
+                       tls_port);
     return run_locked(nft, cmd, err);
 }

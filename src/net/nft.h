@@ -82,8 +82,9 @@ int sbx_nft_ns_egress_add(struct sbx_nft *nft, const struct sbx_nft_egress_elems
 /* The mark of the credential proxy's own connections (egress/credproxy.h SBX_CREDPROXY_MARK). */
 #define SBX_NFT_CREDPROXY_MARK 0x5b8c0001u
 /* In the same table: the credential proxy's redirect of the namespace's TCP to port 80 (what
- * the filter let out, not loopback, not the proxy's own marked connections) to 127.0.0.1:port;
- * port 0: no redirect. */
-int sbx_nft_ns_credproxy(struct sbx_nft *nft, unsigned port, sbx_error **err);
+ * the filter let out, not loopback, not the proxy's own marked connections) to 127.0.0.1:port,
+ * and to port 443 to 127.0.0.1:tls_port (tls_port 0: 443 is not redirected); port 0: no
+ * redirect at all. */
+int sbx_nft_ns_credproxy(struct sbx_nft *nft, unsigned port, unsigned tls_port, sbx_error **err);
 
 #endif

@@ -204,9 +204,10 @@ sbx_nft_ns_egress_add(struct sbx_nft *nft, const struct sbx_nft_egress_elems *e,
 }
 
 int
-sbx_nft_ns_credproxy(struct sbx_nft *nft, unsigned port, sbx_error **err)
+sbx_nft_ns_credproxy(struct sbx_nft *nft, unsigned port, unsigned tls_port, sbx_error **err)
 {
     (void)nft;
     (void)port;
+    (void)tls_port;
     return sbx_error_set(err, SBX_EUNAVAIL, 0, "egress policies need sbx-full");
 }

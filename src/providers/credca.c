@@ -1,5 +1,5 @@
 /*
- * credca.c - the native provider's side of the credential proxy's HTTPS (docs/network.md
+ * credca.c - the providers' side of the credential proxy's HTTPS (native, docker) (docs/network.md
  * "Credential proxy"): each sandbox with `credentialProxy` gets a CA of its own (made at its
  * first start, kept encrypted in the server's credvault as "<id>.ca": the key never enters the
  * sandbox) and a CA bundle, its image's bundle plus that CA's certificate, bound read-only over
@@ -28,7 +28,7 @@
 #include "server/credvault.h"
 
 #define BUNDLE_REL "etc/ssl/certs/ca-certificates.crt"
-#define BUNDLE_MAX ((off_t)8 << 20)
+#define BUNDLE_MAX ((off_t)SBX_CREDCA_BUNDLE_MAX)
 
 static void
 ca_name(const char *id, char out[64])
@@ -154,15 +154,24 @@ sbx_credca_prepare(struct sbx_credvault *vault, const char *state_dir, const cha
     sbx_autofree char *base = image_bundle(spec, &n);
     if (!base)
         return 0; /* no bundle in the image: nothing to add the CA to (HTTPS stays spliced) */
-    sbx_autofree char *cert = ensure_ca(vault, id, err);
+    struct sbx_credca_base b = {
+        .vault = vault, .state_dir = state_dir, .id = id, .data = base, .n = n};
+    return sbx_credca_prepare_with(&b, bundle, err);
+}
+
+int
+sbx_credca_prepare_with(const struct sbx_credca_base *b, char bundle[4096], sbx_error **err)
+{
+    bundle[0] = '\0';
+    sbx_autofree char *cert = ensure_ca(b->vault, b->id, err);
     if (!cert)
-        return sbx_error_wrap(err, "credential proxy CA of `%s`", id);
-    sbx_autofree char *dir = sbx_xasprintf("%s/credproxy", state_dir);
+        return sbx_error_wrap(err, "credential proxy CA of `%s`", b->id);
+    sbx_autofree char *dir = sbx_xasprintf("%s/credproxy", b->state_dir);
     if (mkdir(dir, 0755) < 0 && errno != EEXIST)
         return sbx_error_set(err, SBX_EIO, errno, "mkdir `%s`", dir);
     char path[4096];
-    bundle_path(state_dir, id, path);
-    if (write_bundle(path, base, n, cert, err) < 0)
+    bundle_path(b->state_dir, b->id, path);
+    if (write_bundle(path, b->data, b->n, cert, err) < 0)
         return -SBX_EIO;
     (void)snprintf(bundle, 4096, "%s", path);
     return 0;

@@ -24,8 +24,10 @@
  * after; or "none"), its table and sbx's resolver there are made before the attach, and its
  * resolv.conf names that resolver (a read-only bind). Refused for other networks (the engine's
  * would let the entrypoint's first packets out before the rules exist) and remote engines.
- * credentialProxy (plain HTTP) rides on it: the proxy's listener and redirect are made in the
- * same namespace with the policy (docs/network.md "Credential proxy", "On docker").
+ * credentialProxy rides on it: the proxy's listeners and redirects (ports 80 and 443) are made
+ * in the same namespace with the policy; for HTTPS the sandbox's CA is added to its image's CA
+ * bundle (read through the engine, docker_credca.c), bound read-only into the container at
+ * create (docs/network.md "Credential proxy", "On docker").
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -51,6 +53,8 @@
 #include "server/srvutil.h"
 #ifdef SBX_HAVE_RUNTIME
 #include "net/net.h"
+#include "providers/credca.h"
+#include "providers/docker_credca.h"
 #endif
 
 #define EXECD_PORT     44772
@@ -64,11 +68,23 @@ _Static_assert(SBX_DOCKER_LEAF_MAX == SBX_NET_LEAF_MAX_SIZE, "the leaf size limi
 #define LABEL_ID    "io.sbx.sandbox-id"
 #define LABEL_STATE "io.sbx.state-dir"
 
-const char *const sbx_provider_docker_keys[] = {
-    "socket",        "execd",          "network",         "reach",
-    "pull",          "pull_timeout_s", "ping_timeout_ms", "stop_timeout_s",
-    "pids_limit",    "cgroup_parent",  "bridge",          "subnet",
-    "network_allow", "egress_dns",     "leaf_size",       NULL};
+const char *const sbx_provider_docker_keys[] = {"socket",
+                                                "execd",
+                                                "network",
+                                                "reach",
+                                                "pull",
+                                                "pull_timeout_s",
+                                                "ping_timeout_ms",
+                                                "stop_timeout_s",
+                                                "pids_limit",
+                                                "cgroup_parent",
+                                                "bridge",
+                                                "subnet",
+                                                "network_allow",
+                                                "egress_dns",
+                                                "leaf_size",
+                                                "credproxy_upstream_ca",
+                                                NULL};
 
 /* providers.docker.network = "sbx" (the default with a local engine): the container starts
  * with the engine's `none` network (loopback only) and the server then attaches it to sbx's
@@ -102,6 +118,7 @@ struct docker_data {
     int stop_timeout_s;
     json_int_t pids_limit;
     struct sbx_docker_egress *egress; /* networkPolicy; egress_dns: its upstream resolvers */
+    struct sbx_credvault *vault;      /* the server's: credentialProxy's CAs; NULL: none */
 };
 
 static struct docker_data *
@@ -344,8 +361,53 @@ host_config(struct docker_data *d)
     return hc;
 }
 
+/* credentialProxy over HTTPS (docker_credca.h): the sandbox's CA bundle bound read-only over
+ * the image's, named in the environment for clients with bundles of their own (as native). */
+static void
+credca_into(const char *bundle, json_t *hc, json_t *env)
+{
+#ifdef SBX_HAVE_RUNTIME
+    static const char *const vars[] = {"SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "NODE_EXTRA_CA_CERTS",
+                                       NULL};
+    if (!bundle[0])
+        return;
+    (void)json_array_append_new(json_object_get(hc, "Mounts"),
+                                json_pack("{s:s, s:s, s:s, s:b}", "Type", "bind", "Source", bundle,
+                                          "Target", SBX_CREDCA_BUNDLE, "ReadOnly", 1));
+    for (size_t i = 0; vars[i]; i++)
+        (void)json_array_append_new(env, json_sprintf("%s=%s", vars[i], SBX_CREDCA_BUNDLE));
+#else
+    (void)bundle;
+    (void)hc;
+    (void)env;
+#endif
+}
+
+/* The sandbox's CA bundle when it has credentialProxy and its image a bundle (else ""). */
+static int
+credca_prepare(struct docker_data *d, const struct sbx_record *sb, const char *ref,
+               char bundle[4096], sbx_error **err)
+{
+    bundle[0] = '\0';
+#ifdef SBX_HAVE_RUNTIME
+    const json_t *eg = json_object_get(sb->priv, SBX_EGRESS_PRIV);
+    if (!json_is_true(json_object_get(eg, "credentialProxy")) || !d->vault)
+        return 0;
+    struct sbx_docker_credca c = {
+        .api = d->api, .vault = d->vault, .state_dir = d->state_dir, .id = sb->id, .image = ref};
+    return sbx_docker_credca_prepare(&c, bundle, err);
+#else
+    (void)d;
+    (void)sb;
+    (void)ref;
+    (void)err;
+    return 0;
+#endif
+}
+
 static json_t *
-container_body(struct docker_data *d, const struct sbx_record *sb, const char *ref, sbx_error **err)
+container_body(struct docker_data *d, const struct sbx_record *sb, const char *ref,
+               const char *bundle, sbx_error **err)
 {
     json_t *hc = host_config(d);
     /* a policed container resolves through sbx's resolver in its own namespace, only */
@@ -362,11 +424,12 @@ container_body(struct docker_data *d, const struct sbx_record *sb, const char *r
                            .home = NULL};
     char **argv = sbx_launch_argv(sb);
     char **envp = sbx_launch_env(sb, &l);
+    json_t *env = strv_json(envp, 0, SIZE_MAX);
+    credca_into(bundle, hc, env);
     json_t *body =
         json_pack("{s:s, s:s, s:o, s:o, s:o, s:{s:s, s:s}, s:o}", "Image", ref, "Hostname", sb->id,
                   "Entrypoint", strv_json(argv, 0, 4), "Cmd", strv_json(argv, 4, SIZE_MAX), "Env",
-                  strv_json(envp, 0, SIZE_MAX), "Labels", LABEL_ID, sb->id, LABEL_STATE,
-                  d->state_dir, "HostConfig", hc);
+                  env, "Labels", LABEL_ID, sb->id, LABEL_STATE, d->state_dir, "HostConfig", hc);
     sbx_strv_free(argv);
     sbx_strv_free(envp);
     return body;
@@ -388,10 +451,13 @@ docker_create(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     char token[65];
     sbx_srv_random_hex(token, 32);
     priv_set(sb, "token", json_string(token));
+    char bundle[4096];
     int r = ensure_image(d, sb, ref, err);
+    if (r == 0)
+        r = credca_prepare(d, sb, ref, bundle, err);
     if (r < 0)
         return r;
-    json_t *body = container_body(d, sb, ref, err);
+    json_t *body = container_body(d, sb, ref, bundle, err);
     if (!body)
         return -SBX_EINVAL;
     char name[SBX_UUID_LEN + 5];
@@ -740,6 +806,9 @@ docker_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     if (d->sbx_net)
         detach_net(d, sb);
     sbx_docker_egress_forget(d->egress, sb->id);
+#ifdef SBX_HAVE_RUNTIME
+    sbx_credca_remove(d->vault, d->state_dir, sb->id); /* its CA and bundle go with it */
+#endif
     priv_set(sb, "pid", json_integer(0));
     return 0;
 }
@@ -1126,8 +1195,11 @@ sbx_provider_docker_new(const json_t *settings, const struct sbx_provider_env *e
     d->api = sbx_docker_new(sock && *sock ? sock : "/var/run/docker.sock");
     d->execd = execd ? sbx_xstrdup(execd) : sbx_launch_default_execd(env->exe_dir);
     d->state_dir = sbx_xstrdup(env->state_dir);
-    d->egress = sbx_docker_egress_new(json_string_value(json_object_get(settings, "egress_dns")),
-                                      env->vault);
+    struct sbx_docker_egress_conf ec = {
+        .upstream = json_string_value(json_object_get(settings, "egress_dns")),
+        .upstream_ca = json_string_value(json_object_get(settings, "credproxy_upstream_ca"))};
+    d->egress = sbx_docker_egress_new(&ec, env->vault);
+    d->vault = env->vault;
     /* Nothing is asked of the daemon here: the server starts whether or not it runs, and each
      * request that needs it says so when it is down. */
     struct stat st;

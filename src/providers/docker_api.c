@@ -71,7 +71,8 @@ struct sink {
     struct sbx_buf buf;
     CURL *curl;   /* to read the status in the write callback */
     int out_fd;   /* > 0: a 2xx answer's body goes here (an error's stays in buf) */
-    int io_errno; /* a failed write to out_fd */
+    int io_errno; /* a failed write to out_fd (EFBIG: more than out_max) */
+    size_t out_max, out_n;
     size_t (*line_fn)(struct sink *s, const char *line, size_t n); /* streaming mode */
     void *ud;
     bool overflow;
@@ -100,6 +101,11 @@ on_body(char *ptr, size_t size, size_t nmemb, void *ud)
     long st = 0;
     if (s->out_fd > 0 && curl_easy_getinfo(s->curl, CURLINFO_RESPONSE_CODE, &st) == CURLE_OK &&
         st >= 200 && st < 300) {
+        s->out_n += n;
+        if (s->out_max && s->out_n > s->out_max) {
+            s->io_errno = EFBIG; /* an untrusted size (an image's file): never unbounded */
+            return 0;
+        }
         if (sbx_write_all(s->out_fd, ptr, n) < 0) {
             s->io_errno = errno;
             return 0;
@@ -222,6 +228,7 @@ perform(struct sbx_docker *d, const struct sbx_docker_req *req, struct sink *s, 
     (void)curl_easy_setopt(c, CURLOPT_WRITEDATA, s);
     s->curl = c;
     s->out_fd = req->out_fd;
+    s->out_max = req->out_max;
     if (req->in_fd > 0) {
         set_upload(c, &req->in_fd);
     } else if (strcmp(req->method, "POST") == 0) {

@@ -34,6 +34,7 @@ struct sbx_docker_req {
     const int *ok;      /* extra statuses that count as success (0-terminated), or NULL */
     int in_fd;          /* > 0: POST this file (from its offset) as application/x-tar */
     int out_fd;         /* > 0: a 2xx answer's body is written here, not parsed (resp NULL) */
+    size_t out_max;     /* with out_fd: > 0: a longer body fails the call (SBX_EIO, EFBIG) */
 };
 
 /* One request. 2xx (and req->ok) -> 0 with *status and *resp (parsed JSON, NULL when the body

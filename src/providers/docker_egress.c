@@ -31,6 +31,12 @@
 #include "net/net.h"
 #include "providers/procutil.h"
 #include "server/credvault.h"
+#ifdef SBX_HAVE_RUNTIME
+#include "providers/credca.h"
+#define CREDCA_GET sbx_credca_get
+#else
+#define CREDCA_GET NULL /* (no native runtime built: no egress policies either, nft.h) */
+#endif
 
 #define CAP_NET_ADMIN_BIT 12
 #define CAP_NET_RAW_BIT   13
@@ -40,16 +46,19 @@ struct sbx_docker_egress {
     pthread_mutex_t mu;
     struct sbx_egress *e; /* opened on first use */
     char *upstream;
+    char *upstream_ca;           /* credproxy_upstream_ca; NULL: the system's CAs only */
     struct sbx_credvault *vault; /* the server's: the credential proxy's values; NULL: none */
 };
 
 struct sbx_docker_egress *
-sbx_docker_egress_new(const char *upstream, struct sbx_credvault *vault)
+sbx_docker_egress_new(const struct sbx_docker_egress_conf *conf, struct sbx_credvault *vault)
 {
     struct sbx_docker_egress *x = sbx_xcalloc(1, sizeof *x);
     x->vault = vault;
     pthread_mutex_init(&x->mu, NULL);
-    x->upstream = upstream && *upstream ? sbx_xstrdup(upstream) : NULL;
+    x->upstream = conf->upstream && *conf->upstream ? sbx_xstrdup(conf->upstream) : NULL;
+    x->upstream_ca =
+        conf->upstream_ca && *conf->upstream_ca ? sbx_xstrdup(conf->upstream_ca) : NULL;
     return x;
 }
 
@@ -61,6 +70,7 @@ sbx_docker_egress_free(struct sbx_docker_egress *x)
     sbx_egress_close(x->e);
     pthread_mutex_destroy(&x->mu);
     free(x->upstream);
+    free(x->upstream_ca);
     free(x);
 }
 
@@ -104,11 +114,14 @@ service(struct sbx_docker_egress *x, sbx_error **err)
         sbx_autofree char *conf = NULL;
         if (!x->upstream && sbx_net_resolv_conf(&conf, NULL) == 0)
             sbx_net_resolv_servers(dns, sizeof dns, conf);
-        /* values: the credential proxy (no CA: HTTPS is not intercepted on docker) */
+        /* values and ca: the credential proxy (HTTPS: each sandbox's CA, made with the bundle
+         * docker.c binds into its container; one without has none: its HTTPS is spliced) */
         struct sbx_egress_config cfg = {.listen = SBX_DOCKER_EGRESS_RESOLVER,
                                         .upstream = x->upstream ? x->upstream : dns,
                                         .values = x->vault ? vault_values : NULL,
-                                        .values_arg = x->vault};
+                                        .ca = x->vault ? CREDCA_GET : NULL,
+                                        .values_arg = x->vault,
+                                        .upstream_ca = x->upstream_ca};
         (void)sbx_egress_open(&x->e, &cfg, err);
     }
     struct sbx_egress *e = x->e;
@@ -187,32 +200,6 @@ bindings_of(const struct sbx_record *sb)
     return json_object_get(json_object_get(eg, "vault"), "bindings");
 }
 
-int
-sbx_docker_egress_vault_check(const json_t *bindings, sbx_error **err)
-{
-    size_t i = 0;
-    json_t *b = NULL;
-    json_array_foreach (bindings, i, b) {
-        const json_t *m = json_object_get(b, "match");
-        size_t k = 0;
-        json_t *v = NULL;
-        bool https = false;
-        json_array_foreach (json_object_get(m, "schemes"), k, v)
-            https = https || strcmp(json_string_value(v) ? json_string_value(v) : "", "https") == 0;
-        json_array_foreach (json_object_get(m, "ports"), k, v)
-            https = https || json_integer_value(v) == 443;
-        if (https)
-            return sbx_error_set(
-                err, SBX_EINVAL, 0,
-                "binding `%s`: https (port 443) is not supported on provider `docker`: the "
-                "credential proxy injects into plain HTTP (port 80) of docker containers only "
-                "(HTTPS interception needs the sandbox's CA in the container's trust store, "
-                "which only the native provider does)",
-                json_string_value(json_object_get(b, "name")));
-    }
-    return 0;
-}
-
 /* After the policy: the credential proxy's listener and redirect follow the vault's
  * bindings. */
 static int
@@ -221,9 +208,7 @@ enforce_vault(struct sbx_egress *e, const struct sbx_record *sb, sbx_error **err
     const json_t *eg = json_object_get(sb->priv, SBX_EGRESS_PRIV);
     if (!json_is_true(json_object_get(eg, "credentialProxy")))
         return 0;
-    const json_t *bindings = bindings_of(sb);
-    int r = sbx_docker_egress_vault_check(bindings, err);
-    return r < 0 ? r : sbx_egress_vault(e, sb->id, bindings, err);
+    return sbx_egress_vault(e, sb->id, bindings_of(sb), err);
 }
 
 int

@@ -22,10 +22,17 @@ struct sbx_docker_egress;
 
 struct sbx_credvault;
 
-/* upstream: the resolvers to forward to ("a.b.c.d[:port] ..."); NULL: the host's; vault: the
- * server's Credential Vault values (the credential proxy's; NULL: none). Nothing is opened
- * before the first enforce. */
-struct sbx_docker_egress *sbx_docker_egress_new(const char *upstream, struct sbx_credvault *vault);
+struct sbx_docker_egress_conf {
+    const char *upstream;    /* the resolvers to forward to ("a.b.c.d[:port] ..."); NULL: the
+                              * host's */
+    const char *upstream_ca; /* the credential proxy's extra CAs for HTTPS destinations (a PEM
+                              * file); NULL: the system's only */
+};
+
+/* vault: the server's Credential Vault values and the sandboxes' CAs (the credential proxy's;
+ * NULL: none). Nothing is opened before the first enforce. */
+struct sbx_docker_egress *sbx_docker_egress_new(const struct sbx_docker_egress_conf *conf,
+                                                struct sbx_credvault *vault);
 /* The enforcement stays in the containers (their tables); only our listeners close. */
 void sbx_docker_egress_free(struct sbx_docker_egress *x);
 
@@ -42,10 +49,6 @@ int sbx_docker_egress_mount(const char *state_dir, json_t *host_config, sbx_erro
  * set). */
 int sbx_docker_egress_enforce(struct sbx_docker_egress *x, const struct sbx_record *sb, pid_t pid,
                               uint64_t start_time, sbx_error **err);
-/* Bindings the docker provider's proxy cannot serve (https, port 443: no interception in
- * containers yet) refused with SBX_EINVAL saying why. */
-int sbx_docker_egress_vault_check(const json_t *bindings, sbx_error **err);
-
 /* The container stopped or went: its listener closes. */
 void sbx_docker_egress_forget(struct sbx_docker_egress *x, const char *id);
 

@@ -167,9 +167,10 @@ class Registry:
     def stop(self):
         stop_pid(self.proc, "docker-registry")
 
-    def push_busybox(self, tag="1", creds=None, shell=True):
+    def push_busybox(self, tag="1", creds=None, shell=True, extra=()):
         """A BusyBox image (static busybox + applet links + /tmp) pushed with skopeo; returns
-        its reference. shell=False: only /busybox (no /bin/sh)."""
+        its reference. shell=False: only /busybox (no /bin/sh). extra: more entries, each
+        (path, bytes) for a file or (path, "->target") for a symlink (parents made)."""
         busybox = "/bin/busybox"
         if not os.access(busybox, os.X_OK):
             raise EngineError("%s is missing (busybox-static, scripts/deps.sh)" % busybox)
@@ -189,6 +190,20 @@ class Registry:
                     ti = tarfile.TarInfo("bin/" + a)
                     ti.type, ti.linkname = tarfile.SYMTYPE, "busybox"
                     t.addfile(ti)
+            made = {"bin", "etc", "root", "tmp"}
+            for path, what in extra:
+                parts = path.split("/")[:-1]
+                for i in range(len(parts)):
+                    if "/".join(parts[:i + 1]) not in made:
+                        made.add("/".join(parts[:i + 1]))
+                        add_dir("/".join(parts[:i + 1]))
+                ti = tarfile.TarInfo(path)
+                if isinstance(what, str):
+                    ti.type, ti.linkname = tarfile.SYMTYPE, what[2:]
+                    t.addfile(ti)
+                else:
+                    ti.size = len(what)
+                    t.addfile(ti, io.BytesIO(what))
             passwd = b"root:x:0:0:root:/root:/bin/sh\n"
             ti = tarfile.TarInfo("etc/passwd")
             ti.size = len(passwd)
