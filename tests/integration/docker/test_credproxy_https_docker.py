@@ -49,7 +49,7 @@ sys.path.insert(0, HERE)
 
 import engine as eng  # noqa: E402
 import test_credinject as ci  # noqa: E402
-from harness import check, main, Fail, Skip, wait_for  # noqa: E402
+from harness import check, main, Fail, Skip, remove_bridge, wait_for  # noqa: E402
 from test_egress_docker import NFT_LIST, create, in_ns, sh  # noqa: E402
 from test_egress_docker import pid_of as T_pid  # noqa: E402
 
@@ -279,10 +279,7 @@ def run(new_server, setup, tag, up, pki, images, marker):
     finally:
         s.kill9()
         e.remove_all()
-        subprocess.run([s.sbx, "net", "nft", "teardown", bridge, subnet], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge + "-kp"], capture_output=True)
-        subprocess.run(["ip", "link", "del", bridge], capture_output=True)
-        subprocess.run(["rm", "-rf", "/run/sbx/net/" + bridge], capture_output=True)
+        remove_bridge(s.sbx, bridge, subnet)  # its leaf bridges too
 
 
 def test(new_server):
