@@ -14,7 +14,9 @@
  * - the answer is read into memory with a hard limit (SBX_CREDCA_BUNDLE_MAX plus the archive's
  *   headers): an image's huge file is not taken (no bundle, as native), never fills the
  *   server's memory or disk;
- * - only a regular file's bytes are taken (a device, fifo or directory entry: no bundle).
+ * - only a regular file's bytes are taken (a device, fifo or directory entry: no bundle);
+ * - the archive is read by libarchive (as every tar in sbx), from memory, its sizes checked
+ *   against what came.
  */
 #include "providers/docker_credca.h"
 
@@ -25,12 +27,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <archive.h>
+#include <archive_entry.h>
+
 #include "common/cleanup.h"
 #include "common/xalloc.h"
 #include "providers/credca.h"
 
 #define LINK_HOPS   8
-#define TAR_BLOCK   512
 #define ARCHIVE_MAX (SBX_CREDCA_BUNDLE_MAX + (size_t)64 * 1024)
 #define PATH_MAXLEN 1024
 
@@ -42,37 +46,70 @@ path_ok(const char *p)
            strspn(p, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._/+_-") == n;
 }
 
-static size_t
-octal(const char *p, size_t n)
+/* A regular file's bytes: exactly size of them, or false (an archive cut short). */
+static bool
+read_data(struct archive *a, struct sbx_docker_tar_entry *e, size_t size)
 {
-    size_t v = 0;
-    for (size_t i = 0; i < n && p[i] >= '0' && p[i] <= '7'; i++)
-        v = v * 8 + (size_t)(p[i] - '0');
-    return v;
+    e->data = sbx_xmalloc(size + 1);
+    while (e->size < size) {
+        la_ssize_t n = archive_read_data(a, e->data + e->size, size - e->size);
+        if (n <= 0)
+            return false;
+        e->size += (size_t)n;
+    }
+    return true;
+}
+
+static bool
+read_entry(struct archive *a, struct archive_entry *ent, struct sbx_docker_tar_entry *e)
+{
+    switch (archive_entry_filetype(ent)) {
+    case AE_IFREG:
+        if (archive_entry_hardlink(ent)) {
+            e->type = '1'; /* a hard link: its bytes are another entry's */
+            return true;
+        }
+        e->type = '0';
+        /* (libarchive checks the size against what the archive holds as it reads) */
+        return archive_entry_size_is_set(ent) && archive_entry_size(ent) >= 0 &&
+               (uint64_t)archive_entry_size(ent) <= SBX_CREDCA_BUNDLE_MAX &&
+               read_data(a, e, (size_t)archive_entry_size(ent));
+    case AE_IFLNK: {
+        const char *l = archive_entry_symlink(ent);
+        if (!l || strlen(l) >= sizeof e->link)
+            return false;
+        e->type = '2';
+        memcpy(e->link, l, strlen(l) + 1);
+        return true;
+    }
+    default:
+        e->type = '?'; /* a directory, device or fifo: not taken */
+        return true;
+    }
 }
 
 bool
 sbx_docker_tar_first(const char *buf, size_t len, struct sbx_docker_tar_entry *e)
 {
-    size_t at = 0;
-    while (at + TAR_BLOCK <= len) {
-        const char *h = buf + at;
-        size_t size = octal(h + 124, 12);
-        char type = h[156];
-        if (type == '\0')
-            type = '0'; /* (pre-POSIX tar: a regular file) */
-        if (h[0] == '\0' || size > len - at - TAR_BLOCK)
-            return false;                 /* the end, or cut short */
-        if (type == 'x' || type == 'g') { /* pax: skip its records (a long link: refused) */
-            at += TAR_BLOCK + (size + TAR_BLOCK - 1) / TAR_BLOCK * TAR_BLOCK;
-            continue;
-        }
-        *e = (struct sbx_docker_tar_entry){.type = type, .data = h + TAR_BLOCK, .size = size};
-        memcpy(e->link, h + 157, 100);
-        e->link[100] = '\0';
-        return true;
-    }
-    return false;
+    *e = (struct sbx_docker_tar_entry){0};
+    struct archive *a = archive_read_new();
+    if (!a)
+        return false;
+    (void)archive_read_support_format_tar(a); /* ustar, pax (long names), GNU */
+    struct archive_entry *ent = NULL;
+    bool ok = archive_read_open_memory(a, buf, len) == ARCHIVE_OK &&
+              archive_read_next_header(a, &ent) == ARCHIVE_OK && read_entry(a, ent, e);
+    archive_read_free(a);
+    if (!ok)
+        sbx_docker_tar_entry_free(e);
+    return ok;
+}
+
+void
+sbx_docker_tar_entry_free(struct sbx_docker_tar_entry *e)
+{
+    free(e->data);
+    *e = (struct sbx_docker_tar_entry){0};
 }
 
 /* An archive the engine answered: data (n bytes), or found false (no such path). */
@@ -141,21 +178,22 @@ bundle_of(const struct sbx_docker_credca *c, const char *cont, char **base, size
     *base = NULL;
     for (int hop = 0; hop < LINK_HOPS; hop++) {
         struct blob tar = {0};
-        struct sbx_docker_tar_entry e;
+        struct sbx_docker_tar_entry e = {0};
         int r = archive_get(c, cont, path, &tar, err);
         bool ok = r == 0 && tar.found && sbx_docker_tar_first(tar.data, tar.n, &e) &&
                   (e.type == '0' || e.type == '2');
+        free(tar.data);
         if (!ok) {
-            free(tar.data);
+            sbx_docker_tar_entry_free(&e);
             return r;
         }
         char *next = e.type == '2' ? sbx_docker_link_next(path, e.link) : NULL;
         if (e.type == '0') {
-            *base = sbx_xmalloc(e.size + 1);
-            memcpy(*base, e.data, e.size);
+            *base = e.data; /* taken over */
             *n = e.size;
+            e.data = NULL;
         }
-        free(tar.data);
+        sbx_docker_tar_entry_free(&e);
         if (!next)
             return 0; /* a file, or a link not to follow (a name not to put into a URL) */
         free(path);

@@ -30,15 +30,18 @@ int sbx_docker_credca_prepare(const struct sbx_docker_credca *c, char bundle[409
 
 /* ---- pure helpers (unit tested) ---- */
 
-/* The first entry of an archive the engine answered (ustar; pax headers skipped). */
+/* The first entry of an archive the engine answered, read by libarchive (ustar, pax, GNU). */
 struct sbx_docker_tar_entry {
-    char type; /* '0': a regular file, '2': a symlink, anything else: not taken */
-    const char *data;
+    char type;  /* '0': a regular file, '2': a symlink, anything else: not taken */
+    char *data; /* a regular file's bytes (size of them) */
     size_t size;
-    char link[101];
+    char link[1024]; /* a symlink's target */
 };
-/* false: no entry, or one cut short (its size beyond the archive) */
+/* false: no entry, one cut short (its size beyond the archive), a regular file larger than
+ * SBX_CREDCA_BUNDLE_MAX or a link target of 1 KiB or more. Free with
+ * sbx_docker_tar_entry_free (also after false). */
 bool sbx_docker_tar_first(const char *buf, size_t len, struct sbx_docker_tar_entry *e);
+void sbx_docker_tar_entry_free(struct sbx_docker_tar_entry *e);
 /* The path a symlink at from with target link names (lexically; the engine resolves it inside
  * the image); NULL when it is not one to follow (characters beyond [A-Za-z0-9._/+_-], longer
  * than 1 KiB). New string. */
