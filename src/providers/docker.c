@@ -451,7 +451,7 @@ docker_create(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     char token[65];
     sbx_srv_random_hex(token, 32);
     priv_set(sb, "token", json_string(token));
-    char bundle[4096];
+    char bundle[4096] = "";
     int r = ensure_image(d, sb, ref, err);
     if (r == 0)
         r = credca_prepare(d, sb, ref, bundle, err);
