@@ -43,28 +43,6 @@ static const char values_json[] = "{\"k\":\"sk-1\",\"h1\":\"v1\",\"h2\":\"v 2\"}
 static const unsigned ports[4] = {80, 443, 8443, 8080};
 static const char *const snis[4] = {NULL, "api.test", "x.svc.test", "y.b.test"};
 
-static bool
-dns_name(const char *s)
-{
-    size_t n = strlen(s);
-    size_t label = 0;
-    if (n == 0 || n > 253 || s[0] == '.' || s[n - 1] == '.')
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '.') {
-            if (label == 0)
-                return false;
-            label = 0;
-        } else if ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-') {
-            if (++label > 63)
-                return false;
-        } else {
-            return false;
-        }
-    }
-    return true;
-}
-
 /* The one Host header is host, a final dot, `:port` (digits, the value port), nothing else. */
 static bool
 host_header_is(const struct sbx_http_req *r, const char *host, unsigned port)
@@ -202,7 +180,7 @@ check(const json_t *b, const struct sbx_http_req *r, const char *host, uint8_t m
     unsigned port = ports[mode & 3];
     const char *sni = snis[(mode >> 2) & 3];
     const json_t *m = json_object_get(b, "match");
-    if (!dns_name(host) || !host_header_is(r, host, port) || (sni && strcmp(host, sni) != 0) ||
+    if (!fuzz_dns_name(host) || !host_header_is(r, host, port) || (sni && strcmp(host, sni) != 0) ||
         !host_of(json_object_get(m, "hosts"), host) ||
         !has_method(json_object_get(m, "methods"), r->method) || r->target[0] != '/')
         __builtin_trap();

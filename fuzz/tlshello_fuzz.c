@@ -14,28 +14,6 @@
 #include "egress/credproxy_int.h"
 #include "fuzz/fuzz.h"
 
-static bool
-dns_name(const char *s)
-{
-    size_t n = strlen(s);
-    size_t label = 0;
-    if (n == 0 || n > 253 || s[0] == '.' || s[n - 1] == '.')
-        return false;
-    for (size_t i = 0; i < n; i++) {
-        if (s[i] == '.') {
-            if (label == 0)
-                return false;
-            label = 0;
-        } else if ((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= '0' && s[i] <= '9') || s[i] == '-') {
-            if (++label > 63)
-                return false;
-        } else {
-            return false;
-        }
-    }
-    return true;
-}
-
 /* Does the input hold name, case aside? */
 static bool
 holds(const uint8_t *data, size_t size, const char *name)
@@ -65,7 +43,8 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char name[256];
     bool ok = sni_of(data, size, name);
-    if (ok && (!memchr(name, '\0', sizeof name) || !dns_name(name) || !holds(data, size, name)))
+    if (ok &&
+        (!memchr(name, '\0', sizeof name) || !fuzz_dns_name(name) || !holds(data, size, name)))
         __builtin_trap();
     size_t rec = size >= 5 ? 5 + ((size_t)data[3] << 8 | data[4]) : 0;
     char again[256];

@@ -58,36 +58,6 @@ ADDRS = {k: v.replace("203.0.113.", NET) for k, v in ci.ADDRS.items()}
 UP = ci.UP.replace("203.0.113.", NET)
 SECRET, SECRET2 = ci.SECRET, ci.SECRET2
 HOST_ADDR = NET + "1"  # the host's end of the test's "internet"
-DNS_SERVER = ci.DNS_SERVER.replace("203.0.113.", NET)
-HTTP_SERVER = ci.HTTP_SERVER.replace("203.0.113.", NET)  # (its keep-alive addresses too)
-
-
-class World(ci.World):
-    """server/credinject's "internet" on NET."""
-
-    def __init__(self, tag, log, pki):
-        super().__init__(tag, log, pki)
-        self.ns = "sbxdc-inet-%d" % os.getpid()
-        self.host_if = "dci%dh" % tag
-        self.ns_if = "dci%dn" % tag
-
-    def up(self):
-        self.sh("ip", "netns", "add", self.ns)
-        self.sh("ip", "link", "add", self.host_if, "type", "veth", "peer", "name", self.ns_if,
-                "netns", self.ns)
-        self.sh("ip", "addr", "add", HOST_ADDR + "/24", "dev", self.host_if)
-        self.sh("ip", "link", "set", self.host_if, "up")
-        nx = ["ip", "netns", "exec", self.ns]
-        self.sh(*nx, "ip", "link", "set", "lo", "up")
-        self.sh(*nx, "ip", "link", "set", self.ns_if, "up")
-        for a in [UP] + sorted(set(ADDRS.values())):
-            self.sh(*nx, "ip", "addr", "add", a + "/24", "dev", self.ns_if)
-        self.sh(*nx, "ip", "route", "add", "default", "via", HOST_ADDR)
-        for argv in (["python3", "-c", DNS_SERVER],
-                     ["python3", "-c", HTTP_SERVER, self.log, self.pki]):
-            p = subprocess.Popen(nx + argv, stdout=subprocess.PIPE, text=True)
-            self.procs.append(p)
-            check(p.stdout.readline().strip() == "ready", "a test peer did not start")
 
 
 def send(s, sid, to, host, path="/v1/x", extra=""):
@@ -422,7 +392,7 @@ def test(new_server):
     ci.make_pki(pki)
     fd, log = tempfile.mkstemp(prefix="sbx-dcred-upstream-")
     os.close(fd)
-    world = World(tag, log, pki)
+    world = ci.World(tag, log, pki, net=NET, name="dc")
     try:
         setup.start()
     except eng.EngineError as ex:

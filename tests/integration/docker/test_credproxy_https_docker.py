@@ -57,35 +57,7 @@ NET = "198.18.9."
 ADDRS = {k: v.replace("203.0.113.", NET) for k, v in ci.ADDRS.items()}
 UP = ci.UP.replace("203.0.113.", NET)
 SECRET = ci.SECRET
-HOST_ADDR = NET + "1"
-DNS_SERVER = ci.DNS_SERVER.replace("203.0.113.", NET)
 BUNDLE = "/etc/ssl/certs/ca-certificates.crt"
-
-
-class World(ci.World):
-    def __init__(self, tag, log, pki):
-        super().__init__(tag, log, pki)
-        self.ns = "sbxdh-inet-%d" % os.getpid()
-        self.host_if = "dhi%dh" % tag
-        self.ns_if = "dhi%dn" % tag
-
-    def up(self):
-        self.sh("ip", "netns", "add", self.ns)
-        self.sh("ip", "link", "add", self.host_if, "type", "veth", "peer", "name", self.ns_if,
-                "netns", self.ns)
-        self.sh("ip", "addr", "add", HOST_ADDR + "/24", "dev", self.host_if)
-        self.sh("ip", "link", "set", self.host_if, "up")
-        nx = ["ip", "netns", "exec", self.ns]
-        self.sh(*nx, "ip", "link", "set", "lo", "up")
-        self.sh(*nx, "ip", "link", "set", self.ns_if, "up")
-        for a in [UP] + sorted(set(ADDRS.values())):
-            self.sh(*nx, "ip", "addr", "add", a + "/24", "dev", self.ns_if)
-        self.sh(*nx, "ip", "route", "add", "default", "via", HOST_ADDR)
-        for argv in (["python3", "-c", DNS_SERVER],
-                     ["python3", "-c", ci.HTTP_SERVER, self.log, self.pki]):
-            p = subprocess.Popen(nx + argv, stdout=subprocess.PIPE, text=True)
-            self.procs.append(p)
-            check(p.stdout.readline().strip() == "ready", "a test peer did not start")
 
 
 def base_ca(pki):
@@ -294,7 +266,7 @@ def test(new_server):
         f.write(marker + "\n")
     fd, log = tempfile.mkstemp(prefix="sbx-dhttps-upstream-")
     os.close(fd)
-    world = World(tag, log, pki)
+    world = ci.World(tag, log, pki, net=NET, name="dh")
     huge = base * (9 * 2**20 // len(base))
     try:
         setup.start()

@@ -357,32 +357,43 @@ def tls(s, sid, to, sni, host, path="/v1/x", cafile="-", *extra):
 
 
 class World:
-    def __init__(self, tag, log, pki):
+    """The test's "internet": a network namespace with the upstream DNS and HTTP(S) servers
+    of this file, on the /24 `net` ("203.0.113." here; the docker tests take their own, to run
+    beside this one), reached from the host through a veth pair; `name` keeps concurrent tests'
+    devices apart."""
+
+    def __init__(self, tag, log, pki, net="203.0.113.", name="ci"):
         self.pki = pki
-        self.ns = "sbxci-inet-%d" % os.getpid()
-        self.host_if = "cii%dh" % tag
-        self.ns_if = "cii%dn" % tag
+        self.net = net
+        self.ns = "sbx%s-inet-%d" % (name, os.getpid())
+        self.host_if = "%si%dh" % (name, tag)
+        self.ns_if = "%si%dn" % (name, tag)
         self.log = log
         self.procs = []
+
+    def at(self, text):
+        """text with this file's addresses moved to the world's net."""
+        return text.replace("203.0.113.", self.net)
 
     def sh(self, *argv):
         r = subprocess.run(list(argv), capture_output=True, text=True)
         check(r.returncode == 0, "%r: %s" % (argv, r.stderr))
 
     def up(self):
+        host = self.net + "1"
         self.sh("ip", "netns", "add", self.ns)
         self.sh("ip", "link", "add", self.host_if, "type", "veth", "peer", "name", self.ns_if,
                 "netns", self.ns)
-        self.sh("ip", "addr", "add", "203.0.113.1/24", "dev", self.host_if)
+        self.sh("ip", "addr", "add", host + "/24", "dev", self.host_if)
         self.sh("ip", "link", "set", self.host_if, "up")
         nx = ["ip", "netns", "exec", self.ns]
         self.sh(*nx, "ip", "link", "set", "lo", "up")
         self.sh(*nx, "ip", "link", "set", self.ns_if, "up")
-        for a in [UP] + sorted(set(ADDRS.values())):
+        for a in [self.at(UP)] + sorted(set(self.at(a) for a in ADDRS.values())):
             self.sh(*nx, "ip", "addr", "add", a + "/24", "dev", self.ns_if)
-        self.sh(*nx, "ip", "route", "add", "default", "via", "203.0.113.1")
-        for argv in (["python3", "-c", DNS_SERVER],
-                     ["python3", "-c", HTTP_SERVER, self.log, self.pki]):
+        self.sh(*nx, "ip", "route", "add", "default", "via", host)
+        for argv in (["python3", "-c", self.at(DNS_SERVER)],
+                     ["python3", "-c", self.at(HTTP_SERVER), self.log, self.pki]):
             p = subprocess.Popen(nx + argv, stdout=subprocess.PIPE, text=True)
             self.procs.append(p)
             check(p.stdout.readline().strip() == "ready", "a test peer did not start")
