@@ -139,7 +139,7 @@ struct sbx_child_args {
     char overlay_opts[8192];
     size_t volatile_at; /* > 0: overlay_opts ends in ",volatile" from here (cut on EINVAL) */
     char tmpfs_opts[64];
-    char shm_opts[64]; /* /dev/shm's tmpfs options */
+    char dev_opts[64]; /* the tmpfs options of /dev (and /dev/shm in it) */
     const char *hostname;
     struct sbx_child_bind binds[SBX_MAX_MOUNTS];
     size_t n_binds;

@@ -162,14 +162,33 @@ setup_proc(struct sbx_child_args *a, int rootfd)
     }
 }
 
+/* Every tmpfs or other mount of a new file system is one more superblock on the host, and the
+ * kernel makes each new memory cgroup allocate ~1 KiB of shrinker bookkeeping per 64
+ * superblocks that ever existed at once (docs/server.md "Many sandboxes"): memory that grows
+ * with the square of the count. So the masked directories share one empty, read-only tmpfs:
+ * the first is a new mount, the others clones of it (a clone is the same superblock). */
 static void
 mask_dirs(struct sbx_child_args *a, int rootfd)
 {
+    sbx_autoclose int first = -1;
     for (size_t i = 0; i < sizeof masked_dirs / sizeof masked_dirs[0]; i++) {
         sbx_autoclose int t = openat2_in_root(rootfd, masked_dirs[i]);
         if (t < 0)
             continue;
-        mount_at(a, rootfd, masked_dirs[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV, "size=0");
+        if (first < 0) {
+            mount_at(a, rootfd, masked_dirs[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
+                     "size=0");
+            /* RESOLVE_IN_ROOT again: the mount's root, never a path the image could redirect. */
+            first = openat2_in_root(rootfd, masked_dirs[i]);
+            if (first < 0)
+                FAIL(a, "open `/%s`", masked_dirs[i]);
+            continue;
+        }
+        sbx_autoclose int tree =
+            open_tree(first, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH);
+        if (tree < 0 ||
+            attach_fd(tree, t, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV) < 0)
+            FAIL(a, "mask `/%s`", masked_dirs[i]);
     }
 }
 
@@ -190,10 +209,18 @@ static void
 setup_dev(struct sbx_child_args *a, int rootfd)
 {
     /* Only these host devices exist in the sandbox: no disks, no /dev/mem, no kmsg. */
-    mount_at(a, rootfd, "dev", "tmpfs", MS_NOSUID | MS_NOEXEC, "mode=755,size=1m");
+    /* One tmpfs for /dev and /dev/shm (a directory in it, not a file system of its own: see
+     * mask_dirs on what each superblock costs). Sized at half the memory limit (dev_opts): its
+     * pages are charged to the sandbox, and a /dev/shm that can take the whole limit turns
+     * filling it into an OOM kill of whatever the kernel picks, execd included, with nothing
+     * left to free. nodev holds for files made in it; the device nodes below are binds, mounts
+     * of their own. */
+    mount_at(a, rootfd, "dev", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, a->dev_opts);
     sbx_autoclose int devfd = openat2_in_root(rootfd, "dev");
     if (devfd < 0)
         FAIL(a, "open /dev");
+    if (mkdirat(devfd, "shm", 01777) < 0 || fchmodat(devfd, "shm", 01777, 0) < 0)
+        FAIL(a, "mkdir /dev/shm");
     for (size_t i = 0; i < sizeof dev_nodes / sizeof dev_nodes[0]; i++) {
         char src[32];
         snprintf(src, sizeof src, "/dev/%s", dev_nodes[i]);
@@ -210,10 +237,6 @@ setup_dev(struct sbx_child_args *a, int rootfd)
     /* A private devpts instance: the sandbox sees only its own ptys. */
     mount_at(a, rootfd, "dev/pts", "devpts", MS_NOSUID | MS_NOEXEC,
              "newinstance,ptmxmode=0666,mode=0620");
-    /* Sized at half the memory limit (shm_opts): its pages are charged to the sandbox, and
-     * a /dev/shm that can take the whole limit turns filling it into an OOM kill of whatever
-     * the kernel picks, execd included, with nothing left to free. */
-    mount_at(a, rootfd, "dev/shm", "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC, a->shm_opts);
     mount_at(a, rootfd, "dev/mqueue", "mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL);
     dev_symlinks(a, devfd);
 }

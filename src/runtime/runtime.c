@@ -896,12 +896,12 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
                      : spec->memory_bytes ? spec->memory_bytes
                                           : 1ULL << 30;
     snprintf(a->tmpfs_opts, sizeof a->tmpfs_opts, "mode=755,size=%" PRIu64, tmpfs);
-    /* /dev/shm: half the memory limit (see rootfs.c), else tmpfs's default (half the RAM). */
+    /* /dev with /dev/shm: half the memory limit (see rootfs.c), else tmpfs's default (half the
+     * RAM). */
     if (spec->memory_bytes)
-        snprintf(a->shm_opts, sizeof a->shm_opts, "mode=1777,size=%" PRIu64,
-                 spec->memory_bytes / 2);
+        snprintf(a->dev_opts, sizeof a->dev_opts, "mode=755,size=%" PRIu64, spec->memory_bytes / 2);
     else
-        snprintf(a->shm_opts, sizeof a->shm_opts, "mode=1777");
+        snprintf(a->dev_opts, sizeof a->dev_opts, "mode=755");
     if (spec->n_layers == 0)
         a->n_binds = sbx_hostimg_binds(a->binds, SBX_MAX_MOUNTS);
     size_t first_volume = a->n_binds;

@@ -106,6 +106,27 @@ run_rc "$SBX" run -v /nonexistent-$$:/x -- /bin/true
 expect_eq "$rc" 125 "setup failure"
 grep -q 'volume source `/nonexistent' "$TMP/err" || fail "setup failure message: $(cat "$TMP/err")"
 
+# The file systems a sandbox gets: each is a superblock on the host, and every new memory
+# cgroup pays ~1 KiB per 64 superblocks the host has held at once (docs/server.md "Many
+# sandboxes"), so the count per sandbox is kept down. Visible: overlay root, proc, /dev's tmpfs
+# (with /dev/shm in it), devpts, mqueue, sysfs, one read-only tmpfs for every masked directory.
+# Not visible: the writable layer's tmpfs (under the overlay). Host ones (binds) excluded.
+"$SBX" run -m 64m -- /bin/sh -c 'cat /proc/self/mountinfo' >"$TMP/mi"
+host_devs=$(awk '{print $3}' /proc/self/mountinfo | sort -u)
+own=$(awk '{print $3, $9}' "$TMP/mi" | sort -u | awk 'NR == FNR {h[$1] = 1; next} !($1 in h)' \
+  <(printf '%s\n' "$host_devs") - | sort -u)
+expect_eq "$(awk '{print $2}' <<<"$own" | sort | tr '\n' ' ')" \
+  "devpts mqueue overlay proc sysfs tmpfs tmpfs " "the sandbox's own file systems: $own"
+masks=$(awk '$5 == "/proc/acpi" || $5 == "/sys/firmware" {print $3}' "$TMP/mi" | sort -u | wc -l)
+[[ $(awk '$5 == "/proc/acpi" || $5 == "/sys/firmware"' "$TMP/mi" | wc -l) -lt 2 ]] ||
+  expect_eq "$masks" 1 "the masked directories share one tmpfs"
+"$SBX" run -m 64m -- /bin/sh -c 'stat -c %a /dev/shm; df -k /dev/shm | awk "NR == 2 {print \$2}";
+  echo x >/dev/shm/f && cat /dev/shm/f; ls -A /proc/acpi /sys/firmware 2>/dev/null | grep -v -e : -e "^$";
+  touch /proc/acpi/x 2>&1 | grep -o "Read-only file system"; echo ok >/dev/null && echo null' \
+  >"$TMP/out" 2>&1
+expect_eq "$(tr '\n' ' ' <"$TMP/out")" "1777 32768 x Read-only file system null " \
+  "/dev/shm (sticky, half the limit), masks empty and read-only, device nodes work"
+
 # Usage errors are exit 2 and never start anything.
 for bad in "--cpus abc" "--cpus 0" "--memory 12x" "--pids -1" "--network foo" "-v nocolon" \
            "-v /a:relative" "-v /a:/b:rx" "-e NOEQUALS" "-w relative" "--no-such-option"; do
