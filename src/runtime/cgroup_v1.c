@@ -61,11 +61,13 @@ v1_set_limits(const struct sbx_cg *cg, const struct sbx_cg_limits *lim, sbx_erro
         snprintf(v, sizeof v, "%" PRIu64, lim->pids_max);
         ret = sbx_cg_write(cg, cg->dir[SBX_CG_PIDS], "pids.max", v, err);
     }
+    /* Only the quota: a new cpu cgroup's period is always the kernel's 100 ms (it is not
+     * inherited, and sbx never changes it), and every write of either file walks the host's
+     * whole tree of cpu cgroups (tg_set_bandwidth checks schedulability from the root): one
+     * walk per create, not two (docs/server.md "Many sandboxes"). */
     if (ret == 0 && lim->cpu_millis && cg->dir[SBX_CG_CPU]) {
-        ret = sbx_cg_write(cg, cg->dir[SBX_CG_CPU], "cpu.cfs_period_us", "100000", err);
         snprintf(v, sizeof v, "%" PRIu64, lim->cpu_millis * 100);
-        if (ret == 0)
-            ret = sbx_cg_write(cg, cg->dir[SBX_CG_CPU], "cpu.cfs_quota_us", v, err);
+        ret = sbx_cg_write(cg, cg->dir[SBX_CG_CPU], "cpu.cfs_quota_us", v, err);
     }
     return ret;
 }
