@@ -390,6 +390,7 @@ sbx_utf8_len(const unsigned char *s, size_t n)
 }
 
 static rlim_t nofile_orig_soft; /* 0: not raised */
+static unsigned park_base;      /* sbx_fd_park: 0 when off */
 
 unsigned long
 sbx_nofile_raise(void)
@@ -418,7 +419,27 @@ sbx_nofile_raise(void)
     }
     if (cur.rlim_cur != orig)
         nofile_orig_soft = orig;
+    rlim_t half = cur.rlim_cur == RLIM_INFINITY ? 65536 : cur.rlim_cur / 2;
+    park_base = half >= 1024 ? (unsigned)(half < 65536 ? half : 65536) : 0;
     return (unsigned long)cur.rlim_cur;
+}
+
+int
+sbx_fd_park(int fd)
+{
+    if (fd < 0 || !park_base || fd >= (int)park_base)
+        return fd;
+    int moved = fcntl(fd, F_DUPFD_CLOEXEC, (int)park_base);
+    if (moved < 0)
+        return fd; /* the parked range is full: it stays where it is, and still works */
+    (void)close(fd);
+    return moved;
+}
+
+unsigned
+sbx_fd_park_base(void)
+{
+    return park_base;
 }
 
 void

@@ -81,7 +81,7 @@ sbx_proc_watch(pid_t pid, uint64_t start_time)
         (void)close(fd);
         return -1;
     }
-    return fd;
+    return sbx_fd_park(fd); /* the server's reaper holds it while the sandbox lives */
 }
 
 int

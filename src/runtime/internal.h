@@ -166,9 +166,11 @@ struct sbx_child_args {
      * of its memory ([start, end) from /proc/self/stat); the init wipes them. 0: none. */
     uintptr_t scrub_arg[2];
     uintptr_t scrub_env[2];
-    int fd3;      /* in the child: spec->fd3 copied above 3, or -1 */
-    int netns_fd; /* a pooled network namespace to enter instead of a new one, or -1 */
-    bool hello;   /* shared spawn: send HELLO first (the parent's host side waits for it) */
+    int fd3;             /* in the child: spec->fd3 copied above 3, or -1 */
+    int netns_fd;        /* a pooled network namespace to enter instead of a new one, or -1 */
+    bool hello;          /* shared spawn: send HELLO first (the parent's host side waits for it) */
+    unsigned fds_shared; /* the parked range's base: cloned with the caller's fd table shared
+                          * (CLONE_FILES), to unshare without that range first; 0: a copy */
 };
 
 /* runtime.c: unmount the records tmpfs when it is empty (gc --all). */

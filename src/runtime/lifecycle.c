@@ -677,7 +677,7 @@ open_live(struct sbx_rt_sandbox *sb)
             (void)close(fd);
         return false;
     }
-    sb->pidfd = fd;
+    sb->pidfd = sbx_fd_park(fd); /* held as long as the sandbox lives (common/util.h) */
     return true;
 }
 

@@ -1044,7 +1044,7 @@ spawn(struct sbx_rt_sandbox *sb, struct sbx_child_args *a, sbx_error **err)
     if (pid < 0)
         return sbx_error_set(err, SBX_EGENERIC, e, "clone the sandbox");
     sb->pid = (pid_t)pid;
-    sb->pidfd = f.pidfd;
+    sb->pidfd = sbx_fd_park(f.pidfd);
     sb->is_child = true;
     return 0;
 }
@@ -1258,6 +1258,14 @@ shared_clone(struct clone_args *ca, const struct sbx_child_args *a, struct host_
     memcpy(&mine->args, a, sizeof mine->args);
     mine->args.hello = true;
     ca->flags |= CLONE_VM | CLONE_VFORK | CLONE_PARENT_SETTID;
+    /* With parked descriptors (sbx_fd_park: one or two per live sandbox), share the fd table
+     * instead of copying it: the child's first act is to unshare it without the parked range
+     * (child.c), so it never holds, copies or closes one of them. Safe while shared: this
+     * thread is suspended (CLONE_VFORK) and closes nothing of the child's, and the child
+     * touches no descriptor before it has a table of its own. */
+    mine->args.fds_shared = sbx_fd_park_base();
+    if (mine->args.fds_shared)
+        ca->flags |= CLONE_FILES;
     ca->parent_tid = (uint64_t)(uintptr_t)&j->pid;
     ca->pidfd = (uint64_t)(uintptr_t)&j->pidfd;
     ca->stack = (uint64_t)(uintptr_t)stack;
@@ -1314,7 +1322,7 @@ spawn_shared(struct sbx_rt_sandbox *sb, struct sbx_child_args *a, const struct s
     }
     spawn_fds_close(&f);  /* the child's end too: the socket reads EOF after the exec */
     sb->pid = (pid_t)pid; /* also when the helper never saw it (the child died first) */
-    sb->pidfd = j.pidfd;
+    sb->pidfd = j.pidfd = sbx_fd_park(j.pidfd); /* the helper thread has ended */
     sb->is_child = true;
     if (j.ret < 0) {
         sbx_error_move(err, &j.err);

@@ -63,6 +63,55 @@ def liveness_checks(s):
     raise AssertionError("no sbx_liveness_checks_total in /metrics")
 
 
+def pidfds(pid):
+    """The fd numbers of pid's pidfds."""
+    out = []
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)) == "anon_inode:[pidfd]":
+                out.append(int(fd))
+        except OSError:
+            pass  # closed meanwhile
+    return out
+
+
+def read_or_empty(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def child_of(pid, parent):
+    stat = read_or_empty("/proc/%d/stat" % pid)
+    return bool(stat) and int(stat.rsplit(")", 1)[1].split()[1]) == parent
+
+
+def park_base(pid):
+    """The server's parked range starts at half its open-files soft limit, at most 65536."""
+    for line in open("/proc/%d/limits" % pid):
+        if line.startswith("Max open files"):
+            soft = line.split()[3]
+            half = 65536 if soft == "unlimited" else int(soft) // 2
+            return min(half, 65536) if half >= 1024 else 0
+    raise AssertionError("no open files limit")
+
+
+def parked(s, execd, want):
+    """The server's per-sandbox pidfds (the reaper's watch; native: the runtime's too) are
+    parked above the base, so a new sandbox's init neither copies nor closes them one by one
+    (common/util.h); the sandbox's init holds none of them."""
+    base = park_base(s.proc.pid)
+    check(base > 0, "the server's open-files limit leaves room to park: base %d" % base)
+    wait_for(lambda: len(pidfds(s.proc.pid)) >= want, "%d pidfds in the server" % want)
+    fds = pidfds(s.proc.pid)
+    check(all(fd >= base for fd in fds), "every pidfd of the server at or above %d: %r" % (base, fds))
+    inside = [int(fd) for fd in os.listdir("/proc/%d/fd" % execd)]
+    check(not pidfds(execd) and all(fd < base for fd in inside),
+          "the sandbox's init holds nothing of the parked range: %r" % inside)
+
+
 def lost_while_running(new_server):
     """execd dies while the server runs: the sandbox turns Failed/SANDBOX_LOST on its own."""
     s = new_server(tag="lost")
@@ -74,6 +123,7 @@ def lost_while_running(new_server):
                   {"command": "cd / && sleep 300", "background": True})
     check(r.status == 200, "background command")
     wait_for(lambda: len(session_pids(pid)) >= 3, "the background command to start")
+    parked(s, pid, 1)  # process provider: the watch
     # watched (a pidfd of execd), not asked every 5 s: no status call for it across two passes
     before = liveness_checks(s)
     time.sleep(11)
@@ -223,6 +273,10 @@ def native_mid_flight(new_server):
     if probe.status != 202:
         print("native part skipped: the runtime cannot make sandboxes here: %r" % probe)
         return
+    init = [int(d) for d in os.listdir("/proc") if d.isdigit() and child_of(int(d), s.proc.pid)
+            and "/%s/%s" % (cg, probe.json()["id"]) in read_or_empty("/proc/%s/cgroup" % d)]
+    check(len(init) == 1, "the native sandbox's init, a child of the server: %r" % init)
+    parked(s, init[0], 2)  # the runtime's pidfd and the reaper's watch
     check(s.request("DELETE", "/v1/sandboxes/" + probe.json()["id"]).status == 204, "delete")
     killed = s.proc.pid
     # the server keeps network namespaces ready (netns_pool), each holding a bridge lease
