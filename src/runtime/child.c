@@ -396,18 +396,24 @@ die_with_parent(struct sbx_child_args *a)
         _exit(127);
 }
 
+/* A table of our own before any descriptor is touched: cloned with the caller's shared
+ * (CLONE_FILES), we drop it for a copy without the parked range (every descriptor from
+ * fds_shared up: the server's per-sandbox pidfds, common/util.h). Nothing of the caller's can
+ * be closed or opened through us once this returns; if it fails we must not go on sharing it,
+ * so we leave without a word (the parent reads EOF). */
+static void
+own_fd_table(const struct sbx_child_args *a)
+{
+    if (a->fds_shared && close_range(a->fds_shared, ~0U, CLOSE_RANGE_UNSHARE) < 0 &&
+        unshare(CLONE_FILES) < 0)
+        _exit(127);
+}
+
 void
 sbx_child_main(struct sbx_child_args *a)
 {
     const struct sbx_rt_spec *spec = a->spec;
-    /* A table of our own before any descriptor is touched: cloned with the caller's shared
-     * (CLONE_FILES), we drop it for a copy without the parked range (every descriptor from
-     * fds_shared up: the server's per-sandbox pidfds, common/util.h). Nothing of the caller's
-     * can be closed or opened through us once this returns; if it fails we must not go on
-     * sharing it, so we leave without a word (the parent reads EOF). */
-    if (a->fds_shared && close_range(a->fds_shared, ~0U, CLOSE_RANGE_UNSHARE) < 0 &&
-        unshare(CLONE_FILES) < 0)
-        _exit(127);
+    own_fd_table(a);
     /* Non-dumpable from the first instruction: the sandbox's processes (same uid, no
      * CAP_SYS_PTRACE) can then not open /proc/1/mem, environ, fd/ or ptrace us, whatever our
      * memory holds (a copy of the caller's). An exec (as_init) resets it for the new program,
