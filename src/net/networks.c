@@ -96,10 +96,11 @@ is_root(const struct sbx_nl_link *l, size_t n, size_t b)
 {
     char port[16];
     char peer[16];
-    char up[16];
+    char pre[16];
+    char up[24];
     sbx_net_keepalive_names(port, peer, l[b].name);
-    sbx_net_uplink_prefix(up, l[b].name);
-    (void)strcat(up, "r"); /* "usbx" + 7 + 1: fits */
+    sbx_net_uplink_prefix(pre, l[b].name);
+    (void)snprintf(up, sizeof up, "%sr", pre); /* the bridge's end of an uplink */
     return has_port(l, n, b, port, false) || has_port(l, n, b, up, true);
 }
 
