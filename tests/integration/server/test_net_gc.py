@@ -8,7 +8,9 @@ with SIGKILL and so are four of the sandboxes (their init, by pid): `sbx net gc`
 --bridge must release their leases and remove leaves 1 and 3 with their uplinks, and keep the
 live sandbox's lease and its leaf 2. Then that sandbox is killed too and `sbx gc` (which cleans
 the records, and every bridge network) must remove leaf 2 and the last lease. Bridges sbx did
-not make (one named like a network and its leaf, without sbx's marks) are left alone."""
+not make (one named like a network and its leaf, without sbx's marks) are left alone, and so is a
+device named like a leaf that is no bridge. A leaf whose bridge and lease dir are gone is found
+by its marks and removed."""
 import json
 import os
 import signal
@@ -59,10 +61,13 @@ def net_gc(s):
     return r.stdout
 
 
-def make_foreign(name):
-    """A bridge and a `<name>.1` bridge sbx did not make (no keep-alive port, no uplinks)."""
+def make_foreign(name, bridge):
+    """A bridge and a `<name>.1` bridge sbx did not make (no keep-alive port, no uplinks), and a
+    veth named like a leaf of the test's network (`<bridge>.9`: not a bridge, so no leaf)."""
     for n in (name, name + ".1"):
         subprocess.run(["ip", "link", "add", n, "type", "bridge"], check=True)
+    subprocess.run(["ip", "link", "add", bridge + ".9", "type", "veth", "peer", "name",
+                    name + "p"], check=True)
 
 
 def test_gc(s, bridge, foreign):
@@ -101,6 +106,7 @@ def test_gc(s, bridge, foreign):
     check(leases(bridge) == {by_id[live]: live}, "only the live lease is left: %r"
           % leases(bridge))
     check(foreign in ls and foreign + ".1" in ls, "bridges sbx did not make are left alone")
+    check(bridge + ".9" in ls, "a device named like a leaf that is no bridge is left alone")
     # the last one dies too: `sbx gc` removes the records and cleans every bridge network
     os.kill(pids[live], signal.SIGKILL)
     wait_for(lambda: veth_of(by_id[live]) not in links(), "the last veth to go", 30)
@@ -157,14 +163,14 @@ def test(new_server):
         if "unknown provider `native`" in s.log():
             raise Skip("this build has no native provider")
         raise e
-    make_foreign(foreign)
+    make_foreign(foreign, bridge)
     try:
         test_gc(s, bridge, foreign)
     finally:
         s.kill9()
         s.gc_runtime()
         remove_bridge(s.sbx, bridge, subnet)
-        for n in (foreign + ".1", foreign):
+        for n in (foreign + ".1", foreign, bridge + ".9"):
             subprocess.run(["ip", "link", "del", n], capture_output=True)
 
 
