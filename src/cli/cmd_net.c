@@ -73,7 +73,13 @@ sbx_cli_net_gc_all(const char *state_dir, bool quiet)
 {
     struct gc_all g = {.state_dir = state_dir, .quiet = quiet};
     sbx_autoerror sbx_error *err = NULL;
-    if (sbx_net_foreach_network(state_dir, gc_network, &g, &err) < 0) {
+    int r = sbx_net_foreach_network(state_dir, gc_network, &g, &err);
+    /* and, with the host's state dir, leaves whose long-named bridge is gone */
+    if (r == 0 && (!state_dir || strcmp(state_dir, SBX_NET_DEFAULT_STATE_DIR) == 0))
+        r = sbx_net_gc_orphan_leaves(&err);
+    if (r > 0 && !quiet)
+        printf("removed %d leaf bridge%s whose bridge is gone\n", r, r == 1 ? "" : "s");
+    if (r < 0) {
         fprintf(stderr, "%s: bridge networks: %s\n", quiet ? "sbx gc" : "sbx net gc",
                 sbx_error_msg(err));
         g.failed++;

@@ -158,6 +158,11 @@ int sbx_net_gc_stale(struct sbx_net *n, int min_age_s, sbx_error **err);
 int sbx_net_foreach_network(const char *state_dir, int (*fn)(const char *bridge, void *payload),
                             void *payload, sbx_error **err);
 
+/* Remove the leaves no network names any more: a leaf `lsbx<hash>.<k>` (of a bridge name
+ * longer than 10 bytes, which its name does not give back) whose bridge is gone, that holds
+ * nothing but its uplink (docs/network.md "Crash cleanup"). Returns the number removed. */
+int sbx_net_gc_orphan_leaves(sbx_error **err);
+
 /* Visit the current leases (for `sbx net ls`). fn returns < 0 to stop. */
 int sbx_net_foreach_lease(struct sbx_net *n,
                           int (*fn)(const struct sbx_net_lease *lease, const char *sandbox_id,

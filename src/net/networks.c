@@ -11,7 +11,8 @@
  * whose ports include the uplink end `usbx<hash of <bridge>>l<k>` (its bridge may be gone).
  * A bridge without such a mark is never named, so gc never touches a bridge sbx did not make.
  * The links are looked at only for the default state dir: another one (a test's) names its own
- * networks by its lease dirs alone.
+ * networks by its lease dirs alone. A leaf `lsbx<hash>.<k>` whose long-named bridge is gone
+ * names no network (the hash does not give the name back): sbx_net_gc_orphan_leaves.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -164,4 +165,95 @@ sbx_net_foreach_network(const char *state_dir, int (*fn)(const char *bridge, voi
         r = fn(s.v[i], payload);
     free(s.v);
     return r;
+}
+
+/* ---- leaves of a long-named bridge that is gone ---- */
+
+/* l[b] is a leaf `lsbx<hash>.<k>` (its bridge's name was longer than 10 bytes) whose only port
+ * is its uplink end `usbx<hash>l<k>` (the same hash): that end's name into up_leaf. */
+static bool
+lone_long_leaf(const struct sbx_nl_link *l, size_t n, size_t b, char up_leaf[16])
+{
+    unsigned h6 = 0;
+    unsigned k = 0;
+    unsigned h7 = 0;
+    unsigned k2 = 0;
+    char side = 0;
+    char again[32];
+    size_t port = n;
+    if (strcmp(l[b].kind, "bridge") != 0 || sscanf(l[b].name, "lsbx%6x.%u", &h6, &k) != 2)
+        return false;
+    (void)snprintf(again, sizeof again, "lsbx%06x.%u", h6, k);
+    if (strcmp(again, l[b].name) != 0 || k == 0 || k > SBX_NET_MAX_LEAVES)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        if (l[i].master != l[b].index)
+            continue;
+        if (port < n)
+            return false; /* a second port: a sandbox is on it */
+        port = i;
+    }
+    if (port == n || strlen(l[port].name) != 15 ||
+        sscanf(l[port].name, SBX_NET_UPLINK_PREFIX "%7x%c%3x", &h7, &side, &k2) != 3)
+        return false;
+    (void)snprintf(again, sizeof again, SBX_NET_UPLINK_PREFIX "%07xl%03x", h6 | (h7 & ~0xffffffU),
+                   k);
+    if (strcmp(again, l[port].name) != 0 || side != 'l' || k2 != k)
+        return false;
+    (void)snprintf(up_leaf, 16, "%s", l[port].name);
+    return true;
+}
+
+/* The uplink's other end, when it is on a bridge: that bridge is there, and a network found by
+ * its marks (sbx_net_foreach_network), whose gc holds its lock. */
+static bool
+root_end_on_bridge(const struct sbx_nl_link *l, size_t n, const char *up_leaf)
+{
+    char root_end[16];
+    (void)snprintf(root_end, sizeof root_end, "%.11sr%s", up_leaf, up_leaf + 12);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(l[i].name, root_end) == 0)
+            return l[i].master != 0;
+    }
+    return false;
+}
+
+static int
+remove_long_leaf(struct sbx_nl *nl, const char *leaf, const char *up_leaf)
+{
+    int r = sbx_nl_link_del(nl, up_leaf); /* deletes both ends */
+    if (r < 0 && r != -ENODEV)
+        return r;
+    r = sbx_nl_link_del(nl, leaf);
+    return r < 0 && r != -ENODEV ? r : 1;
+}
+
+int
+sbx_net_gc_orphan_leaves(sbx_error **err)
+{
+    struct sbx_nl nl;
+    struct sbx_nl_link *l = NULL;
+    size_t n = 0;
+    char up_leaf[16];
+    int removed = 0;
+    int r = sbx_nl_open(&nl, -1);
+    if (r < 0)
+        return sbx_error_set(err, SBX_EGENERIC, -r, "netlink socket");
+    r = sbx_nl_links(&nl, &l, &n);
+    /* No setup lock: the bridge's name, which names the lock, is not in the leaf's. Safe all
+     * the same: an attach makes a leaf only under a bridge that exists, and puts the uplink's
+     * other end on that bridge before anything else (leaf.c make_uplink), so a leaf being made
+     * or used has either no uplink yet (not matched) or one whose other end is on a bridge
+     * (skipped); a leaf with a sandbox has a second port (skipped). */
+    for (size_t i = 0; r >= 0 && i < n; i++) {
+        if (!lone_long_leaf(l, n, i, up_leaf) || root_end_on_bridge(l, n, up_leaf))
+            continue;
+        r = remove_long_leaf(&nl, l[i].name, up_leaf);
+        removed += r > 0;
+    }
+    sbx_nl_close(&nl);
+    free(l);
+    if (r < 0)
+        return sbx_error_set(err, SBX_EGENERIC, -r, "remove leaf bridges whose bridge is gone");
+    return removed;
 }

@@ -118,17 +118,33 @@ def test_gc(s, bridge, foreign):
     check(not [p for p in ports(ls, bridge) if p.startswith("usbx")], "and its uplink")
     check(leases(bridge) == {}, "and the last lease: %r" % leases(bridge))
     check(foreign in ls and foreign + ".1" in ls, "bridges sbx did not make are left alone")
-    orphan_leaf(s, bridge)
+    orphan_leaf(s, bridge, "%s: released 0 stale leases" % bridge)
 
 
-def orphan_leaf(s, bridge):
+def fnv(name):
+    h = 2166136261
+    for c in name.encode():
+        h = ((h ^ c) * 16777619) & 0xffffffff
+    return h
+
+
+def leaf_name(bridge, k):
+    """src/net/leaf.c: `<bridge>.<k>`, or `lsbx<hash>.<k>` for a name longer than 10 bytes."""
+    if len(bridge) <= 10:
+        return "%s.%d" % (bridge, k)
+    return "lsbx%06x.%d" % (fnv(bridge) & 0xffffff, k)
+
+
+def orphan_leaf(s, bridge, said):
     """A leaf whose bridge is gone (deleted by hand, its lease dir too) is still found by its
-    marks, its name and its uplink end named from its bridge's name, and removed when empty."""
+    marks, its name and its uplink end named from its bridge's name, and removed when empty;
+    `said`: what `sbx net gc` says of it."""
+    leaf = leaf_name(bridge, 1)
     s.start()
     r = s.create()
     check(r.status == 202, "create: %r" % r)
     sid = r.json()["id"]
-    wait_for(lambda: "%s.1" % bridge in links() and leases(bridge), "a sandbox on leaf 1", 60)
+    wait_for(lambda: leaf in links() and leases(bridge), "a sandbox on leaf 1", 60)
     addr = next(iter(leases(bridge)))
     pid = init_pid(s, sid)
     s.kill9()
@@ -137,12 +153,12 @@ def orphan_leaf(s, bridge):
     subprocess.run(["ip", "link", "del", bridge], check=True)
     subprocess.run(["rm", "-rf", "/run/sbx/net/" + bridge], check=True)
     ls = links()
-    uplinks = [n for n in ls if n.startswith("usbx") and ls[n][1] == "%s.1" % bridge]
+    uplinks = [n for n in ls if n.startswith("usbx") and ls[n][1] == leaf]
     check(len(uplinks) == 1, "leaf 1 and its uplink outlived the bridge: %r" % uplinks)
     out = net_gc(s)
-    check("%s: released 0 stale leases" % bridge in out, "found by its leaf: %r" % out)
+    check(said in out, "found by its leaf: %r" % out)
     ls = links()
-    check("%s.1" % bridge not in ls, "the orphaned leaf removed")
+    check(leaf not in ls, "the orphaned leaf %s removed" % leaf)
     check(uplinks[0] not in ls and uplinks[0][:11] not in " ".join(ls),
           "both ends of its uplink removed: %r" % sorted(ls))
 
@@ -164,9 +180,18 @@ def test(new_server):
             raise Skip("this build has no native provider")
         raise e
     make_foreign(foreign, bridge)
+    # a bridge name longer than 10 bytes: its leaves are `lsbx<hash>.<k>`
+    long_bridge = "sbxnglong%d" % tag
+    long_subnet = "10.242.%d.0/24" % tag
+    s2 = new_server(config_text=config.replace(bridge, long_bridge).replace(subnet, long_subnet),
+                    tag="net-gc-long")
     try:
         test_gc(s, bridge, foreign)
+        orphan_leaf(s2, long_bridge, "removed 1 leaf bridge whose bridge is gone")
     finally:
+        s2.kill9()
+        s2.gc_runtime()
+        remove_bridge(s2.sbx, long_bridge, long_subnet)
         s.kill9()
         s.gc_runtime()
         remove_bridge(s.sbx, bridge, subnet)
