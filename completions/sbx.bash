@@ -12,6 +12,14 @@ _sbx_flags() {
   "$1" "$2" --help 2>&1 | grep -oE -- '(^|[ ,\[])--?[a-zA-Z][a-zA-Z0-9-]*' | tr -d ' ,[' | sort -u
 }
 
+# the bridge networks of a net state dir (sbx net --bridge): its dirs with a lease dir
+_sbx_bridges() {
+  local d
+  for d in "${1:-/run/sbx/net}"/*/leases; do
+    [[ -d $d ]] && basename "${d%/leases}"
+  done
+}
+
 # verbs whose positional arguments are sandbox ids (cp: ID:/path, completed as ID:)
 _sbx_takes_id() {
   case $1 in
@@ -21,11 +29,13 @@ _sbx_takes_id() {
 }
 
 _sbx() {
-  local cur=${COMP_WORDS[COMP_CWORD]} sbx=${COMP_WORDS[0]} verb="" i
+  local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]} sbx=${COMP_WORDS[0]}
+  local verb="" netdir="" i
   local -a host=()
   for ((i = 1; i < COMP_CWORD; i++)); do
     case ${COMP_WORDS[i]} in
       -H|--host) host=(--host "${COMP_WORDS[i+1]}") ;;
+      -d|--state-dir) netdir=${COMP_WORDS[i+1]} ;;
       -*) ;;
       *) [[ -z $verb ]] && verb=${COMP_WORDS[i]} ;;
     esac
@@ -40,6 +50,14 @@ _sbx() {
   fi
   if [[ $verb == desktop && $COMP_CWORD -eq 2 ]]; then
     mapfile -t COMPREPLY < <(compgen -W "status start stop shot do tree windows record record-stop view" -- "$cur")
+    return
+  fi
+  if [[ $verb == net && $COMP_CWORD -eq 2 ]]; then
+    mapfile -t COMPREPLY < <(compgen -W "ls gc" -- "$cur")
+    return
+  fi
+  if [[ $verb == net && ($prev == -b || $prev == --bridge) ]]; then
+    mapfile -t COMPREPLY < <(compgen -W "$(_sbx_bridges "$netdir")" -- "$cur")
     return
   fi
   if _sbx_takes_id "$verb"; then

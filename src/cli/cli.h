@@ -4,6 +4,7 @@
 #ifndef SBX_CLI_H
 #define SBX_CLI_H
 
+#include <stdbool.h>
 #include <stdio.h>
 
 struct sbx_cli_cmd {
@@ -53,6 +54,10 @@ int sbx_cmd_image(int argc, char **argv);
 int sbx_cmd_net(int argc, char **argv);
 int sbx_cmd_run(int argc, char **argv);
 int sbx_cmd_gc(int argc, char **argv);
+/* gc of every bridge network sbx made on this host (`sbx net gc` without --bridge, `sbx gc`):
+ * stale leases and empty leaf bridges, one line per network unless quiet. state_dir: of the
+ * leases (NULL: the default). Returns the number of networks whose gc failed (each said). */
+int sbx_cli_net_gc_all(const char *state_dir, bool quiet);
 int sbx_cmd_serve(int argc, char **argv);
 
 #endif

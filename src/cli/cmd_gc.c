@@ -47,6 +47,10 @@ sbx_cmd_gc(int argc, char **argv)
         ret = sbx_rt_gc(&st, rt, all, &err);
     sbx_rt_close(rt);
     sbx_native_bridge_free(bridge);
+    /* Stale leases and empty leaf bridges of every bridge network, not only of the default
+     * one the records' leases were released through: a server may use a bridge of its own.
+     * A failure there is said, as the runtime's gc of the default one is: only a warning. */
+    (void)sbx_cli_net_gc_all(NULL, true);
     if (ret < 0) {
         fprintf(stderr, "sbx gc: %s\n", sbx_error_msg(err));
         return SBX_EXIT_FAIL;

@@ -1,6 +1,6 @@
 /*
  * cmd_net.c - `sbx net ls|gc`: the address leases of the bridge network (and the leaf bridge
- * each sandbox is on).
+ * each sandbox is on); `sbx net gc` without --bridge: of every bridge network sbx made.
  */
 #include <getopt.h>
 #include <stdio.h>
@@ -38,6 +38,53 @@ net_gc(struct sbx_net *n, sbx_error **err)
     if (r >= 0)
         printf("released %d stale lease%s\n", r, r == 1 ? "" : "s");
     return r;
+}
+
+struct gc_all {
+    const char *state_dir;
+    bool quiet;
+    int failed;
+};
+
+/* One network of sbx_cli_net_gc_all: a failure is said and counted, the others still run. */
+static int
+gc_network(const char *bridge, void *payload)
+{
+    struct gc_all *g = payload;
+    struct sbx_net_config cfg = {.bridge = bridge, .state_dir = g->state_dir};
+    struct sbx_net *n = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    int r = sbx_net_open_state(&n, &cfg, &err);
+    if (r == 0)
+        r = sbx_net_gc_stale(n, STALE_AGE_S, &err);
+    sbx_net_close(n);
+    if (r < 0) {
+        fprintf(stderr, "%s: bridge network `%s`: %s\n", g->quiet ? "sbx gc" : "sbx net gc", bridge,
+                sbx_error_msg(err));
+        g->failed++;
+    } else if (!g->quiet) {
+        printf("%s: released %d stale lease%s\n", bridge, r, r == 1 ? "" : "s");
+    }
+    return 0;
+}
+
+int
+sbx_cli_net_gc_all(const char *state_dir, bool quiet)
+{
+    struct gc_all g = {.state_dir = state_dir, .quiet = quiet};
+    sbx_autoerror sbx_error *err = NULL;
+    int r = sbx_net_foreach_network(state_dir, gc_network, &g, &err);
+    /* and, with the host's state dir, leaves whose long-named bridge is gone */
+    if (r == 0 && (!state_dir || strcmp(state_dir, SBX_NET_DEFAULT_STATE_DIR) == 0))
+        r = sbx_net_gc_orphan_leaves(&err);
+    if (r > 0 && !quiet)
+        printf("removed %d leaf bridge%s whose bridge is gone\n", r, r == 1 ? "" : "s");
+    if (r < 0) {
+        fprintf(stderr, "%s: bridge networks: %s\n", quiet ? "sbx gc" : "sbx net gc",
+                sbx_error_msg(err));
+        g.failed++;
+    }
+    return g.failed;
 }
 
 static int
@@ -113,6 +160,9 @@ sbx_cmd_net(int argc, char **argv)
         fputs("sbx net: bad arguments; see `sbx net --help`\n", stderr);
         return SBX_EXIT_USAGE;
     }
+    /* gc with neither --bridge nor --subnet: every bridge network sbx made */
+    if (strcmp(sub, "gc") == 0 && !cfg.bridge && !cfg.subnet)
+        return sbx_cli_net_gc_all(cfg.state_dir, false) ? SBX_EXIT_FAIL : SBX_EXIT_OK;
     int r = sbx_net_open_state(&n, &cfg, &err);
     if (r == 0)
         r = strcmp(sub, "ls") == 0 ? net_ls(n, &err) : net_gc(n, &err);

@@ -190,16 +190,25 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "rm removes the name and garbage-collects unused blobs and layers.\n\n"
         "Options (all subcommands): --state-dir DIR (store in DIR/images; default\n"
         "$SBX_STATE_DIR/images or /var/lib/sbx/images).\n"),
-    CMD("net", sbx_cmd_net, "List or garbage-collect the address leases of the bridge network",
-        "Usage: sbx net ls|gc [--bridge NAME] [--subnet CIDR] [--state-dir DIR]\n\n"
-        "  ls   list the leases: address, host veth, MAC, leaf bridge, sandbox id\n"
+    CMD("net", sbx_cmd_net, "List or garbage-collect the address leases of the bridge networks",
+        "Usage: sbx net ls [--bridge NAME] [--subnet CIDR] [--state-dir DIR]\n"
+        "       sbx net gc [--bridge NAME] [--subnet CIDR] [--state-dir DIR]\n\n"
+        "  ls   list the leases of one network: address, host veth, MAC, leaf bridge,\n"
+        "       sandbox id\n"
         "  gc   release leases whose sandbox is gone (its veth no longer exists; leases\n"
         "       younger than 60 s are kept: they may belong to a sandbox being created),\n"
-        "       and remove leaf bridges that no sandbox is on any more\n\n"
-        "Defaults: --bridge " SBX_NET_DEFAULT_BRIDGE " --subnet " SBX_NET_DEFAULT_SUBNET
-        " --state-dir " SBX_NET_DEFAULT_STATE_DIR "\n"
-        "Changes nothing on the host besides the leases and empty leaf bridges (the bridge\n"
-        "is set up by `sbx run`).\n"),
+        "       and remove leaf bridges that no sandbox is on any more (with their uplinks).\n"
+        "       Without --bridge and --subnet: of every bridge network sbx made (a server's\n"
+        "       providers.native.bridge, a test's): those with a lease dir in the state dir\n"
+        "       and, with the default state dir, those the host's links show by sbx's marks\n"
+        "       (a keep-alive port, uplinks named from the bridge's name), and the empty leaf\n"
+        "       bridges of such a bridge that is gone; no other bridge is touched. One line\n"
+        "       per network.\n\n"
+        "  -b, --bridge NAME    one network: its bridge (default " SBX_NET_DEFAULT_BRIDGE ")\n"
+        "  -s, --subnet CIDR    its subnet (default " SBX_NET_DEFAULT_SUBNET ")\n"
+        "  -d, --state-dir DIR  where the leases live (default " SBX_NET_DEFAULT_STATE_DIR ")\n\n"
+        "Changes nothing on the host besides the leases and empty leaf bridges (a bridge is\n"
+        "set up by `sbx run` or the server).\n"),
     CMD("version", sbx_cmd_version, "Print the version of sbx",
         "Usage: sbx version\n\nPrint the version of sbx (same as `sbx --version`).\n"),
     CMD("run", sbx_cmd_run, "Run a command in a fresh sandbox",
@@ -235,7 +244,8 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "Remove the cgroups, network leases, writable layers and state of every recorded\n"
         "sandbox whose init is gone, and layers left without a record. The layers of stopped\n"
         "server sandboxes are kept. With --all, kill and remove running sandboxes and kept\n"
-        "layers too.\n"),
+        "layers too. Then, as `sbx net gc` does, release the stale leases and remove the\n"
+        "empty leaf bridges of every bridge network sbx made on this host.\n"),
     CMD("serve", HEAVY(sbx_cmd_serve), "Run the sandbox server (OpenSandbox lifecycle API)",
         "Usage: sbx serve [--listen ADDR] [--state-dir DIR] [--config FILE]\n"
         "                 [--log-format json|text]\n\n"

@@ -48,6 +48,12 @@ sbx_net_leaf_prefix(char out[16], const char *bridge)
 }
 
 void
+sbx_net_uplink_prefix(char out[16], const char *bridge)
+{
+    (void)snprintf(out, 16, SBX_NET_UPLINK_PREFIX "%07x", name_hash(bridge) & 0xfffffffU);
+}
+
+void
 sbx_net_leaf_names(struct sbx_net_leaf_names *out, const char *bridge, unsigned k)
 {
     char prefix[16];
@@ -232,10 +238,15 @@ static int
 gc_leaf(struct leaf_gc *g, const char *name, int index, unsigned k)
 {
     struct sbx_net_leaf_names ln;
+    char kind[16] = "";
+    int r = sbx_nl_link_get(g->nl, name, &index, NULL, kind);
+    /* Only a bridge of that name is a leaf of ours (not, say, a VLAN `sbx0.5` of the host's). */
+    if (r < 0 || strcmp(kind, "bridge") != 0)
+        return r == -ENODEV ? 0 : r;
     sbx_net_leaf_names(&ln, g->n->bridge, k);
     g->ports = 0;
     (void)snprintf(g->keep, sizeof g->keep, "%s", ln.leaf_end);
-    int r = g->all ? 0 : sbx_nl_link_foreach(g->nl, index, count_port, g);
+    r = g->all ? 0 : sbx_nl_link_foreach(g->nl, index, count_port, g);
     if (r < 0 || g->ports > 0)
         return r;
     r = sbx_nl_link_del(g->nl, ln.root_end); /* deletes both ends */
@@ -280,8 +291,7 @@ sbx_net_remove_leaves(struct sbx_net *n, struct sbx_nl *nl, bool all, sbx_error 
 {
     struct leaf_gc g = {.n = n, .nl = nl, .all = all};
     sbx_net_leaf_prefix(g.prefix, n->bridge);
-    (void)snprintf(g.uplink, sizeof g.uplink, SBX_NET_UPLINK_PREFIX "%07x",
-                   name_hash(n->bridge) & 0xfffffffU);
+    sbx_net_uplink_prefix(g.uplink, n->bridge);
     int r = sbx_nl_link_foreach(nl, 0, visit_link, &g);
     if (r < 0)
         return sbx_error_set(err, SBX_EGENERIC, -r, "remove leaf bridges of `%s`", n->bridge);

@@ -32,8 +32,8 @@ nl_error(sbx_error **err, int r, const char *what, const char *name)
     return sbx_error_set(err, r == -EPERM ? SBX_EPERM : SBX_EGENERIC, -r, "%s `%s`", what, name);
 }
 
-static int
-check_bridge_name(const char *name, sbx_error **err)
+int
+sbx_net_check_bridge_name(const char *name, sbx_error **err)
 {
     size_t n = strlen(name);
     if (n == 0 || n >= 16 ||
@@ -117,7 +117,7 @@ init_handle(struct sbx_net *n, const struct sbx_net_config *cfg, sbx_error **err
     const char *bridge = cfg && cfg->bridge ? cfg->bridge : SBX_NET_DEFAULT_BRIDGE;
     const char *subnet = cfg && cfg->subnet ? cfg->subnet : SBX_NET_DEFAULT_SUBNET;
     const char *dir = cfg && cfg->state_dir ? cfg->state_dir : SBX_NET_DEFAULT_STATE_DIR;
-    int r = check_bridge_name(bridge, err);
+    int r = sbx_net_check_bridge_name(bridge, err);
     if (r < 0)
         return r;
     if (strcmp(dir, SBX_NET_DEFAULT_STATE_DIR) == 0)

@@ -148,6 +148,21 @@ int sbx_net_leaf_of(const struct sbx_net *n, const char *addr, char leaf[16], sb
  * min_age_s seconds (an attach in progress holds a lease before its veth exists). */
 int sbx_net_gc_stale(struct sbx_net *n, int min_age_s, sbx_error **err);
 
+/* The bridge networks sbx made on this host, for gc of them all (`sbx net gc`, `sbx gc`;
+ * docs/network.md "Crash cleanup"): the bridges named by the lease dirs under state_dir (NULL:
+ * SBX_NET_DEFAULT_STATE_DIR) and those the links show by sbx's marks (a bridge with its
+ * keep-alive port or one of its uplinks as a port; the bridge of a leaf `<bridge>.<k>` that has
+ * that bridge's uplink as a port, even when the bridge itself is gone; only for the default
+ * state dir, whose locks the host's attaches take). A bridge without such a mark is never
+ * named. fn gets each name once and returns < 0 to stop (that value returned). */
+int sbx_net_foreach_network(const char *state_dir, int (*fn)(const char *bridge, void *payload),
+                            void *payload, sbx_error **err);
+
+/* Remove the leaves no network names any more: a leaf `lsbx<hash>.<k>` (of a bridge name
+ * longer than 10 bytes, which its name does not give back) whose bridge is gone, that holds
+ * nothing but its uplink (docs/network.md "Crash cleanup"). Returns the number removed. */
+int sbx_net_gc_orphan_leaves(sbx_error **err);
+
 /* Visit the current leases (for `sbx net ls`). fn returns < 0 to stop. */
 int sbx_net_foreach_lease(struct sbx_net *n,
                           int (*fn)(const struct sbx_net_lease *lease, const char *sandbox_id,

@@ -37,6 +37,8 @@ struct sbx_net_leaf_names {
     char leaf_end[16];
 };
 void sbx_net_leaf_names(struct sbx_net_leaf_names *out, const char *bridge, unsigned k);
+/* "usbx<hash>", the start of every uplink name of bridge's leaves. */
+void sbx_net_uplink_prefix(char out[16], const char *bridge);
 /* The prefix every leaf of bridge's name starts with ("sbx0." / "lsbx<hash>."). */
 void sbx_net_leaf_prefix(char out[16], const char *bridge);
 /* The leaf (1-based) of a leased address. */
@@ -55,6 +57,8 @@ int sbx_net_leaf_ready(struct sbx_net *n, struct sbx_nl *nl, uint32_t addr, int 
  * uplinks of n whose leaf is gone. The caller holds the setup lock exclusively. Returns the
  * number of leaves removed. */
 int sbx_net_remove_leaves(struct sbx_net *n, struct sbx_nl *nl, bool all, sbx_error **err);
+/* 0 when name can be a bridge's (1-15 of [A-Za-z0-9_.-]), else SBX_EINVAL. */
+int sbx_net_check_bridge_name(const char *name, sbx_error **err);
 /* Serialises host changes (setup, leaves) between processes: flock on
  * <dir>/setup.lock, `how` LOCK_SH or LOCK_EX; *fd is the lock (close it to unlock). */
 int sbx_net_lock(int *fd, const struct sbx_net *n, int how, sbx_error **err);

@@ -611,6 +611,29 @@ sbx_nl_link_foreach(struct sbx_nl *nl, int master_index, sbx_nl_link_fn fn, void
     return r;
 }
 
+int
+sbx_nl_links(struct sbx_nl *nl, struct sbx_nl_link **out, size_t *n)
+{
+    char buf[256];
+    struct link_list l = {0};
+    struct nlmsghdr *nlh = put_link_msg(buf, RTM_GETLINK, NLM_F_DUMP, 0);
+    nlh->nlmsg_flags &= (uint16_t)~NLM_F_ACK;
+    int r = sbx_nl_talk(nl, nlh, link_dump_cb, &l);
+    struct sbx_nl_link *v = r == 0 && !l.oom ? calloc(l.n + 1, sizeof *v) : NULL;
+    for (size_t i = 0; v && i < l.n; i++) {
+        (void)snprintf(v[i].name, sizeof v[i].name, "%s", l.v[i].name);
+        (void)snprintf(v[i].kind, sizeof v[i].kind, "%s", l.v[i].kind);
+        v[i].index = l.v[i].index;
+        v[i].master = l.v[i].master;
+    }
+    free(l.v);
+    if (!v)
+        return r < 0 ? r : -ENOMEM;
+    *out = v;
+    *n = l.n;
+    return 0;
+}
+
 static int
 gen_cb(const struct nlmsghdr *nlh, void *data)
 {

@@ -5,6 +5,7 @@
 #ifndef SBX_NET_NL_H
 #define SBX_NET_NL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 struct sbx_nl {
@@ -70,5 +71,13 @@ int sbx_nl_route_add_default(struct sbx_nl *nl, int ifindex, uint32_t gateway);
 /* Visit every link whose master is master_index (0: every link). */
 typedef int (*sbx_nl_link_fn)(const char *name, int index, void *payload);
 int sbx_nl_link_foreach(struct sbx_nl *nl, int master_index, sbx_nl_link_fn fn, void *payload);
+/* Every link of the netns, with its kind and master: *out malloc'ed (free() it), *n links. */
+struct sbx_nl_link {
+    char name[16];
+    char kind[16];
+    int index;
+    int master; /* 0: none */
+};
+int sbx_nl_links(struct sbx_nl *nl, struct sbx_nl_link **out, size_t *n);
 
 #endif

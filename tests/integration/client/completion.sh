@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # completions/sbx.bash in a real bash against a real server: verbs, a verb's flags (read from
-# the binary's own --help, so they cannot drift), desktop subcommands, sandbox ids for the
-# verbs that take them (`cp` gets ID:), files elsewhere.
+# the binary's own --help, so they cannot drift), desktop and net subcommands, net --bridge (the
+# networks of a net state dir), sandbox ids for the verbs that take them (`cp` gets ID:), files
+# elsewhere.
 #   completion.sh SBX_BINARY
 set -uo pipefail
 sbx=$1
@@ -44,6 +45,14 @@ complete_line cp "${id:0:6}"
 check "cp: ID: to go on with a path" "$id:" "${COMPREPLY[@]}"
 complete_line desktop "sh"
 check "desktop subcommands" shot "${COMPREPLY[@]}"
+complete_line net ""
+check "net subcommands" gc "${COMPREPLY[@]}"
+nd=$(mktemp -d /tmp/sbx-compl-net-XXXXXX)
+mkdir -p "$nd/sbxcomp0/leases" "$nd/notanet"
+complete_line net gc --state-dir "$nd" --bridge ""
+check "net --bridge: the networks of the state dir" sbxcomp0 "${COMPREPLY[@]}"
+absent "net --bridge: a dir without leases is none" notanet "${COMPREPLY[@]}"
+rm -rf "$nd"
 complete_line create ""
 absent "create takes no id" "$id" "${COMPREPLY[@]}"
 "$sbx" rm "$id"

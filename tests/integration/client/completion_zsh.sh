@@ -3,8 +3,8 @@
 # it for sbx from its #compdef line; then _sbx runs with compadd/_describe/_files recording
 # what it offers (zsh's own filters by $PREFIX, as compadd does): the verbs are exactly those
 # of `sbx help`, each verb's flags exactly those its --help names (the same words the bash
-# completion offers), desktop subcommands, sandbox ids for the verbs that take them (`cp`:
-# ID:), files elsewhere.
+# completion offers), desktop and net subcommands, net --bridge (the networks of a net state
+# dir), sandbox ids for the verbs that take them (`cp`: ID:), files elsewhere.
 #   completion_zsh.sh SBX_BINARY
 set -uo pipefail
 sbx=$1
@@ -80,6 +80,12 @@ complete cp "${id:0:6}" >"$work/out"
 check "cp: ID: to go on with a path" "$id:"
 complete desktop "sh" >"$work/out"
 check "desktop subcommands" shot
+complete net "" >"$work/out"
+check "net subcommands" gc
+mkdir -p "$work/net/sbxcomp0/leases" "$work/net/notanet"
+complete net gc --state-dir "$work/net" --bridge "" >"$work/out"
+check "net --bridge: the networks of the state dir" sbxcomp0
+absent "net --bridge: a dir without leases is none" notanet
 complete create "" >"$work/out"
 absent "create takes no id" "$id"; check "create: files" "<files>"
 "$sbx" rm "$id"
