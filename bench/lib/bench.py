@@ -174,6 +174,24 @@ def cmd_skip(args):
     return 0
 
 
+def cmd_kwalk(args):
+    """A record of sbx-kwalk's output: the kernel's walks per create against the count."""
+    rec = base_record(args)
+    try:
+        with open(args.json, encoding="utf-8") as f:
+            points = json.load(f)["points"]
+    except (OSError, ValueError, KeyError) as e:
+        points, err = [], str(e)
+    else:
+        err = None if points else "no step was measured"
+    rec.update({"kind": "kwalk", "unit": "s", "points": points,
+                "status": "measured" if points else "failed"})
+    if err or args.fail_reason:
+        rec["reason"] = "; ".join(x for x in (args.fail_reason, err) if x)
+    write_record(args.work, rec)
+    return 0
+
+
 def cmd_all_failed(args):
     """Exit 0 when every run in a hyperfine result failed (so the driver can probe why)."""
     codes = [c for path in args.json for c in load_hyperfine(path)[1]]
@@ -214,6 +232,11 @@ def main(argv):
     add_record_args(p)
     p.add_argument("--reason", required=True)
     p.set_defaults(fn=cmd_skip)
+    p = sub.add_parser("kwalk")
+    add_record_args(p)
+    p.add_argument("--json", required=True, help="sbx-kwalk's output")
+    p.add_argument("--fail-reason", help="why the run ended early (its exit status)")
+    p.set_defaults(fn=cmd_kwalk)
     p = sub.add_parser("all-failed")
     p.add_argument("--json", action="append", required=True)
     p.set_defaults(fn=cmd_all_failed)

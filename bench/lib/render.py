@@ -350,6 +350,33 @@ def scale_table(recs):
     return lines
 
 
+KWALK_STEPS = (("pivot_root", "`pivot_root` (every thread)"),
+               ("sysfs", "mount sysfs (every network namespace's)"),
+               ("cfs_quota", "CPU quota write (every cpu cgroup)"))
+
+
+def kwalk_table(recs):
+    """sbx-kwalk: each kernel step a create takes, p50 against the count, and its growth."""
+    lines = []
+    for r in recs:
+        pts = r.get("points", [])
+        lines += [f"**{r.get('variant', '')}**: {r.get('what', '')}", "",
+                  "| host has | " + " | ".join(f"{t} p50 ms" for _, t in KWALK_STEPS) + " |",
+                  "|" + "---|" * (len(KWALK_STEPS) + 1)]
+        for p in pts:
+            cells = [stats.fmt_ms(p[k]) if p.get(k) is not None else "-" for k, _ in KWALK_STEPS]
+            lines.append(f"| {p['n']} | " + " | ".join(cells) + " |")
+        if len(pts) > 1:
+            a, b = pts[0], pts[-1]
+            grew = [f"{k} {stats.fmt_ms(b[k] - a[k])} ms" for k, _ in KWALK_STEPS
+                    if a.get(k) is not None and b.get(k) is not None]
+            total = sum(b[k] - a[k] for k, _ in KWALK_STEPS if a.get(k) is not None and b.get(k) is not None)
+            lines += ["", f"- added per create from {a['n']} to {b['n']}: " + ", ".join(grew)
+                      + f" (together {stats.fmt_ms(total)} ms)"]
+        lines.append("")
+    return lines
+
+
 def plot_scale(ctx):
     recs = [r for r in ctx["records"] if r.get("kind") == "scale" and r.get("points")]
     if not recs:
@@ -452,6 +479,9 @@ def section_lines(key, title, desc, records, plots):
     sc = [r for r in measured if r.get("kind") == "scale"]
     if sc:
         lines += [""] + scale_table(sc)
+    kw = [r for r in measured if r.get("kind") == "kwalk"]
+    if kw:
+        lines += [""] + kwalk_table(kw)
     for p in plots.get(key, []):
         lines += ["", f"![{p['title']}]({p['href']})"]
     if (lat or cv or sc) and not plots.get(key) and not shutil.which("gnuplot"):
