@@ -9,7 +9,8 @@
  * user's entrypoint in the background and execs execd, so execd is PID 1 of the container. Labels
  * carry the sandbox id and the server's state dir, so the containers of a server can be found
  * without its store. Limits: memory, cpu (NanoCpus), pids. stop keeps the container and its
- * filesystem (a later start runs the launcher again); delete force-removes it.
+ * filesystem (a later start runs the launcher again); delete force-removes it. The liveness
+ * check watches a pidfd of a local container's init (docker_watch) instead of asking status.
  *
  * The router reaches ports in two ways (setting `reach`):
  *   netns   (default) the daemon runs on this host: a socket made inside the container's network
@@ -932,13 +933,23 @@ status_from_daemon(struct docker_data *d, const struct sbx_record *sb, json_t **
     return 0;
 }
 
+/* True when the engine still reports the container's init as the process pid, which has
+ * exited: it has not seen the exit yet. */
+static bool
+engine_behind(const json_t *info, pid_t pid)
+{
+    const json_t *st = json_object_get(info, "State");
+    const char *s = state_word(info);
+    return (strcmp(s, "running") == 0 || strcmp(s, "paused") == 0) &&
+           json_integer_value(json_object_get(st, "Pid")) == (json_int_t)pid;
+}
+
 static int
 docker_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_provider_status *out,
               sbx_error **err)
 {
     struct docker_data *d = ddata(p);
-    /* The liveness check runs every few seconds for every sandbox: while the recorded local
-     * init is alive, /proc answers without a daemon round trip. */
+    /* While the recorded local init is alive, /proc answers without a daemon round trip. */
     pid_t pid = (pid_t)priv_int(sb, "pid");
     if (pid > 0 && sbx_proc_same(pid, (uint64_t)priv_int(sb, "start_time"))) {
         if (priv_true(sb, "paused"))
@@ -949,8 +960,43 @@ docker_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_pr
     }
     json_t *info = NULL;
     int r = status_from_daemon(d, sb, &info, out, err);
+    /* The recorded init is gone (its watch fired at once) while the engine, told by its shim
+     * or conmon, may still say running for a moment: asked again for up to a second, so the
+     * death is seen now and not at the next liveness pass. */
+    for (int i = 0; r >= 0 && pid > 0 && i < 50 && engine_behind(info, pid); i++) {
+        json_decref(info);
+        info = NULL;
+        (void)usleep(20 * 1000);
+        r = status_from_daemon(d, sb, &info, out, err);
+    }
     json_decref(info);
     return r;
+}
+
+/* The liveness check's watch: a pidfd of the container's init, so that an idle container
+ * costs the reaper no engine call and no /proc read (docs/server.md "Concurrency").
+ *
+ * Why the fd is the container's init and not a process that reused its pid: record_live kept
+ * (pid, start time) from the engine's inspect only when /proc/<pid>/cgroup named the
+ * container's id, the start time read on both sides of that check; here the pidfd is made
+ * first and the start time compared after (sbx_proc_watch), and a pidfd never changes
+ * process, so it refers to that very init, whose exit is the container's end (its pid
+ * namespace dies with it). The check is this /proc read, not a second inspect: the manager
+ * calls watch under its lock, where an engine round trip must not be.
+ *
+ * -1 (the reaper asks status every 5 s, as before) when nothing local can be watched: no pid
+ * recorded (a remote engine, a pid of another pid namespace: record_live found no local
+ * process of the container), a stopped container, an init already gone (status finds out
+ * why), or no pidfd_open (kernel < 5.3). The freezer (pause) stops the init without ending
+ * it, so the fd does not fire; a stop, a kill or the container's death end it, and the
+ * reaper then asks status (terminal: Failed with the container's reason). */
+static int
+docker_watch(struct sbx_provider *p, const struct sbx_record *sb)
+{
+    (void)p;
+    if (priv_true(sb, "stopped"))
+        return -1;
+    return sbx_proc_watch((pid_t)priv_int(sb, "pid"), (uint64_t)priv_int(sb, "start_time"));
 }
 
 /* After a restart (kill -9 included): a policed container's table never left its namespace, so
@@ -1062,6 +1108,7 @@ static const struct sbx_provider_ops docker_ops = {
     .delete = docker_delete,
     .snapshot = docker_snapshot,
     .status = docker_status,
+    .watch = docker_watch,
     .connect = docker_connect,
     .reconcile = docker_reconcile,
     .proxy_headers = docker_proxy_headers,

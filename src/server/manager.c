@@ -182,6 +182,13 @@ static void
 transition(struct sbx_mgr *m, struct entry *e, const char *state, const char *reason,
            const char *msg)
 {
+    /* A watch is of one workload: a stop, a start, a delete or a failure drops it, so its fd,
+     * fired by that workload's end, is not taken after a quick start for the next workload's
+     * (a status call of a live sandbox). Pausing and resuming keep it: the freezer ends
+     * nothing. */
+    if (strcmp(state, "Running") != 0 && strcmp(state, "Paused") != 0 &&
+        strcmp(state, "Pausing") != 0 && strcmp(state, "Resuming") != 0)
+        unwatch(m, e);
     sbx_record_set_state(e->sb, state, reason, msg);
     sbx_autoerror sbx_error *err = NULL;
     if (sbx_store_put(m->opts.store, e->sb, &err) < 0)

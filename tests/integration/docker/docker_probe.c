@@ -2,11 +2,14 @@
  * docker_probe.c - the docker provider's operations on a real engine, below the API: stop keeps
  * the container and its filesystem and start runs it again, status classes for each state
  * (running, paused, stopped by us, died, gone), reconcile, resume of a stopped container,
- * idempotent delete, and an unreachable daemon.
+ * idempotent delete, an unreachable daemon, and the liveness watch (a pidfd of the container's
+ * init: quiet while it runs or is paused, fired by stop and by death, never handed out for a
+ * record whose pid or start time is not the live init's).
  *
  *   docker_probe SOCKET IMAGE CGROUP_PARENT EXECD STATE_DIR
  * Run by test_docker.py with a private engine (exit 0 ok, 1 with FAIL lines).
  */
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -199,19 +202,70 @@ pause_resume(struct sbx_provider *p, struct sbx_record *sb)
     printf("ok pause/resume and stop of a paused container\n");
 }
 
+static bool
+fired(int fd, int ms)
+{
+    struct pollfd pfd = {.fd = fd, .events = POLLIN};
+    return poll(&pfd, 1, ms) == 1 && (pfd.revents & POLLIN);
+}
+
+/* watch of a copy of sb with priv[key] set to v (stolen): the fd, closed (-1: refused). */
+static int
+watch_forged(struct sbx_provider *p, const struct sbx_record *sb, const char *key, json_t *v)
+{
+    struct sbx_record *copy = sbx_record_dup(sb);
+    (void)json_object_set_new(copy->priv, key, v);
+    int fd = p->ops->watch(p, copy);
+    sbx_record_free(copy);
+    if (fd >= 0)
+        (void)close(fd);
+    return fd;
+}
+
+static void
+watch(struct sbx_provider *p, struct sbx_record *sb)
+{
+    sbx_autoclose int fd = p->ops->watch(p, sb);
+    CHECK(fd >= 0, "a running container is watched");
+    CHECK(!fired(fd, 200), "the watch of a running container is quiet");
+    OP(p->ops->pause(p, sb, err));
+    CHECK(!fired(fd, 1000), "pause (the freezer) does not fire the watch");
+    sbx_autoclose int paused = p->ops->watch(p, sb);
+    CHECK(paused >= 0, "a paused container is watched");
+    OP(p->ops->resume(p, sb, err));
+    CHECK(!fired(fd, 200), "resume does not fire the watch");
+    /* A recycled pid: the record's start time is not the live process's. */
+    json_int_t start = json_integer_value(json_object_get(sb->priv, "start_time"));
+    CHECK(watch_forged(p, sb, "start_time", json_integer(start + 1)) < 0,
+          "another start time is not watched");
+    CHECK(watch_forged(p, sb, "pid", json_integer(0)) < 0,
+          "no local pid (a remote engine): not watched");
+    CHECK(watch_forged(p, sb, "pid", json_integer(getpid())) < 0, "another process is not watched");
+    CHECK(watch_forged(p, sb, "stopped", json_true()) < 0, "a stopped record is not watched");
+    OP(p->ops->stop(p, sb, err));
+    CHECK(fired(fd, 2000) && fired(paused, 0), "stop fires the watch");
+    CHECK(p->ops->watch(p, sb) < 0, "a stopped container is not watched");
+    OP(p->ops->start(p, sb, err));
+    printf("ok the watch: quiet while running and paused, fired by stop, refused for a forged "
+           "pid or start time\n");
+}
+
 static void
 died_and_gone(struct sbx_provider *p, struct sbx_record *sb)
 {
     char why[256];
     pid_t pid = (pid_t)json_integer_value(json_object_get(sb->priv, "pid"));
     CHECK(pid > 1, "the container's init is a local process: %d", (int)pid);
+    sbx_autoclose int fd = p->ops->watch(p, sb);
+    CHECK(fd >= 0, "watched");
     CHECK(kill(pid, SIGKILL) == 0, "kill the container's init");
-    enum sbx_state_class c = SBX_CLASS_USABLE;
-    for (int i = 0; i < 100 && c != SBX_CLASS_TERMINAL; i++) {
-        (void)usleep(50 * 1000);
-        c = cls(p, sb, why, sizeof why);
-    }
+    uint64_t t0 = sbx_now_ms();
+    CHECK(fired(fd, 2000), "the death fires the watch");
+    /* the first status after the watch fired knows it (the engine's lag is waited out) */
+    enum sbx_state_class c = cls(p, sb, why, sizeof why);
     CHECK(c == SBX_CLASS_TERMINAL && strstr(why, "CONTAINER_EXITED"), "died: %s", why);
+    printf("ok a killed init fires the watch and status says %s (%llu ms)\n", why,
+           (unsigned long long)(sbx_now_ms() - t0));
     OP(p->ops->delete (p, sb, err));
     OP(p->ops->delete (p, sb, err)); /* idempotent */
     CHECK(cls(p, sb, why, sizeof why) == SBX_CLASS_TERMINAL && strstr(why, "SANDBOX_LOST"),
@@ -282,6 +336,8 @@ main(int argc, char **argv)
     stop_start(p, sb);
     if (!failures)
         pause_resume(p, sb);
+    if (!failures)
+        watch(p, sb);
     if (!failures)
         died_and_gone(p, sb);
     sbx_autoerror sbx_error *err = NULL;

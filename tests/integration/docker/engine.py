@@ -348,8 +348,39 @@ class Engine:
             self.remove_all()
         stop_pid(self.proc, self.kind, via_child=self.pidns)
         self.proc = None
+        self._wait_stragglers()
         self._unmount_leftovers()
         self._remove_cgroups()
+
+    def _stragglers(self):
+        """Processes the engine left running on its dirs: podman's conmon of a container that
+        was killed or removed last runs its exit command (`podman container cleanup`, which
+        mounts the storage again) after the service is gone."""
+        out = []
+        for name in os.listdir("/proc"):
+            if not name.isdigit() or int(name) == os.getpid():
+                continue
+            try:
+                with open("/proc/%s/cmdline" % name, "rb") as f:
+                    if (self.dir + "/").encode() in f.read():
+                        out.append(int(name))
+            except OSError:
+                pass
+        return out
+
+    def _wait_stragglers(self, timeout=30):
+        """Wait for the stragglers (else their mounts and cgroups, made after the cleanup,
+        stay behind); SIGKILL by PID those still there after timeout."""
+        deadline = time.time() + timeout
+        while self._stragglers() and time.time() < deadline:
+            time.sleep(0.1)
+        for pid in self._stragglers():
+            print("%s straggler %d still running after %d s: SIGKILL" % (self.kind, pid,
+                                                                         timeout))
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 
     def _unmount_leftovers(self):
         """Podman's overlay driver bind-mounts its own dir and keeps it after exit."""
