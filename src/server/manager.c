@@ -378,6 +378,14 @@ enqueue_create(struct sbx_mgr *m, struct entry *e, sbx_error **err)
                              "too many sandboxes: %zu live, the limit is %zu (limits.max_sandboxes "
                              "in the server's config)",
                              live, m->opts.max_sandboxes);
+    /* A 429 that names the limit before the server runs out of descriptors: past it every
+     * create (and much else) would fail with EMFILE half-way (server.c, check_nofile). */
+    if (m->opts.fd_cap && live >= m->opts.fd_cap)
+        return sbx_error_set(err, SBX_ELIMIT, 0,
+                             "too many sandboxes for the server's open files limit: %zu live; "
+                             "RLIMIT_NOFILE is %lu, about %zu sandboxes' worth (raise the hard "
+                             "limit: ulimit -Hn, systemd LimitNOFILE=)",
+                             live, m->opts.fd_limit, m->opts.fd_cap);
     sbx_record_set_state(e->sb, "Pending", "PROVISIONING", "queued");
     if (sbx_store_put(m->opts.store, e->sb, err) < 0)
         return sbx_error_wrap(err, "create sandbox");

@@ -24,6 +24,8 @@ struct sbx_mgr_opts {
     struct sbx_store *store;       /* borrowed */
     struct sbx_registry *registry; /* borrowed */
     size_t max_sandboxes;
+    size_t fd_cap;          /* the open-files limit allows about this many sandboxes (0: no cap) */
+    unsigned long fd_limit; /* that limit (RLIMIT_NOFILE), for the error */
     size_t workers;
     int64_t wait_usable_ms;      /* find-or-create: deadline for a transient sandbox (0 = 120 s) */
     struct sbx_credvault *vault; /* borrowed, may be NULL: a deleted sandbox's vault values go */

@@ -163,6 +163,8 @@ struct parts {
     struct sbx_snaps *snaps;
     struct sbx_pools *pools;
     struct sbx_srv srv;
+    size_t fd_cap; /* check_nofile */
+    unsigned long fd_limit;
 };
 
 static int
@@ -194,6 +196,8 @@ open_parts(struct parts *p, sbx_error **err)
     struct sbx_mgr_opts mo = {.store = p->store,
                               .registry = p->reg,
                               .max_sandboxes = (size_t)p->cfg.max_sandboxes,
+                              .fd_cap = p->fd_cap,
+                              .fd_limit = p->fd_limit,
                               .workers = (size_t)p->cfg.create_workers,
                               .wait_usable_ms = p->cfg.wait_usable_s * 1000,
                               .vault = p->vault};
@@ -244,23 +248,28 @@ wait_for_signal(const sigset_t *set)
     return sig;
 }
 
-/* The server keeps one descriptor per idle native sandbox (its pidfd; the newest 64 also hold
- * two spare sockets, runtime/netns.c) and some for requests in flight: raise RLIMIT_NOFILE,
- * and say so when limits.max_sandboxes cannot fit. */
-#define SBX_FDS_PER_SANDBOX 1
+/* The server keeps two descriptors per idle native sandbox (the runtime's pidfd of its init
+ * and the reaper's watch; the newest 64 also hold two spare sockets, runtime/netns.c), one or
+ * two per docker or process sandbox, and some for requests in flight: raise RLIMIT_NOFILE,
+ * say so when limits.max_sandboxes cannot fit, and return how many sandboxes fit (0: all that
+ * limits.max_sandboxes allows), which the manager enforces with a 429. */
+#define SBX_FDS_PER_SANDBOX 2
 #define SBX_FDS_BASE        1024
 
-static void
-check_nofile(const struct sbx_server_config *cfg)
+static size_t
+check_nofile(const struct sbx_server_config *cfg, unsigned long *limit)
 {
     unsigned long lim = sbx_nofile_raise();
     unsigned long need = (unsigned long)cfg->max_sandboxes * SBX_FDS_PER_SANDBOX + SBX_FDS_BASE;
-    if (lim && lim < need)
-        sbx_warn("sbx serve: open files limit (RLIMIT_NOFILE) is %lu; limits.max_sandboxes = %lld "
-                 "needs about %lu: creates fail with EMFILE beyond about %lu sandboxes (raise "
-                 "the hard limit: ulimit -Hn, systemd LimitNOFILE=)",
-                 lim, (long long)cfg->max_sandboxes, need,
-                 (lim - SBX_FDS_BASE) / SBX_FDS_PER_SANDBOX);
+    *limit = lim;
+    if (!lim || lim >= need)
+        return 0;
+    unsigned long fit = lim > SBX_FDS_BASE ? (lim - SBX_FDS_BASE) / SBX_FDS_PER_SANDBOX : 1;
+    sbx_warn("sbx serve: open files limit (RLIMIT_NOFILE) is %lu; limits.max_sandboxes = %lld "
+             "needs about %lu: creates are refused (429) beyond %lu sandboxes (raise the hard "
+             "limit: ulimit -Hn, systemd LimitNOFILE=)",
+             lim, (long long)cfg->max_sandboxes, need, fit);
+    return fit ? (size_t)fit : 1;
 }
 
 int
@@ -281,7 +290,7 @@ sbx_server_run(const struct sbx_server_opts *opts, sbx_error **err)
     if (r >= 0)
         r = sbx_http_check_listen(p.cfg.listen, err);
     if (r >= 0)
-        check_nofile(&p.cfg);
+        p.fd_cap = check_nofile(&p.cfg, &p.fd_limit);
     if (r >= 0)
         r = open_parts(&p, err);
     if (r >= 0) {

@@ -103,13 +103,14 @@ class Server:
                 f.write(config_text)
         self.logpath = os.path.join(self.tmp, "server.log")
         self.extra_args = []  # more `sbx serve` flags
+        self.wrapper = []  # a command the server runs under (e.g. prlimit ... --)
 
     def execd_present(self):
         return os.access(os.path.join(os.path.dirname(self.sbx), "sbx-execd"), os.X_OK)
 
     def start(self, expect_fail=False):
-        argv = [self.sbx, "serve", "--listen", "127.0.0.1:%d" % self.port, "--state-dir",
-                self.state]
+        argv = self.wrapper + [self.sbx, "serve", "--listen", "127.0.0.1:%d" % self.port,
+                               "--state-dir", self.state]
         if self.config:
             argv += ["--config", self.config]
         argv += self.extra_args

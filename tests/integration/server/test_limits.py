@@ -6,7 +6,8 @@
 - aggregate: providers.native.total_pids / total_memory cap all sandboxes together (the common
   parent cgroup), whatever each one's own limit allows;
 - disk: a create is refused while the state dir's file system has less than min_free_disk
-  free, with a message saying so."""
+  free, with a message saying so;
+- open files: past what the server's RLIMIT_NOFILE allows, creates are refused with a 429."""
 import json
 import os
 import shutil
@@ -195,7 +196,40 @@ def total_disk(new_server):
         cg_cleanup(parent)
 
 
+def open_files(new_server):
+    """An open-files limit too small for limits.max_sandboxes (the server cannot raise it: no
+    CAP_SYS_RESOURCE): a warning at start naming both, and creates past what fits are refused
+    with a 429 that names the limit, not failed half-way with EMFILE. Process provider: the
+    cap is the server's, whatever the provider."""
+    s = new_server(tag="nofile")
+    s.wrapper = ["setpriv", "--bounding-set=-sys_resource", "prlimit", "--nofile=1060:1060", "--"]
+    s.start()
+    fit = (1060 - 1024) // 2
+    check("open files limit (RLIMIT_NOFILE) is 1060" in s.log() and
+          "beyond %d sandboxes" % fit in s.log(), "the warning at start: %s" % s.log()[-600:])
+    ids = []
+    try:
+        for _ in range(fit):
+            r = s.create()
+            check(r.status == 202, "create within the limit: %r" % r)
+            ids.append(r.json()["id"])
+        r = s.create()
+        msg = r.json().get("message", "") if r.status == 429 else ""
+        check(r.status == 429 and r.json().get("code") == "SANDBOX::LIMIT_EXCEEDED" and
+              "RLIMIT_NOFILE is 1060" in msg and "ulimit -Hn" in msg,
+              "a create past the open-files limit: %r" % r)
+        check(s.request("DELETE", "/v1/sandboxes/" + ids.pop()).status == 204, "delete one")
+        r = s.create()
+        check(r.status == 202, "a create fits again: %r" % r)
+        ids.append(r.json()["id"])
+    finally:
+        for sid in ids:
+            s.request("DELETE", "/v1/sandboxes/" + sid)
+        check(s.stop() == 0, "clean stop")
+
+
 def test(new_server):
+    open_files(new_server)
     defaults(new_server)
     aggregate(new_server)
     disk(new_server)
