@@ -419,8 +419,9 @@ sbx_nofile_raise(void)
     }
     if (cur.rlim_cur != orig)
         nofile_orig_soft = orig;
-    rlim_t half = cur.rlim_cur == RLIM_INFINITY ? 65536 : cur.rlim_cur / 2;
-    park_base = half >= 1024 ? (unsigned)(half < 65536 ? half : 65536) : 0;
+    /* Most of the table for the parked descriptors, at least 1024 below for the others. */
+    rlim_t quarter = cur.rlim_cur == RLIM_INFINITY ? 65536 : cur.rlim_cur / 4;
+    park_base = quarter >= 1024 ? (unsigned)(quarter < 65536 ? quarter : 65536) : 0;
     return (unsigned long)cur.rlim_cur;
 }
 

@@ -77,12 +77,13 @@ void sbx_nofile_restore(void);
 /* Parked descriptors: a server keeps one or two descriptors per live sandbox for as long as it
  * lives (pidfds), and every new sandbox's init starts with a copy of the server's fd table that
  * it must close fd by fd: a cost per create that grows with the count. sbx_nofile_raise also
- * sets a park base (half the raised soft limit, at most 65536; 0 when the limit is too small
- * to split); sbx_fd_park moves a long-lived fd to the lowest free number at or above it
+ * sets a park base (a quarter of the raised soft limit, at most 65536; 0 when that is below
+ * 1024); sbx_fd_park moves a long-lived fd to the lowest free number at or above it
  * (close-on-exec) and returns the new fd, or returns fd unchanged when it cannot (no base, no
  * free number). A sandbox's init shares the table at its clone and unshares it at once without
  * the parked range (close_range(CLOSE_RANGE_UNSHARE): never copied, never closed one by one,
- * runtime/child.c). Transient descriptors stay below the base. */
+ * runtime/child.c). Transient descriptors stay below the base; should one the init needs be
+ * above it (the low range full), its table is copied as before (runtime.c). */
 int sbx_fd_park(int fd);
 /* The base (0: parking is off). */
 unsigned sbx_fd_park_base(void);

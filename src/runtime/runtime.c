@@ -1243,6 +1243,29 @@ shared_abandon(struct sbx_rt_sandbox *sb, struct spawn_fds *f)
     return 0;
 }
 
+/* Every descriptor the child uses is below base: it keeps only those when it unshares a
+ * shared table (child.c). A transient one at or above it (the low range was full) means the
+ * table is copied as before instead. */
+static bool
+child_fds_below(const struct sbx_child_args *a, int base)
+{
+    int most = a->sync_fd > a->parent_fd ? a->sync_fd : a->parent_fd;
+    int more[] = {a->netns_fd,
+                  a->upper_loop_fd,
+                  a->cg_root_fd,
+                  a->stdio[0],
+                  a->stdio[1],
+                  a->stdio[2],
+                  a->spec->has_fd3 ? a->spec->fd3 : -1};
+    for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
+        most = more[i] > most ? more[i] : most;
+    for (size_t i = 0; i < a->n_cg_join; i++)
+        most = a->cg_join_fds[i] > most ? a->cg_join_fds[i] : most;
+    for (size_t i = 0; i < a->n_binds; i++)
+        most = a->binds[i].src_fd > most ? a->binds[i].src_fd : most;
+    return most < base;
+}
+
 /* Clone the child on its own stack with the helper thread at work; returns the clone's result
  * once the child has exec'd or exited (or the clone failed). */
 static long
@@ -1263,7 +1286,8 @@ shared_clone(struct clone_args *ca, const struct sbx_child_args *a, struct host_
      * (child.c), so it never holds, copies or closes one of them. Safe while shared: this
      * thread is suspended (CLONE_VFORK) and closes nothing of the child's, and the child
      * touches no descriptor before it has a table of its own. */
-    mine->args.fds_shared = sbx_fd_park_base();
+    unsigned base = sbx_fd_park_base();
+    mine->args.fds_shared = base && child_fds_below(a, (int)base) ? base : 0;
     if (mine->args.fds_shared)
         ca->flags |= CLONE_FILES;
     ca->parent_tid = (uint64_t)(uintptr_t)&j->pid;

@@ -89,12 +89,13 @@ def child_of(pid, parent):
 
 
 def park_base(pid):
-    """The server's parked range starts at half its open-files soft limit, at most 65536."""
+    """The server's parked range starts at a quarter of its open-files soft limit, at most
+    65536."""
     for line in open("/proc/%d/limits" % pid):
         if line.startswith("Max open files"):
             soft = line.split()[3]
-            half = 65536 if soft == "unlimited" else int(soft) // 2
-            return min(half, 65536) if half >= 1024 else 0
+            quarter = 65536 if soft == "unlimited" else int(soft) // 4
+            return min(quarter, 65536) if quarter >= 1024 else 0
     raise AssertionError("no open files limit")
 
 
