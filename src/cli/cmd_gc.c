@@ -47,10 +47,14 @@ sbx_cmd_gc(int argc, char **argv)
         ret = sbx_rt_gc(&st, rt, all, &err);
     sbx_rt_close(rt);
     sbx_native_bridge_free(bridge);
-    /* Stale leases and empty leaf bridges of every bridge network, not only of the default
-     * one the records' leases were released through: a server may use a bridge of its own.
-     * A failure there is said, as the runtime's gc of the default one is: only a warning. */
-    (void)sbx_cli_net_gc_all(NULL, true);
+    /* The host's gc (its own state dir): stale leases and empty leaf bridges of every bridge
+     * network, not only of the default one the records' leases were released through (a
+     * server may use a bridge of its own). Not with another state dir (a test's, a second
+     * server's): that gc is of its sandboxes, and sweeping the host's networks from there
+     * would clean up under other users' feet (`sbx net gc` does it when asked). A failure is
+     * said, as the runtime's gc of the default one is: only a warning. */
+    if (!state)
+        (void)sbx_cli_net_gc_all(NULL, true);
     if (ret < 0) {
         fprintf(stderr, "sbx gc: %s\n", sbx_error_msg(err));
         return SBX_EXIT_FAIL;

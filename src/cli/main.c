@@ -244,8 +244,10 @@ const struct sbx_cli_cmd sbx_cli_commands[] = {
         "Remove the cgroups, network leases, writable layers and state of every recorded\n"
         "sandbox whose init is gone, and layers left without a record. The layers of stopped\n"
         "server sandboxes are kept. With --all, kill and remove running sandboxes and kept\n"
-        "layers too. Then, as `sbx net gc` does, release the stale leases and remove the\n"
-        "empty leaf bridges of every bridge network sbx made on this host.\n"),
+        "layers too. Then, with the host's own state dir (no --state-dir, no\n"
+        "$SBX_STATE_DIR), as `sbx net gc` does: release the stale leases and remove the\n"
+        "empty leaf bridges of every bridge network sbx made on this host (with another\n"
+        "state dir, only the default bridge's leases of its sandboxes).\n"),
     CMD("serve", HEAVY(sbx_cmd_serve), "Run the sandbox server (OpenSandbox lifecycle API)",
         "Usage: sbx serve [--listen ADDR] [--state-dir DIR] [--config FILE]\n"
         "                 [--log-format json|text]\n\n"

@@ -107,14 +107,19 @@ def test_gc(s, bridge, foreign):
           % leases(bridge))
     check(foreign in ls and foreign + ".1" in ls, "bridges sbx did not make are left alone")
     check(bridge + ".9" in ls, "a device named like a leaf that is no bridge is left alone")
-    # the last one dies too: `sbx gc` removes the records and cleans every bridge network
+    # the last one dies too: `sbx gc` of this state dir removes the records, and sweeps no
+    # bridge network but the default one (other users' networks are not its business: only the
+    # host's gc, of the default state dir, sweeps them all); `sbx net gc` then cleans this one
     os.kill(pids[live], signal.SIGKILL)
     wait_for(lambda: veth_of(by_id[live]) not in links(), "the last veth to go", 30)
     r = subprocess.run([s.sbx, "gc", "--state-dir", s.state], capture_output=True, text=True,
                        timeout=60)
     check(r.returncode == 0 and "removed 5 sandboxes" in r.stdout, "sbx gc: %r" % (r,))
+    check("%s.2" % bridge in links(), "sbx gc --state-dir left the test's own bridge network")
+    out = net_gc(s)
+    check("%s: released" % bridge in out, "net gc's report: %r" % out)
     ls = links()
-    check("%s.2" % bridge not in ls, "sbx gc removed leaf 2")
+    check("%s.2" % bridge not in ls, "sbx net gc removed leaf 2")
     check(not [p for p in ports(ls, bridge) if p.startswith("usbx")], "and its uplink")
     check(leases(bridge) == {}, "and the last lease: %r" % leases(bridge))
     check(foreign in ls and foreign + ".1" in ls, "bridges sbx did not make are left alone")
