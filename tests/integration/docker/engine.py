@@ -457,6 +457,34 @@ class Setup:
                 e.stop()
         raise EngineError("neither dockerd nor podman could start: " + " | ".join(why))
 
+    def run_test(self, body, prepare=None, cleanup=None):
+        """A test on this setup (the tests' harness: Fail, Skip): start it, then prepare()
+        (an EngineError of either is a Skip, or a Fail when starting left host changes),
+        body(what prepare returned), then cleanup() and stop; host changes left after a
+        passing body are a Fail."""
+        from harness import Fail, Skip  # pylint: disable=import-outside-toplevel
+
+        try:
+            self.start()
+            ready = prepare() if prepare else None
+        except EngineError as ex:
+            left = self.stop()
+            if cleanup:
+                cleanup()
+            if left:
+                raise Fail("host changes left behind: %r" % left) from ex
+            raise Skip(str(ex)) from ex
+        ok = False
+        try:
+            body(ready)
+            ok = True
+        finally:
+            if cleanup:
+                cleanup()
+            left = self.stop()
+            if ok and left:
+                raise Fail("the engine left host changes behind: %r" % left)
+
     def stop(self):
         """Stop everything; returns a list of host changes left behind (empty when clean)."""
         if self.engine:

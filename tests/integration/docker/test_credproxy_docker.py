@@ -49,7 +49,7 @@ sys.path.insert(0, HERE)
 
 import engine as eng  # noqa: E402
 import test_credinject as ci  # noqa: E402  (server/test_credinject.py: the test's "internet")
-from harness import check, main, Fail, Skip, remove_bridge, wait_for  # noqa: E402
+from harness import check, main, remove_bridge, wait_for  # noqa: E402
 from test_egress_docker import NFT_LIST, create, in_ns, server_fds, sh  # noqa: E402
 from test_egress_docker import pid_of as T_pid  # noqa: E402
 
@@ -393,25 +393,16 @@ def test(new_server):
     fd, log = tempfile.mkstemp(prefix="sbx-dcred-upstream-")
     os.close(fd)
     world = ci.World(tag, log, pki, net=NET, name="dc")
-    try:
-        setup.start()
-    except eng.EngineError as ex:
-        left = setup.stop()
-        subprocess.run(["rm", "-rf", log, pki], capture_output=True)
-        if left:
-            raise Fail("host changes left behind: %r" % left)
-        raise Skip(str(ex))
-    ok = False
-    try:
+
+    def body(_):
         world.up()
-        run(new_server, setup, tag, ci.Upstream(log))
-        ok = True
-    finally:
-        world.down()
-        subprocess.run(["rm", "-rf", log, pki], capture_output=True)
-        left = setup.stop()
-        if ok and left:
-            raise Fail("the engine left host changes behind: %r" % left)
+        try:
+            run(new_server, setup, tag, ci.Upstream(log))
+        finally:
+            world.down()
+
+    setup.run_test(body, cleanup=lambda: subprocess.run(["rm", "-rf", log, pki],
+                                                        capture_output=True))
 
 
 if __name__ == "__main__":

@@ -49,7 +49,7 @@ sys.path.insert(0, HERE)
 
 import engine as eng  # noqa: E402
 import test_credinject as ci  # noqa: E402
-from harness import check, main, Fail, Skip, remove_bridge, wait_for  # noqa: E402
+from harness import check, main, remove_bridge, wait_for  # noqa: E402
 from test_egress_docker import NFT_LIST, create, in_ns, sh  # noqa: E402
 from test_egress_docker import pid_of as T_pid  # noqa: E402
 
@@ -268,34 +268,27 @@ def test(new_server):
     os.close(fd)
     world = ci.World(tag, log, pki, net=NET, name="dh")
     huge = base * (9 * 2**20 // len(base))
-    try:
-        setup.start()
-        images = {"plain": setup.image, "base": base,
-                  "ca": setup.registry.push_busybox(tag="ca", extra=[
-                      ("etc/ssl/cert.pem", base),
-                      ("etc/ssl/certs/ca-certificates.crt", "->../cert.pem")]),
-                  "hostlink": setup.registry.push_busybox(tag="hostlink", extra=[
-                      ("etc/ssl/certs/ca-certificates.crt", "->" + host_file)]),
-                  "huge": setup.registry.push_busybox(tag="huge", extra=[
-                      ("etc/ssl/certs/ca-certificates.crt", huge)]),
-                  "huge-md5": hashlib.md5(huge).hexdigest()}
-    except eng.EngineError as ex:
-        left = setup.stop()
-        subprocess.run(["rm", "-rf", log, pki], capture_output=True)
-        if left:
-            raise Fail("host changes left behind: %r" % left)
-        raise Skip(str(ex))
-    ok = False
-    try:
+
+    def images():
+        return {"plain": setup.image, "base": base,
+                "ca": setup.registry.push_busybox(tag="ca", extra=[
+                    ("etc/ssl/cert.pem", base),
+                    ("etc/ssl/certs/ca-certificates.crt", "->../cert.pem")]),
+                "hostlink": setup.registry.push_busybox(tag="hostlink", extra=[
+                    ("etc/ssl/certs/ca-certificates.crt", "->" + host_file)]),
+                "huge": setup.registry.push_busybox(tag="huge", extra=[
+                    ("etc/ssl/certs/ca-certificates.crt", huge)]),
+                "huge-md5": hashlib.md5(huge).hexdigest()}
+
+    def body(imgs):
         world.up()
-        run(new_server, setup, tag, ci.Upstream(log), pki, images, marker)
-        ok = True
-    finally:
-        world.down()
-        subprocess.run(["rm", "-rf", log, pki], capture_output=True)
-        left = setup.stop()
-        if ok and left:
-            raise Fail("the engine left host changes behind: %r" % left)
+        try:
+            run(new_server, setup, tag, ci.Upstream(log), pki, imgs, marker)
+        finally:
+            world.down()
+
+    setup.run_test(body, prepare=images,
+                   cleanup=lambda: subprocess.run(["rm", "-rf", log, pki], capture_output=True))
 
 
 if __name__ == "__main__":

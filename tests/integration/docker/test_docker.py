@@ -26,7 +26,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "..", "scripts"))
 
 import busybox_image  # noqa: E402
 import engine as eng  # noqa: E402
-from harness import Fail, Skip, check, host_address, main, remove_bridge, wait_for  # noqa: E402
+from harness import check, host_address, main, remove_bridge, wait_for  # noqa: E402
 
 PASSWORD = "s3cret-Pass-%d" % os.getpid()
 
@@ -601,21 +601,7 @@ def run(new_server, setup):
 
 def test(new_server):
     setup = eng.Setup(sys.argv[2])
-    try:
-        setup.start()
-    except eng.EngineError as ex:
-        left = setup.stop()
-        if left:
-            raise Fail("host changes left behind: %r" % left)
-        raise Skip(str(ex))
-    ok = False
-    try:
-        run(new_server, setup)
-        ok = True
-    finally:
-        left = setup.stop()
-        if ok and left:
-            raise Fail("the engine left host changes behind: %r" % left)
+    setup.run_test(lambda _: run(new_server, setup))
 
 
 if __name__ == "__main__":

@@ -36,7 +36,7 @@ sys.path.insert(0, HERE)
 
 import engine as eng  # noqa: E402
 import test_egress as net  # noqa: E402  (server/test_egress.py: the test's "internet")
-from harness import Fail, Skip, check, main, remove_bridge, wait_for  # noqa: E402
+from harness import Fail, check, main, remove_bridge, wait_for  # noqa: E402
 
 ADDRS, UP = net.ADDRS, net.UP
 RESOLVER = "127.0.0.53"
@@ -443,25 +443,17 @@ def test(new_server):
     setup = eng.Setup(sys.argv[2] if len(sys.argv) > 2 else "dockerd")
     tag = os.getpid() % 200 + 20
     world = net.World(tag)
-    try:
-        setup.start()
-    except eng.EngineError as ex:
-        left = setup.stop()
-        if left:
-            raise Fail("host changes left behind: %r" % left)
-        raise Skip(str(ex))
-    ok = False
-    try:
+
+    def body(_):
         world.up()
-        run(new_server, setup, world, tag)
-        if setup.engine.kind == "podman":
-            net_admin_refused(new_server, setup)
-        ok = True
-    finally:
-        world.down()
-        left = setup.stop()
-        if ok and left:
-            raise Fail("the engine left host changes behind: %r" % left)
+        try:
+            run(new_server, setup, world, tag)
+            if setup.engine.kind == "podman":
+                net_admin_refused(new_server, setup)
+        finally:
+            world.down()
+
+    setup.run_test(body)
 
 
 if __name__ == "__main__":

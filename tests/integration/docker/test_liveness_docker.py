@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "server"))
 sys.path.insert(0, HERE)
 
 import engine as eng  # noqa: E402
-from harness import Fail, Skip, check, main, wait_for  # noqa: E402
+from harness import Fail, check, main, wait_for  # noqa: E402
 from test_docker import config, container, create, inside  # noqa: E402
 
 PASS_S = 5  # the reaper's liveness pass (LIVENESS_EVERY ticks of 1 s)
@@ -108,22 +108,12 @@ def run(new_server, e, image):
 
 def test(new_server):
     setup = eng.Setup(sys.argv[2] if len(sys.argv) > 2 else "dockerd")
-    try:
-        setup.start()
-    except eng.EngineError as ex:
-        left = setup.stop()
-        if left:
-            raise Fail("host changes left behind: %r" % left)
-        raise Skip(str(ex))
-    ok = False
-    try:
+
+    def body(_):
         print("engine: %s" % setup.engine.kind)
         run(new_server, setup.engine, setup.image)
-        ok = True
-    finally:
-        left = setup.stop()
-        if ok and left:
-            raise Fail("the engine left host changes behind: %r" % left)
+
+    setup.run_test(body)
 
 
 if __name__ == "__main__":
