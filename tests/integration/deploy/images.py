@@ -1,5 +1,6 @@
 """The images of deploy/images/build.sh as the tests use them: build, read a `docker save`
-tar (manifest, config, the one layer) and unpack its file tree."""
+tar (manifest, config, the one layer) and unpack its file tree, load it into the first
+container engine that starts here (tests/integration/docker/engine.py)."""
 import json
 import os
 import subprocess
@@ -38,3 +39,51 @@ def unpack(tar_path, dest):
         with tarfile.open(fileobj=t.extractfile(manifest[0]["Layers"][0])) as layer:
             layer.extractall(dest, numeric_owner=True)
     return dest
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+def load(eng, e, tar):
+    """`docker load` of tar into engine e (eng: the engine module)."""
+    c = eng.UnixHTTP(e.socket, timeout=300)
+    try:
+        c.putrequest("POST", "/v1.41/images/load?quiet=1")
+        c.putheader("Content-Type", "application/x-tar")
+        c.putheader("Content-Length", str(os.path.getsize(tar)))
+        c.endheaders()
+        with open(tar, "rb") as f:
+            c.send(f.read())
+        r = c.getresponse()
+        body = r.read()
+        check(r.status == 200, "the engine loads the image: %d %r" % (r.status, body[:300]))
+    finally:
+        c.close()
+
+
+def in_first_engine(tmp, fn, what):
+    """fn(eng, e) on the first of a private dockerd or podman that starts (stopped after);
+    said, and skipped, when neither can start here."""
+    import engine as eng  # pylint: disable=import-outside-toplevel
+
+    why = []
+    for kind in ("dockerd", "podman"):
+        e = eng.Engine(kind, os.path.join(tmp, "engine"))
+        try:
+            e.start()
+        except eng.EngineError as ex:
+            why.append("%s: %s" % (kind, ex))
+            e.stop()
+            continue
+        try:
+            fn(eng, e)
+            return
+        finally:
+            e.stop()
+    print("%s skipped: no engine could start: %s" % (what, "; ".join(why)))

@@ -24,17 +24,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "docker"))
 import images  # noqa: E402
+from images import Fail, check  # noqa: E402
 
 SKIP = 77
-
-
-class Fail(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Fail(what)
 
 
 def sha(path):
@@ -74,44 +66,13 @@ def archive_checks(tar, execd, tmp):
     return tag
 
 
-def load(eng, e, tar):
-    c = eng.UnixHTTP(e.socket, timeout=300)
-    try:
-        c.putrequest("POST", "/v1.41/images/load?quiet=1")
-        c.putheader("Content-Type", "application/x-tar")
-        c.putheader("Content-Length", str(os.path.getsize(tar)))
-        c.endheaders()
-        with open(tar, "rb") as f:
-            c.send(f.read())
-        r = c.getresponse()
-        body = r.read()
-        check(r.status == 200, "the engine loads the image: %d %r" % (r.status, body[:300]))
-    finally:
-        c.close()
-
-
 def in_engine(tar, tag, execd, tmp):
-    import engine as eng
-    kinds = ["dockerd", "podman"]
-    why = []
-    for kind in kinds:
-        e = eng.Engine(kind, os.path.join(tmp, "engine"))
-        try:
-            e.start()
-        except eng.EngineError as ex:
-            why.append("%s: %s" % (kind, ex))
-            e.stop()
-            continue
-        try:
-            run_install(eng, e, tar, tag, execd, tmp)
-            return
-        finally:
-            e.stop()
-    print("docker part skipped: no engine could start: %s" % "; ".join(why))
+    images.in_first_engine(tmp, lambda eng, e: run_install(eng, e, tar, tag, execd, tmp),
+                           "docker part")
 
 
 def run_install(eng, e, tar, tag, execd, tmp):
-    load(eng, e, tar)
+    images.load(eng, e, tar)
     ref = "localhost/" + tag if e.kind == "podman" else tag
     status, info = eng.api(e.socket, "GET", "/images/%s/json" % ref)
     check(status == 200, "the loaded image is there as %s: %d %r" % (ref, status, info))

@@ -22,14 +22,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.parse
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "kubernetes"))
 sys.path.insert(0, os.path.join(HERE, "..", "server"))
-from harness import Fail, Skip, check, main, wait_for, Server  # noqa: E402
+from harness import Skip, check, main, wait_for, Server  # noqa: E402
 
 SKIP = 77
 
@@ -69,26 +68,11 @@ class PodLikeServer(Server):
         script = ('set -e; mount -t tmpfs -o mode=0755 sbx-test-run /run; mkdir -p %s; '
                   'install -o %d -g %d -m 0600 "$1" %s/master.key; shift; exec "$@"'
                   % (key_dir, self.uid, self.uid, key_dir))
-        argv = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", script,
-                "sh", self.master_key, "setpriv", "--reuid", str(self.uid), "--regid",
-                str(self.uid), "--clear-groups", "--", self.sbx, "serve", "--config",
-                self.config, "--state-dir", self.state, "--listen",
-                "127.0.0.1:%d" % self.port, "--log-format", "text"]
-        with open(self.logpath, "ab") as log:
-            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT,
-                                         env=self.env)
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            if self.proc.poll() is not None:
-                raise Fail("server exited with %d: %s" % (self.proc.returncode, self.log()))
-            try:
-                if self.request("GET", "/health", key=False).status == 200:
-                    self.key = open(os.path.join(self.state, "api-key")).read().strip()
-                    return 0
-            except OSError:
-                pass
-            time.sleep(0.05)
-        raise Fail("server did not answer /health")
+        self.wrapper = ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c",
+                        script, "sh", self.master_key, "setpriv", "--reuid", str(self.uid),
+                        "--regid", str(self.uid), "--clear-groups", "--"]
+        self.extra_args = ["--log-format", "text"]
+        return super().start(expect_fail)
 
 
 def test(new_server):

@@ -32,18 +32,10 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(HERE, "..", "docker"))
 import images  # noqa: E402
+from images import Fail, check  # noqa: E402
 
 SKIP = 77
 UID = 10001
-
-
-class Fail(Exception):
-    pass
-
-
-def check(cond, what):
-    if not cond:
-        raise Fail(what)
 
 
 def inputs(bindir):
@@ -203,27 +195,11 @@ def init_container(r, spec, tmp, master_key):
 
 
 def in_engine(tar, ref, tmp):
-    import engine as eng
-    why = []
-    for kind in ("dockerd", "podman"):
-        e = eng.Engine(kind, os.path.join(tmp, "engine"))
-        try:
-            e.start()
-        except eng.EngineError as ex:
-            why.append("%s: %s" % (kind, ex))
-            e.stop()
-            continue
-        try:
-            pod(eng, e, tar, ref, tmp)
-            return
-        finally:
-            e.stop()
-    print("engine part skipped: no engine could start: %s" % "; ".join(why))
+    images.in_first_engine(tmp, lambda eng, e: pod(eng, e, tar, ref, tmp), "engine part")
 
 
 def pod(eng, e, tar, ref, tmp):
-    import test_execd_image
-    test_execd_image.load(eng, e, tar)
+    images.load(eng, e, tar)
     r = Runner(eng, e, "localhost/" + ref if e.kind == "podman" else ref, tmp)
     code, logs = r.run([], cmd=["--help"])
     check(code == 0 and "Usage: sbx serve" in logs, "sbx serve --help: %d %s" % (code, logs))
