@@ -74,7 +74,7 @@ size_t sbx_utf8_len(const unsigned char *s, size_t n);
 unsigned long sbx_nofile_raise(void);
 void sbx_nofile_restore(void);
 
-/* Parked descriptors: a server keeps one or two descriptors per live sandbox for as long as it
+/* Parked descriptors: a server keeps one descriptor per live sandbox for as long as it
  * lives (pidfds), and every new sandbox's init starts with a copy of the server's fd table that
  * it must close fd by fd: a cost per create that grows with the count. sbx_nofile_raise also
  * sets a park base (a quarter of the raised soft limit, at most 65536; 0 when that is below

@@ -991,8 +991,9 @@ docker_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_pr
  * it, so the fd does not fire; a stop, a kill or the container's death end it, and the
  * reaper then asks status (terminal: Failed with the container's reason). */
 static int
-docker_watch(struct sbx_provider *p, const struct sbx_record *sb)
+docker_watch(struct sbx_provider *p, const struct sbx_record *sb, bool *owned)
 {
+    *owned = true;
     (void)p;
     if (priv_true(sb, "stopped"))
         return -1;

@@ -832,13 +832,26 @@ native_status(struct sbx_provider *p, const struct sbx_record *sb, struct sbx_pr
     return 0;
 }
 
+/* The open handle's pidfd of the recorded init itself, not a second descriptor: an idle
+ * sandbox then costs the server one fd, which is what lets 10,000 of them fit under a hard
+ * RLIMIT_NOFILE of 20,000 (docs/server.md "Many sandboxes"). The handle, and so the fd, stays
+ * until stop, delete or a failed start takes it (take_handle), which the manager never calls
+ * while it polls the fd (provider.h). No handle open (not adopted yet): a pidfd of our own. */
 static int
-native_watch(struct sbx_provider *p, const struct sbx_record *sb)
+native_watch(struct sbx_provider *p, const struct sbx_record *sb, bool *owned)
 {
-    (void)p;
+    struct native_data *d = ndata(p);
     if (is_stopped(sb))
         return -1;
-    return sbx_proc_watch((pid_t)json_integer_value(json_object_get(sb->priv, "pid")),
+    pid_t pid = (pid_t)json_integer_value(json_object_get(sb->priv, "pid"));
+    pthread_mutex_lock(&d->mu);
+    const struct sbx_rt_sandbox *h = find_locked(d, sb->id);
+    int fd = h && pid > 0 && sbx_rt_sandbox_pid(h) == pid ? sbx_rt_sandbox_pidfd(h) : -1;
+    pthread_mutex_unlock(&d->mu);
+    *owned = fd < 0;
+    if (fd >= 0)
+        return fd;
+    return sbx_proc_watch(pid,
                           (uint64_t)json_integer_value(json_object_get(sb->priv, "start_time")));
 }
 

@@ -383,8 +383,9 @@ proc_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 }
 
 static int
-proc_watch(struct sbx_provider *p, const struct sbx_record *sb)
+proc_watch(struct sbx_provider *p, const struct sbx_record *sb, bool *owned)
 {
+    *owned = true;
     (void)p;
     if (json_is_true(json_object_get(sb->priv, "stopped")))
         return -1;

@@ -40,6 +40,7 @@ struct entry {
     bool create_done;          /* the create job has finished (either way) */
     bool reap_warned;          /* the reaper could not get its provider (warned once) */
     int watch_fd;              /* provider.watch's fd, in sbx_mgr.watch_ep; -1: none */
+    bool watch_owned;          /* watch_fd is ours to close (else the provider's own) */
     int64_t renewed_ms;        /* the last renew-on-access (renew_on_access) */
     char rid[129];             /* the request that created it: its create job logs with it */
     char spec_hash[SBX_SPEC_HASH_LEN + 1];
@@ -154,7 +155,8 @@ unwatch(struct sbx_mgr *m, struct entry *e)
     if (e->watch_fd < 0)
         return;
     (void)epoll_ctl(m->watch_ep, EPOLL_CTL_DEL, e->watch_fd, NULL);
-    sbx_closep(&e->watch_fd);
+    if (e->watch_owned)
+        sbx_closep(&e->watch_fd);
     e->watch_fd = -1;
 }
 
@@ -1409,15 +1411,23 @@ watched(struct sbx_mgr *m, struct entry *e)
         return true;
     if (m->watch_ep < 0 || !e->prov->ops->watch)
         return false;
-    int fd = e->prov->ops->watch(e->prov, e->sb);
+    bool owned = true;
+    int fd = e->prov->ops->watch(e->prov, e->sb, &owned);
     if (fd < 0)
         return false; /* gone already, or not watchable now: status decides */
+    /* A provider's own fd (owned false) stays open while the entry is in a live state: the
+     * provider closes it only in stop, delete or a failed start, and every transition to
+     * those states unwatches first (transition()), under this lock. Should it close one
+     * anyway, epoll drops the closed file by itself, and a stale event matched to a reused
+     * number only costs a status call, which decides. */
     struct epoll_event ev = {.events = EPOLLIN, .data.fd = fd};
     if (epoll_ctl(m->watch_ep, EPOLL_CTL_ADD, fd, &ev) < 0) {
-        (void)close(fd);
+        if (owned)
+            (void)close(fd);
         return false;
     }
     e->watch_fd = fd;
+    e->watch_owned = owned;
     return true;
 }
 
@@ -1690,7 +1700,7 @@ sbx_mgr_free(struct sbx_mgr *m)
     if (m->reaper_started)
         pthread_join(m->reaper, NULL);
     for (size_t i = 0; i < m->n; i++) {
-        sbx_closep(&m->items[i]->watch_fd);
+        unwatch(m, m->items[i]);
         sbx_record_free(m->items[i]->sb);
         sbx_error_clear(&m->items[i]->create_err);
         free(m->items[i]);

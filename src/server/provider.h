@@ -89,9 +89,13 @@ struct sbx_provider_ops {
                   struct sbx_provider_status *out, sbx_error **err);
     /* Optional: a pollable fd that turns readable when the sandbox's workload has exited (a
      * pidfd of its init), so that the server asks `status` only then instead of asking every
-     * live sandbox in turn; -1: none now (the server asks `status` periodically). The caller
-     * owns the fd. Cheap: called under the manager's lock. */
-    int (*watch)(struct sbx_provider *p, const struct sbx_record *sb);
+     * live sandbox in turn; -1: none now (the server asks `status` periodically). *owned
+     * true: the caller owns the fd. false: the fd is the provider's own (e.g. the runtime's
+     * pidfd, so that a sandbox costs the server one descriptor, not two): the caller only
+     * polls it, never closes it, and stops polling it before it calls stop, start, delete or
+     * anything after a failure - the provider keeps it open until one of those. Cheap:
+     * called under the manager's lock. */
+    int (*watch)(struct sbx_provider *p, const struct sbx_record *sb, bool *owned);
     /* A connected stream socket to `port` inside the sandbox (the router's only way in). */
     int (*connect)(struct sbx_provider *p, const struct sbx_record *sb, int port, int *fd,
                    sbx_error **err);

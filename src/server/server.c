@@ -248,12 +248,13 @@ wait_for_signal(const sigset_t *set)
     return sig;
 }
 
-/* The server keeps two descriptors per idle native sandbox (the runtime's pidfd of its init
- * and the reaper's watch; the newest 64 also hold two spare sockets, runtime/netns.c), one or
- * two per docker or process sandbox, and some for requests in flight: raise RLIMIT_NOFILE,
- * say so when limits.max_sandboxes cannot fit, and return how many sandboxes fit (0: all that
- * limits.max_sandboxes allows), which the manager enforces with a 429. */
-#define SBX_FDS_PER_SANDBOX 2
+/* The server keeps one descriptor per idle sandbox (native: the runtime's pidfd of its init,
+ * which the reaper's watch polls too; docker and process: the watch's pidfd; the newest 64
+ * native ones also hold two spare sockets, runtime/netns.c), and some for requests in flight:
+ * raise RLIMIT_NOFILE, say so when limits.max_sandboxes cannot fit, and return how many
+ * sandboxes fit (0: all that limits.max_sandboxes allows), which the manager enforces with a
+ * 429. */
+#define SBX_FDS_PER_SANDBOX 1
 #define SBX_FDS_BASE        1024
 
 static size_t

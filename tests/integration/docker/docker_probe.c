@@ -215,8 +215,13 @@ watch_forged(struct sbx_provider *p, const struct sbx_record *sb, const char *ke
 {
     struct sbx_record *copy = sbx_record_dup(sb);
     (void)json_object_set_new(copy->priv, key, v);
-    int fd = p->ops->watch(p, copy);
+    bool owned = false;
+    int fd = p->ops->watch(p, copy, &owned);
     sbx_record_free(copy);
+    if (fd >= 0 && !owned) {
+        fprintf(stderr, "FAIL %s:%d: a docker watch fd is the caller's\n", __FILE__, __LINE__);
+        failures++;
+    }
     if (fd >= 0)
         (void)close(fd);
     return fd;
@@ -225,12 +230,13 @@ watch_forged(struct sbx_provider *p, const struct sbx_record *sb, const char *ke
 static void
 watch(struct sbx_provider *p, struct sbx_record *sb)
 {
-    sbx_autoclose int fd = p->ops->watch(p, sb);
-    CHECK(fd >= 0, "a running container is watched");
+    bool owned = false;
+    sbx_autoclose int fd = p->ops->watch(p, sb, &owned);
+    CHECK(fd >= 0 && owned, "a running container is watched, with an fd of the caller's");
     CHECK(!fired(fd, 200), "the watch of a running container is quiet");
     OP(p->ops->pause(p, sb, err));
     CHECK(!fired(fd, 1000), "pause (the freezer) does not fire the watch");
-    sbx_autoclose int paused = p->ops->watch(p, sb);
+    sbx_autoclose int paused = p->ops->watch(p, sb, &owned);
     CHECK(paused >= 0, "a paused container is watched");
     OP(p->ops->resume(p, sb, err));
     CHECK(!fired(fd, 200), "resume does not fire the watch");
@@ -244,7 +250,7 @@ watch(struct sbx_provider *p, struct sbx_record *sb)
     CHECK(watch_forged(p, sb, "stopped", json_true()) < 0, "a stopped record is not watched");
     OP(p->ops->stop(p, sb, err));
     CHECK(fired(fd, 2000) && fired(paused, 0), "stop fires the watch");
-    CHECK(p->ops->watch(p, sb) < 0, "a stopped container is not watched");
+    CHECK(p->ops->watch(p, sb, &owned) < 0, "a stopped container is not watched");
     OP(p->ops->start(p, sb, err));
     printf("ok the watch: quiet while running and paused, fired by stop, refused for a forged "
            "pid or start time\n");
@@ -256,8 +262,9 @@ died_and_gone(struct sbx_provider *p, struct sbx_record *sb)
     char why[256];
     pid_t pid = (pid_t)json_integer_value(json_object_get(sb->priv, "pid"));
     CHECK(pid > 1, "the container's init is a local process: %d", (int)pid);
-    sbx_autoclose int fd = p->ops->watch(p, sb);
-    CHECK(fd >= 0, "watched");
+    bool owned = false;
+    sbx_autoclose int fd = p->ops->watch(p, sb, &owned);
+    CHECK(fd >= 0 && owned, "watched");
     CHECK(kill(pid, SIGKILL) == 0, "kill the container's init");
     uint64_t t0 = sbx_now_ms();
     CHECK(fired(fd, 2000), "the death fires the watch");

@@ -75,6 +75,20 @@ def pidfds(pid):
     return out
 
 
+def polled(pid):
+    """The fd numbers that pid's epoll instances watch (fdinfo's tfd lines)."""
+    out = set()
+    for fd in os.listdir("/proc/%d/fd" % pid):
+        try:
+            if os.readlink("/proc/%d/fd/%s" % (pid, fd)) != "anon_inode:[eventpoll]":
+                continue
+            with open("/proc/%d/fdinfo/%s" % (pid, fd)) as f:
+                out.update(int(line.split()[1]) for line in f if line.startswith("tfd:"))
+        except OSError:
+            pass  # closed meanwhile
+    return out
+
+
 def read_or_empty(path):
     try:
         with open(path) as f:
@@ -99,14 +113,18 @@ def park_base(pid):
     raise AssertionError("no open files limit")
 
 
-def parked(s, execd, want):
-    """The server's per-sandbox pidfds (the reaper's watch; native: the runtime's too) are
-    parked above the base, so a new sandbox's init neither copies nor closes them one by one
-    (common/util.h); the sandbox's init holds none of them."""
+def parked(s, execd):
+    """A sandbox costs the server one descriptor: a pidfd of its init (native: the runtime's,
+    which the reaper's watch polls as well; process: the watch's), in the reaper's epoll. It
+    is parked above the base, so a new sandbox's init neither copies nor closes it (common/
+    util.h); the sandbox's init holds nothing of the parked range."""
     base = park_base(s.proc.pid)
     check(base > 0, "the server's open-files limit leaves room to park: base %d" % base)
-    wait_for(lambda: len(pidfds(s.proc.pid)) >= want, "%d pidfds in the server" % want)
+    # the reaper's liveness pass (every 5 s) puts the watch in place
+    wait_for(lambda: pidfds(s.proc.pid) and set(pidfds(s.proc.pid)) <= polled(s.proc.pid),
+             "the sandbox's pidfd in the reaper's epoll", timeout=15)
     fds = pidfds(s.proc.pid)
+    check(len(fds) == 1, "one pidfd in the server for one sandbox: %r" % fds)
     check(all(fd >= base for fd in fds), "every pidfd of the server at or above %d: %r" % (base, fds))
     inside = [int(fd) for fd in os.listdir("/proc/%d/fd" % execd)]
     check(not pidfds(execd) and all(fd < base for fd in inside),
@@ -124,7 +142,7 @@ def lost_while_running(new_server):
                   {"command": "cd / && sleep 300", "background": True})
     check(r.status == 200, "background command")
     wait_for(lambda: len(session_pids(pid)) >= 3, "the background command to start")
-    parked(s, pid, 1)  # process provider: the watch
+    parked(s, pid)
     # watched (a pidfd of execd), not asked every 5 s: no status call for it across two passes
     before = liveness_checks(s)
     time.sleep(11)
@@ -277,7 +295,7 @@ def native_mid_flight(new_server):
     init = [int(d) for d in os.listdir("/proc") if d.isdigit() and child_of(int(d), s.proc.pid)
             and "/%s/%s" % (cg, probe.json()["id"]) in read_or_empty("/proc/%s/cgroup" % d)]
     check(len(init) == 1, "the native sandbox's init, a child of the server: %r" % init)
-    parked(s, init[0], 2)  # the runtime's pidfd and the reaper's watch
+    parked(s, init[0])
     check(s.request("DELETE", "/v1/sandboxes/" + probe.json()["id"]).status == 204, "delete")
     killed = s.proc.pid
     # the server keeps network namespaces ready (netns_pool), each holding a bridge lease

@@ -204,7 +204,7 @@ def open_files(new_server):
     s = new_server(tag="nofile")
     s.wrapper = ["setpriv", "--bounding-set=-sys_resource", "prlimit", "--nofile=1060:1060", "--"]
     s.start()
-    fit = (1060 - 1024) // 2
+    fit = 1060 - 1024  # one descriptor per sandbox
     check("open files limit (RLIMIT_NOFILE) is 1060" in s.log() and
           "beyond %d sandboxes" % fit in s.log(), "the warning at start: %s" % s.log()[-600:])
     ids = []
