@@ -613,18 +613,25 @@ native_start(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
 
 /* ---- the rest of the lifecycle ---- */
 
+/* No handle of id can be had (stopped, never made, or a create whose own teardown failed and
+ * left a record without an init): its record, if any, goes with what it holds. The manager
+ * runs one operation per sandbox at a time, so no create of id is under way that this could
+ * cut short; and only this record is read, not every sandbox's (a delete of a stopped
+ * sandbox stays flat in the count). */
+static int
+forget_runtime(struct native_data *d, const char *id, sbx_error **err)
+{
+    return sbx_rt_gc_id(d->rt, id, err);
+}
+
 /* The runtime sandbox id (its handle, or its record when the init is gone) is destroyed. */
 static int
 destroy_runtime(struct native_data *d, const char *id, bool paused, sbx_error **err)
 {
     struct sbx_rt_sandbox *h = take_handle(d, id);
     sbx_autoerror sbx_error *aerr = NULL;
-    if (!h && sbx_rt_adopt(&h, d->rt, id, &aerr) < 0) {
-        /* Not running (or never made): gc removes the records whose init is gone. */
-        struct sbx_rt_gc_stats st = {0};
-        (void)sbx_rt_gc(&st, d->rt, false, NULL);
-        return 0;
-    }
+    if (!h && sbx_rt_adopt(&h, d->rt, id, &aerr) < 0)
+        return forget_runtime(d, id, err);
     /* A frozen cgroup (v1) holds a SIGKILL until it is thawed. */
     if (paused)
         (void)sbx_rt_resume(h, NULL);
@@ -781,11 +788,8 @@ native_delete(struct sbx_provider *p, struct sbx_record *sb, sbx_error **err)
     struct native_data *d = ndata(p);
     struct sbx_rt_sandbox *h = take_handle(d, sb->id);
     sbx_autoerror sbx_error *aerr = NULL;
-    if (!h && sbx_rt_adopt(&h, d->rt, sb->id, &aerr) < 0) {
-        /* Not running (stopped, or never made): gc removes the records whose init is gone. */
-        struct sbx_rt_gc_stats st = {0};
-        (void)sbx_rt_gc(&st, d->rt, false, NULL);
-    }
+    if (!h && sbx_rt_adopt(&h, d->rt, sb->id, &aerr) < 0 && forget_runtime(d, sb->id, err) < 0)
+        return sbx_error_wrap(err, "delete `%s`", sb->id);
     struct gone_job *j = sbx_xcalloc(1, sizeof *j);
     j->d = d;
     (void)snprintf(j->id, sizeof j->id, "%s", sb->id);

@@ -805,6 +805,16 @@ sbx_rt_gc(struct sbx_rt_gc_stats *out, struct sbx_rt *rt, bool all, sbx_error **
     return 0;
 }
 
+int
+sbx_rt_gc_id(struct sbx_rt *rt, const char *id, sbx_error **err)
+{
+    /* A record name, not a path: gc_one joins it to the run dir. */
+    if (!id[0] || id[0] == '.' || strchr(id, '/'))
+        return sbx_error_set(err, SBX_EINVAL, 0, "invalid sandbox id `%s`", id);
+    int r = gc_one(rt, id, true, err);
+    return r < 0 ? r : 0;
+}
+
 const char *
 sbx_rt_sandbox_id(const struct sbx_rt_sandbox *sb)
 {

@@ -270,6 +270,12 @@ struct sbx_rt_gc_stats {
 /* Remove what crashed callers left: every recorded sandbox whose init is gone (all: every one),
  * and every writable layer without a record except kept ones (all: those too). */
 int sbx_rt_gc(struct sbx_rt_gc_stats *out, struct sbx_rt *rt, bool all, sbx_error **err);
+/* Remove sandbox id's record and all it holds, whatever the record says (an init that runs is
+ * killed): for a caller that owns id and has no handle of it, e.g. a delete after a create
+ * whose own teardown failed, whose record (no init, made by a live process) sbx_rt_gc must
+ * take for a create under way and keep. Only this record is read, not every one. 0 also when
+ * there is none. */
+int sbx_rt_gc_id(struct sbx_rt *rt, const char *id, sbx_error **err);
 
 /* Accessors. */
 const char *sbx_rt_sandbox_id(const struct sbx_rt_sandbox *sb);

@@ -16,6 +16,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "common/xalloc.h"
@@ -307,6 +309,46 @@ test_async_destroy(void)
     CHECK(seen.calls == 1 && seen.result == 0, "callback: %d calls, result %d", seen.calls,
           seen.result);
     CHECK(access(dir, F_OK) < 0 && access(cg, F_OK) < 0, "record or cgroup left");
+}
+
+/* A create whose own teardown failed leaves a record without an init, owned by the live
+ * server: gc must keep it (it cannot tell it from a create under way), and the owner's
+ * delete removes it with sbx_rt_gc_id, cgroup and all. */
+static void
+test_gc_id(void)
+{
+    char *argv[] = {"/bin/sleep", "1000", NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    spec.memory_bytes = 64 << 20;
+    spec.start = true;
+    struct sbx_rt_sandbox *sb = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    CHECK(sbx_rt_create(&sb, rt, &spec, &err) == 0, "create: %s", sbx_error_msg(err));
+    sbx_autofree char *id = sbx_xstrdup(sbx_rt_sandbox_id(sb));
+    sbx_autofree char *dir = sbx_xstrdup(sbx_rt_sandbox_dir(sb));
+    sbx_autofree char *cg = sbx_xstrdup(sbx_rt_sandbox_cgroup(sb));
+    pid_t init = sbx_rt_sandbox_pid(sb);
+    int st = 0;
+    CHECK(kill(init, SIGKILL) == 0 && waitpid(init, &st, 0) == init, "kill the init");
+    sbx_rt_sandbox_free(sb);
+    /* the record as a failed clone leaves it: no init, made by this (live) process */
+    sbx_autofree char *rec = sbx_xasprintf("%s/state.json", dir);
+    json_t *j = json_load_file(rec, 0, NULL);
+    CHECK(j && json_object_set_new(j, "pid", json_integer(0)) == 0 &&
+              json_dump_file(j, rec, 0) == 0,
+          "rewrite %s", rec);
+    json_decref(j);
+    struct sbx_rt_gc_stats gs;
+    CHECK(sbx_rt_gc(&gs, rt, false, &err) == 0, "gc: %s", sbx_error_msg(err));
+    CHECK(access(dir, F_OK) == 0 && access(cg, F_OK) == 0,
+          "gc kept the record of a create that may be under way");
+    CHECK(sbx_rt_gc_id(rt, "../run", &err) < 0, "a path is not an id");
+    sbx_error_clear(&err);
+    CHECK(sbx_rt_gc_id(rt, id, &err) == 0, "gc of the id: %s", sbx_error_msg(err));
+    CHECK(access(dir, F_OK) < 0 && access(cg, F_OK) < 0, "record or cgroup left");
+    CHECK(sbx_rt_gc_id(rt, id, &err) == 0, "gc of an id without a record: %s", sbx_error_msg(err));
 }
 
 static void
@@ -947,6 +989,7 @@ main(int argc, char **argv)
     test_deferred_destroy();
     test_detached_destroy();
     test_async_destroy();
+    test_gc_id();
     test_adopt_after_creator_exit();
     test_bridge_hook(state, parent);
     test_netns_pool_none(state, parent);
