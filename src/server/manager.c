@@ -41,6 +41,7 @@ struct entry {
     bool reap_warned;          /* the reaper could not get its provider (warned once) */
     int watch_fd;              /* provider.watch's fd, in sbx_mgr.watch_ep; -1: none */
     bool watch_owned;          /* watch_fd is ours to close (else the provider's own) */
+    bool unlisted;             /* opts.unlisted says so (counted in sbx_mgr.n_unlisted) */
     int64_t renewed_ms;        /* the last renew-on-access (renew_on_access) */
     char rid[129];             /* the request that created it: its create job logs with it */
     char spec_hash[SBX_SPEC_HASH_LEN + 1];
@@ -74,7 +75,8 @@ struct sbx_mgr {
     size_t n_workers;
     pthread_t reaper;
     bool reaper_started;
-    int watch_ep; /* epoll of the entries' watch fds (-1: none; status is asked of all) */
+    int watch_ep;      /* epoll of the entries' watch fds (-1: none; status is asked of all) */
+    size_t n_unlisted; /* entries with unlisted set */
     /* sandboxes with renew-on-access: while none has it, a router request takes no lock for it */
     atomic_size_t renewers;
     bool stopping;
@@ -132,6 +134,16 @@ unlink_ordered(struct sbx_mgr *m, struct entry *e)
     e->newer = e->older = NULL;
 }
 
+/* Whether lists show e, after its record changed. Caller holds the lock. */
+static void
+relist(struct sbx_mgr *m, struct entry *e)
+{
+    bool u = m->opts.unlisted && m->opts.unlisted(e->sb);
+    if (u != e->unlisted)
+        m->n_unlisted = u ? m->n_unlisted + 1 : m->n_unlisted - 1;
+    e->unlisted = u;
+}
+
 static void
 add_entry(struct sbx_mgr *m, struct entry *e)
 {
@@ -146,6 +158,7 @@ add_entry(struct sbx_mgr *m, struct entry *e)
     m->items[m->n++] = e;
     (void)sbx_strmap_put(&m->by_id, e->sb->id, e);
     link_ordered(m, e);
+    relist(m, e);
 }
 
 /* Forget e's watch fd (it fired, or e goes). Caller holds the lock. */
@@ -164,6 +177,8 @@ static void
 remove_entry(struct sbx_mgr *m, struct entry *e)
 {
     unwatch(m, e);
+    if (e->unlisted)
+        m->n_unlisted--;
     if (e->idx < m->n && m->items[e->idx] == e) {
         m->items[e->idx] = m->items[--m->n];
         m->items[e->idx]->idx = e->idx;
@@ -199,10 +214,11 @@ transition(struct sbx_mgr *m, struct entry *e, const char *state, const char *re
 
 /* Merge the provider's private data of work back into e (under the lock). */
 static void
-merge_priv(struct entry *e, struct sbx_record *work)
+merge_priv(struct sbx_mgr *m, struct entry *e, struct sbx_record *work)
 {
     json_decref(e->sb->priv);
     e->sb->priv = json_incref(work->priv);
+    relist(m, e);
 }
 
 /* ---- acquiring an entry for an operation ---- */
@@ -304,7 +320,7 @@ run_create(struct sbx_mgr *m, struct entry *e)
     if (r >= 0) {
         /* Record what exists before starting it, so a crash here can be cleaned up. */
         pthread_mutex_lock(&m->mu);
-        merge_priv(e, work);
+        merge_priv(m, e, work);
         /* Registry credentials served the provider's pull; the store keeps no copy. */
         (void)json_object_del(e->sb->image, "auth");
         transition(m, e, "Pending", "PROVISIONING", "starting");
@@ -314,7 +330,7 @@ run_create(struct sbx_mgr *m, struct entry *e)
     if (r < 0)
         (void)ops->delete (e->prov, work, NULL);
     pthread_mutex_lock(&m->mu);
-    merge_priv(e, work);
+    merge_priv(m, e, work);
     (void)json_object_del(e->sb->image, "auth");
     sbx_metrics_op(SBX_OP_CREATE, since(t0), r >= 0);
     if (r < 0)
@@ -456,7 +472,7 @@ wake(struct sbx_mgr *m, struct entry *e, sbx_error **err)
     int r = op ? op(e->prov, work, err)
                : sbx_error_set(err, SBX_EINVAL, 0, "provider `%s` cannot resume", e->prov->name);
     pthread_mutex_lock(&m->mu);
-    merge_priv(e, work);
+    merge_priv(m, e, work);
     sbx_record_free(work);
     if (r < 0)
         transition(m, e, before, "OPERATION_FAILED", sbx_error_msg(err ? *err : NULL));
@@ -645,19 +661,17 @@ sbx_mgr_list_page(struct sbx_mgr *m, const struct sbx_mgr_page *pg, struct sbx_r
     size_t total = 0;
     size_t k = 0;
     for (struct entry *e = m->newest; e; e = e->older) {
-        if (match && !match(e->sb, ud))
+        if (e->unlisted || (match && !match(e->sb, ud)))
             continue;
         /* only the page is copied; the rest is counted (without a filter, not even walked) */
         if (total >= start && k < count)
             items[k++] = sbx_record_dup(e->sb);
         total++;
-        if (!match && k == count) {
-            total = m->n;
+        if (!match && k == count)
             break;
-        }
     }
     if (!match)
-        total = m->n;
+        total = m->n - m->n_unlisted;
     pthread_mutex_unlock(&m->mu);
     *out = items;
     *n = k;
@@ -710,6 +724,7 @@ claim_entry(struct sbx_mgr *m, struct entry *e, sbx_mgr_change_fn change, void *
     }
     sbx_record_free(e->sb);
     e->sb = work;
+    relist(m, e);
     sbx_record_spec_hash(e->sb, e->spec_hash);
     return 0;
 }
@@ -768,7 +783,7 @@ run_op(struct sbx_mgr *m, struct entry *e, prov_op op, struct step during, struc
     pthread_mutex_unlock(&m->mu);
     int r = op(e->prov, work, err);
     pthread_mutex_lock(&m->mu);
-    merge_priv(e, work);
+    merge_priv(m, e, work);
     sbx_record_free(work);
     set_idle(m, e);
     sbx_metrics_op(op_of(e->prov->ops, op), since(t0), r >= 0);
@@ -1135,6 +1150,7 @@ put_priv(struct sbx_mgr *m, struct entry *e, json_t *priv, sbx_error **err)
 {
     json_decref(e->sb->priv);
     e->sb->priv = json_incref(priv);
+    relist(m, e);
     return sbx_store_put(m->opts.store, e->sb, err);
 }
 

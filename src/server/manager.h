@@ -29,6 +29,9 @@ struct sbx_mgr_opts {
     size_t workers;
     int64_t wait_usable_ms;      /* find-or-create: deadline for a transient sandbox (0 = 120 s) */
     struct sbx_credvault *vault; /* borrowed, may be NULL: a deleted sandbox's vault values go */
+    /* Records no list shows (a pool's warm sandboxes); NULL: none. Asked whenever a record
+     * changes, so that a list without a filter counts them without a walk. */
+    bool (*unlisted)(const struct sbx_record *sb);
 };
 
 /* Load the store, reconcile every sandbox with its provider, start the workers and reaper. */
@@ -53,9 +56,10 @@ int sbx_mgr_get(struct sbx_mgr *mgr, const char *id, struct sbx_record **out, sb
 /* Copies of all records, newest first; free with sbx_mgr_list_free. */
 void sbx_mgr_list(struct sbx_mgr *mgr, struct sbx_record ***out, size_t *n);
 void sbx_mgr_list_free(struct sbx_record **items, size_t n);
-/* A page of the list, newest first: copies of the records `match` accepts (all when NULL),
- * from the start-th match, at most count; returns how many match in all. Only the page is
- * copied (a list does not grow with the sandboxes beyond one pass of `match`). */
+/* A page of the list, newest first: copies of the listed records (opts.unlisted) that `match`
+ * accepts (all when NULL), from the start-th match, at most count; returns how many match in
+ * all. Only the page is copied; with a match the rest is walked once to count, without one
+ * not at all (a list without a filter does not grow with the sandboxes). */
 typedef bool (*sbx_mgr_match_fn)(const struct sbx_record *sb, void *ud);
 struct sbx_mgr_page {
     sbx_mgr_match_fn match; /* NULL: every sandbox */

@@ -151,6 +151,14 @@ sbx_pool_of(const struct sbx_record *sb, bool *warm, const char **uid)
     return json_string_value(json_object_get(p, "name"));
 }
 
+bool
+sbx_pool_is_warm(const struct sbx_record *sb)
+{
+    bool warm = false;
+    (void)sbx_pool_of(sb, &warm, NULL);
+    return warm;
+}
+
 /* ---- the pools of a server ---- */
 
 struct pool {

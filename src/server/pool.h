@@ -65,6 +65,8 @@ bool sbx_pool_room(const struct sbx_pool_capacity *c, const struct sbx_pool_coun
 
 /* The pool of a record: its name (NULL when none), *warm, *uid (borrowed). */
 const char *sbx_pool_of(const struct sbx_record *sb, bool *warm, const char **uid);
+/* True for a pool's warm sandbox: no one's yet, so never listed (the manager's unlisted). */
+bool sbx_pool_is_warm(const struct sbx_record *sb);
 
 /* ---- the pools of a server ---- */
 

@@ -200,7 +200,8 @@ open_parts(struct parts *p, sbx_error **err)
                               .fd_limit = p->fd_limit,
                               .workers = (size_t)p->cfg.create_workers,
                               .wait_usable_ms = p->cfg.wait_usable_s * 1000,
-                              .vault = p->vault};
+                              .vault = p->vault,
+                              .unlisted = sbx_pool_is_warm};
     if (sbx_mgr_new(&mo, &p->mgr, err) < 0)
         return -SBX_EGENERIC;
     if (sbx_snaps_open(&p->snaps, p->store, p->mgr, dir, err) < 0)

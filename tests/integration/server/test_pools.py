@@ -44,7 +44,15 @@ def take(s, name, **kw):
 
 
 def listed(s):
-    return {x["id"] for x in s.request("GET", "/v1/sandboxes?pageSize=200").json()["items"]}
+    """The listed ids; the totals of a list without a filter (counted without a walk) and with
+    one (walked) leave the warm sandboxes out too."""
+    r = s.request("GET", "/v1/sandboxes?pageSize=200").json()
+    ids = {x["id"] for x in r["items"]}
+    check(r["pagination"]["totalItems"] == len(ids), "totalItems: %r" % r["pagination"])
+    f = s.request("GET", "/v1/sandboxes?pageSize=200&state=Running&state=Paused").json()
+    check({x["id"] for x in f["items"]} <= ids and
+          f["pagination"]["totalItems"] == len(f["items"]), "filtered: %r" % f["pagination"])
+    return ids
 
 
 def on_disk(s):
