@@ -678,6 +678,15 @@ sbx_mgr_list_page(struct sbx_mgr *m, const struct sbx_mgr_page *pg, struct sbx_r
     return total;
 }
 
+size_t
+sbx_mgr_unlisted(struct sbx_mgr *m)
+{
+    pthread_mutex_lock(&m->mu);
+    size_t n = m->n_unlisted;
+    pthread_mutex_unlock(&m->mu);
+    return n;
+}
+
 void
 sbx_mgr_list_free(struct sbx_record **items, size_t n)
 {

@@ -68,6 +68,8 @@ struct sbx_mgr_page {
 };
 size_t sbx_mgr_list_page(struct sbx_mgr *mgr, const struct sbx_mgr_page *pg,
                          struct sbx_record ***out, size_t *n);
+/* How many records no list shows (opts.unlisted): a pool's warm sandboxes. */
+size_t sbx_mgr_unlisted(struct sbx_mgr *mgr);
 int sbx_mgr_delete(struct sbx_mgr *mgr, const char *id, const char *reason, sbx_error **err);
 int sbx_mgr_pause(struct sbx_mgr *mgr, const char *id, sbx_error **err);
 int sbx_mgr_resume(struct sbx_mgr *mgr, const char *id, sbx_error **err);

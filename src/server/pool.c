@@ -288,6 +288,10 @@ count_all(struct sbx_pools *p, struct victims *dead)
         x->n.creating = x->creating;
         x->n.taking = x->taking;
     }
+    /* No pool and no warm sandbox (of a pool removed, or of before a restart): nothing to
+     * count or clean up, so a server without pools does not walk every sandbox each tick. */
+    if (!p->head && sbx_mgr_unlisted(p->srv->mgr) == 0)
+        return;
     struct scan s = {.p = p, .dead = dead};
     sbx_mgr_each(p->srv->mgr, scan_one, &s);
 }
