@@ -329,20 +329,31 @@ def curve_table(recs):
 SCALE_OPS = ("create", "exec", "list", "delete")
 
 
+def idle_cpu_cell(p):
+    """The share of all CPUs busy while only idle sandboxes stood, and its biggest user."""
+    if p.get("idle_cpu_busy") is None:
+        return "-"
+    top = p.get("idle_cpu_top") or []
+    who = f" ({top[0]['comm']} {top[0]['share'] * 100:.0f} %)" if top else ""
+    return f"{p['idle_cpu_busy'] * 100:.0f} %{who}"
+
+
 def scale_table(recs):
     lines = []
     for r in recs:
         lines += [f"**{r['tool']} ({r.get('variant', '')})**: {r.get('what', '')}", ""]
         head = "| live sandboxes | " + " | ".join(f"{op} p50 / p99 ms" for op in SCALE_OPS)
-        head += " | server RSS | RSS / sandbox | cgroups / sandbox | host / sandbox | fill time |"
-        lines += [head, "|" + "---|" * (len(SCALE_OPS) + 6)]
+        head += (" | server RSS | RSS / sandbox | cgroups / sandbox | host / sandbox | fill time"
+                 " | host CPUs busy while idle |")
+        lines += [head, "|" + "---|" * (len(SCALE_OPS) + 7)]
         for p in r.get("points", []):
             cells = [f"{stats.fmt_ms(p[op]['p50'])} / {stats.fmt_ms(p[op]['p99'])}" for op in SCALE_OPS]
             lines.append(
                 f"| {p['n']} | " + " | ".join(cells) + f" | {stats.fmt_bytes(p.get('server_rss'))} | "
                 f"{stats.fmt_bytes(p.get('server_rss_per_sandbox'))} | "
                 f"{stats.fmt_bytes(p.get('cgroup_per_sandbox'))} | "
-                f"{stats.fmt_bytes(p.get('host_mem_per_sandbox'))} | {p.get('fill_seconds', 0):.0f} s |")
+                f"{stats.fmt_bytes(p.get('host_mem_per_sandbox'))} | {p.get('fill_seconds', 0):.0f} s | "
+                f"{idle_cpu_cell(p)} |")
         lines.append("")
         for k, v in r.get("facts", {}).items():
             lines.append(f"- {k}: {v}")

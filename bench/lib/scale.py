@@ -33,6 +33,27 @@ import stats
 OPS = ("create", "exec", "list", "delete")
 
 
+def cpu_snapshot():
+    """(busy, total) jiffies of all CPUs (/proc/stat) and {pid: (comm, jiffies)} of every
+    process."""
+    with open("/proc/stat", encoding="utf-8") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    procs = {}
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat", encoding="utf-8") as f:
+                st = f.read()
+        except OSError:
+            continue  # gone meanwhile
+        comm = st[st.index("(") + 1:st.rindex(")")]
+        rest = st[st.rindex(")") + 2:].split()
+        procs[int(d)] = (comm, int(rest[11]) + int(rest[12]))  # utime + stime
+    busy = sum(v) - v[3] - v[4]  # all but idle and iowait
+    return busy, sum(v), procs
+
+
 class Scale:
     def __init__(self, args):
         self.args = args
@@ -172,6 +193,25 @@ class Scale:
                 continue
         return None
 
+    def idle_load(self, seconds):
+        """With only idle sandboxes standing: the share of all the host's CPUs that was busy
+        over `seconds`, and the processes (kernel threads included) that used most of it. A
+        step's latencies mean little when something else on the machine takes the CPUs as
+        the count grows (e.g. an agent that walks every process)."""
+        b0, t0, p0 = cpu_snapshot()
+        time.sleep(seconds)
+        b1, t1, p1 = cpu_snapshot()
+        if t1 <= t0:
+            return None, []
+        top = []
+        for pid, (comm, j) in p1.items():
+            if pid in p0 and pid != os.getpid():
+                top.append((j - p0[pid][1], pid, comm))
+        top.sort(reverse=True)
+        tot = t1 - t0
+        return (b1 - b0) / tot, [{"pid": pid, "comm": comm, "share": d / tot}
+                                 for d, pid, comm in top[:3] if d > 0]
+
     def measure(self, n_live):
         s = self.args.samples
         out = {op: [] for op in OPS}
@@ -218,7 +258,7 @@ class Scale:
                 if time.monotonic() > deadline:
                     stop_reason = f"time box of {a.time_box} s reached before measuring {target}"
                     break
-                time.sleep(a.settle)
+                busy, top = self.idle_load(a.settle)
                 try:
                     ops, total = self.measure(target)
                 except (api.ApiError, OSError) as e:
@@ -236,6 +276,9 @@ class Scale:
                 if rss is not None and base_rss is not None:
                     pt["server_rss_per_sandbox"] = (rss - base_rss) / target
                 pt["host_mem_per_sandbox"] = drop / target
+                if busy is not None:
+                    pt["idle_cpu_busy"] = busy
+                    pt["idle_cpu_top"] = top
                 if cg is not None:
                     pt["cgroup_bytes"] = cg
                     pt["cgroup_per_sandbox"] = cg / target
@@ -245,6 +288,8 @@ class Scale:
                 line += f" rss={(rss or 0) >> 20}MiB host/sb={drop / target / 1048576:.2f}MiB"
                 if cg is not None:
                     line += f" cg/sb={cg / target / 1048576:.2f}MiB"
+                if busy is not None:
+                    line += f" idle-cpu={busy * 100:.0f}% ({idle_top(top)})"
                 print(line + f" fill={fill_s:.0f}s", file=sys.stderr, flush=True)
         finally:
             t0 = time.monotonic()
@@ -252,6 +297,11 @@ class Scale:
             self.cleanup()
             cleanup_s = time.monotonic() - t0
         return points, stop_reason, left, cleanup_s, base_rss
+
+
+def idle_top(top):
+    """`comm` pid share% of the busiest processes."""
+    return ", ".join(f"{t['comm']} {t['pid']} {t['share'] * 100:.0f}%" for t in top) or "none"
 
 
 def record(args, points, stop_reason, left, cleanup_s, base_rss):
@@ -272,6 +322,11 @@ def record(args, points, stop_reason, left, cleanup_s, base_rss):
                 stats.fmt_bytes(last["cgroup_per_sandbox"]))
         facts[f"host MemAvailable drop per sandbox at {last['n']} (shared host: an upper bound)"] = (
             stats.fmt_bytes(last["host_mem_per_sandbox"]))
+        if first.get("idle_cpu_busy") is not None and last.get("idle_cpu_busy") is not None:
+            facts["host CPUs busy with only idle sandboxes standing, at "
+                  f"{first['n']} / at {last['n']}"] = (
+                f"{first['idle_cpu_busy'] * 100:.0f} % / {last['idle_cpu_busy'] * 100:.0f} % of all CPUs "
+                f"(busiest at {last['n']}: {idle_top(last.get('idle_cpu_top', []))})")
     facts[f"deleting the {left} left at the end ({min(8, max(left, 1))} clients)"] = f"{cleanup_s:.1f} s"
     return {
         "section": "scale", "id": args.id, "tool": args.tool, "variant": args.variant,
@@ -297,7 +352,7 @@ def main(argv):
     ap.add_argument("--server-pid", type=int, default=0)
     ap.add_argument("--cgroup-parent", default="", help="the sandboxes' parent cgroup (memory)")
     ap.add_argument("--time-box", type=float, default=3600)
-    ap.add_argument("--settle", type=float, default=2.0)
+    ap.add_argument("--settle", type=float, default=3.0)
     ap.add_argument("--sandbox-timeout", type=int, default=7200)
     ap.add_argument("--tool", default="sbx")
     ap.add_argument("--variant", default="native")
