@@ -101,7 +101,7 @@ def verb_page(sbx, verb, summary, version):
         out.append(".PP" if first else ".sp")
         out += [esc(l.strip()) for l in block[:first]]  # prose (an "Options:" line)
         out += list_block(block[first:])
-    out += [".SH SEE ALSO", f"\\fBsbx\\fR(1), \\fBsbx.conf\\fR(5)"]
+    out += [".SH SEE ALSO", "\\fBsbx\\fR(1), \\fBsbx.conf\\fR(5)"]
     return "\n".join(out) + "\n"
 
 

@@ -10,7 +10,6 @@ the X server processed it), the accessibility tree of a desktop with an xterm, a
 an idle desktop (X + WM + buses + xterm), each with the OSWorld-way row where there is one.
 """
 import argparse
-import json
 import os
 import shutil
 import sys

@@ -14,7 +14,6 @@ needs a thousand leaves: unit/net/ipam checks its message.) Exit 77 when no nati
 can be made here."""
 import os
 import resource
-import subprocess
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))

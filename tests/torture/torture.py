@@ -38,7 +38,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration", "server"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 
 import busybox_image  # noqa: E402
-from harness import Fail, Server, Skip, check, wait_for  # noqa: E402
+from harness import Server, Skip, check, wait_for  # noqa: E402
 from test_crash import native_footprint  # noqa: E402
 
 IMAGE = "sbx-test/busybox:1"

@@ -8,7 +8,6 @@ contexts, errors carrying {code, message}).
 import io
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time

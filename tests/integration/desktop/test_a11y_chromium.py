@@ -11,7 +11,6 @@ next snapshot. The whole XML equals OSWorld's tree made with pyatspi on the same
 import json
 import os
 import sys
-import tempfile
 import time
 import xml.etree.ElementTree as ET
 
@@ -46,7 +45,7 @@ def xml_find(root, tag, name=None):
 def main():
     env.enter_private_namespace()
     dump = sys.argv[1]
-    with env.Desktop(dump=sys.argv[1]) as d:
+    with env.Desktop(dump=dump) as d:
         page = os.path.join(d.tmp, "page.html")
         with open(page, "w") as f:
             f.write(PAGE)

@@ -25,7 +25,7 @@ import time
 import zlib
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "server"))
-from harness import Fail, Skip, check, main, wait_for  # noqa: E402
+from harness import Skip, check, main, wait_for  # noqa: E402
 
 CONFIG = 'providers = { supported = ["native"]; default = "native"; };\n'
 NEEDED = ["Xvnc", "openbox", "xterm", "xev", "chromium", "dbus-daemon", "ffprobe"]

@@ -6,7 +6,6 @@ request encodings (JSON, form, multipart) and answer shapes and status codes
   argv[1] = the sbx binary (sbx-execd next to it)
 """
 import http.client
-import json
 import os
 import sys
 import time

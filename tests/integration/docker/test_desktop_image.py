@@ -12,8 +12,6 @@ sbx serve. The image is built once per build dir and reused while its scripts ar
 load made tests running beside it time out.)
 """
 import hashlib
-import http.client
-import json
 import os
 import subprocess
 import sys

@@ -22,7 +22,6 @@ argv: SBX_CLI SBX_EXECD_STATIC. Needs root (network namespaces), openssl and
 python3-kubernetes (the fake's validation)."""
 import base64
 import hashlib
-import http.client
 import json
 import os
 import shutil

@@ -11,7 +11,7 @@ import os
 import random
 import time
 
-from harness import Fail, check, main, session_pids, wait_for
+from harness import check, main, session_pids, wait_for
 
 
 def sandboxes(s):

@@ -17,7 +17,6 @@ with an egress policy, local peers only (nothing leaves the machine):
 - a server killed with SIGKILL: the vault (metadata and values) is the same after the restart;
 - the value is never in an answer, the server's log, the state dir in clear, nor anywhere in
   the sandbox (env, /proc/1/environ, files, process list); deleting the sandbox deletes it."""
-import json
 import os
 import subprocess
 import time

@@ -4,7 +4,6 @@ and what the entrypoint printed, hostile bytes made valid UTF-8, a flood kept to
 `truncated`), lifecycle events across pause/resume and a server restart, the provider's
 runtime view, `all`, and the refusals (scope missing or unknown, unknown sandbox, the key).
 """
-import json
 
 from harness import check, main, wait_for
 

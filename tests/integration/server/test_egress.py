@@ -20,7 +20,6 @@ import base64
 import ctypes
 import json
 import os
-import socket
 import subprocess
 import time
 

@@ -7,7 +7,6 @@ runtime or the host cannot make sandboxes."""
 import concurrent.futures
 import os
 import random
-import subprocess
 import time
 
 from harness import Skip, check, main

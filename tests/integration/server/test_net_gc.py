@@ -15,7 +15,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 
 from harness import Skip, check, main, remove_bridge, wait_for
 

@@ -6,7 +6,6 @@ concurrent takes get distinct sandboxes, a full pool answers 429, capacity chang
 DELETE (warm ones go, taken ones stay), kill -9 and restart (warm ones re-adopted, counts
 right, nothing leaked), hostile input; then the same take on `native` where it is built."""
 import concurrent.futures
-import os
 import time
 
 from harness import Fail, check, main, wait_for

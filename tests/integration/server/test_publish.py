@@ -10,7 +10,6 @@ import http.client
 import os
 import socket
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Skip, check, free_port, main, wait_for  # noqa: E402
