@@ -160,6 +160,24 @@ sbx_cg_read_key(const char *dir, const char *file, const char *key, uint64_t *ou
 }
 
 int
+sbx_cg_mkdir(const char *dir, sbx_error **err)
+{
+    if (mkdir(dir, 0755) == 0 || errno == EEXIST)
+        return 0;
+    /* The kernel's ENOSPC here means it has no cgroup to give: a memory cgroup's id (at most
+     * 65,535 on the host) is held until its last charged page is reclaimed, so deleted
+     * sandboxes' "dying" cgroups count too; or a parent's cgroup.max.descendants or
+     * cgroup.max.depth (v2). "No space left on device" alone sends people to df. */
+    if (errno == ENOSPC)
+        return sbx_error_set(err, SBX_ELIMIT, ENOSPC,
+                             "mkdir `%s`: the host has no cgroup left to give (memory cgroup ids: "
+                             "at most 65535, dying ones of deleted sandboxes included, see the "
+                             "memory line of /proc/cgroups; or a parent's cgroup.max.descendants)",
+                             dir);
+    return sbx_error_set(err, SBX_EGENERIC, errno, "mkdir `%s`", dir);
+}
+
+int
 sbx_cg_rmdir(const char *dir, sbx_error **err)
 {
     /* The last task of a sandbox can still be leaving the cgroup just after its init was

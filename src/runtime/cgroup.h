@@ -114,6 +114,9 @@ int sbx_cg_read_u64(const char *dir, const char *file, uint64_t *out);
 int sbx_cg_read_key(const char *dir, const char *file, const char *key, uint64_t *out,
                     sbx_error **err);
 /* rmdir that tolerates a missing dir and retries briefly while the last task is being reaped. */
+/* mkdir of a sandbox's cgroup (EEXIST is fine). ENOSPC is a host limit, not a full disk: a
+ * SBX_ELIMIT (the API's 429) whose message names it. */
+int sbx_cg_mkdir(const char *dir, sbx_error **err);
 int sbx_cg_rmdir(const char *dir, sbx_error **err);
 
 #endif

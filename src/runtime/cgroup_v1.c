@@ -83,8 +83,8 @@ v1_create(struct sbx_cg *cg, const struct sbx_cg_limits *lim, sbx_error **err)
         int ret = sbx_mkdir_p(parent, 0755, err);
         if (ret < 0)
             return ret;
-        if (mkdir(cg->dir[r], 0755) < 0 && errno != EEXIST)
-            return sbx_error_set(err, SBX_EGENERIC, errno, "mkdir `%s`", cg->dir[r]);
+        if ((ret = sbx_cg_mkdir(cg->dir[r], err)) < 0)
+            return ret;
     }
     return v1_set_limits(cg, lim, err);
 }

@@ -133,8 +133,8 @@ v2_create(struct sbx_cg *cg, const struct sbx_cg_limits *lim, sbx_error **err)
         ret = v2_enable_controllers(cg, parent, err);
     if (ret < 0)
         return ret;
-    if (mkdir(dir, 0755) < 0 && errno != EEXIST)
-        return sbx_error_set(err, SBX_EGENERIC, errno, "mkdir `%s`", dir);
+    if ((ret = sbx_cg_mkdir(dir, err)) < 0)
+        return ret;
     return v2_set_limits(cg, lim, err);
 }
 

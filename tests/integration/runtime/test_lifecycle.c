@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -21,6 +22,7 @@
 #include "common/cleanup.h"
 #include "common/util.h"
 #include "common/xalloc.h"
+#include "runtime/cgroup.h"
 #include "runtime/runtime.h"
 
 #define CHECK(cond, ...)                                         \
@@ -349,6 +351,40 @@ test_gc_id(void)
     CHECK(sbx_rt_gc_id(rt, id, &err) == 0, "gc of the id: %s", sbx_error_msg(err));
     CHECK(access(dir, F_OK) < 0 && access(cg, F_OK) < 0, "record or cgroup left");
     CHECK(sbx_rt_gc_id(rt, id, &err) == 0, "gc of an id without a record: %s", sbx_error_msg(err));
+}
+
+/* In a child of its own mount namespace: sbx_cg_mkdir where the file system has no inode
+ * left (a tmpfs of one inode, its root's) gets ENOSPC, the errno a host out of memory cgroup
+ * ids gives, which cannot be reached here (65,535 cgroups). 0: a SBX_ELIMIT naming it. */
+static int
+cg_mkdir_enospc_child(void)
+{
+    char dir[] = "/tmp/sbx-cg-enospc-XXXXXX";
+    if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+        !mkdtemp(dir))
+        return 2;
+    int r = mount("tmpfs", dir, "tmpfs", 0, "nr_inodes=1") < 0 ? 2 : 1;
+    sbx_autofree char *sub = sbx_xasprintf("%s/cg", dir);
+    sbx_autoerror sbx_error *err = NULL;
+    if (r == 1 && sbx_cg_mkdir(sub, &err) == -SBX_ELIMIT && sbx_error_code(err) == SBX_ELIMIT &&
+        strstr(sbx_error_msg(err), "no cgroup left"))
+        r = 0;
+    (void)umount2(dir, MNT_DETACH);
+    (void)rmdir(dir);
+    return r;
+}
+
+static void
+test_cg_mkdir_enospc(void)
+{
+    pid_t pid = fork();
+    CHECK(pid >= 0, "fork");
+    if (pid == 0)
+        _exit(cg_mkdir_enospc_child());
+    int st = 0;
+    CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st), "the child");
+    CHECK(WEXITSTATUS(st) == 0, "cgroup mkdir's ENOSPC is a limit that names itself (%d)",
+          WEXITSTATUS(st));
 }
 
 static void
@@ -990,6 +1026,7 @@ main(int argc, char **argv)
     test_detached_destroy();
     test_async_destroy();
     test_gc_id();
+    test_cg_mkdir_enospc();
     test_adopt_after_creator_exit();
     test_bridge_hook(state, parent);
     test_netns_pool_none(state, parent);
