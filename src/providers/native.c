@@ -1245,7 +1245,9 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
         .netns_pool_net = net,
         /* cgroup v2 under systemd (Delegate=yes): the server into <own>/server, the sandboxes
          * into <own>/<cgroup_parent>/<id> (docs/install.md "The unit") */
-        .own_cgroup_leaf = "server"};
+        .own_cgroup_leaf = "server",
+        /* long-lived: one pivot_root at open, not one per sandbox (runtime/template.c) */
+        .pivot_once = true};
     if (parse_limits(d, settings, &rc, err) < 0) {
         free_data(d);
         return -SBX_EINVAL;

@@ -464,6 +464,8 @@ sbx_child_main(struct sbx_child_args *a)
         keep[n_keep++] = a->upper_loop_fd;
     if (a->cg_root_fd >= 0)
         keep[n_keep++] = a->cg_root_fd;
+    if (a->mnt_template_fd >= 0)
+        keep[n_keep++] = a->mnt_template_fd;
     for (size_t i = 0; i < a->n_binds; i++) {
         if (a->binds[i].src_fd > 0)
             keep[n_keep++] = a->binds[i].src_fd;

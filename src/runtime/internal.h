@@ -49,6 +49,9 @@ struct sbx_rt {
     pthread_mutex_t spare_mu;
     struct sbx_rt_sandbox **spare_ring;
     unsigned spare_next;
+    /* template.c: the mount namespace sandboxes' roots are moved into (-1: none, each child
+     * pivots its root; sbx_rt_config.pivot_once) */
+    int mnt_template;
 };
 
 #define SBX_RT_SPARE_SOCKS  2
@@ -125,6 +128,7 @@ struct sbx_child_bind {
  * allocation (it may be cloned from a multi-threaded server). */
 struct sbx_child_args {
     const struct sbx_rt_spec *spec;
+    int mnt_template_fd; /* the runtime's template mount namespace, or -1 (rootfs.c) */
     const char *lower_host; /* the host image skeleton for this spec (owner differs in a userns) */
     int sync_fd;
     int parent_fd;       /* the parent's end: closed first so the parent's death reads as EOF */
@@ -280,5 +284,8 @@ int sbx_raw_setresuid(uid_t uid);
 
 /* runtime.c: a free loop device backed by img (autoclear); its path in dev, its fd in *fd_out. */
 int sbx_loop_attach(const char *img, char *dev, size_t devlen, int *fd_out, sbx_error **err);
+
+/* template.c: make rt->mnt_template (left -1, with a warning, when it cannot be made). */
+void sbx_rt_template_open(struct sbx_rt *rt);
 
 #endif

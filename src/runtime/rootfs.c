@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/openat2.h>
+#include <sched.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mount.h>
@@ -363,6 +364,28 @@ pivot(struct sbx_child_args *a, int rootfd)
         FAIL(a, "detach the old root");
 }
 
+/* Instead of pivot(): a copy of the root built here goes on top of the template namespace's
+ * "/" (an empty read-only tmpfs, nothing of the host: template.c says why a climb out of the
+ * chroot is harmless there), and we chroot into it. No pivot_root: it walks every task on the
+ * host. The namespace we leave (the host's copy, with the root as built) is referenced by
+ * nothing once rootfd and the volume fds are closed, before anything of the sandbox runs. */
+static void
+enter_template(struct sbx_child_args *a, int rootfd)
+{
+    int tree =
+        open_tree(rootfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
+    if (tree < 0)
+        FAIL(a, "copy the root");
+    if (setns(a->mnt_template_fd, CLONE_NEWNS) < 0 || unshare(CLONE_NEWNS) < 0)
+        FAIL(a, "enter the template mount namespace");
+    (void)close(a->mnt_template_fd);
+    if (move_mount(tree, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) < 0)
+        FAIL(a, "mount the root");
+    if (fchdir(tree) < 0 || chroot(".") < 0 || chdir("/") < 0)
+        FAIL(a, "enter the root");
+    (void)close(tree);
+}
+
 int
 sbx_rootfs_setup(struct sbx_child_args *a)
 {
@@ -377,6 +400,9 @@ sbx_rootfs_setup(struct sbx_child_args *a)
         write_hostname(rootfd, a->hostname);
     if (a->spec->resolv_conf)
         write_resolv_conf(rootfd, a->spec->resolv_conf);
-    pivot(a, rootfd);
+    if (a->mnt_template_fd >= 0)
+        enter_template(a, rootfd);
+    else
+        pivot(a, rootfd);
     return 0;
 }

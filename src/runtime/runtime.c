@@ -235,6 +235,7 @@ int
 sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **err)
 {
     struct sbx_rt *rt = sbx_xcalloc(1, sizeof *rt);
+    rt->mnt_template = -1;
     rt->state_dir = sbx_xstrdup(cfg && cfg->state_dir ? cfg->state_dir : "/var/lib/sbx");
     rt->run_dir = sbx_xasprintf("%s/run", rt->state_dir);
     rt->upper_dir = sbx_xasprintf("%s/upper", rt->state_dir);
@@ -279,6 +280,8 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
         ret = aggregate_limits(rt, cfg, err);
     if (ret == 0 && cfg)
         ret = sbx_rt_pool_start(rt, cfg->netns_pool, cfg->netns_pool_net, err);
+    if (ret == 0 && cfg && cfg->pivot_once)
+        sbx_rt_template_open(rt);
     if (ret < 0) {
         sbx_rt_close(rt);
         return sbx_error_wrap(err, "open the sandbox runtime");
@@ -303,6 +306,7 @@ sbx_rt_close(struct sbx_rt *rt)
     sbx_rt_sock_stop(rt);
     sbx_seccomp_free(&rt->seccomp);
     sbx_seccomp_free(&rt->init_seccomp);
+    sbx_closep(&rt->mnt_template);
     free(rt->state_dir);
     free(rt->run_dir);
     free(rt->upper_dir);
@@ -916,6 +920,8 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
     /* v1: the child joins its cgroups itself (see sbx_cg_join_self), then roots its cgroup
      * namespace there. */
     a->unshare_cgroupns = !sb->cg.ops->clone_into && sbx_cg_any_dir(&sb->cg);
+    /* A child in a user namespace cannot join the template (it belongs to the initial one). */
+    a->mnt_template_fd = spec->userns ? -1 : sb->rt->mnt_template;
     a->seccomp = &sb->rt->seccomp;
     a->init_seccomp = &sb->rt->init_seccomp;
     a->caps = &sb->rt->caps;
@@ -1250,13 +1256,9 @@ static bool
 child_fds_below(const struct sbx_child_args *a, int base)
 {
     int most = a->sync_fd > a->parent_fd ? a->sync_fd : a->parent_fd;
-    int more[] = {a->netns_fd,
-                  a->upper_loop_fd,
-                  a->cg_root_fd,
-                  a->stdio[0],
-                  a->stdio[1],
-                  a->stdio[2],
-                  a->spec->has_fd3 ? a->spec->fd3 : -1};
+    int more[] = {
+        a->netns_fd, a->mnt_template_fd, a->upper_loop_fd, a->cg_root_fd,
+        a->stdio[0], a->stdio[1],        a->stdio[2],      a->spec->has_fd3 ? a->spec->fd3 : -1};
     for (size_t i = 0; i < sizeof more / sizeof more[0]; i++)
         most = more[i] > most ? more[i] : most;
     for (size_t i = 0; i < a->n_cg_join; i++)

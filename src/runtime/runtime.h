@@ -81,6 +81,11 @@ struct sbx_rt_config {
      * controllers for the sandboxes' (sbx_cg_v2_leave_own); sandboxes are still made below
      * the caller's original cgroup. NULL => stay (`sbx run`). */
     const char *own_cgroup_leaf;
+    /* Pivot once, at open, into a template mount namespace that sandboxes' roots are moved
+     * into, instead of a pivot_root per sandbox, which walks every task on the host (template.c;
+     * docs/runtime.md "Entering the root"). For long-lived callers (the server): the template
+     * costs a fork and that one walk at open. Sandboxes in a user namespace pivot anyway. */
+    bool pivot_once;
 };
 
 struct sbx_rt_volume {

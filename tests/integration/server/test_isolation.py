@@ -8,6 +8,9 @@
   writable through /proc/1/fd/1 past every limit); its log and the entrypoint's output are a
   bounded ring served by GET /logs;
 - a full /dev/shm in a small sandbox: the command fails, execd (PID 1) and the sandbox live;
+- a chroot escape by the sandbox's root (CAP_SYS_CHROOT) ends in the sandbox's own root, and
+  the root is stacked on the template mount namespace's read-only tmpfs (no pivot_root per
+  sandbox);
 - the network (issue 16), on a bridge of this test's own with two sandboxes per leaf bridge: a
   listener of the host's (on every address) is out of reach but for the address the operator
   allowed, from every leaf, and sandboxes reach each other only in one group, on one leaf and
@@ -16,9 +19,11 @@
   tried in tests/integration/net, whose "outside" is a namespace of its own.)
 
 Each check has a control showing the operation itself works where it should."""
+import ctypes
 import json
 import os
 import socket
+import struct
 import subprocess
 import threading
 
@@ -85,6 +90,93 @@ def host_image_secrets(s, sid):
             os.unlink(marker)
     check("marker-private-key" not in out, "a host TLS key is readable: %r" % out)
     check("private" not in out and "CA-OK" in out, "/etc/ssl holds only certs: %r" % out)
+
+
+CLIMB = """import os
+os.makedirs("/tmp/jail", exist_ok=True)
+fd = os.open("/", os.O_RDONLY)
+os.chroot("/tmp/jail")
+os.fchdir(fd)
+for _ in range(64):
+    os.chdir("..")
+os.chroot(".")
+print(sorted(os.listdir("/")))
+print(os.path.exists(%r))
+"""
+
+# statmount(2) and listmount(2) (Linux 6.8; x86_64 numbers: the build host's headers may be
+# older): the mounts of a namespace, including those below the caller's root.
+SYS_STATMOUNT, SYS_LISTMOUNT = 457, 458
+LSMT_ROOT = 0xFFFFFFFFFFFFFFFF
+TMPFS_MAGIC, SB_RDONLY = 0x01021994, 1
+
+
+def statmount(libc, mnt_id):
+    """(id, parent id, superblock magic, superblock flags) of a mount."""
+    req = struct.pack("=IIQQ", 24, 0, mnt_id, 0x1 | 0x2)  # STATMOUNT_SB_BASIC | MNT_BASIC
+    buf = ctypes.create_string_buffer(4096)
+    if libc.syscall(SYS_STATMOUNT, ctypes.c_char_p(req), buf, 4096, 0) < 0:
+        raise OSError(ctypes.get_errno(), "statmount")
+    magic, flags = struct.unpack_from("=QI", buf.raw, 24)
+    mid, parent = struct.unpack_from("=QQ", buf.raw, 40)
+    return mid, parent, magic, flags
+
+
+def below_root(pid):
+    """In a child that joins pid's mount namespace: what its root mount is stacked on, as
+    [(magic, flags), ...] from the root's parent down to the namespace's own root."""
+    r, w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(r)
+        out = []
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.syscall.restype = ctypes.c_long
+            fd = os.open("/proc/%d/ns/mnt" % pid, os.O_RDONLY)
+            if libc.setns(fd, 0x00020000) != 0:  # CLONE_NEWNS: lands in pid's root
+                raise OSError(ctypes.get_errno(), "setns")
+            ids = (ctypes.c_uint64 * 1)()
+            req = struct.pack("=IIQQ", 24, 0, LSMT_ROOT, 0)
+            if libc.syscall(SYS_LISTMOUNT, ctypes.c_char_p(req), ids, 1, 0) != 1:
+                raise OSError(ctypes.get_errno(), "listmount")
+            m = statmount(libc, ids[0])  # the mount at our root
+            while m[1] != m[0]:
+                m = statmount(libc, m[1])
+                out.append([m[2], m[3]])
+        except OSError as e:
+            out = [str(e)]
+        os.write(w, json.dumps(out).encode())
+        os._exit(0)
+    os.close(w)
+    with os.fdopen(r) as f:
+        got = json.loads(f.read() or "[]")
+    os.waitpid(child, 0)
+    return got
+
+
+def chroot_climb(s, sid):
+    """The classic chroot escape, as root with CAP_SYS_CHROOT (kept by default): keep a dir
+    fd, chroot deeper, fchdir back out, climb, chroot there. The climb ends in the sandbox's
+    own root, and nothing of the host (a marker in the server's state dir) is on the way. The
+    server moves each root into its template mount namespace instead of a pivot_root per
+    sandbox (runtime/template.c): below the root there is the template's empty tmpfs, read-only
+    at its superblock (then, on a host whose own "/" is stacked on an initramfs, that rootfs,
+    as under any pivot_root), which no path reaches."""
+    marker = os.path.join(s.state, "host-only-marker")
+    with open(marker, "w") as f:
+        f.write("secret\n")
+    own, _, _ = inside(s, sid, "python3 -c 'import os; print(sorted(os.listdir(\"/\")))'")
+    out, err, _ = inside(s, sid, "python3 -c '%s'" % (CLIMB % marker).replace("'", "'\\''"))
+    check(len(own) == 1 and "'usr'" in own[0] and out == [own[0], "False"],
+          "the climb out of a chroot ends in the sandbox's own root: %r %r (own: %r)"
+          % (out, err, own))
+    below = below_root(execd_pid(s, sid))
+    if below and isinstance(below[0], str) and "Function not implemented" in below[0]:
+        print("no statmount(2) here (before Linux 6.8): what is below the root not checked")
+        return
+    check(below and below[0] == [TMPFS_MAGIC, SB_RDONLY],
+          "the sandbox's root is stacked on the template's read-only tmpfs: %r" % below)
 
 
 def pid1_closed(s, sid):
@@ -332,6 +424,7 @@ def test(new_server):
     sid = r.json()["id"]
     host_devices(s, sid)
     host_image_secrets(s, sid)
+    chroot_climb(s, sid)
     pid1_closed(s, sid)
     check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
     lost(s)

@@ -1,0 +1,102 @@
+/*
+ * template.c - the template mount namespace: one read-only, empty tmpfs and nothing else,
+ * made once per runtime (sbx_rt_config.pivot_once: the server's), which every sandbox's root
+ * is moved into instead of each child calling pivot_root.
+ *
+ * Why: pivot_root walks every task on the host (chroot_fs_refs, to move roots and cwds off the
+ * old root), so with 10,000 idle sandboxes (20,000 tasks) each create paid ~5 ms for it
+ * (docs/server.md "Many sandboxes"). Here only the template's own maker pivots, once.
+ *
+ * How a child enters (rootfs.c, enter_template): it builds its root in the mount namespace it
+ * was cloned with (a copy of the host's, as before), takes a detached copy of that whole tree
+ * (open_tree(OPEN_TREE_CLONE | AT_RECURSIVE)), joins the template namespace, unshares a
+ * private copy of it, attaches the tree on top of its "/" and chroots into the tree.
+ *
+ * Why that is as safe as pivot_root: the plain chroot of a runtime's "no pivot" mode is unsafe
+ * because the host's root is still mounted under the sandbox's, so a root with CAP_SYS_CHROOT
+ * that climbs out of its chroot (chroot deeper, fchdir back out, chdir ..) reaches the host's
+ * files. Here the host's root is not in the sandbox's namespace: below the sandbox's tree
+ * there is the template's tmpfs, empty and read-only at the superblock (no remount without
+ * CAP_SYS_ADMIN over the initial user namespace), and below that only what is below any
+ * pivot_root's new root too (on a host whose own "/" is stacked on the initramfs rootfs, that
+ * rootfs). No path climbs there: ".." at the root of a mount whose mountpoint is the root of
+ * the mount below it goes on up, and stops at the namespace's root, so the climb ends in the
+ * sandbox's own root, as after a pivot_root. The host tree stays in the namespace the child
+ * was cloned with, which nothing references once the child has left it (the fds it used to
+ * build the root are closed before anything of the sandbox runs). setns into a sandbox's
+ * namespace (exec_into) still lands in its root: mntns_install looks "/" up with
+ * LOOKUP_DOWN, which takes the mount stacked on the namespace's root. server/isolation tries
+ * the climb and checks what the root is stacked on (statmount).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <stdio.h>
+#include <sys/mount.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "common/cleanup.h"
+#include "common/log.h"
+#include "common/xalloc.h"
+#include "runtime/internal.h"
+
+/* In the forked maker: a namespace whose root is an empty read-only tmpfs, mounted over dir
+ * (any directory; the mount is of this namespace only), then wait for the parent to open it. */
+__attribute__((noreturn)) static void
+make_template(const char *dir, int ready, int go)
+{
+    if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
+        _exit(1);
+    if (mount("sbx-template", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "size=4k,nr_inodes=2,mode=0555") < 0)
+        _exit(2);
+    if (chdir(dir) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 ||
+        chdir("/") < 0)
+        _exit(3);
+    /* Read-only at the superblock: a sandbox's process that climbs out of its chroot can
+     * write nothing here, and cannot make it writable again. */
+    if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
+        _exit(4);
+    char c = 1;
+    if (write(ready, &c, 1) != 1)
+        _exit(5);
+    (void)!read(go, &c, 1);
+    _exit(0);
+}
+
+void
+sbx_rt_template_open(struct sbx_rt *rt)
+{
+    int ready[2] = {-1, -1};
+    int go[2] = {-1, -1};
+    if (pipe2(ready, O_CLOEXEC) < 0 || pipe2(go, O_CLOEXEC) < 0) {
+        sbx_closep(&ready[0]);
+        sbx_closep(&ready[1]);
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* the other ends are the parent's: go's must be closed here too for its EOF */
+        (void)close(ready[0]);
+        (void)close(go[1]);
+        make_template(rt->run_dir, ready[1], go[0]);
+    }
+    (void)close(ready[1]);
+    (void)close(go[0]);
+    char c = 0;
+    if (pid > 0 && read(ready[0], &c, 1) == 1) {
+        sbx_autofree char *ns = sbx_xasprintf("/proc/%d/ns/mnt", (int)pid);
+        rt->mnt_template = open(ns, O_RDONLY | O_CLOEXEC);
+    }
+    (void)close(go[1]); /* the maker exits on EOF */
+    (void)close(ready[0]);
+    int st = 0;
+    while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR)
+        ;
+    if (rt->mnt_template < 0)
+        sbx_warn("runtime: no template mount namespace (maker status %d): every sandbox "
+                 "pivots its root",
+                 pid > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+}
