@@ -133,8 +133,9 @@ setup_stdio(struct sbx_child_args *a)
     }
 }
 
-/* After pivot_root: the slots without an fd get the sandbox's own /dev/null, whose mount is
- * read-only (rootfs.c), so no fd of the command leads to a host inode it could change. */
+/* In the sandbox's root (pivoted, or moved into the template): the slots without an fd get the
+ * sandbox's own /dev/null, whose mount is read-only (rootfs.c), so no fd of the command leads to a
+ * host inode it could change. */
 static void
 stdio_devnull(struct sbx_child_args *a)
 {
