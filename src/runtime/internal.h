@@ -128,7 +128,7 @@ struct sbx_child_bind {
  * allocation (it may be cloned from a multi-threaded server). */
 struct sbx_child_args {
     const struct sbx_rt_spec *spec;
-    int mnt_template_fd; /* the runtime's template mount namespace, or -1 (rootfs.c) */
+    int mnt_template_fd;    /* the runtime's template mount namespace, or -1 (rootfs.c) */
     const char *lower_host; /* the host image skeleton for this spec (owner differs in a userns) */
     int sync_fd;
     int parent_fd;       /* the parent's end: closed first so the parent's death reads as EOF */
