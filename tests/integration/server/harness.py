@@ -132,6 +132,16 @@ class Server:
             time.sleep(0.05)
         raise Fail("server did not answer /health")
 
+    def start_native(self):
+        """start(), or Skip when this build has no native provider (src/runtime is not part of
+        it): the tests of a native server's features."""
+        try:
+            self.start()
+        except Fail:
+            if "unknown provider `native`" in self.log():
+                raise Skip("this build has no native provider (src/runtime is not part of it)")
+            raise
+
     def log(self, full=False):
         try:
             with open(self.logpath, errors="replace") as f:

@@ -760,12 +760,7 @@ def test(new_server):
     up = Upstream(log)
     try:
         world.up()
-        try:
-            s.start()
-        except Exception as e:  # noqa: BLE001 - the reason is in the log
-            if "unknown provider `native`" in s.log():
-                raise Skip("this build has no native provider")
-            raise e
+        s.start_native()
         pol = {"defaultAction": "deny", "egress": [
             {"action": "allow", "target": t} for t in ("api.test", "evil.test", "other.test",
                                                        "key.test", "multi.test", "bad.test",
