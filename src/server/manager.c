@@ -837,6 +837,13 @@ delete_locked(struct sbx_mgr *m, struct entry *e, const char *reason, sbx_error 
 int
 sbx_mgr_delete(struct sbx_mgr *m, const char *id, const char *reason, sbx_error **err)
 {
+    return sbx_mgr_delete_if(m, id, NULL, reason, err);
+}
+
+int
+sbx_mgr_delete_if(struct sbx_mgr *m, const char *id, sbx_mgr_match_fn still, const char *reason,
+                  sbx_error **err)
+{
     /* A lazy provider (remote sandboxes) must be built to remove what it made: without it the
      * delete fails (naming the missing secret) instead of leaking the remote sandbox. */
     if (ensure_prov(m, id, err) < 0)
@@ -847,7 +854,11 @@ sbx_mgr_delete(struct sbx_mgr *m, const char *id, const char *reason, sbx_error 
      * instead of failing: whatever it ends in, delete can follow. */
     while ((e = find(m, id)) && e->busy && !m->stopping)
         pthread_cond_wait(&m->cv, &m->mu);
-    int r = acquire(m, id, &e, err);
+    int r = 0;
+    if (e && still && !still(e->sb, NULL))
+        r = sbx_error_set(err, SBX_ECONFLICT, 0, "sandbox `%s` changed meanwhile; not deleted", id);
+    if (r >= 0)
+        r = acquire(m, id, &e, err);
     if (r >= 0)
         r = delete_locked(m, e, reason, err);
     pthread_mutex_unlock(&m->mu);

@@ -71,6 +71,10 @@ size_t sbx_mgr_list_page(struct sbx_mgr *mgr, const struct sbx_mgr_page *pg,
 /* How many records no list shows (opts.unlisted): a pool's warm sandboxes. */
 size_t sbx_mgr_unlisted(struct sbx_mgr *mgr);
 int sbx_mgr_delete(struct sbx_mgr *mgr, const char *id, const char *reason, sbx_error **err);
+/* sbx_mgr_delete, only if `still` accepts the record once any operation on it is over (checked
+ * under the lock, with the delete); SBX_ECONFLICT when it does not. */
+int sbx_mgr_delete_if(struct sbx_mgr *mgr, const char *id, sbx_mgr_match_fn still,
+                      const char *reason, sbx_error **err);
 int sbx_mgr_pause(struct sbx_mgr *mgr, const char *id, sbx_error **err);
 int sbx_mgr_resume(struct sbx_mgr *mgr, const char *id, sbx_error **err);
 /* Stop a Running or Paused sandbox, keeping its filesystem (state Stopped). */

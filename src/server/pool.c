@@ -378,13 +378,22 @@ make_warm(struct sbx_pools *p, const char *name, const char *uid, const json_t *
     return r;
 }
 
+static bool
+still_warm(const struct sbx_record *sb, void *ud)
+{
+    (void)ud;
+    return sbx_pool_is_warm(sb);
+}
+
 static void
 delete_victims(struct sbx_pools *p, struct victims *v, const char *reason)
 {
     for (size_t i = 0; i < v->n && !p->stopping; i++) {
         sbx_autoerror sbx_error *err = NULL;
-        if (sbx_mgr_delete(p->srv->mgr, v->ids[i], reason, &err) < 0 &&
-            sbx_error_code(err) != SBX_ENOTFOUND)
+        /* Still warm: a take may have claimed it since it was picked (outside the lock), and
+         * a taken sandbox is its owner's (ECONFLICT: left alone). */
+        if (sbx_mgr_delete_if(p->srv->mgr, v->ids[i], still_warm, reason, &err) < 0 &&
+            sbx_error_code(err) != SBX_ENOTFOUND && sbx_error_code(err) != SBX_ECONFLICT)
             sbx_warn("pool: delete warm sandbox %s: %s", v->ids[i], sbx_error_msg(err));
     }
     v->n = 0;
@@ -772,6 +781,7 @@ take_new(struct sbx_pools *p, struct pool *x, struct sbx_record *want, struct sb
         y->taking--;
     p->kicked = true;
     pthread_cond_signal(&p->cv);
+    pthread_cond_broadcast(&p->ready_cv); /* takes that found the pool full count again */
     pthread_mutex_unlock(&p->mu);
     return r;
 }
@@ -810,7 +820,10 @@ sbx_pools_take(struct sbx_pools *p, const char *name, struct sbx_record *want,
         count_all(p, NULL);
         if (sbx_pool_room(&x->cap, &x->n))
             return take_new(p, x, want, out, err); /* unlocks */
-        if (x->creating == 0 || sbx_now_ms() >= deadline) {
+        /* A refill or another take in flight may free room, and until its counter drops its
+         * sandbox, Running already, is counted twice (as made and as in flight): wait for
+         * those before calling the pool full. */
+        if ((x->creating == 0 && x->taking == 0) || sbx_now_ms() >= deadline) {
             int64_t max = x->cap.pool_max;
             pthread_mutex_unlock(&p->mu);
             sbx_record_free(want);
