@@ -52,6 +52,9 @@ struct sbx_rt {
     /* template.c: the mount namespace sandboxes' roots are moved into (-1: none, each child
      * pivots its root; sbx_rt_config.pivot_once) */
     int mnt_template;
+    /* the template's network namespace (only `lo`), whose sysfs network-none sandboxes
+     * share: held open so that `lo` stays in it; -1 when the template has no sysfs */
+    int net_template;
 };
 
 #define SBX_RT_SPARE_SOCKS  2
@@ -129,6 +132,7 @@ struct sbx_child_bind {
 struct sbx_child_args {
     const struct sbx_rt_spec *spec;
     int mnt_template_fd;    /* the runtime's template mount namespace, or -1 (rootfs.c) */
+    bool share_sys;         /* /sys is the template's (network none; template.c) */
     const char *lower_host; /* the host image skeleton for this spec (owner differs in a userns) */
     int sync_fd;
     int parent_fd;       /* the parent's end: closed first so the parent's death reads as EOF */

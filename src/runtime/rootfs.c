@@ -165,11 +165,13 @@ setup_proc(struct sbx_child_args *a, int rootfd)
 
 /* Every tmpfs or other mount of a new file system is one more superblock on the host, and the
  * kernel makes each new memory cgroup allocate ~1 KiB of shrinker bookkeeping per 64
- * superblocks that ever existed at once (docs/server.md "Many sandboxes"): memory that grows
- * with the square of the count. So the masked directories share one empty, read-only tmpfs:
- * the first is a new mount, the others clones of it (a clone is the same superblock). */
+ * superblocks that ever existed at once, and each removed one walk every superblock's lists
+ * (docs/server.md "Many sandboxes"). So the masked directories share one empty, read-only
+ * directory: src, a detached copy of the template's empty directory (template.c), or without
+ * a template one new tmpfs; the first mask is that, the others clones of it (a clone is the
+ * same superblock). */
 static void
-mask_dirs(struct sbx_child_args *a, int rootfd)
+mask_dirs(struct sbx_child_args *a, int rootfd, int src)
 {
     sbx_autoclose int first = -1;
     for (size_t i = 0; i < sizeof masked_dirs / sizeof masked_dirs[0]; i++) {
@@ -177,8 +179,12 @@ mask_dirs(struct sbx_child_args *a, int rootfd)
         if (t < 0)
             continue;
         if (first < 0) {
-            mount_at(a, rootfd, masked_dirs[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
-                     "size=0");
+            if (src < 0)
+                mount_at(a, rootfd, masked_dirs[i], "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV,
+                         "size=0");
+            else if (attach_fd(src, t, MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV) <
+                     0)
+                FAIL(a, "mask `/%s`", masked_dirs[i]);
             /* RESOLVE_IN_ROOT again: the mount's root, never a path the image could redirect. */
             first = openat2_in_root(rootfd, masked_dirs[i]);
             if (first < 0)
@@ -250,6 +256,10 @@ setup_sys(struct sbx_child_args *a, int rootfd)
     if (fd < 0) {
         errno = -fd;
         FAIL(a, "mount point /sys");
+    }
+    if (a->share_sys) { /* the template's, attached by enter_template */
+        (void)close(fd);
+        return;
     }
     char p[64];
     snprintf(p, sizeof p, "/proc/self/fd/%d", fd);
@@ -368,7 +378,10 @@ pivot(struct sbx_child_args *a, int rootfd)
  * "/" (an empty read-only tmpfs, nothing of the host: template.c says why a climb out of the
  * chroot is harmless there), and we chroot into it. No pivot_root: it walks every task on the
  * host. The namespace we leave (the host's copy, with the root as built) is referenced by
- * nothing once rootfd and the volume fds are closed, before anything of the sandbox runs. */
+ * nothing once rootfd and the volume fds are closed, before anything of the sandbox runs.
+ * Then the template's mounts that sandboxes share: its empty directory on every masked
+ * directory, and for network none its sysfs on /sys (template.c: the sysfs of a namespace
+ * with only `lo`, as the sandbox's own, and no new superblock per sandbox). */
 static void
 enter_template(struct sbx_child_args *a, int rootfd)
 {
@@ -376,7 +389,16 @@ enter_template(struct sbx_child_args *a, int rootfd)
         open_tree(rootfd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_RECURSIVE | AT_EMPTY_PATH);
     if (tree < 0)
         FAIL(a, "copy the root");
-    if (setns(a->mnt_template_fd, CLONE_NEWNS) < 0 || unshare(CLONE_NEWNS) < 0)
+    if (setns(a->mnt_template_fd, CLONE_NEWNS) < 0)
+        FAIL(a, "enter the template mount namespace");
+    /* Copies of the template's mounts, taken while it is this process's namespace (a mount
+     * is cloned only from the caller's own); nothing here changes the template itself. */
+    sbx_autoclose int empty = open_tree(AT_FDCWD, "/empty", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC);
+    sbx_autoclose int sys =
+        a->share_sys ? open_tree(AT_FDCWD, "/sys", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC) : -1;
+    if (empty < 0 || (a->share_sys && sys < 0))
+        FAIL(a, "copy the template's mounts");
+    if (unshare(CLONE_NEWNS) < 0)
         FAIL(a, "enter the template mount namespace");
     (void)close(a->mnt_template_fd);
     if (move_mount(tree, "", AT_FDCWD, "/", MOVE_MOUNT_F_EMPTY_PATH) < 0)
@@ -384,6 +406,17 @@ enter_template(struct sbx_child_args *a, int rootfd)
     if (fchdir(tree) < 0 || chroot(".") < 0 || chdir("/") < 0)
         FAIL(a, "enter the root");
     (void)close(tree);
+    sbx_autoclose int root = open("/", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (root < 0)
+        FAIL(a, "open the root");
+    if (sys >= 0) {
+        sbx_autoclose int t = openat2_in_root(root, "sys"); /* made by setup_sys */
+        if (t < 0 || attach_fd(sys, t,
+                               MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV |
+                                   MOUNT_ATTR_NOEXEC) < 0)
+            FAIL(a, "mount sysfs");
+    }
+    mask_dirs(a, root, empty);
 }
 
 int
@@ -395,14 +428,15 @@ sbx_rootfs_setup(struct sbx_child_args *a)
     setup_proc(a, rootfd);
     setup_dev(a, rootfd);
     setup_sys(a, rootfd);
-    mask_dirs(a, rootfd);
     if (a->spec->n_layers > 0) /* the host image's is a link to the kernel's (hostimg.c) */
         write_hostname(rootfd, a->hostname);
     if (a->spec->resolv_conf)
         write_resolv_conf(rootfd, a->spec->resolv_conf);
-    if (a->mnt_template_fd >= 0)
+    if (a->mnt_template_fd >= 0) {
         enter_template(a, rootfd);
-    else
+    } else {
+        mask_dirs(a, rootfd, -1);
         pivot(a, rootfd);
+    }
     return 0;
 }

@@ -11,6 +11,8 @@
 - a chroot escape by the sandbox's root (CAP_SYS_CHROOT) ends in the sandbox's own root, and
   the root is stacked on the template mount namespace's read-only tmpfs (no pivot_root per
   sandbox);
+- sandboxes of network `none` share the template's read-only sysfs (only `lo`), not the
+  host's, and a bridged sandbox keeps its own;
 - the network (issue 16), on a bridge of this test's own with two sandboxes per leaf bridge: a
   listener of the host's (on every address) is out of reach but for the address the operator
   allowed, from every leaf, and sandboxes reach each other only in one group, on one leaf and
@@ -177,6 +179,50 @@ def chroot_climb(s, sid):
         return
     check(below and below[0] == [TMPFS_MAGIC, SB_RDONLY],
           "the sandbox's root is stacked on the template's read-only tmpfs: %r" % below)
+
+
+SYSFS_MAGIC = "62656572"
+SYS_PROBE = ("stat -f -c %t /sys; stat -c %d /sys; ls /sys/class/net | tr '\\n' ' '; echo; "
+             "for d in /sys/firmware /proc/acpi; do [ -d $d ] || continue; ls -A $d | wc -l; "
+             "touch $d/x 2>&1 | grep -c Read-only; done")
+
+
+def sys_of(s, sid):
+    """(file system type, device, interfaces, [(files, refused writes) of each masked dir])."""
+    out, err, _ = inside(s, sid, SYS_PROBE)
+    check(len(out) >= 5 and len(out) % 2 == 1, "the /sys probe ran: %r %r" % (out, err))
+    masks = [(int(out[i]), int(out[i + 1])) for i in range(3, len(out), 2)]
+    return out[0], int(out[1]), out[2].split(), masks
+
+
+def sysfs_none(new_server, bridged):
+    """Sandboxes of network `none` share one read-only sysfs, the template's (runtime/
+    template.c: a network namespace with only `lo`), instead of a superblock each, which the
+    kernel finds by a walk of every sysfs superblock on the host. It is not the host's sysfs
+    (whose network namespace has the host's interfaces) nor a bridged sandbox's (which has its
+    own: eth0). The masked directories are the template's empty directory, read-only."""
+    s = new_server(config_text='providers = { supported = ["native"]; default = "native";\n'
+                               '  native = { network = "none"; }; };\n', tag="isolation-none")
+    s.start_native()
+    ids = []
+    for _ in range(2):
+        r = s.create()
+        check(r.status == 202, "create: %r" % r)
+        ids.append(r.json()["id"])
+    a, b = sys_of(s, ids[0]), sys_of(s, ids[1])
+    check(a[0] == SYSFS_MAGIC and a[2] == ["lo"], "/sys is a sysfs with only lo: %r" % (a,))
+    check(a[1] == b[1], "two sandboxes of network none share one sysfs: %r %r" % (a, b))
+    check(a[1] != os.stat("/sys").st_dev, "it is not the host's sysfs: %r" % (a,))
+    check(a[1] != bridged[1] and "eth0" in bridged[2],
+          "a bridged sandbox has its own, with its eth0: %r %r" % (a, bridged))
+    check(all(m == (0, 1) for m in a[3] + bridged[3]),
+          "masked dirs are empty and read-only: %r %r" % (a, bridged))
+    out, err, _ = inside(s, ids[0], "touch /sys/x 2>&1; cat /sys/class/net/lo/operstate")
+    check(any("Read-only" in x for x in out) and out[-1] == "unknown",
+          "read-only, and lo is up as in the sandbox's own namespace: %r %r" % (out, err))
+    for sid in ids:
+        check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
+    check(s.stop() == 0, "clean stop")
 
 
 def pid1_closed(s, sid):
@@ -421,11 +467,13 @@ def test(new_server):
     host_image_secrets(s, sid)
     chroot_climb(s, sid)
     pid1_closed(s, sid)
+    bridged = sys_of(s, sid)
     check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
     lost(s)
     logs(s)
     shm_full(s)
     check(s.stop() == 0, "clean stop")
+    sysfs_none(new_server, bridged)
     network(new_server)
 
 
