@@ -196,12 +196,14 @@ CONCURRENT = re.compile(r"\||(?<![<>])&(?!>)")  # a pipe or `&` (not `>&`, `&>`)
 def normalise(line: str, o: Outcome) -> Outcome:
     """What may differ without being the fast path's doing: bash orders the environment its own
     way (docs/execd.md), and the stderr of processes running at once (a pipeline, `&`)
-    interleaves in any order, even inside a line: then only its bytes are compared."""
+    interleaves in any order, even inside a line: then only its bytes are compared, and the
+    number of lines (one per newline, which interleaving does not change; where the newlines
+    fall it does, so an empty line, the event "\n", is in one run and not in another)."""
     out, err = o.out, o.err
     if "env" in line:
         out = sorted("\n".join(out).replace("\0", "\n").split("\n"))
     if CONCURRENT.search(line):
-        err = sorted("".join(err))
+        err = ["%d lines" % len(err)] + sorted("".join(x for x in err if x != "\n"))
     return Outcome(o.code, out, err)
 
 
