@@ -27,7 +27,8 @@
  * build the root are closed before anything of the sandbox runs). setns into a sandbox's
  * namespace (exec_into) still lands in its root: mntns_install looks "/" up with
  * LOOKUP_DOWN, which takes the mount stacked on the namespace's root. server/isolation tries
- * the climb and checks what the root is stacked on (statmount).
+ * the climb and checks what the root is stacked on (statmount). That holds only when the
+ * maker's root is its namespace's root; a chrooted server gets no template (make_template).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,12 +55,25 @@ make_template(const char *dir, int ready, int go)
 {
     if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         _exit(1);
-    if (mount("sbx-template", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-              "size=4k,nr_inodes=3,mode=0555") < 0)
+    int self = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
+    if (self < 0 || mount("sbx-template", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                          "size=4k,nr_inodes=3,mode=0555") < 0)
         _exit(2);
+    struct stat mine;
+    struct stat root;
     if (chdir(dir) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 ||
-        chdir("/") < 0 || mkdir("/empty", 0555) < 0 || mkdir("/sys", 0555) < 0)
+        chdir("/") < 0 || mkdir("/empty", 0555) < 0 || mkdir("/sys", 0555) < 0 ||
+        stat("/", &mine) < 0)
         _exit(3);
+    /* Only a namespace whose root is this tmpfs is a template. A caller chrooted below its
+     * namespace's root (a server in a chroot) leaves the mounts above its root in the
+     * namespace, under where a sandbox's root would be stacked: then every sandbox pivots as
+     * before. A setns into our own namespace moves our root to where a sandbox's child's
+     * will be (the namespace's root, LOOKUP_DOWN); it must be this tmpfs still. */
+    if (setns(self, CLONE_NEWNS) < 0 || stat("/", &root) < 0 || root.st_dev != mine.st_dev ||
+        root.st_ino != mine.st_ino)
+        _exit(6);
+    (void)close(self);
     /* A network namespace with `lo` up and nothing else, which is what a sandbox of network
      * none has: the sysfs mounted here shows the same /sys/class/net (only `lo`'s counters
      * are this namespace's, and nothing ever uses it). A sysfs mount is a new superblock per
@@ -112,8 +126,12 @@ sbx_rt_template_open(struct sbx_rt *rt)
     int st = 0;
     while (pid > 0 && waitpid(pid, &st, 0) < 0 && errno == EINTR)
         ;
-    if (rt->mnt_template < 0)
+    int status = pid > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (rt->mnt_template < 0 && status == 6)
+        sbx_warn("runtime: no template mount namespace (the server's root is not its mount "
+                 "namespace's: a chroot?): every sandbox pivots its root");
+    else if (rt->mnt_template < 0)
         sbx_warn("runtime: no template mount namespace (maker status %d): every sandbox "
                  "pivots its root",
-                 pid > 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+                 status);
 }

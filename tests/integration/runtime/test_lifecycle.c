@@ -4,6 +4,7 @@
  *
  *   test_runtime_lifecycle PROBE      (PROBE: the static probe binary)
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <sched.h>
@@ -23,6 +24,7 @@
 #include "common/util.h"
 #include "common/xalloc.h"
 #include "runtime/cgroup.h"
+#include "runtime/internal.h"
 #include "runtime/runtime.h"
 
 #define CHECK(cond, ...)                                         \
@@ -385,6 +387,86 @@ test_cg_mkdir_enospc(void)
     CHECK(waitpid(pid, &st, 0) == pid && WIFEXITED(st), "the child");
     CHECK(WEXITSTATUS(st) == 0, "cgroup mkdir's ENOSPC is a limit that names itself (%d)",
           WEXITSTATUS(st));
+}
+
+static int
+entries(const char *path)
+{
+    DIR *d = opendir(path);
+    if (!d)
+        return -1;
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
+    (void)closedir(d);
+    return n;
+}
+
+/* In a child: join the template namespace as a sandbox's child does, and check what is in it:
+ * "/" (LOOKUP_DOWN of the namespace's root) is the template's read-only tmpfs holding only
+ * empty/ and sys/, and sys/ is a read-only sysfs whose network namespace has only `lo`. */
+static int
+template_inside(int mnt)
+{
+    if (setns(mnt, CLONE_NEWNS) < 0)
+        return 10;
+    /* no shell in there: the entries are counted here */
+    if (entries("/") != 2 || access("/empty", F_OK) < 0 || entries("/empty") != 0 ||
+        entries("/sys/class/net") != 1 || access("/sys/class/net/lo", F_OK) < 0)
+        return 11;
+    if (mkdir("/x", 0755) == 0 || errno != EROFS || mkdir("/sys/x", 0755) == 0)
+        return 13;
+    return 0;
+}
+
+/* A chrooted caller (its root a bind mount below its namespace's root): no template, since the
+ * mounts above the chroot would stay below every sandbox's root. */
+static int
+template_chrooted(const char *dir)
+{
+    struct sbx_rt t = {.mnt_template = -1, .net_template = -1};
+    t.run_dir = sbx_xasprintf("%s/root/run", dir);
+    sbx_autofree char *root = sbx_xasprintf("%s/root", dir);
+    sbx_autofree char *proc = sbx_xasprintf("%s/root/proc", dir);
+    if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0 ||
+        mkdir(root, 0755) < 0 || mkdir(t.run_dir, 0755) < 0 || mkdir(proc, 0755) < 0 ||
+        mount(root, root, NULL, MS_BIND, NULL) < 0 ||
+        mount("proc", proc, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0 ||
+        chroot(root) < 0 || chdir("/") < 0)
+        return 20;
+    free(t.run_dir);
+    t.run_dir = sbx_xstrdup("/run");
+    sbx_rt_template_open(&t);
+    free(t.run_dir);
+    return t.mnt_template < 0 && t.net_template < 0 ? 0 : 21;
+}
+
+static void
+test_template(const char *state)
+{
+    struct sbx_rt t = {.mnt_template = -1, .net_template = -1};
+    t.run_dir = sbx_xasprintf("%s/run", state);
+    sbx_rt_template_open(&t);
+    free(t.run_dir);
+    CHECK(t.mnt_template >= 0 && t.net_template >= 0, "a template with its sysfs");
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(template_inside(t.mnt_template));
+    int st = 0;
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st), "the child");
+    (void)close(t.mnt_template);
+    (void)close(t.net_template);
+    CHECK(WEXITSTATUS(st) == 0,
+          "the template holds an empty dir and a read-only sysfs of lo "
+          "only, read-only (%d)",
+          WEXITSTATUS(st));
+    sbx_autofree char *dir = sbx_xasprintf("%s/chroot", tmp);
+    CHECK(mkdir(dir, 0755) == 0, "mkdir");
+    pid = fork();
+    if (pid == 0)
+        _exit(template_chrooted(dir));
+    CHECK(pid > 0 && waitpid(pid, &st, 0) == pid && WIFEXITED(st), "the chrooted child");
+    CHECK(WEXITSTATUS(st) == 0, "no template for a chrooted caller (%d)", WEXITSTATUS(st));
 }
 
 static void
@@ -1027,6 +1109,7 @@ main(int argc, char **argv)
     test_async_destroy();
     test_gc_id();
     test_cg_mkdir_enospc();
+    test_template(state);
     test_adopt_after_creator_exit();
     test_bridge_hook(state, parent);
     test_netns_pool_none(state, parent);
