@@ -396,7 +396,7 @@ entries(const char *path)
     if (!d)
         return -1;
     int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
+    for (struct dirent *e; (e = readdir(d));) // NOLINT(concurrency-mt-unsafe): this DIR alone
         n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
     (void)closedir(d);
     return n;
