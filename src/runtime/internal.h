@@ -52,9 +52,9 @@ struct sbx_rt {
     /* template.c: the mount namespace sandboxes' roots are moved into (-1: none, each child
      * pivots its root; sbx_rt_config.pivot_once) */
     int mnt_template;
-    /* the template's network namespace (only `lo`), whose sysfs network-none sandboxes
-     * share: held open so that `lo` stays in it; -1 when the template has no sysfs */
-    int net_template;
+    /* the template has a sysfs (of a network namespace with only `lo`) that sandboxes of
+     * network none share */
+    bool sys_template;
 };
 
 #define SBX_RT_SPARE_SOCKS  2

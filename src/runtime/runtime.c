@@ -236,7 +236,6 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
 {
     struct sbx_rt *rt = sbx_xcalloc(1, sizeof *rt);
     rt->mnt_template = -1;
-    rt->net_template = -1;
     rt->state_dir = sbx_xstrdup(cfg && cfg->state_dir ? cfg->state_dir : "/var/lib/sbx");
     rt->run_dir = sbx_xasprintf("%s/run", rt->state_dir);
     rt->upper_dir = sbx_xasprintf("%s/upper", rt->state_dir);
@@ -308,7 +307,6 @@ sbx_rt_close(struct sbx_rt *rt)
     sbx_seccomp_free(&rt->seccomp);
     sbx_seccomp_free(&rt->init_seccomp);
     sbx_closep(&rt->mnt_template);
-    sbx_closep(&rt->net_template);
     free(rt->state_dir);
     free(rt->run_dir);
     free(rt->upper_dir);
@@ -924,8 +922,7 @@ child_args(struct sbx_child_args *a, struct sbx_rt_sandbox *sb, const struct sbx
     a->unshare_cgroupns = !sb->cg.ops->clone_into && sbx_cg_any_dir(&sb->cg);
     /* A child in a user namespace cannot join the template (it belongs to the initial one). */
     a->mnt_template_fd = spec->userns ? -1 : sb->rt->mnt_template;
-    a->share_sys =
-        a->mnt_template_fd >= 0 && sb->rt->net_template >= 0 && spec->net == SBX_RT_NET_NONE;
+    a->share_sys = a->mnt_template_fd >= 0 && sb->rt->sys_template && spec->net == SBX_RT_NET_NONE;
     a->seccomp = &sb->rt->seccomp;
     a->init_seccomp = &sb->rt->init_seccomp;
     a->caps = &sb->rt->caps;

@@ -1,8 +1,8 @@
 /*
  * template.c - the template mount namespace: one read-only tmpfs, empty but for two
- * directories, and on one of them a read-only sysfs (make_template), made once per runtime
- * (sbx_rt_config.pivot_once: the server's), which every sandbox's root is moved into instead
- * of each child calling pivot_root.
+ * directories and a file with a read-only sysfs and its network namespace on them
+ * (make_template), made once per runtime (sbx_rt_config.pivot_once: the server's), which
+ * every sandbox's root is moved into instead of each child calling pivot_root.
  *
  * Why: pivot_root walks every task on the host (chroot_fs_refs, to move roots and cwds off the
  * old root), so with 10,000 idle sandboxes (20,000 tasks) each create paid ~5 ms for it
@@ -45,24 +45,41 @@
 #include "common/xalloc.h"
 #include "runtime/internal.h"
 
-/* In the forked maker: a namespace whose root is an empty read-only tmpfs, mounted over dir
- * (any directory; the mount is of this namespace only), holding an empty directory (/empty,
- * what masked directories show) and, when a network namespace could be made, the read-only
- * sysfs of that namespace (/sys); then wait for the parent to open them. Writes 2 to ready
- * with a sysfs, 1 without. */
+/* In the forked maker (no allocation: it may be forked from a multi-threaded server): a
+ * namespace whose root is a read-only tmpfs, mounted over dir (any directory; the mount is of
+ * this namespace only), holding an empty directory (/empty, what masked directories show)
+ * and, when a network namespace could be made, the read-only sysfs of that namespace (/sys)
+ * and a bind of the namespace itself (/net); then wait for the parent to open it. Writes 2
+ * to ready with a sysfs, 1 without. */
 __attribute__((noreturn)) static void
 make_template(const char *dir, int ready, int go)
 {
     if (unshare(CLONE_NEWNS) < 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) < 0)
         _exit(1);
     int self = open("/proc/self/ns/mnt", O_RDONLY | O_CLOEXEC);
-    if (self < 0 || mount("sbx-template", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                          "size=4k,nr_inodes=3,mode=0555") < 0)
+    if (self < 0 ||
+        mount("sbx-template", dir, "tmpfs", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+              "size=4k,nr_inodes=4,mode=0555") < 0 ||
+        chdir(dir) < 0 || mkdir("empty", 0555) < 0 || mkdir("sys", 0555) < 0)
         _exit(2);
+    /* A network namespace with `lo` up and nothing else, which is what a sandbox of network
+     * none has: the sysfs mounted here shows the same /sys/class/net (only `lo`'s counters
+     * are this namespace's, and nothing ever uses it). A sysfs mount is a new superblock per
+     * network namespace, found by a walk of every sysfs superblock on the host. A sysfs holds
+     * its namespace only passively (torn down with the last process in it, `lo` gone from
+     * /sys/class/net): the bind of the namespace on /net holds it, in this namespace and in
+     * every sandbox's copy of it, so it lives as long as a sandbox that shows its sysfs, past
+     * the server that made it. */
+    char c = 1;
+    int f = -1;
+    if (unshare(CLONE_NEWNET) == 0 && sbx_netns_lo_up() == 0 &&
+        (f = open("net", O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0444)) >= 0 && close(f) == 0 &&
+        mount("/proc/self/ns/net", "net", NULL, MS_BIND, NULL) == 0 &&
+        mount("sysfs", "sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0)
+        c = 2;
     struct stat mine;
     struct stat root;
-    if (chdir(dir) < 0 || syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 ||
-        chdir("/") < 0 || mkdir("/empty", 0555) < 0 || mkdir("/sys", 0555) < 0 ||
+    if (syscall(SYS_pivot_root, ".", ".") < 0 || umount2(".", MNT_DETACH) < 0 || chdir("/") < 0 ||
         stat("/", &mine) < 0)
         _exit(3);
     /* Only a namespace whose root is this tmpfs is a template. A caller chrooted below its
@@ -74,14 +91,6 @@ make_template(const char *dir, int ready, int go)
         root.st_ino != mine.st_ino)
         _exit(6);
     (void)close(self);
-    /* A network namespace with `lo` up and nothing else, which is what a sandbox of network
-     * none has: the sysfs mounted here shows the same /sys/class/net (only `lo`'s counters
-     * are this namespace's, and nothing ever uses it). A sysfs mount is a new superblock per
-     * network namespace, found by a walk of every sysfs superblock on the host. */
-    char c = 1;
-    if (unshare(CLONE_NEWNET) == 0 && sbx_netns_lo_up() == 0 &&
-        mount("sysfs", "/sys", "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) == 0)
-        c = 2;
     /* Read-only at the superblock: a sandbox's process that climbs out of its chroot can
      * write nothing here, and cannot make it writable again. */
     if (mount(NULL, "/", NULL, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL) < 0)
@@ -115,11 +124,7 @@ sbx_rt_template_open(struct sbx_rt *rt)
     if (pid > 0 && read(ready[0], &c, 1) == 1) {
         sbx_autofree char *ns = sbx_xasprintf("/proc/%d/ns/mnt", (int)pid);
         rt->mnt_template = open(ns, O_RDONLY | O_CLOEXEC);
-        sbx_autofree char *net = sbx_xasprintf("/proc/%d/ns/net", (int)pid);
-        /* The sysfs holds only a passive reference to its network namespace: without this
-         * one the namespace would be torn down with the maker, and `lo` gone from it. */
-        if (c == 2 && rt->mnt_template >= 0)
-            rt->net_template = open(net, O_RDONLY | O_CLOEXEC);
+        rt->sys_template = c == 2 && rt->mnt_template >= 0;
     }
     (void)close(go[1]); /* the maker exits on EOF */
     (void)close(ready[0]);

@@ -220,6 +220,17 @@ def sysfs_none(new_server, bridged):
     out, err, _ = inside(s, ids[0], "touch /sys/x 2>&1; cat /sys/class/net/lo/operstate")
     check(any("Read-only" in x for x in out) and out[-1] == "unknown",
           "read-only, and lo is up as in the sandbox's own namespace: %r %r" % (out, err))
+    # The template's network namespace outlives the server that made it (its sandboxes' copies
+    # of the template hold it): after a kill -9 and a restart, lo is still in their /sys.
+    s.kill9()
+    s.start()
+    again = sys_of(s, ids[0])
+    check(again[1] == a[1] and again[2] == ["lo"], "after a restart: %r %r" % (a, again))
+    r = s.create()
+    check(r.status == 202, "create after the restart: %r" % r)
+    ids.append(r.json()["id"])
+    new = sys_of(s, ids[-1])
+    check(new[0] == SYSFS_MAGIC and new[2] == ["lo"], "the new server's template: %r" % (new,))
     for sid in ids:
         check(s.request("DELETE", "/v1/sandboxes/" + sid).status == 204, "delete")
     check(s.stop() == 0, "clean stop")
