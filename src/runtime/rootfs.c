@@ -375,8 +375,8 @@ pivot(struct sbx_child_args *a, int rootfd)
 }
 
 /* Instead of pivot(): a copy of the root built here goes on top of the template namespace's
- * "/" (an empty read-only tmpfs, nothing of the host: template.c says why a climb out of the
- * chroot is harmless there), and we chroot into it. No pivot_root: it walks every task on the
+ * "/" (a read-only tmpfs, nothing of the host: template.c says why a climb out of the chroot
+ * is harmless there), and we chroot into it. No pivot_root: it walks every task on the
  * host. The namespace we leave (the host's copy, with the root as built) is referenced by
  * nothing once rootfd and the volume fds are closed, before anything of the sandbox runs.
  * Then the template's mounts that sandboxes share: its empty directory on every masked
