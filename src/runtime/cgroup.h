@@ -92,7 +92,6 @@ char *sbx_cg_self_path(const char *self, const char *controller);
 int sbx_cg_v2_leave_own(const char *root, const char *self, const char *leaf, pid_t pid, bool fake,
                         sbx_error **err);
 
-/* The distinct dirs of cg (for the state record), in removal order. Returns the count. */
 /* In the process to move (single-threaded): join the cgroups whose `tasks` files open_join
  * opened, and close them. Writing "0" to `tasks` moves the calling thread without the global
  * cgroup_threadgroup_rwsem that a pid written to cgroup.procs takes (kernel 5.3+, "cgroup:
@@ -100,6 +99,7 @@ int sbx_cg_v2_leave_own(const char *root, const char *self, const char *leaf, pi
  * an RCU grace period (~10 ms here). For a single-threaded process the thread is the process.
  * Returns 0 or -errno (async-signal-safe: only write and close). */
 int sbx_cg_join_self(const int *fds, size_t n);
+/* The distinct dirs of cg (for the state record), in removal order. Returns the count. */
 size_t sbx_cg_unique_dirs(const struct sbx_cg *cg, const char **out, size_t max);
 
 void sbx_cg_release(struct sbx_cg *cg);
@@ -113,10 +113,10 @@ int sbx_cg_write(const struct sbx_cg *cg, const char *dir, const char *file, con
 int sbx_cg_read_u64(const char *dir, const char *file, uint64_t *out);
 int sbx_cg_read_key(const char *dir, const char *file, const char *key, uint64_t *out,
                     sbx_error **err);
-/* rmdir that tolerates a missing dir and retries briefly while the last task is being reaped. */
 /* mkdir of a sandbox's cgroup (EEXIST is fine). ENOSPC is a host limit, not a full disk: a
  * SBX_ELIMIT (the API's 429) whose message names it. */
 int sbx_cg_mkdir(const char *dir, sbx_error **err);
+/* rmdir that tolerates a missing dir and retries briefly while the last task is being reaped. */
 int sbx_cg_rmdir(const char *dir, sbx_error **err);
 
 #endif

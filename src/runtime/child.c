@@ -456,7 +456,7 @@ sbx_child_main(struct sbx_child_args *a)
     }
     setup_stdio(a);
     /* Volume sources given as fds stay open until the root is built. */
-    int keep[SBX_MAX_MOUNTS + 4];
+    int keep[SBX_MAX_MOUNTS + 5]; /* the 5 single fds below, and one per bind at most */
     size_t n_keep = 0;
     keep[n_keep++] = a->sync_fd;
     if (a->fd3 >= 0)
