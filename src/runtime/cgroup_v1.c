@@ -184,6 +184,68 @@ v1_usage(const struct sbx_cg *cg, struct sbx_cg_usage *u)
         (void)sbx_cg_read_u64(cg->dir[SBX_CG_PIDS], "pids.current", &u->pids);
 }
 
+/* At most this much may still be charged to a memory cgroup that is kept for another sandbox:
+ * what is left once the tasks are gone and the layer removed is page cache of the image's files
+ * and kernel objects (dentries), all reclaimable, which the next sandbox then carries in its
+ * usage (and which its limit reclaims first). An idle sandbox leaves ~0.3 MiB. Above this the
+ * cgroup is removed and its pages go to the parent as before: emptying it (force_empty) would
+ * evict from the page cache files that other sandboxes map. */
+#define V1_KEEP_MAX_CHARGE (8ULL << 20)
+
+/* True once no task is left in dir: the last ones can still be leaving just after the init was
+ * reaped (as in sbx_cg_rmdir), so a few short waits. */
+static bool
+v1_empty(const char *dir)
+{
+    sbx_autofree char *path = sbx_xasprintf("%s/cgroup.procs", dir);
+    for (int i = 0; i < 20; i++) {
+        char c;
+        sbx_autoclose int fd = open(path, O_RDONLY | O_CLOEXEC);
+        ssize_t n = fd < 0 ? -1 : read(fd, &c, 1);
+        if (n == 0)
+            return true;
+        if (n < 0)
+            return false;
+        struct timespec ts = {0, 1000000};
+        (void)nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
+static bool
+v1_keep(const struct sbx_cg *cg, const char *spare)
+{
+    const char *dir = cg->dir[SBX_CG_MEMORY];
+    if (!dir || cg->fake)
+        return false;
+    /* Only a hierarchy of memory alone: a dir that also serves another role (memory mounted
+     * with freezer or cpu) would carry that controller's state (FROZEN, a quota) along. */
+    for (int r = 0; r < SBX_CG_NROLES; r++) {
+        if (r != SBX_CG_MEMORY && cg->dir[r] && strcmp(cg->dir[r], dir) == 0)
+            return false;
+    }
+    uint64_t kills = 1;
+    uint64_t charged = UINT64_MAX;
+    sbx_autoerror sbx_error *ignored = NULL;
+    /* An OOM kill stays counted in memory.oom_control (it cannot be reset): the next sandbox
+     * would be reported as OOM-killed. */
+    if (!v1_empty(dir) || v1_oom_kills(cg, &kills, &ignored) < 0 || kills != 0 ||
+        sbx_cg_read_u64(dir, "memory.usage_in_bytes", &charged) < 0 || charged > V1_KEEP_MAX_CHARGE)
+        return false;
+    /* No limit: memsw first (it may not be below the limit), then the limit; the next create
+     * writes its own. memsw exists only with swap accounting. */
+    (void)sbx_cg_write(cg, dir, "memory.memsw.limit_in_bytes", "-1", &ignored);
+    if (sbx_cg_write(cg, dir, "memory.limit_in_bytes", "-1", &ignored) < 0)
+        return false;
+    (void)sbx_cg_write(cg, dir, "memory.max_usage_in_bytes", "0", &ignored);
+    (void)sbx_cg_write(cg, dir, "memory.failcnt", "0", &ignored);
+    (void)sbx_cg_write(cg, dir, "memory.memsw.max_usage_in_bytes", "0", &ignored);
+    (void)sbx_cg_write(cg, dir, "memory.memsw.failcnt", "0", &ignored);
+    /* v1 renames a cgroup within its parent (cgroup1_rename); the id a sandbox's record
+     * names stays its own, and a kept one is named apart (ids never start with '.'). */
+    return rename(dir, spare) == 0;
+}
+
 static int
 v1_destroy(const struct sbx_cg *cg, sbx_error **err)
 {
@@ -213,5 +275,6 @@ const struct sbx_cg_ops sbx_cg_v1_ops = {
     .freeze = v1_freeze,
     .oom_kills = v1_oom_kills,
     .usage = v1_usage,
+    .keep = v1_keep,
     .destroy = v1_destroy,
 };

@@ -240,5 +240,6 @@ const struct sbx_cg_ops sbx_cg_v2_ops = {
     .freeze = v2_freeze,
     .oom_kills = v2_oom_kills,
     .usage = v2_usage,
+    .keep = NULL, /* no rename in cgroup v2 (cgroup.h) */
     .destroy = v2_destroy,
 };

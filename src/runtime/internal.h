@@ -55,7 +55,28 @@ struct sbx_rt {
     /* the template has a sysfs (of a network namespace with only `lo`) that sandboxes of
      * network none share */
     bool sys_template;
+    /* cgspare.c: memory cgroups of destroyed sandboxes kept for the next creates (cgroup v1;
+     * sbx_rt_config.spare_cgroups), as paths <memory parent>/.spare-<pid>.<seq> */
+    pthread_mutex_t cgs_mu;
+    char **cgs; /* a stack of at most cgs_cap */
+    unsigned n_cgs, cgs_cap;
+    unsigned cgs_seq; /* the next spare's <seq> */
 };
+
+/* cgspare.c (docs/server.md "Many sandboxes"): keep a destroyed sandbox's memory cgroup for a
+ * later create instead of removing it, whose offline work walks every superblock's lists on the
+ * host with cgroup_mutex held. */
+void sbx_rt_cgs_open(struct sbx_rt *rt, unsigned cap);
+/* Rename a spare onto cg's planned memory dir (before the backend's create, whose mkdir then
+ * finds it); false when there is none. */
+bool sbx_rt_cgs_take(struct sbx_rt *rt, const struct sbx_cg *cg);
+/* Before the backend's destroy: keep cg's memory dir as a spare when it is empty, had no OOM
+ * kill and little charged; destroy then finds it gone. */
+void sbx_rt_cgs_give(struct sbx_rt *rt, const struct sbx_cg *cg);
+/* Spares of processes that are gone: adopt them (open) or remove them (gc). */
+void sbx_rt_cgs_sweep(struct sbx_rt *rt, bool adopt);
+/* Remove this process's spares (close). */
+void sbx_rt_cgs_close(struct sbx_rt *rt);
 
 #define SBX_RT_SPARE_SOCKS  2
 #define SBX_RT_SPARE_WINDOW 64

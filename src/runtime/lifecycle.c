@@ -264,10 +264,15 @@ sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err)
     sbx_rt_close_spare_socks(sb); /* they keep its network namespace alive */
     int ret = 0;
     ret = release_lease(sb, err);
-    if (ret == 0 && sb->has_record)
-        ret = sb->cg.ops->destroy(&sb->cg, err);
+    /* The layer before the cgroups: its files' page cache is charged to the memory cgroup
+     * until they are gone, and a cgroup with little charged left can be kept for the next
+     * create (cgspare.c). */
     if (ret == 0 && sb->has_record && sb->upper && !sbx_rt_upper_is_kept(sb->upper))
         ret = sbx_rm_rf(sb->upper, err);
+    if (ret == 0 && sb->has_record) {
+        sbx_rt_cgs_give(sb->rt, &sb->cg); /* its memory dir for the next create, or not */
+        ret = sb->cg.ops->destroy(&sb->cg, err);
+    }
     /* The record goes last: as long as anything above remains, gc can still find it. A
      * create that failed before its record existed (e.g. the id was taken) owns nothing. */
     if (ret == 0 && sb->has_record)
@@ -507,10 +512,10 @@ deferred_remove(void *arg)
 {
     struct deferred *d = arg;
     sbx_autoerror sbx_error *err = NULL;
-    /* Same order as sbx_rt_destroy: the record goes only after the cgroups, so a process
-     * exit before this finishes leaves a record that gc completes. */
-    if (d->cg.ops->destroy(&d->cg, &err) == 0 &&
-        (!d->upper || sbx_rt_upper_is_kept(d->upper) || sbx_rm_rf(d->upper, &err) == 0))
+    /* Same order as sbx_rt_destroy: the record goes only after the layer and the cgroups, so a
+     * process exit before this finishes leaves a record that gc completes. */
+    if ((!d->upper || sbx_rt_upper_is_kept(d->upper) || sbx_rm_rf(d->upper, &err) == 0) &&
+        d->cg.ops->destroy(&d->cg, &err) == 0)
         (void)remove_record(d->dir, &err);
     if (err)
         sbx_warn("deferred removal: %s (run `sbx gc`)", sbx_error_msg(err));
@@ -795,6 +800,7 @@ sbx_rt_gc(struct sbx_rt_gc_stats *out, struct sbx_rt *rt, bool all, sbx_error **
         out->kept += r == 0;
     }
     gc_orphan_layers(rt, all);
+    sbx_rt_cgs_sweep(rt, false); /* memory cgroups kept by servers that are gone */
     sbx_autoerror sbx_error *net_err = NULL;
     if (rt->has_net_ops && rt->net_ops.gc && rt->net_ops.gc(rt->net_ops.net, &net_err) < 0)
         sbx_warn("gc: %s", sbx_error_msg(net_err));

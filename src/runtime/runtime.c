@@ -251,6 +251,7 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
     (void)pthread_mutex_init(&rt->async_mu, NULL);
     (void)pthread_cond_init(&rt->async_cv, NULL);
     sbx_rt_sock_init(rt);
+    sbx_rt_cgs_open(rt, cfg ? cfg->spare_cgroups : 0);
     /* 0711: a sandbox in its own user namespace runs as an unprivileged host id and must be
      * able to traverse to its scratch dir; listing stays root-only. */
     int ret = sbx_mkdir_p(rt->run_dir, 0711, err);
@@ -282,6 +283,8 @@ sbx_rt_open(struct sbx_rt **out, const struct sbx_rt_config *cfg, sbx_error **er
         ret = sbx_rt_pool_start(rt, cfg->netns_pool, cfg->netns_pool_net, err);
     if (ret == 0 && cfg && cfg->pivot_once)
         sbx_rt_template_open(rt);
+    if (ret == 0 && rt->cgs_cap)
+        sbx_rt_cgs_sweep(rt, true);
     if (ret < 0) {
         sbx_rt_close(rt);
         return sbx_error_wrap(err, "open the sandbox runtime");
@@ -301,6 +304,7 @@ sbx_rt_close(struct sbx_rt *rt)
         pthread_cond_wait(&rt->async_cv, &rt->async_mu);
     pthread_mutex_unlock(&rt->async_mu);
     sbx_rt_pool_stop(rt);
+    sbx_rt_cgs_close(rt);
     (void)pthread_cond_destroy(&rt->async_cv);
     (void)pthread_mutex_destroy(&rt->async_mu);
     sbx_rt_sock_stop(rt);
@@ -494,6 +498,7 @@ static void *
 cg_thread_main(void *arg)
 {
     struct sbx_rt_sandbox *sb = arg;
+    (void)sbx_rt_cgs_take(sb->rt, &sb->cg);
     sb->cg_ret = sb->cg.ops->create(&sb->cg, &sb->cg_lim, &sb->cg_err);
     return NULL;
 }
@@ -542,6 +547,7 @@ prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_erro
         sb->cg_pending = true;
         return 0;
     }
+    (void)sbx_rt_cgs_take(rt, &sb->cg);
     return sb->cg.ops->create(&sb->cg, &sb->cg_lim, err);
 }
 

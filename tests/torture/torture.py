@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "scripts"))
 
 import busybox_image  # noqa: E402
 from harness import Server, Skip, check, wait_for  # noqa: E402
-from test_crash import native_footprint  # noqa: E402
+from test_crash import check_spares, native_footprint  # noqa: E402
 
 IMAGE = "sbx-test/busybox:1"
 TRANSIENT = {"Pending", "Pausing", "Resuming", "Stopping", "Starting"}
@@ -315,6 +315,7 @@ class Torture:
         check(owners <= live, "%s: leases of unlisted sandboxes: %r" % (where, owners - live))
         cgs = {c.rsplit("/", 1)[1] for c in fp["cgroups"]}
         check(cgs <= live, "%s: cgroups of unlisted sandboxes: %r" % (where, cgs - live))
+        check_spares(fp, self.s.proc.pid, where)
 
     # ---- kills and faults -------------------------------------------------------------------
     def held(self, fn, where):
@@ -563,11 +564,16 @@ class Torture:
         wait_for(lambda: not native_footprint(self.s, self.cg, ids)["procs"],
                  "every sandbox process to go")
         fp = native_footprint(self.s, self.cg, ids)
-        left = {k: v for k, v in fp.items() if v and k != "mounts"}
+        left = {k: v for k, v in fp.items() if v and k not in ("mounts", "spares")}
         check(not left, "nothing left after deleting everything: %r" % left)
+        check_spares(fp, self.s.proc.pid, "after deleting everything")
+        print("spare memory cgroups kept at the end: %d" % len(fp["spares"]), flush=True)
         check(self.s.stop() == 0, "clean stop")
+        check(not native_footprint(self.s, self.cg, ids)["spares"],
+              "a clean stop removes the spare cgroups")
         self.s.gc_runtime()
-        for path in native_footprint(self.s, self.cg, ids)["cgroups"]:
+        fp = native_footprint(self.s, self.cg, ids)
+        for path in fp["cgroups"] + fp["spares"]:
             os.rmdir(path)
 
     def cleanup(self):

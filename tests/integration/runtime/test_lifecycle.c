@@ -37,6 +37,18 @@
             return;                                              \
         }                                                        \
     } while (0)
+/* CHECK in a function that returns a pointer: frees `owned` and returns NULL. */
+#define CHECK_RET(cond, owned, ...)                              \
+    do {                                                         \
+        if (!(cond)) {                                           \
+            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
+            fprintf(stderr, __VA_ARGS__);                        \
+            fputc('\n', stderr);                                 \
+            failures++;                                          \
+            free(owned);                                         \
+            return NULL;                                         \
+        }                                                        \
+    } while (0)
 static int failures;
 extern char **environ;
 
@@ -491,6 +503,223 @@ test_deferred_destroy(void)
     while (access(dir, F_OK) == 0 && i++ < 500)
         msleep(10);
     CHECK(access(dir, F_OK) < 0, "deferred removal did not finish");
+}
+
+/* Run argv in a new sandbox of r with a memory limit, wait, and keep it (not destroyed). */
+static int
+run_limited(struct sbx_rt *r, char **argv, uint64_t memory, struct sbx_rt_sandbox **out,
+            sbx_error **err)
+{
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    spec.memory_bytes = memory;
+    struct sbx_rt_exit ex;
+    int ret = sbx_rt_create(out, r, &spec, err);
+    if (ret == 0)
+        ret = sbx_rt_start(*out, err);
+    if (ret == 0)
+        ret = sbx_rt_wait(&ex, *out, NULL, err);
+    return ret;
+}
+
+static ino_t
+ino_of(const char *path)
+{
+    struct stat st;
+    return path && stat(path, &st) == 0 ? st.st_ino : 0;
+}
+
+/* The spares of process pid in dir: how many, and the inode of the last one seen. */
+static int
+spares_of(const char *dir, pid_t pid, ino_t *ino)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, ".spare-%d.", (int)pid);
+    DIR *d = opendir(dir);
+    int n = 0;
+    for (struct dirent *e; d && (e = readdir(d));) { // NOLINT(concurrency-mt-unsafe): own DIR
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0)
+            continue;
+        sbx_autofree char *path = sbx_xasprintf("%s/%s", dir, e->d_name);
+        if (ino)
+            *ino = ino_of(path);
+        n++;
+    }
+    if (d)
+        (void)closedir(d);
+    return n;
+}
+
+static pid_t
+dead_pid(void)
+{
+    pid_t pid = fork();
+    if (pid == 0)
+        _exit(0);
+    (void)waitpid(pid, NULL, 0);
+    return pid;
+}
+
+/* Spare memory cgroups (cgspare.c, cgroup v1): a destroyed sandbox's memory cgroup is kept, as
+ * .spare-<pid>.<n>, when it had no OOM kill, and the next create with a memory limit is renamed
+ * into it (the same cgroup: same inode) with its own limit; an OOM-killed sandbox's is removed;
+ * a dead server's spares are taken over by the next open and removed by gc; close removes the
+ * process's own. */
+/* A sandbox's memory dir (a copy) and its inode, before it is destroyed. */
+struct cg_seen {
+    char *dir;
+    ino_t ino;
+};
+
+static void
+destroy_seen(struct sbx_rt_sandbox *sb, struct cg_seen *seen)
+{
+    if (!sb)
+        return;
+    seen->dir = sbx_xstrdup(sb->cg.dir[SBX_CG_MEMORY]);
+    seen->ino = ino_of(seen->dir);
+    (void)sbx_rt_destroy(sb, NULL);
+    sbx_rt_sandbox_free(sb);
+}
+
+static char *
+dir_name(const char *path)
+{
+    return sbx_xstrndup(path, (size_t)(strrchr(path, '/') - path));
+}
+
+/* A destroyed sandbox's memory cgroup is kept as one spare, and the next create is renamed into
+ * it (the same inode) with its own limit. Returns the memory parent (caller frees) or NULL. */
+static char *
+spares_reuse(struct sbx_rt *r)
+{
+    char *true_argv[] = {"/bin/true", NULL};
+    struct sbx_rt_sandbox *a = NULL;
+    struct sbx_rt_sandbox *b = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    struct cg_seen sa = {0};
+    struct cg_seen sb = {0};
+    int ret = run_limited(r, true_argv, 64 << 20, &a, &err);
+    destroy_seen(a, &sa);
+    char *mem = sa.dir ? dir_name(sa.dir) : NULL;
+    ino_t spare = 0;
+    int n = mem ? spares_of(mem, getpid(), &spare) : -1;
+    if (ret == 0)
+        ret = run_limited(r, true_argv, 32 << 20, &b, &err);
+    sbx_autofree char *lim_path =
+        sbx_xasprintf("%s/memory.limit_in_bytes", b ? b->cg.dir[SBX_CG_MEMORY] : "");
+    long lim_b = read_counter(lim_path);
+    int n_taken = mem ? spares_of(mem, getpid(), NULL) : -1;
+    destroy_seen(b, &sb);
+    bool gone_a = sa.dir && access(sa.dir, F_OK) < 0;
+    free(sa.dir);
+    free(sb.dir);
+    CHECK_RET(ret == 0, mem, "sandboxes: %s", sbx_error_msg(err));
+    CHECK_RET(sa.ino && n == 1 && spare == sa.ino && gone_a, mem,
+              "a destroyed sandbox's memory cgroup is kept as one spare (%d, inode %lu vs %lu)", n,
+              (unsigned long)spare, (unsigned long)sa.ino);
+    CHECK_RET(sb.ino == sa.ino && lim_b == 32 << 20 && n_taken == 0, mem,
+              "the next create is renamed into it with its own limit (inode %lu vs %lu, limit "
+              "%ld, %d spares left)",
+              (unsigned long)sb.ino, (unsigned long)sa.ino, lim_b, n_taken);
+    return mem;
+}
+
+/* The one spare left by spares_reuse is taken by an OOM-killed sandbox, whose cgroup is then
+ * removed; a sandbox that wrote 20 MiB to its layer (charged as page cache until the layer is
+ * removed, which destroy does before it decides) is kept. */
+static void
+spares_oom_and_written(struct sbx_rt *r, const char *mem)
+{
+    /* out of memory: 256 MiB in a 32 MiB sandbox without swap */
+    char *hog_argv[] = {"/usr/bin/python3", "-c",
+                        "b = bytearray(256 << 20); b[::4096] = b'x' * (256 << 8)", NULL};
+    char *writer_argv[] = {"/usr/bin/python3", "-c", "open('/big', 'wb').write(b'x' * (20 << 20))",
+                           NULL};
+    struct sbx_rt_sandbox *c = NULL;
+    struct sbx_rt_sandbox *e = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    struct cg_seen sc = {0};
+    struct cg_seen se = {0};
+    int ret = run_limited(r, hog_argv, 32 << 20, &c, &err);
+    uint64_t kills = 0;
+    if (c)
+        (void)c->cg.ops->oom_kills(&c->cg, &kills, NULL);
+    destroy_seen(c, &sc);
+    int n_after_oom = spares_of(mem, getpid(), NULL);
+    bool gone_c = sc.dir && access(sc.dir, F_OK) < 0;
+    if (ret == 0)
+        ret = run_limited(r, writer_argv, 64 << 20, &e, &err);
+    sbx_autofree char *charged_path =
+        sbx_xasprintf("%s/memory.usage_in_bytes", e ? e->cg.dir[SBX_CG_MEMORY] : "");
+    long charged = read_counter(charged_path);
+    destroy_seen(e, &se);
+    ino_t spare = 0;
+    int n_after_write = spares_of(mem, getpid(), &spare);
+    free(sc.dir);
+    free(se.dir);
+    CHECK(ret == 0, "sandboxes: %s", sbx_error_msg(err));
+    CHECK(kills > 0, "the hog was OOM-killed (%lu kills)", (unsigned long)kills);
+    CHECK(n_after_oom == 0 && gone_c,
+          "an OOM-killed sandbox's cgroup is removed, not kept (%d spares)", n_after_oom);
+    CHECK(charged > 20 << 20 && n_after_write == 1 && spare == se.ino,
+          "a sandbox that wrote 20 MiB (%ld charged) is kept once its layer is gone (%d)", charged,
+          n_after_write);
+}
+
+/* A dead server's spares: the next open with spares takes them over, gc removes them. */
+static void
+spares_orphans(const struct sbx_rt_config *cfg, const char *mem)
+{
+    pid_t dead = dead_pid();
+    sbx_autofree char *orphan = sbx_xasprintf("%s/.spare-%d.7", mem, (int)dead);
+    CHECK(mkdir(orphan, 0755) == 0, "mkdir `%s`", orphan);
+    struct sbx_rt *r = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    CHECK(sbx_rt_open(&r, cfg, &err) == 0, "open: %s", sbx_error_msg(err));
+    int adopted = spares_of(mem, getpid(), NULL);
+    bool orphan_gone = access(orphan, F_OK) < 0;
+    char *true_argv[] = {"/bin/true", NULL};
+    struct sbx_rt_sandbox *d = NULL;
+    int ret = run_limited(r, true_argv, 16 << 20, &d, &err);
+    int after_reuse = spares_of(mem, getpid(), NULL);
+    struct cg_seen sd = {0};
+    destroy_seen(d, &sd);
+    free(sd.dir);
+    sbx_rt_close(r);
+    CHECK(ret == 0, "a sandbox after the takeover: %s", sbx_error_msg(err));
+    CHECK(adopted == 1 && orphan_gone && after_reuse == 0,
+          "open takes a dead server's spare over (%d) and a create uses it (%d left)", adopted,
+          after_reuse);
+    CHECK(mkdir(orphan, 0755) == 0, "mkdir `%s`", orphan);
+    struct sbx_rt_gc_stats gs;
+    CHECK(sbx_rt_gc(&gs, rt, false, &err) == 0, "gc: %s", sbx_error_msg(err));
+    CHECK(access(orphan, F_OK) < 0, "gc removes a dead server's spare");
+}
+
+/* Spare memory cgroups (cgspare.c, cgroup v1): kept on destroy, reused by the next create,
+ * removed after an OOM kill and by close; a dead server's taken over by open, removed by gc. */
+static void
+test_cg_spares(const char *state, const char *parent)
+{
+    if (!rt->cg_ops->keep) {
+        printf("test_cg_spares: cgroup %s keeps no cgroups (only v1 can rename)\n",
+               rt->cg_ops->name);
+        return;
+    }
+    struct sbx_rt_config cfg = {.state_dir = state, .cgroup_parent = parent, .spare_cgroups = 2};
+    struct sbx_rt *r = NULL;
+    sbx_autoerror sbx_error *err = NULL;
+    CHECK(sbx_rt_open(&r, &cfg, &err) == 0, "open: %s", sbx_error_msg(err));
+    sbx_autofree char *mem = spares_reuse(r);
+    if (mem)
+        spares_oom_and_written(r, mem);
+    sbx_rt_close(r);
+    CHECK(mem, "spares_reuse failed");
+    int left = spares_of(mem, getpid(), NULL);
+    CHECK(left == 0, "close removes the spares (%d left)", left);
+    spares_orphans(&cfg, mem);
 }
 
 /* The server's case: the creator exits, the sandbox keeps running (die_with_parent off), and a
@@ -1111,6 +1340,7 @@ main(int argc, char **argv)
     test_gc_id();
     test_cg_mkdir_enospc();
     test_template(state);
+    test_cg_spares(state, parent);
     test_adopt_after_creator_exit();
     test_bridge_hook(state, parent);
     test_netns_pool_none(state, parent);

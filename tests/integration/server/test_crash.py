@@ -222,9 +222,11 @@ def native_footprint(s, cg_parent, ids):
     """What exists on the host for this server's native sandboxes."""
     mounts = [l for l in open("/proc/self/mountinfo") if s.state in l]
     cgroups = []
+    spares = []  # memory cgroups of deleted sandboxes kept by the server (runtime/cgspare.c)
     for root, dirs, _ in os.walk("/sys/fs/cgroup"):
         if os.path.basename(root) == cg_parent:
-            cgroups += [os.path.join(root, d) for d in dirs]
+            cgroups += [os.path.join(root, d) for d in dirs if not d.startswith(".spare-")]
+            spares += [os.path.join(root, d) for d in dirs if d.startswith(".spare-")]
             dirs[:] = []
         elif root.count("/") > 8:
             dirs[:] = []
@@ -259,7 +261,22 @@ def native_footprint(s, cg_parent, ids):
     records = [r for r in os.listdir(os.path.join(s.state, "run")) if not r.startswith(".")] \
         if os.path.isdir(os.path.join(s.state, "run")) else []
     return {"mounts": mounts, "cgroups": cgroups, "procs": procs, "netns": netns,
-            "leases": leases, "veths": veths, "layers": layers, "records": records}
+            "leases": leases, "veths": veths, "layers": layers, "records": records,
+            "spares": spares}
+
+
+SPARE_CGROUPS = 32  # SBX_NATIVE_SPARE_CGROUPS
+
+
+def check_spares(fp, pid, where):
+    """The kept memory cgroups are the running server's own (a killed one's were taken over
+    or removed at the restart), at most SPARE_CGROUPS, and empty: no process in any."""
+    spares = fp["spares"]
+    check(len(spares) <= SPARE_CGROUPS, "%s: %d spare cgroups" % (where, len(spares)))
+    foreign = [p for p in spares if not os.path.basename(p).startswith(".spare-%d." % pid)]
+    check(not foreign, "%s: spare cgroups not of the server %d: %r" % (where, pid, foreign))
+    busy = [p for p in spares if read_or_empty(os.path.join(p, "cgroup.procs")).strip()]
+    check(not busy, "%s: processes in spare cgroups: %r" % (where, busy))
 
 
 def pool_leases(pid):
@@ -333,6 +350,7 @@ def native_mid_flight(new_server):
     check(owners <= set(live), "processes only in live sandboxes: %r" % (owners - set(live)))
     check({c.rsplit("/", 1)[1] for c in fp["cgroups"]} <= set(live),
           "cgroups only of live sandboxes")
+    check_spares(fp, s.proc.pid, "after the restart")
     # allowed on the host: the records tmpfs (<state>/run) and the writable layers' file system
     # (<state>/upper, providers.native.total_disk); nothing of a sandbox
     extra = [m for m in fp["mounts"] if m.split()[4].rsplit("/", 1)[-1] not in ("run", "upper")]
@@ -344,12 +362,15 @@ def native_mid_flight(new_server):
     for sid in got:
         s.wait_native_gone(sid)  # the rest of each teardown follows the delete's answer
     fp = native_footprint(s, cg, ids)
-    left = {k: v for k, v in fp.items() if v and k != "mounts"}
+    left = {k: v for k, v in fp.items() if v and k not in ("mounts", "spares")}
     check(not left, "nothing left after deleting everything: %r" % left)
+    check_spares(fp, s.proc.pid, "after deleting everything")
     check(s.stop() == 0, "clean stop")
+    check(not native_footprint(s, cg, ids)["spares"], "a clean stop removes the spare cgroups")
     s.gc_runtime()
     check(not [l for l in open("/proc/self/mountinfo") if s.state in l], "no mount left")
-    for path in native_footprint(s, cg, ids)["cgroups"]:
+    fp = native_footprint(s, cg, ids)
+    for path in fp["cgroups"] + fp["spares"]:
         os.rmdir(path)
 
 
