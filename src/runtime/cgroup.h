@@ -67,11 +67,11 @@ struct sbx_cg_ops {
     int (*freeze)(const struct sbx_cg *cg, bool frozen, sbx_error **err);
     int (*oom_kills)(const struct sbx_cg *cg, uint64_t *out, sbx_error **err);
     void (*usage)(const struct sbx_cg *cg, struct sbx_cg_usage *u);
-    /* Keep the memory dir of a sandbox whose tasks are gone for another sandbox: when it can
-     * be reused, put its limits back to none, reset what can be reset and rename it to
-     * spare (same parent); true when it did. NULL: this backend cannot (v2 cannot rename a
-     * cgroup, so a reused one would have to be named by slot, not by sandbox). */
-    bool (*keep)(const struct sbx_cg *cg, const char *spare);
+    /* Keep the dir of `role` of a sandbox whose tasks are gone for another sandbox: when it
+     * can be reused, reset what must not pass on and rename it to spare (same parent); true
+     * when it did. NULL: this backend cannot (v2 cannot rename a cgroup, so a reused one
+     * would have to be named by slot, not by sandbox). */
+    bool (*keep)(const struct sbx_cg *cg, int role, const char *spare);
     /* Thaw and remove; missing dirs are fine. */
     int (*destroy)(const struct sbx_cg *cg, sbx_error **err);
 };

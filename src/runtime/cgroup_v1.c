@@ -66,8 +66,14 @@ v1_set_limits(const struct sbx_cg *cg, const struct sbx_cg_limits *lim, sbx_erro
      * whole tree of cpu cgroups (tg_set_bandwidth checks schedulability from the root): one
      * walk per create, not two (docs/server.md "Many sandboxes"). */
     if (ret == 0 && lim->cpu_millis && cg->dir[SBX_CG_CPU]) {
-        snprintf(v, sizeof v, "%" PRIu64, lim->cpu_millis * 100);
-        ret = sbx_cg_write(cg, cg->dir[SBX_CG_CPU], "cpu.cfs_quota_us", v, err);
+        uint64_t now = 0;
+        /* A kept cgroup (runtime/cgspare.c) may have this quota already: then no write, and
+         * no walk */
+        if (sbx_cg_read_u64(cg->dir[SBX_CG_CPU], "cpu.cfs_quota_us", &now) < 0 ||
+            now != lim->cpu_millis * 100) {
+            snprintf(v, sizeof v, "%" PRIu64, lim->cpu_millis * 100);
+            ret = sbx_cg_write(cg, cg->dir[SBX_CG_CPU], "cpu.cfs_quota_us", v, err);
+        }
     }
     return ret;
 }
@@ -212,28 +218,19 @@ v1_empty(const char *dir)
     return false;
 }
 
+/* What the memory dir must be to be kept, and its reset: no OOM kill (memory.oom_control's
+ * count cannot be reset: the next sandbox would be reported OOM-killed), little charged, limits
+ * back to none (the next create writes its own), peak and fail counters at 0. */
 static bool
-v1_keep(const struct sbx_cg *cg, const char *spare)
+v1_keep_memory(const struct sbx_cg *cg, const char *dir)
 {
-    const char *dir = cg->dir[SBX_CG_MEMORY];
-    if (!dir || cg->fake)
-        return false;
-    /* Only a hierarchy of memory alone: a dir that also serves another role (memory mounted
-     * with freezer or cpu) would carry that controller's state (FROZEN, a quota) along. */
-    for (int r = 0; r < SBX_CG_NROLES; r++) {
-        if (r != SBX_CG_MEMORY && cg->dir[r] && strcmp(cg->dir[r], dir) == 0)
-            return false;
-    }
     uint64_t kills = 1;
     uint64_t charged = UINT64_MAX;
     sbx_autoerror sbx_error *ignored = NULL;
-    /* An OOM kill stays counted in memory.oom_control (it cannot be reset): the next sandbox
-     * would be reported as OOM-killed. */
-    if (!v1_empty(dir) || v1_oom_kills(cg, &kills, &ignored) < 0 || kills != 0 ||
+    if (v1_oom_kills(cg, &kills, &ignored) < 0 || kills != 0 ||
         sbx_cg_read_u64(dir, "memory.usage_in_bytes", &charged) < 0 || charged > V1_KEEP_MAX_CHARGE)
         return false;
-    /* No limit: memsw first (it may not be below the limit), then the limit; the next create
-     * writes its own. memsw exists only with swap accounting. */
+    /* memsw first (it may not be below the limit); it exists only with swap accounting */
     (void)sbx_cg_write(cg, dir, "memory.memsw.limit_in_bytes", "-1", &ignored);
     if (sbx_cg_write(cg, dir, "memory.limit_in_bytes", "-1", &ignored) < 0)
         return false;
@@ -241,6 +238,45 @@ v1_keep(const struct sbx_cg *cg, const char *spare)
     (void)sbx_cg_write(cg, dir, "memory.failcnt", "0", &ignored);
     (void)sbx_cg_write(cg, dir, "memory.memsw.max_usage_in_bytes", "0", &ignored);
     (void)sbx_cg_write(cg, dir, "memory.memsw.failcnt", "0", &ignored);
+    return true;
+}
+
+static bool
+v1_keep(const struct sbx_cg *cg, int role, const char *spare)
+{
+    const char *dir = cg->dir[role];
+    if (!dir || cg->fake || role == SBX_CG_CPUACCT)
+        return false;
+    /* Only a hierarchy of one role: a dir that also serves another one (memory mounted with
+     * freezer, say) would carry that controller's state along. */
+    for (int r = 0; r < SBX_CG_NROLES; r++) {
+        if (r != role && cg->dir[r] && strcmp(cg->dir[r], dir) == 0)
+            return false;
+    }
+    if (!v1_empty(dir))
+        return false;
+    sbx_autoerror sbx_error *ignored = NULL;
+    switch (role) {
+    case SBX_CG_MEMORY:
+        if (!v1_keep_memory(cg, dir))
+            return false;
+        break;
+    case SBX_CG_CPU:
+        /* The quota stays: the next create writes it only when it differs, since every write
+         * walks all the host's cpu cgroups (v1_set_limits). CPU time starts at 0 where cpuacct
+         * is mounted with cpu (usage reads it there). */
+        (void)sbx_cg_write(cg, dir, "cpuacct.usage", "0", &ignored);
+        break;
+    case SBX_CG_FREEZER: {
+        sbx_autofree char *path = sbx_xasprintf("%s/freezer.state", dir);
+        sbx_autofree char *state = NULL;
+        if (sbx_read_file(path, 64, &state, NULL, &ignored) < 0 || strncmp(state, "THAWED", 6) != 0)
+            return false;
+        break;
+    }
+    default: /* pids: the next create writes its pids.max */
+        break;
+    }
     /* v1 renames a cgroup within its parent (cgroup1_rename); the id a sandbox's record
      * names stays its own, and a kept one is named apart (ids never start with '.'). */
     return rename(dir, spare) == 0;

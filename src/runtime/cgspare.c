@@ -1,25 +1,28 @@
 /*
- * cgspare.c - memory cgroups of destroyed sandboxes, kept for the next creates.
+ * cgspare.c - cgroups of destroyed sandboxes, kept for the next creates (cgroup v1).
  *
- * Removing a memory cgroup is cheap for the caller but not for the host: the kernel takes it
- * offline on a worker (css_killed_work_fn) that holds cgroup_mutex while it hands its list_lru
- * entries to the parent, two lists of every superblock on the host (memcg_reparent_list_lrus),
- * and the next create's cgroup mkdir waits for that mutex. With 5,000 sandboxes standing that
- * walk was 26 % of all CPU time while creates followed deletes (docs/server.md "Many
- * sandboxes"). A kept cgroup is never taken offline, and a create that reuses one allocates no
- * new per-cgroup shrinker state either.
+ * Removing and making cgroups is cheap for the caller but not for the host, and both grow with
+ * the number of sandboxes on it (docs/server.md "Many sandboxes"):
+ * - a removed memory cgroup is taken offline by a worker (css_killed_work_fn) that holds
+ *   cgroup_mutex while it hands its list_lru entries to the parent, two lists of every
+ *   superblock on the host (memcg_reparent_list_lrus: 26 % of all CPU time with 5,000
+ *   sandboxes standing and creates following deletes), and the next create's cgroup mkdir
+ *   waits for that mutex; a new one allocates per-cgroup shrinker state for every superblock;
+ * - a new cpu cgroup needs its quota written, and every write walks all the host's cpu cgroups
+ *   (tg_set_bandwidth: 17 % of all CPU time at 10,000 with memory cgroups kept); a kept one
+ *   has it already when the next sandbox asks for the same.
  *
- * A kept cgroup is renamed (cgroup v1 only: the backend's `keep`) to
- * <memory parent>/.spare-<pid>.<seq>, the pid being the server's, and a create renames it onto
- * its planned <memory parent>/<id>, so records, gc and everything else still see cgroups named
- * by sandbox. The rename is also the claim: whoever renames a spare first has it, so two
- * servers on one parent, a sweep and a gc never share one.
+ * A kept cgroup is renamed (the backend's `keep`; v1 only) to <parent>/.spare-<pid>.<seq> in
+ * its hierarchy, the pid being the server's, and a create renames one onto its planned
+ * <parent>/<id>, so records, gc and everything else still see cgroups named by sandbox. The
+ * rename is also the claim: whoever renames a spare first has it, so two servers on one parent,
+ * a sweep and a gc never share one.
  *
- * Why a kept cgroup carries nothing of one sandbox into the next: only cgroups without tasks and
- * without an OOM kill are kept; their limit is reset to none and the next create writes its
- * own; the peak and fail counters are reset; what stays charged (at most 8 MiB, reclaimable
- * page cache and dentries) is only counted, never readable from inside: sandboxes do not see
- * cgroupfs.
+ * Why a kept cgroup carries nothing of one sandbox into the next: only cgroups without tasks
+ * are kept, memory ones only without an OOM kill and with little charged, their limits reset
+ * (cgroup_v1.c, v1_keep), a freezer only THAWED; what stays (at most 8 MiB of reclaimable page
+ * cache charged, counters sbx does not report) is only counted, never readable from inside:
+ * sandboxes do not see cgroupfs.
  */
 #include <dirent.h>
 #include <errno.h>
@@ -41,54 +44,33 @@ sbx_rt_cgs_open(struct sbx_rt *rt, unsigned cap)
 {
     (void)pthread_mutex_init(&rt->cgs_mu, NULL);
     rt->cgs_cap = cap;
-    rt->cgs = cap ? sbx_xcalloc(cap, sizeof *rt->cgs) : NULL;
-}
-
-/* <memory parent> of this runtime's sandboxes (planned as a sandbox's dir), or NULL when its
- * backend keeps no cgroups. Caller frees. */
-static char *
-memory_parent(struct sbx_rt *rt)
-{
-    if (!rt->cg_ops || !rt->cg_ops->keep)
-        return NULL;
-    struct sbx_cg cg = {.ops = rt->cg_ops, .roles = SBX_CG_ROLE(SBX_CG_MEMORY)};
-    sbx_autoerror sbx_error *err = NULL;
-    if (rt->cg_ops->plan(&cg, "/sys/fs/cgroup", rt->self_cgroup, rt->cgroup_parent, "x", &err) <
-        0) {
-        sbx_cg_release(&cg);
-        return NULL;
-    }
-    char *dir = sbx_steal_ptr(&cg.dir[SBX_CG_MEMORY]);
-    sbx_cg_release(&cg);
-    *strrchr(dir, '/') = '\0';
-    return dir;
+    for (int r = 0; r < SBX_CG_NROLES && cap; r++)
+        rt->cgs[r] = sbx_xcalloc(cap, sizeof *rt->cgs[r]);
 }
 
 static bool
-same_parent(const char *a, const char *b)
+enabled(const struct sbx_rt *rt, const struct sbx_cg *cg)
 {
-    const char *sa = strrchr(a, '/');
-    const char *sb = strrchr(b, '/');
-    return sa && sb && sa - a == sb - b && memcmp(a, b, (size_t)(sa - a)) == 0;
+    return rt->cgs_cap && cg->ops && cg->ops->keep && !cg->fake;
 }
 
 static char *
-pop(struct sbx_rt *rt)
+pop(struct sbx_rt *rt, int role)
 {
     pthread_mutex_lock(&rt->cgs_mu);
-    char *s = rt->n_cgs ? rt->cgs[--rt->n_cgs] : NULL;
+    char *s = rt->n_cgs[role] ? rt->cgs[role][--rt->n_cgs[role]] : NULL;
     pthread_mutex_unlock(&rt->cgs_mu);
     return s;
 }
 
-/* Push spare (taken); false when the stack is full (spare stays the caller's). */
+/* Push spare (taken); false when the role's stack is full (spare stays the caller's). */
 static bool
-push(struct sbx_rt *rt, char *spare)
+push(struct sbx_rt *rt, int role, char *spare)
 {
     pthread_mutex_lock(&rt->cgs_mu);
-    bool room = rt->n_cgs < rt->cgs_cap;
+    bool room = rt->n_cgs[role] < rt->cgs_cap;
     if (room)
-        rt->cgs[rt->n_cgs++] = spare;
+        rt->cgs[role][rt->n_cgs[role]++] = spare;
     pthread_mutex_unlock(&rt->cgs_mu);
     return room;
 }
@@ -111,13 +93,19 @@ spare_name(struct sbx_rt *rt, const char *parent)
     return sbx_xasprintf("%s/" SPARE_PREFIX "%d.%u", parent, (int)getpid(), seq);
 }
 
-bool
-sbx_rt_cgs_take(struct sbx_rt *rt, const struct sbx_cg *cg)
+static bool
+same_parent(const char *a, const char *b)
 {
-    const char *dir = cg->dir[SBX_CG_MEMORY];
-    if (!dir || !cg->ops->keep || cg->fake || !rt->cgs_cap)
-        return false;
-    for (char *spare; (spare = pop(rt));) {
+    const char *sa = strrchr(a, '/');
+    const char *sb = strrchr(b, '/');
+    return sa && sb && sa - a == sb - b && memcmp(a, b, (size_t)(sa - a)) == 0;
+}
+
+/* Rename a spare of role onto dir; false when there is none. */
+static bool
+take_one(struct sbx_rt *rt, int role, const char *dir)
+{
+    for (char *spare; (spare = pop(rt, role));) {
         sbx_autofree char *s = spare;
         if (!same_parent(spare, dir)) {
             remove_spare(spare); /* never the case with one cgroup_parent per runtime */
@@ -127,7 +115,7 @@ sbx_rt_cgs_take(struct sbx_rt *rt, const struct sbx_cg *cg)
             return true;
         /* ENOENT: another process (a gc, a second server's sweep) had it; anything else (the
          * dir exists): keep the spare, make a new cgroup */
-        if (errno != ENOENT && push(rt, spare)) {
+        if (errno != ENOENT && push(rt, role, spare)) {
             s = NULL;
             return false;
         }
@@ -136,25 +124,45 @@ sbx_rt_cgs_take(struct sbx_rt *rt, const struct sbx_cg *cg)
 }
 
 void
-sbx_rt_cgs_give(struct sbx_rt *rt, const struct sbx_cg *cg)
+sbx_rt_cgs_take(struct sbx_rt *rt, const struct sbx_cg *cg)
 {
-    const char *dir = cg->dir[SBX_CG_MEMORY];
-    if (!dir || !cg->ops->keep || cg->fake || !rt->cgs_cap)
+    if (!enabled(rt, cg))
         return;
+    for (int r = 0; r < SBX_CG_NROLES; r++) {
+        if (cg->dir[r])
+            (void)take_one(rt, r, cg->dir[r]);
+    }
+}
+
+static void
+give_one(struct sbx_rt *rt, const struct sbx_cg *cg, int role)
+{
+    const char *dir = cg->dir[role];
     pthread_mutex_lock(&rt->cgs_mu);
-    bool full = rt->n_cgs >= rt->cgs_cap;
+    bool full = rt->n_cgs[role] >= rt->cgs_cap;
     pthread_mutex_unlock(&rt->cgs_mu);
     if (full)
         return;
     sbx_autofree char *parent = sbx_xstrndup(dir, (size_t)(strrchr(dir, '/') - dir));
     char *spare = spare_name(rt, parent);
-    if (!cg->ops->keep(cg, spare)) {
+    if (!cg->ops->keep(cg, role, spare)) {
         free(spare);
         return;
     }
-    if (!push(rt, spare)) { /* filled meanwhile */
+    if (!push(rt, role, spare)) { /* filled meanwhile */
         remove_spare(spare);
         free(spare);
+    }
+}
+
+void
+sbx_rt_cgs_give(struct sbx_rt *rt, const struct sbx_cg *cg)
+{
+    if (!enabled(rt, cg))
+        return;
+    for (int r = 0; r < SBX_CG_NROLES; r++) {
+        if (cg->dir[r])
+            give_one(rt, cg, r);
     }
 }
 
@@ -175,47 +183,86 @@ pid_alive(pid_t pid)
     return pid == getpid() || kill(pid, 0) == 0 || errno == EPERM;
 }
 
+/* The parent dir of this runtime's sandboxes in each role's hierarchy (planned as a
+ * sandbox's dir); NULL where a role has no hierarchy or shares one with an earlier role. */
+static void
+parents(struct sbx_rt *rt, char *out[SBX_CG_NROLES])
+{
+    for (int r = 0; r < SBX_CG_NROLES; r++) {
+        struct sbx_cg cg = {.ops = rt->cg_ops, .roles = SBX_CG_ROLE(r)};
+        sbx_autoerror sbx_error *err = NULL;
+        char *d = NULL;
+        if (r != SBX_CG_CPUACCT && rt->cg_ops->plan(&cg, "/sys/fs/cgroup", rt->self_cgroup,
+                                                    rt->cgroup_parent, "x", &err) == 0)
+            d = sbx_steal_ptr(&cg.dir[r]);
+        sbx_cg_release(&cg);
+        if (d)
+            *strrchr(d, '/') = '\0';
+        for (int k = 0; d && k < r; k++) {
+            if (out[k] && strcmp(out[k], d) == 0) {
+                free(d);
+                d = NULL;
+            }
+        }
+        out[r] = d;
+    }
+}
+
+/* Adopt (into role's stack) or remove one spare of a process that is gone. */
+static bool
+sweep_one(struct sbx_rt *rt, int role, const char *parent, const char *name, bool adopt)
+{
+    sbx_autofree char *path = sbx_xasprintf("%s/%s", parent, name);
+    char *mine = adopt ? spare_name(rt, parent) : NULL;
+    if (mine && rename(path, mine) == 0) {
+        if (push(rt, role, mine))
+            return true;
+        remove_spare(mine); /* renamed, but the stack is full */
+    } else {
+        remove_spare(path);
+    }
+    free(mine);
+    return false;
+}
+
 void
 sbx_rt_cgs_sweep(struct sbx_rt *rt, bool adopt)
 {
-    sbx_autofree char *parent = memory_parent(rt);
-    sbx_autoclosedir DIR *d = parent ? opendir(parent) : NULL;
-    if (!d)
-        return;
+    char *parent[SBX_CG_NROLES] = {0};
+    if (rt->cg_ops && rt->cg_ops->keep)
+        parents(rt, parent);
     unsigned adopted = 0;
     unsigned removed = 0;
-    struct dirent *e;
-    /* NOLINTNEXTLINE(concurrency-mt-unsafe): this DIR stream is private to this call */
-    while ((e = readdir(d))) {
-        pid_t pid = spare_pid(e->d_name);
-        if (!pid || pid_alive(pid))
-            continue; /* a live server's: its own to use */
-        sbx_autofree char *path = sbx_xasprintf("%s/%s", parent, e->d_name);
-        char *mine = adopt ? spare_name(rt, parent) : NULL;
-        if (mine && rename(path, mine) == 0 && push(rt, mine)) {
-            adopted++;
-            continue;
+    for (int r = 0; r < SBX_CG_NROLES; r++) {
+        sbx_autofree char *p = parent[r];
+        sbx_autoclosedir DIR *d = p ? opendir(p) : NULL;
+        struct dirent *e;
+        /* NOLINTNEXTLINE(concurrency-mt-unsafe): this DIR stream is private to this call */
+        while (d && (e = readdir(d))) {
+            pid_t pid = spare_pid(e->d_name);
+            if (!pid || pid_alive(pid))
+                continue; /* a live server's: its own to use */
+            if (sweep_one(rt, r, p, e->d_name, adopt))
+                adopted++;
+            else
+                removed++;
         }
-        if (mine && access(mine, F_OK) == 0) /* renamed, but the stack is full */
-            remove_spare(mine);
-        else
-            remove_spare(path);
-        free(mine);
-        removed++;
     }
     if (adopted || removed)
-        sbx_info("spare memory cgroups of stopped servers in %s: %u reused, %u removed", parent,
-                 adopted, removed);
+        sbx_info("spare cgroups of stopped servers below %s: %u reused, %u removed",
+                 rt->cgroup_parent, adopted, removed);
 }
 
 void
 sbx_rt_cgs_close(struct sbx_rt *rt)
 {
-    for (char *spare; (spare = pop(rt));) {
-        remove_spare(spare);
-        free(spare);
+    for (int r = 0; r < SBX_CG_NROLES; r++) {
+        for (char *spare; (spare = pop(rt, r));) {
+            remove_spare(spare);
+            free(spare);
+        }
+        free(rt->cgs[r]);
+        rt->cgs[r] = NULL;
     }
-    free(rt->cgs);
-    rt->cgs = NULL;
     (void)pthread_mutex_destroy(&rt->cgs_mu);
 }

@@ -55,23 +55,25 @@ struct sbx_rt {
     /* the template has a sysfs (of a network namespace with only `lo`) that sandboxes of
      * network none share */
     bool sys_template;
-    /* cgspare.c: memory cgroups of destroyed sandboxes kept for the next creates (cgroup v1;
-     * sbx_rt_config.spare_cgroups), as paths <memory parent>/.spare-<pid>.<seq> */
+    /* cgspare.c: cgroups of destroyed sandboxes kept for the next creates (cgroup v1;
+     * sbx_rt_config.spare_cgroups), one stack of paths <parent>/.spare-<pid>.<seq> per role */
     pthread_mutex_t cgs_mu;
-    char **cgs; /* a stack of at most cgs_cap */
-    unsigned n_cgs, cgs_cap;
+    char **cgs[SBX_CG_NROLES]; /* each a stack of at most cgs_cap */
+    unsigned n_cgs[SBX_CG_NROLES];
+    unsigned cgs_cap;
     unsigned cgs_seq; /* the next spare's <seq> */
 };
 
-/* cgspare.c (docs/server.md "Many sandboxes"): keep a destroyed sandbox's memory cgroup for a
- * later create instead of removing it, whose offline work walks every superblock's lists on the
- * host with cgroup_mutex held. */
+/* cgspare.c (docs/runtime.md "Kept cgroups"): keep a destroyed sandbox's cgroups for a later
+ * create instead of removing them: taking a memory cgroup offline walks every superblock's
+ * lists on the host with cgroup_mutex held, and a new cpu cgroup's quota write walks every cpu
+ * cgroup on the host. */
 void sbx_rt_cgs_open(struct sbx_rt *rt, unsigned cap);
-/* Rename a spare onto cg's planned memory dir (before the backend's create, whose mkdir then
- * finds it); false when there is none. */
-bool sbx_rt_cgs_take(struct sbx_rt *rt, const struct sbx_cg *cg);
-/* Before the backend's destroy: keep cg's memory dir as a spare when it is empty, had no OOM
- * kill and little charged; destroy then finds it gone. */
+/* Rename spares onto cg's planned dirs (before the backend's create, whose mkdir then finds
+ * them); roles without a spare are made as usual. */
+void sbx_rt_cgs_take(struct sbx_rt *rt, const struct sbx_cg *cg);
+/* Before the backend's destroy: keep those of cg's dirs that can be reused (cgroup.h, keep);
+ * destroy then finds them gone. */
 void sbx_rt_cgs_give(struct sbx_rt *rt, const struct sbx_cg *cg);
 /* Spares of processes that are gone: adopt them (open) or remove them (gc). */
 void sbx_rt_cgs_sweep(struct sbx_rt *rt, bool adopt);

@@ -498,7 +498,7 @@ static void *
 cg_thread_main(void *arg)
 {
     struct sbx_rt_sandbox *sb = arg;
-    (void)sbx_rt_cgs_take(sb->rt, &sb->cg);
+    sbx_rt_cgs_take(sb->rt, &sb->cg);
     sb->cg_ret = sb->cg.ops->create(&sb->cg, &sb->cg_lim, &sb->cg_err);
     return NULL;
 }
@@ -547,7 +547,7 @@ prepare_host(struct sbx_rt_sandbox *sb, const struct sbx_rt_spec *spec, sbx_erro
         sb->cg_pending = true;
         return 0;
     }
-    (void)sbx_rt_cgs_take(rt, &sb->cg);
+    sbx_rt_cgs_take(rt, &sb->cg);
     return sb->cg.ops->create(&sb->cg, &sb->cg_lim, err);
 }
 

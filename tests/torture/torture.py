@@ -567,7 +567,7 @@ class Torture:
         left = {k: v for k, v in fp.items() if v and k not in ("mounts", "spares")}
         check(not left, "nothing left after deleting everything: %r" % left)
         check_spares(fp, self.s.proc.pid, "after deleting everything")
-        print("spare memory cgroups kept at the end: %d" % len(fp["spares"]), flush=True)
+        print("spare cgroups kept at the end: %d" % len(fp["spares"]), flush=True)
         check(self.s.stop() == 0, "clean stop")
         check(not native_footprint(self.s, self.cg, ids)["spares"],
               "a clean stop removes the spare cgroups")

@@ -668,6 +668,85 @@ spares_oom_and_written(struct sbx_rt *r, const char *mem)
           n_after_write);
 }
 
+/* Run /bin/true with a CPU quota, a pids limit and pausable; record each role's dir and
+ * inode, then destroy. */
+static int
+run_cpu_pids(struct sbx_rt *r, uint64_t cpu_millis, uint64_t pids, struct cg_seen seen[],
+             long *quota, sbx_error **err)
+{
+    char *argv[] = {"/bin/true", NULL};
+    struct sbx_rt_spec spec;
+    struct sbx_rt_volume vol;
+    base_spec(&spec, argv, &vol);
+    spec.cpu_millis = cpu_millis;
+    spec.pids_max = pids;
+    spec.pausable = true;
+    struct sbx_rt_sandbox *sb = NULL;
+    struct sbx_rt_exit ex;
+    int ret = sbx_rt_create(&sb, r, &spec, err);
+    if (ret == 0)
+        ret = sbx_rt_start(sb, err);
+    if (ret == 0)
+        ret = sbx_rt_wait(&ex, sb, NULL, err);
+    for (int k = 0; sb && k < SBX_CG_NROLES; k++) {
+        seen[k].dir = sb->cg.dir[k] ? sbx_xstrdup(sb->cg.dir[k]) : NULL;
+        seen[k].ino = ino_of(seen[k].dir);
+    }
+    sbx_autofree char *qpath = sbx_xasprintf(
+        "%s/cpu.cfs_quota_us", sb && sb->cg.dir[SBX_CG_CPU] ? sb->cg.dir[SBX_CG_CPU] : "");
+    *quota = read_counter(qpath);
+    if (sb)
+        (void)sbx_rt_destroy(sb, NULL);
+    sbx_rt_sandbox_free(sb);
+    return ret;
+}
+
+static void
+free_seen(struct cg_seen seen[])
+{
+    for (int k = 0; k < SBX_CG_NROLES; k++)
+        free(seen[k].dir);
+}
+
+/* The cpu, pids and freezer cgroups are kept too (one spare in each hierarchy); the next
+ * sandbox gets the same ones, and a kept cpu cgroup keeps its quota (no write when the next
+ * sandbox asks for the same, a write when it asks for another). */
+static void
+spares_cpu_pids_freezer(struct sbx_rt *r)
+{
+    static const int roles[] = {SBX_CG_CPU, SBX_CG_PIDS, SBX_CG_FREEZER};
+    struct cg_seen s1[SBX_CG_NROLES] = {0};
+    struct cg_seen s2[SBX_CG_NROLES] = {0};
+    struct cg_seen s3[SBX_CG_NROLES] = {0};
+    sbx_autoerror sbx_error *err = NULL;
+    long q1 = 0, q2 = 0, q3 = 0; // NOLINT(readability-isolate-declaration)
+    int ret = run_cpu_pids(r, 500, 64, s1, &q1, &err);
+    int kept[3] = {0};
+    for (int i = 0; i < 3; i++) {
+        const char *d = s1[roles[i]].dir;
+        sbx_autofree char *parent = d ? dir_name(d) : NULL;
+        ino_t ino = 0;
+        kept[i] = parent && spares_of(parent, getpid(), &ino) == 1 && ino == s1[roles[i]].ino;
+    }
+    if (ret == 0)
+        ret = run_cpu_pids(r, 500, 32, s2, &q2, &err);
+    if (ret == 0)
+        ret = run_cpu_pids(r, 250, 32, s3, &q3, &err);
+    bool same = true;
+    for (int i = 0; i < 3; i++)
+        same = same && s1[roles[i]].ino && s2[roles[i]].ino == s1[roles[i]].ino &&
+               s3[roles[i]].ino == s1[roles[i]].ino;
+    free_seen(s1);
+    free_seen(s2);
+    free_seen(s3);
+    CHECK(ret == 0, "sandboxes: %s", sbx_error_msg(err));
+    CHECK(kept[0] && kept[1] && kept[2], "cpu (%d), pids (%d) and freezer (%d) cgroups are kept",
+          kept[0], kept[1], kept[2]);
+    CHECK(same, "the next sandboxes get the same cpu, pids and freezer cgroups");
+    CHECK(q1 == 50000 && q2 == 50000 && q3 == 25000,
+          "each has its own quota (%ld, %ld, %ld us per 100 ms)", q1, q2, q3);
+}
+
 /* A dead server's spares: the next open with spares takes them over, gc removes them. */
 static void
 spares_orphans(const struct sbx_rt_config *cfg, const char *mem)
@@ -715,6 +794,7 @@ test_cg_spares(const char *state, const char *parent)
     sbx_autofree char *mem = spares_reuse(r);
     if (mem)
         spares_oom_and_written(r, mem);
+    spares_cpu_pids_freezer(r);
     sbx_rt_close(r);
     CHECK(mem, "spares_reuse failed");
     int left = spares_of(mem, getpid(), NULL);

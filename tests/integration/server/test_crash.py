@@ -222,7 +222,7 @@ def native_footprint(s, cg_parent, ids):
     """What exists on the host for this server's native sandboxes."""
     mounts = [l for l in open("/proc/self/mountinfo") if s.state in l]
     cgroups = []
-    spares = []  # memory cgroups of deleted sandboxes kept by the server (runtime/cgspare.c)
+    spares = []  # cgroups of deleted sandboxes kept by the server (runtime/cgspare.c)
     for root, dirs, _ in os.walk("/sys/fs/cgroup"):
         if os.path.basename(root) == cg_parent:
             cgroups += [os.path.join(root, d) for d in dirs if not d.startswith(".spare-")]
@@ -269,10 +269,15 @@ SPARE_CGROUPS = 32  # SBX_NATIVE_SPARE_CGROUPS
 
 
 def check_spares(fp, pid, where):
-    """The kept memory cgroups are the running server's own (a killed one's were taken over
-    or removed at the restart), at most SPARE_CGROUPS, and empty: no process in any."""
+    """The kept cgroups are the running server's own (a killed one's were taken over or
+    removed at the restart), at most SPARE_CGROUPS in each hierarchy, and empty: no process in
+    any."""
     spares = fp["spares"]
-    check(len(spares) <= SPARE_CGROUPS, "%s: %d spare cgroups" % (where, len(spares)))
+    per_hierarchy = {}
+    for p in spares:
+        per_hierarchy[os.path.dirname(p)] = per_hierarchy.get(os.path.dirname(p), 0) + 1
+    check(all(n <= SPARE_CGROUPS for n in per_hierarchy.values()),
+          "%s: spare cgroups per hierarchy: %r" % (where, per_hierarchy))
     foreign = [p for p in spares if not os.path.basename(p).startswith(".spare-%d." % pid)]
     check(not foreign, "%s: spare cgroups not of the server %d: %r" % (where, pid, foreign))
     busy = [p for p in spares if read_or_empty(os.path.join(p, "cgroup.procs")).strip()]
