@@ -59,8 +59,8 @@
 /* Network namespaces kept ready (docs/server.md "netns_pool"); the runtime's limit. */
 #define SBX_NATIVE_NETNS_POOL_DEFAULT 4
 #define SBX_NATIVE_NETNS_POOL_MAX     64
-/* Memory cgroups of deleted sandboxes kept for the next creates (cgroup v1): enough for
- * creates that follow deletes in bursts, few enough that what they hold (a memory cgroup's
+/* Cgroups of deleted sandboxes kept for the next creates, per hierarchy (cgroup v1): enough
+ * for creates that follow deletes in bursts, few enough that what they hold (a memory cgroup's
  * kernel state, ~0.3 MiB charged each) stays small when nothing is created again. */
 #define SBX_NATIVE_SPARE_CGROUPS 32
 /* Defaults that protect the host (docs/server.md, native: "Limits that protect the host"). */
@@ -1252,7 +1252,7 @@ sbx_provider_native_new(const json_t *settings, const struct sbx_provider_env *e
         .own_cgroup_leaf = "server",
         /* long-lived: one pivot_root at open, not one per sandbox (runtime/template.c) */
         .pivot_once = true,
-        /* and its memory cgroups are kept for the next creates, not removed (cgspare.c) */
+        /* and its cgroups are kept for the next creates, not removed (runtime/cgspare.c) */
         .spare_cgroups = SBX_NATIVE_SPARE_CGROUPS};
     if (parse_limits(d, settings, &rc, err) < 0) {
         free_data(d);

@@ -270,7 +270,7 @@ sbx_rt_destroy(struct sbx_rt_sandbox *sb, sbx_error **err)
     if (ret == 0 && sb->has_record && sb->upper && !sbx_rt_upper_is_kept(sb->upper))
         ret = sbx_rm_rf(sb->upper, err);
     if (ret == 0 && sb->has_record) {
-        sbx_rt_cgs_give(sb->rt, &sb->cg); /* its memory dir for the next create, or not */
+        sbx_rt_cgs_give(sb->rt, &sb->cg); /* its dirs for the next create, or not */
         ret = sb->cg.ops->destroy(&sb->cg, err);
     }
     /* The record goes last: as long as anything above remains, gc can still find it. A
@@ -800,7 +800,7 @@ sbx_rt_gc(struct sbx_rt_gc_stats *out, struct sbx_rt *rt, bool all, sbx_error **
         out->kept += r == 0;
     }
     gc_orphan_layers(rt, all);
-    sbx_rt_cgs_sweep(rt, false); /* memory cgroups kept by servers that are gone */
+    sbx_rt_cgs_sweep(rt, false); /* cgroups kept by servers that are gone */
     sbx_autoerror sbx_error *net_err = NULL;
     if (rt->has_net_ops && rt->net_ops.gc && rt->net_ops.gc(rt->net_ops.net, &net_err) < 0)
         sbx_warn("gc: %s", sbx_error_msg(net_err));

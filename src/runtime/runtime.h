@@ -86,10 +86,10 @@ struct sbx_rt_config {
      * docs/runtime.md "Entering the root"). For long-lived callers (the server): the template
      * costs a fork and that one walk at open. Sandboxes in a user namespace pivot anyway. */
     bool pivot_once;
-    /* cgroup v1: keep the memory cgroups of at most this many destroyed sandboxes for later
-     * creates instead of removing them (cgspare.c; docs/server.md "Many sandboxes"). Spares of
-     * a caller that is gone are reused by the next open with this set, and removed by gc.
-     * 0 => none (one-shot callers). */
+    /* cgroup v1: keep the cgroups of at most this many destroyed sandboxes (per hierarchy)
+     * for later creates instead of removing them (cgspare.c; docs/runtime.md "Kept cgroups").
+     * Spares of a caller that is gone are reused by the next open with this set, and removed
+     * by gc. 0 => none (one-shot callers). */
     unsigned spare_cgroups;
 };
 

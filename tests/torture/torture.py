@@ -14,8 +14,10 @@ with the clients held:
     the last acknowledged exec's and upload's files in a Running sandbox; acknowledged
     snapshots listed and never left Creating
   - nothing leaked: runtime records, writable layers, bridge leases, veths, network namespaces,
-    cgroups and processes belong to listed sandboxes only; at the end, after deleting
-    everything, nothing is left.
+    cgroups and processes belong to listed sandboxes only, but for the cgroups the server
+    keeps for its next creates (runtime/cgspare.c: the running server's, at most 32 per
+    hierarchy, no process in any); at the end, after deleting everything, nothing is left but
+    those, and none after a clean stop.
 
   torture.py SBX [--ops N] [--kills K] [--clients C] [--faults a,b,...] [--seed S]
 Faults: execd, sqlite-lock, disk-full, oom (in a sandbox), server-oom (the server's cgroup), clock
