@@ -114,9 +114,13 @@ take_one(struct sbx_rt *rt, int role, const char *dir)
         if (rename(spare, dir) == 0)
             return true;
         /* ENOENT: another process (a gc, a second server's sweep) had it; anything else (the
-         * dir exists): keep the spare, make a new cgroup */
-        if (errno != ENOENT && push(rt, role, spare)) {
-            s = NULL;
+         * dir exists): keep the spare (or remove it when the stack filled meanwhile), make a
+         * new cgroup */
+        if (errno != ENOENT) {
+            if (push(rt, role, spare))
+                s = NULL;
+            else
+                remove_spare(spare);
             return false;
         }
     }

@@ -561,11 +561,6 @@ dead_pid(void)
     return pid;
 }
 
-/* Spare memory cgroups (cgspare.c, cgroup v1): a destroyed sandbox's memory cgroup is kept, as
- * .spare-<pid>.<n>, when it had no OOM kill, and the next create with a memory limit is renamed
- * into it (the same cgroup: same inode) with its own limit; an OOM-killed sandbox's is removed;
- * a dead server's spares are taken over by the next open and removed by gc; close removes the
- * process's own. */
 /* A sandbox's memory dir (a copy) and its inode, before it is destroyed. */
 struct cg_seen {
     char *dir;
@@ -577,7 +572,7 @@ destroy_seen(struct sbx_rt_sandbox *sb, struct cg_seen *seen)
 {
     if (!sb)
         return;
-    seen->dir = sbx_xstrdup(sb->cg.dir[SBX_CG_MEMORY]);
+    seen->dir = sb->cg.dir[SBX_CG_MEMORY] ? sbx_xstrdup(sb->cg.dir[SBX_CG_MEMORY]) : NULL;
     seen->ino = ino_of(seen->dir);
     (void)sbx_rt_destroy(sb, NULL);
     sbx_rt_sandbox_free(sb);
@@ -719,7 +714,9 @@ spares_cpu_pids_freezer(struct sbx_rt *r)
     struct cg_seen s2[SBX_CG_NROLES] = {0};
     struct cg_seen s3[SBX_CG_NROLES] = {0};
     sbx_autoerror sbx_error *err = NULL;
-    long q1 = 0, q2 = 0, q3 = 0; // NOLINT(readability-isolate-declaration)
+    long q1 = 0;
+    long q2 = 0;
+    long q3 = 0;
     int ret = run_cpu_pids(r, 500, 64, s1, &q1, &err);
     int kept[3] = {0};
     for (int i = 0; i < 3; i++) {
@@ -777,8 +774,8 @@ spares_orphans(const struct sbx_rt_config *cfg, const char *mem)
     CHECK(access(orphan, F_OK) < 0, "gc removes a dead server's spare");
 }
 
-/* Spare memory cgroups (cgspare.c, cgroup v1): kept on destroy, reused by the next create,
- * removed after an OOM kill and by close; a dead server's taken over by open, removed by gc. */
+/* Kept cgroups (cgspare.c, cgroup v1): kept on destroy, reused by the next create, removed
+ * after an OOM kill and by close; a dead server's taken over by open, removed by gc. */
 static void
 test_cg_spares(const char *state, const char *parent)
 {
