@@ -220,6 +220,14 @@ def sysfs_none(new_server, bridged):
     out, err, _ = inside(s, ids[0], "touch /sys/x 2>&1; cat /sys/class/net/lo/operstate")
     check(any("Read-only" in x for x in out) and out[-1] == "unknown",
           "read-only, and lo is up as in the sandbox's own namespace: %r %r" % (out, err))
+    # No cgroupfs inside (the server reuses deleted sandboxes' cgroups, docs/security.md: what
+    # one leaves in them must not be readable by the next): /sys/fs/cgroup is empty, mounting
+    # one is refused
+    out, err, _ = inside(s, ids[0], "ls -A /sys/fs/cgroup | wc -l; mkdir -p /tmp/cg; "
+                                    "mount -t cgroup -o memory none /tmp/cg; echo v1=$?; "
+                                    "mount -t cgroup2 none /tmp/cg; echo v2=$?")
+    check(out[:1] == ["0"] and "v1=0" not in out and "v2=0" not in out and len(out) == 3,
+          "no cgroupfs in a sandbox, and none can be mounted: %r %r" % (out, err))
     # The template's network namespace outlives the server that made it (its sandboxes' copies
     # of the template hold it): after a kill -9 and a restart, lo is still in their /sys.
     s.kill9()
