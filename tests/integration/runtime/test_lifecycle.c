@@ -37,18 +37,6 @@
             return;                                              \
         }                                                        \
     } while (0)
-/* CHECK in a function that returns a pointer: frees `owned` and returns NULL. */
-#define CHECK_RET(cond, owned, ...)                              \
-    do {                                                         \
-        if (!(cond)) {                                           \
-            fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-            fprintf(stderr, __VA_ARGS__);                        \
-            fputc('\n', stderr);                                 \
-            failures++;                                          \
-            free(owned);                                         \
-            return NULL;                                         \
-        }                                                        \
-    } while (0)
 static int failures;
 extern char **environ;
 
@@ -505,6 +493,20 @@ test_deferred_destroy(void)
     CHECK(access(dir, F_OK) < 0, "deferred removal did not finish");
 }
 
+/* Run spec in a new sandbox of r, wait, and keep it (not destroyed). */
+static int
+run_spec(struct sbx_rt *r, const struct sbx_rt_spec *spec, struct sbx_rt_sandbox **out,
+         sbx_error **err)
+{
+    struct sbx_rt_exit ex;
+    int ret = sbx_rt_create(out, r, spec, err);
+    if (ret == 0)
+        ret = sbx_rt_start(*out, err);
+    if (ret == 0)
+        ret = sbx_rt_wait(&ex, *out, NULL, err);
+    return ret;
+}
+
 /* Run argv in a new sandbox of r with a memory limit, wait, and keep it (not destroyed). */
 static int
 run_limited(struct sbx_rt *r, char **argv, uint64_t memory, struct sbx_rt_sandbox **out,
@@ -514,13 +516,7 @@ run_limited(struct sbx_rt *r, char **argv, uint64_t memory, struct sbx_rt_sandbo
     struct sbx_rt_volume vol;
     base_spec(&spec, argv, &vol);
     spec.memory_bytes = memory;
-    struct sbx_rt_exit ex;
-    int ret = sbx_rt_create(out, r, &spec, err);
-    if (ret == 0)
-        ret = sbx_rt_start(*out, err);
-    if (ret == 0)
-        ret = sbx_rt_wait(&ex, *out, NULL, err);
-    return ret;
+    return run_spec(r, &spec, out, err);
 }
 
 static ino_t
@@ -585,9 +581,10 @@ dir_name(const char *path)
 }
 
 /* A destroyed sandbox's memory cgroup is kept as one spare, and the next create is renamed into
- * it (the same inode) with its own limit. Returns the memory parent (caller frees) or NULL. */
-static char *
-spares_reuse(struct sbx_rt *r)
+ * it (the same inode) with its own limit. *mem: the memory parent (caller frees), NULL when the
+ * first sandbox failed. */
+static void
+spares_reuse(struct sbx_rt *r, char **mem)
 {
     char *true_argv[] = {"/bin/true", NULL};
     struct sbx_rt_sandbox *a = NULL;
@@ -597,28 +594,27 @@ spares_reuse(struct sbx_rt *r)
     struct cg_seen sb = {0};
     int ret = run_limited(r, true_argv, 64 << 20, &a, &err);
     destroy_seen(a, &sa);
-    char *mem = sa.dir ? dir_name(sa.dir) : NULL;
+    *mem = sa.dir ? dir_name(sa.dir) : NULL;
     ino_t spare = 0;
-    int n = mem ? spares_of(mem, getpid(), &spare) : -1;
+    int n = *mem ? spares_of(*mem, getpid(), &spare) : -1;
     if (ret == 0)
         ret = run_limited(r, true_argv, 32 << 20, &b, &err);
     sbx_autofree char *lim_path =
         sbx_xasprintf("%s/memory.limit_in_bytes", b ? b->cg.dir[SBX_CG_MEMORY] : "");
     long lim_b = read_counter(lim_path);
-    int n_taken = mem ? spares_of(mem, getpid(), NULL) : -1;
+    int n_taken = *mem ? spares_of(*mem, getpid(), NULL) : -1;
     destroy_seen(b, &sb);
     bool gone_a = sa.dir && access(sa.dir, F_OK) < 0;
     free(sa.dir);
     free(sb.dir);
-    CHECK_RET(ret == 0, mem, "sandboxes: %s", sbx_error_msg(err));
-    CHECK_RET(sa.ino && n == 1 && spare == sa.ino && gone_a, mem,
-              "a destroyed sandbox's memory cgroup is kept as one spare (%d, inode %lu vs %lu)", n,
-              (unsigned long)spare, (unsigned long)sa.ino);
-    CHECK_RET(sb.ino == sa.ino && lim_b == 32 << 20 && n_taken == 0, mem,
-              "the next create is renamed into it with its own limit (inode %lu vs %lu, limit "
-              "%ld, %d spares left)",
-              (unsigned long)sb.ino, (unsigned long)sa.ino, lim_b, n_taken);
-    return mem;
+    CHECK(ret == 0, "sandboxes: %s", sbx_error_msg(err));
+    CHECK(sa.ino && n == 1 && spare == sa.ino && gone_a,
+          "a destroyed sandbox's memory cgroup is kept as one spare (%d, inode %lu vs %lu)", n,
+          (unsigned long)spare, (unsigned long)sa.ino);
+    CHECK(sb.ino == sa.ino && lim_b == 32 << 20 && n_taken == 0,
+          "the next create is renamed into it with its own limit (inode %lu vs %lu, limit %ld, "
+          "%d spares left)",
+          (unsigned long)sb.ino, (unsigned long)sa.ino, lim_b, n_taken);
 }
 
 /* The one spare left by spares_reuse is taken by an OOM-killed sandbox, whose cgroup is then
@@ -677,12 +673,7 @@ run_cpu_pids(struct sbx_rt *r, uint64_t cpu_millis, uint64_t pids, struct cg_see
     spec.pids_max = pids;
     spec.pausable = true;
     struct sbx_rt_sandbox *sb = NULL;
-    struct sbx_rt_exit ex;
-    int ret = sbx_rt_create(&sb, r, &spec, err);
-    if (ret == 0)
-        ret = sbx_rt_start(sb, err);
-    if (ret == 0)
-        ret = sbx_rt_wait(&ex, sb, NULL, err);
+    int ret = run_spec(r, &spec, &sb, err);
     for (int k = 0; sb && k < SBX_CG_NROLES; k++) {
         seen[k].dir = sb->cg.dir[k] ? sbx_xstrdup(sb->cg.dir[k]) : NULL;
         seen[k].ino = ino_of(seen[k].dir);
@@ -788,7 +779,8 @@ test_cg_spares(const char *state, const char *parent)
     struct sbx_rt *r = NULL;
     sbx_autoerror sbx_error *err = NULL;
     CHECK(sbx_rt_open(&r, &cfg, &err) == 0, "open: %s", sbx_error_msg(err));
-    sbx_autofree char *mem = spares_reuse(r);
+    sbx_autofree char *mem = NULL;
+    spares_reuse(r, &mem);
     if (mem)
         spares_oom_and_written(r, mem);
     spares_cpu_pids_freezer(r);
